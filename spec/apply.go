@@ -1,0 +1,237 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"time"
+)
+
+// NewRun builds the first snapshot of a run and its created audit event from
+// params that passed PrepareCreate. retried is the run named by p.RetryOf
+// (nil when p.RetryOf is empty); the store looks it up in the same
+// transaction. now is the store's clock.
+func NewRun(p CreateRunParams, retried *RunSnapshot, now time.Time) (RunSnapshot, AuditEvent, error) {
+	now = Timestamp(now)
+	attempt := 1
+	if p.RetryOf != "" {
+		if retried == nil {
+			return RunSnapshot{}, AuditEvent{}, InvalidArgument("retry_of", "run %s does not exist", p.RetryOf)
+		}
+		if !retried.Status.Terminal() {
+			return RunSnapshot{}, AuditEvent{}, InvalidArgument("retry_of",
+				"run %s is %s; only a terminal run can be retried", p.RetryOf, retried.Status)
+		}
+		attempt = retried.Attempt + 1
+	}
+	s := RunSnapshot{
+		RunID: p.RunID, WorkflowName: p.WorkflowName, Status: StatusQueued, Message: p.Message,
+		Priority: p.Priority, Labels: maps.Clone(p.Labels), CreatedAt: now, UpdatedAt: now,
+		Version: 1, RetryOf: p.RetryOf, Attempt: attempt,
+	}
+	for _, st := range p.Steps {
+		step := Step{Name: st.Name, Status: StepQueued}
+		for _, h := range st.Hosts {
+			step.Hosts = append(step.Hosts, HostState{Host: h, Status: StepQueued})
+		}
+		s.Steps = append(s.Steps, step)
+	}
+	ev := AuditEvent{RunID: s.RunID, Seq: 1, Kind: AuditCreated, To: StatusQueued, Time: now,
+		Actor: p.Actor, Reason: p.Reason, Version: 1}
+	return s, ev, nil
+}
+
+// UpdateOutcome is the decision ApplyUpdate takes. A store persists it
+// atomically: when Write is set it replaces the snapshot (compare-and-set on
+// the version it read) and appends Events, numbering them after the run's
+// last Seq; then it returns Snapshot and Err as the result of UpdateRun.
+type UpdateOutcome struct {
+	// Snapshot is the run after the update (the unchanged run when nothing is written).
+	Snapshot RunSnapshot
+	// Write says the snapshot changed and must be stored.
+	Write bool
+	// Events are the audit events to append, Seq left 0 for the store to number.
+	Events []AuditEvent
+	// Err is the error UpdateRun returns, after persisting the rest.
+	Err error
+}
+
+// Result is what UpdateRun returns for this outcome.
+func (o UpdateOutcome) Result() (RunSnapshot, error) {
+	if o.Err != nil {
+		return RunSnapshot{}, o.Err
+	}
+	return o.Snapshot, nil
+}
+
+// ApplyUpdate decides the outcome of p (which passed PrepareUpdate) against
+// the run's current snapshot and lease at the store's time now. It
+// implements the fencing, compare-and-set, transition, diagnostic and audit
+// rules; the store only loads, persists atomically and numbers events.
+func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.Time) UpdateOutcome {
+	now = Timestamp(now)
+	keep := UpdateOutcome{Snapshot: cur}
+	if err := lease.CheckFence(cur.RunID, p.LeaseToken); err != nil {
+		keep.Err = err
+		return keep
+	}
+	if cur.Version != p.ExpectedVersion {
+		keep.Err = VersionConflict(cur.RunID, p.ExpectedVersion, cur.Version)
+		return keep
+	}
+	to := RunStatus(p.Status)
+	event := func(kind AuditKind, from, to RunStatus, code string, version int64) AuditEvent {
+		return AuditEvent{RunID: cur.RunID, Kind: kind, From: from, To: to, Time: now,
+			Actor: p.Actor, Reason: p.Reason, ErrorCode: code, Version: version}
+	}
+
+	// A terminal run never changes: any write to it is a rejected transition.
+	if cur.Status.Terminal() {
+		if to == "" {
+			to = cur.Status
+		}
+		keep.Events = []AuditEvent{event(AuditRejected, cur.Status, to, string(CodeInvalidTransition), cur.Version)}
+		keep.Err = InvalidTransition(cur.RunID, cur.Status, to)
+		return keep
+	}
+	if to != "" && !CanTransition(cur.Status, to) {
+		failed := cur.Clone()
+		failed.Status = StatusFailed
+		failed.FinishedAt = now
+		failed.UpdatedAt = now
+		failed.Version++
+		failed.Diagnostic = &Diagnostic{ErrorCode: string(CodeInvalidTransition), Retryable: false,
+			Message: fmt.Sprintf("invalid transition %s -> %s was attempted", cur.Status, to)}
+		return UpdateOutcome{
+			Snapshot: failed, Write: true,
+			Events: []AuditEvent{
+				event(AuditRejected, cur.Status, to, string(CodeInvalidTransition), cur.Version),
+				event(AuditTransition, cur.Status, StatusFailed, string(CodeInvalidTransition), failed.Version),
+			},
+			Err: InvalidTransition(cur.RunID, cur.Status, to),
+		}
+	}
+	if p.Diagnostic != nil || to.RequiresDiagnostic() {
+		if missing := diagnosticMissing(p.Diagnostic); missing != "" {
+			keep.Err = &Error{Code: CodeMissingDiagnostic, RunID: cur.RunID, Field: "diagnostic",
+				Message: fmt.Sprintf("run %s: %s is required%s", cur.RunID, missing, enteringWhat(to))}
+			return keep
+		}
+	}
+	if to == StatusInterrupted && p.InterruptedReason == "" {
+		keep.Err = &Error{Code: CodeMissingDiagnostic, RunID: cur.RunID, Field: "interrupted_reason",
+			Message: fmt.Sprintf("run %s: interrupted_reason is required when entering interrupted", cur.RunID)}
+		return keep
+	}
+
+	next := cur.Clone()
+	if err := applySteps(&next, p.Steps, now); err != nil {
+		keep.Err = err
+		return keep
+	}
+	if p.Message != nil {
+		next.Message = *p.Message
+	}
+	if p.Priority != nil {
+		next.Priority = *p.Priority
+	}
+	if p.Labels != nil {
+		next.Labels = maps.Clone(p.Labels)
+		if len(next.Labels) == 0 {
+			next.Labels = nil
+		}
+	}
+	if p.Diagnostic != nil {
+		d := *p.Diagnostic
+		d.Details = maps.Clone(p.Diagnostic.Details)
+		next.Diagnostic = &d
+	}
+	next.Version++
+	next.UpdatedAt = now
+	out := UpdateOutcome{Snapshot: next, Write: true}
+	if to != "" {
+		next.Status = to
+		if to == StatusRunning && next.StartedAt.IsZero() {
+			next.StartedAt = now
+		}
+		if to.Terminal() {
+			next.FinishedAt = now
+		}
+		if to == StatusInterrupted {
+			next.InterruptedReason = p.InterruptedReason
+		}
+		code := ""
+		if p.Diagnostic != nil {
+			code = p.Diagnostic.ErrorCode
+		}
+		out.Snapshot = next
+		out.Events = []AuditEvent{event(AuditTransition, cur.Status, to, code, next.Version)}
+	}
+	return out
+}
+
+func enteringWhat(to RunStatus) string {
+	if to.RequiresDiagnostic() {
+		return " when entering " + string(to)
+	}
+	return " in a diagnostic"
+}
+
+// applySteps applies step and host patches to s, enforcing the step table.
+func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
+	for _, sp := range patches {
+		step, ok := s.Step(sp.Name)
+		if !ok {
+			if len(s.Steps) >= MaxSteps {
+				return InvalidArgument("steps", "run %s already has %d steps, the limit", s.RunID, MaxSteps)
+			}
+			s.Steps = append(s.Steps, Step{Name: sp.Name, Status: StepQueued})
+			step = &s.Steps[len(s.Steps)-1]
+		}
+		if sp.Status != "" {
+			if err := moveStep(s.RunID, sp.Name, "", &step.Status, &step.StartedAt, &step.FinishedAt, StepStatus(sp.Status), now); err != nil {
+				return err
+			}
+		}
+		for _, hp := range sp.Hosts {
+			host, ok := step.Host(hp.Host)
+			if !ok {
+				if len(step.Hosts) >= MaxHostsPerStep {
+					return InvalidArgument("hosts", "step %q already has %d hosts, the limit", sp.Name, MaxHostsPerStep)
+				}
+				step.Hosts = append(step.Hosts, HostState{Host: hp.Host, Status: StepQueued})
+				host = &step.Hosts[len(step.Hosts)-1]
+			}
+			if hp.Status != "" {
+				if err := moveStep(s.RunID, sp.Name, hp.Host, &host.Status, &host.StartedAt, &host.FinishedAt, StepStatus(hp.Status), now); err != nil {
+					return err
+				}
+			}
+			if hp.OutputSummary != nil {
+				host.OutputSummary = *hp.OutputSummary
+			}
+			if hp.Error != nil {
+				host.Error = *hp.Error
+			}
+		}
+	}
+	return nil
+}
+
+func moveStep(runID, step, host string, status *StepStatus, started, finished *time.Time, to StepStatus, now time.Time) error {
+	if !CanStepTransition(*status, to) {
+		where := fmt.Sprintf("step %q", step)
+		if host != "" {
+			where += fmt.Sprintf(" host %q", host)
+		}
+		return &Error{Code: CodeInvalidTransition, RunID: runID, Step: step, Host: host, From: string(*status), To: string(to),
+			Message: fmt.Sprintf("run %s %s: transition %s -> %s is not allowed", runID, where, *status, to)}
+	}
+	*status = to
+	if to == StepRunning && started.IsZero() {
+		*started = now
+	}
+	if to.Terminal() {
+		*finished = now
+	}
+	return nil
+}

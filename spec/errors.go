@@ -1,0 +1,154 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Code is the stable, machine-readable category of an error. Codes are part
+// of the contract: an out-of-process adapter carries them across the wire and
+// the host rebuilds an *Error with the same code.
+type Code string
+
+// Error codes.
+const (
+	CodeNotFound          Code = "NOT_FOUND"
+	CodeAlreadyExists     Code = "ALREADY_EXISTS"
+	CodeVersionConflict   Code = "VERSION_CONFLICT"
+	CodeInvalidTransition Code = "INVALID_STATE_TRANSITION"
+	CodeMissingDiagnostic Code = "MISSING_DIAGNOSTIC"
+	CodeInvalidArgument   Code = "INVALID_ARGUMENT"
+	CodeLeaseHeld         Code = "LEASE_HELD"
+	CodeLeaseLost         Code = "LEASE_LOST"
+	CodeNotClaimable      Code = "NOT_CLAIMABLE"
+	CodeUnavailable       Code = "UNAVAILABLE"
+)
+
+// Sentinel errors, checked with errors.Is. Every error a store returns for
+// one of these conditions matches the sentinel, whatever its details.
+var (
+	// ErrNotFound: the run does not exist, or no runnable run matched a claim-next.
+	ErrNotFound = &Error{Code: CodeNotFound}
+	// ErrAlreadyExists: a run with the requested run_id exists already.
+	ErrAlreadyExists = &Error{Code: CodeAlreadyExists}
+	// ErrVersionConflict: the update's expected version is not the current
+	// one. Nothing was written; Error.CurrentVersion holds the current version.
+	ErrVersionConflict = &Error{Code: CodeVersionConflict}
+	// ErrInvalidTransition: the transition table does not allow the requested
+	// status change (INVALID_STATE_TRANSITION). Error.From and Error.To name it.
+	ErrInvalidTransition = &Error{Code: CodeInvalidTransition}
+	// ErrMissingDiagnostic: entering failed, denied or timeout without a
+	// complete Diagnostic, or interrupted without an interrupted_reason.
+	ErrMissingDiagnostic = &Error{Code: CodeMissingDiagnostic}
+	// ErrInvalidArgument: the input is malformed or out of limits; Error.Field names it.
+	ErrInvalidArgument = &Error{Code: CodeInvalidArgument}
+	// ErrLeaseHeld: another owner holds a live lease on the run.
+	ErrLeaseHeld = &Error{Code: CodeLeaseHeld}
+	// ErrLeaseLost: the lease token is not the run's current one, or the lease
+	// was released. The caller no longer owns the run.
+	ErrLeaseLost = &Error{Code: CodeLeaseLost}
+	// ErrNotClaimable: the run is terminal, or its status is not among those
+	// the claim asked for.
+	ErrNotClaimable = &Error{Code: CodeNotClaimable}
+	// ErrUnavailable: the store cannot serve the call (closed, unreachable,
+	// dead plugin). Retrying later may succeed; Unwrap gives the cause.
+	ErrUnavailable = &Error{Code: CodeUnavailable}
+)
+
+// Error is the error type of the contract. Only Code decides identity; the
+// other fields are details for people and programs.
+type Error struct {
+	Code    Code
+	Message string
+	RunID   string
+	// Field names the offending input (CodeInvalidArgument).
+	Field string
+	// From and To name the rejected transition (CodeInvalidTransition).
+	// For a step or host they are step statuses and Step/Host say where.
+	From, To   string
+	Step, Host string
+	// ExpectedVersion and CurrentVersion describe a conflict (CodeVersionConflict).
+	ExpectedVersion, CurrentVersion int64
+	// Cause is the underlying error, if any (for example a driver error).
+	Cause error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("runstate: ")
+	if e.Message != "" {
+		b.WriteString(e.Message)
+	} else {
+		b.WriteString(strings.ToLower(strings.ReplaceAll(string(e.Code), "_", " ")))
+	}
+	if e.RunID != "" && !strings.Contains(e.Message, e.RunID) {
+		fmt.Fprintf(&b, " (run %s)", e.RunID)
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&b, ": %v", e.Cause)
+	}
+	return b.String()
+}
+
+// Is reports whether target is an *Error with the same Code, so that
+// errors.Is(err, ErrNotFound) holds for every not-found error.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// CodeOf returns the Code of the first *Error in err's chain, or "" when
+// err is nil or carries no Code.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// InvalidArgument returns an ErrInvalidArgument naming field.
+func InvalidArgument(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidArgument, Field: field, Message: "invalid " + field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// NotFound returns an ErrNotFound for runID.
+func NotFound(runID string) *Error {
+	return &Error{Code: CodeNotFound, RunID: runID, Message: fmt.Sprintf("run %s not found", runID)}
+}
+
+// AlreadyExists returns an ErrAlreadyExists for runID.
+func AlreadyExists(runID string) *Error {
+	return &Error{Code: CodeAlreadyExists, RunID: runID, Message: fmt.Sprintf("run %s already exists; a retry is a new run with retry_of set", runID)}
+}
+
+// VersionConflict returns an ErrVersionConflict.
+func VersionConflict(runID string, expected, current int64) *Error {
+	return &Error{Code: CodeVersionConflict, RunID: runID, ExpectedVersion: expected, CurrentVersion: current,
+		Message: fmt.Sprintf("run %s is at version %d, the update expected %d; re-read the run and retry", runID, current, expected)}
+}
+
+// InvalidTransition returns an ErrInvalidTransition for a run-level transition.
+func InvalidTransition(runID string, from, to RunStatus) *Error {
+	return &Error{Code: CodeInvalidTransition, RunID: runID, From: string(from), To: string(to),
+		Message: fmt.Sprintf("run %s: transition %s -> %s is not allowed", runID, from, to)}
+}
+
+// LeaseHeld returns an ErrLeaseHeld.
+func LeaseHeld(runID string) *Error {
+	return &Error{Code: CodeLeaseHeld, RunID: runID, Message: fmt.Sprintf("run %s is leased by another owner", runID)}
+}
+
+// LeaseLost returns an ErrLeaseLost.
+func LeaseLost(runID string, token int64, why string) *Error {
+	return &Error{Code: CodeLeaseLost, RunID: runID, Message: fmt.Sprintf("run %s: lease token %d is no longer valid: %s", runID, token, why)}
+}
+
+// Unavailable returns an ErrUnavailable wrapping cause.
+func Unavailable(what string, cause error) *Error {
+	return &Error{Code: CodeUnavailable, Message: what, Cause: cause}
+}

@@ -1,0 +1,45 @@
+package spec
+
+import (
+	"github.com/oklog/ulid/v2"
+)
+
+// NewRunID returns a new ULID: unique, and sortable by creation time.
+// ulid.Make is safe for concurrent use and monotonic within a process.
+func NewRunID() string { return ulid.Make().String() }
+
+// ValidateRunID checks a caller-supplied run_id: 1 to MaxRunIDLen characters
+// of A-Z a-z 0-9 . _ : -
+func ValidateRunID(id string) error { return validateToken("run_id", id, MaxRunIDLen, "") }
+
+// validateToken checks a restricted identifier: non-empty, at most max bytes,
+// only ASCII letters, digits, '.', '_', ':', '-' and the extra characters.
+func validateToken(field, s string, max int, extra string) error {
+	if s == "" {
+		return InvalidArgument(field, "must not be empty")
+	}
+	if len(s) > max {
+		return InvalidArgument(field, "is %d characters long, the limit is %d", len(s), max)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '.', c == '_', c == ':', c == '-':
+		default:
+			if !containsByte(extra, c) {
+				return InvalidArgument(field, "%q contains %q at offset %d; allowed are A-Z a-z 0-9 . _ : -%s", s, rune(c), i, extra)
+			}
+		}
+	}
+	return nil
+}
+
+func containsByte(s string, c byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,37 @@
+package spec
+
+import "time"
+
+// Size limits. Stores reject larger input with ErrInvalidArgument; they never
+// truncate silently. (A tracker truncates host output with TruncateOutput
+// before writing.) Lengths are in bytes of UTF-8 text.
+const (
+	MaxRunIDLen          = 128
+	MaxWorkflowNameLen   = 256
+	MaxMessageLen        = 4096
+	MaxReasonLen         = 1024
+	MaxLabels            = 32
+	MaxLabelKeyLen       = 63
+	MaxLabelValueLen     = 256
+	MaxSteps             = 512
+	MaxHostsPerStep      = 512
+	MaxStepNameLen       = 256
+	MaxHostNameLen       = 256
+	MaxHostOutputBytes   = 4096
+	MaxHostErrorLen      = 4096
+	MaxErrorCodeLen      = 128
+	MaxDiagnosticDetails = 32
+	MaxDetailValueLen    = 1024
+	MaxOwnerLen          = 256
+	MaxActorIDLen        = 256
+
+	// MinPriority and MaxPriority bound Priority; larger runs first.
+	MinPriority = -1_000_000
+	MaxPriority = 1_000_000
+
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// MaxLeaseTTL bounds a lease's duration; any positive duration up to it is valid.
+const MaxLeaseTTL = 24 * time.Hour

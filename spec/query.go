@@ -1,0 +1,242 @@
+package spec
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RunFilter is a validated ListRuns filter.
+type RunFilter struct {
+	Statuses                   []RunStatus
+	WorkflowName               string
+	Labels                     map[string]string
+	CreatedFrom, CreatedBefore time.Time
+}
+
+// Matches reports whether s passes every part of the filter.
+func (f RunFilter) Matches(s RunSnapshot) bool {
+	if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, s.Status) {
+		return false
+	}
+	if f.WorkflowName != "" && s.WorkflowName != f.WorkflowName {
+		return false
+	}
+	if !f.CreatedFrom.IsZero() && s.CreatedAt.Before(f.CreatedFrom) {
+		return false
+	}
+	if !f.CreatedBefore.IsZero() && !s.CreatedAt.Before(f.CreatedBefore) {
+		return false
+	}
+	return labelsMatch(s.Labels, f.Labels)
+}
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// RunPosition is a run's place in ListRuns order.
+type RunPosition struct {
+	CreatedAt time.Time
+	RunID     string
+}
+
+// PositionOf returns s's place in ListRuns order.
+func PositionOf(s RunSnapshot) RunPosition { return RunPosition{s.CreatedAt, s.RunID} }
+
+// Compare returns -1, 0 or +1 as p comes before, at or after q.
+func (p RunPosition) Compare(q RunPosition) int {
+	if c := p.CreatedAt.Compare(q.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(p.RunID, q.RunID)
+}
+
+// Less reports whether p comes before q.
+func (p RunPosition) Less(q RunPosition) bool { return p.Compare(q) < 0 }
+
+// RunQuery is a validated ListRuns request.
+type RunQuery struct {
+	Filter RunFilter
+	Limit  int
+	// After, when non-nil, starts the page after this position.
+	After *RunPosition
+}
+
+// PrepareListRuns validates p.
+func PrepareListRuns(p ListRunsParams) (RunQuery, error) {
+	var q RunQuery
+	var err error
+	if q.Filter.Statuses, err = parseStatuses("statuses", p.Statuses, nil, false); err != nil {
+		return q, err
+	}
+	if p.WorkflowName != "" {
+		if err := validateText("workflow_name", p.WorkflowName, MaxWorkflowNameLen, true); err != nil {
+			return q, err
+		}
+	}
+	if err := validateLabels("labels", p.Labels); err != nil {
+		return q, err
+	}
+	q.Filter.WorkflowName, q.Filter.Labels = p.WorkflowName, p.Labels
+	q.Filter.CreatedFrom, q.Filter.CreatedBefore = p.CreatedFrom, p.CreatedBefore
+	if !p.CreatedFrom.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedFrom.Before(p.CreatedBefore) {
+		return q, InvalidArgument("created range", "created_from %v is not before created_before %v", p.CreatedFrom, p.CreatedBefore)
+	}
+	if q.Limit, err = pageLimit(p.Limit); err != nil {
+		return q, err
+	}
+	if p.Cursor != "" {
+		f, err := decodeCursor(p.Cursor, cursorRuns, 2)
+		if err != nil {
+			return q, err
+		}
+		created, err := parseMicros(f[0])
+		if err != nil {
+			return q, badCursor()
+		}
+		q.After = &RunPosition{CreatedAt: created, RunID: f[1]}
+	}
+	return q, nil
+}
+
+// Cursor returns the cursor that continues after p.
+func (p RunPosition) Cursor() string {
+	return encodeCursor(cursorRuns, strconv.FormatInt(p.CreatedAt.UnixMicro(), 10), p.RunID)
+}
+
+// RunnablePosition is a run's place in claim order: priority descending,
+// then created_at and run_id ascending.
+type RunnablePosition struct {
+	Priority  int
+	CreatedAt time.Time
+	RunID     string
+}
+
+// RunnablePositionOf returns s's place in claim order.
+func RunnablePositionOf(s RunSnapshot) RunnablePosition {
+	return RunnablePosition{s.Priority, s.CreatedAt, s.RunID}
+}
+
+// Compare returns -1, 0 or +1 as p is claimed before, with or after q.
+func (p RunnablePosition) Compare(q RunnablePosition) int {
+	if p.Priority != q.Priority {
+		if p.Priority > q.Priority {
+			return -1
+		}
+		return 1
+	}
+	return RunPosition{p.CreatedAt, p.RunID}.Compare(RunPosition{q.CreatedAt, q.RunID})
+}
+
+// Less reports whether p is claimed before q.
+func (p RunnablePosition) Less(q RunnablePosition) bool { return p.Compare(q) < 0 }
+
+// Cursor returns the cursor that continues after p.
+func (p RunnablePosition) Cursor() string {
+	return encodeCursor(cursorRunnable, strconv.Itoa(p.Priority), strconv.FormatInt(p.CreatedAt.UnixMicro(), 10), p.RunID)
+}
+
+// RunnableQuery is a validated runnable filter with paging.
+type RunnableQuery struct {
+	Statuses     []RunStatus
+	WorkflowName string
+	Labels       map[string]string
+	Limit        int
+	After        *RunnablePosition
+}
+
+// Runnable reports whether s is runnable under q given its lease: it
+// matches q and no live lease holds it.
+func (q RunnableQuery) Runnable(s RunSnapshot, lease LeaseState, now time.Time) bool {
+	return q.matches(s) && !lease.Live(now)
+}
+
+// ClaimableBy reports whether claim-next by owner may take s: like Runnable,
+// except that a lease of an earlier incarnation of owner's worker does not count.
+func (q RunnableQuery) ClaimableBy(s RunSnapshot, lease LeaseState, owner Owner, now time.Time) bool {
+	return q.matches(s) && !lease.BlocksClaim(owner, now)
+}
+
+func (q RunnableQuery) matches(s RunSnapshot) bool {
+	return !s.Status.Terminal() && slices.Contains(q.Statuses, s.Status) &&
+		(q.WorkflowName == "" || q.WorkflowName == s.WorkflowName) && labelsMatch(s.Labels, q.Labels)
+}
+
+// PrepareRunnable validates a runnable filter; limit and cursor are optional.
+func PrepareRunnable(f RunnableFilter, limit int, cursor string) (RunnableQuery, error) {
+	var q RunnableQuery
+	var err error
+	if q.Statuses, err = parseStatuses("statuses", f.Statuses, DefaultRunnableStatuses(), true); err != nil {
+		return q, err
+	}
+	if f.WorkflowName != "" {
+		if err := validateText("workflow_name", f.WorkflowName, MaxWorkflowNameLen, true); err != nil {
+			return q, err
+		}
+	}
+	if err := validateLabels("labels", f.Labels); err != nil {
+		return q, err
+	}
+	q.WorkflowName, q.Labels = f.WorkflowName, f.Labels
+	if q.Limit, err = pageLimit(limit); err != nil {
+		return q, err
+	}
+	if cursor != "" {
+		parts, err := decodeCursor(cursor, cursorRunnable, 3)
+		if err != nil {
+			return q, err
+		}
+		prio, err1 := strconv.Atoi(parts[0])
+		created, err2 := parseMicros(parts[1])
+		if err1 != nil || err2 != nil {
+			return q, badCursor()
+		}
+		q.After = &RunnablePosition{Priority: prio, CreatedAt: created, RunID: parts[2]}
+	}
+	return q, nil
+}
+
+const (
+	cursorRuns     = "runs.v1"
+	cursorRunnable = "runnable.v1"
+)
+
+func encodeCursor(kind string, fields ...string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + "|" + strings.Join(fields, "|")))
+}
+
+func decodeCursor(c, kind string, n int) ([]string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, badCursor()
+	}
+	parts := strings.Split(string(raw), "|")
+	if len(parts) != n+1 || parts[0] != kind {
+		return nil, badCursor()
+	}
+	if ValidateRunID(parts[n]) != nil {
+		return nil, badCursor()
+	}
+	return parts[1:], nil
+}
+
+func parseMicros(s string) (time.Time, error) {
+	us, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bad time: %w", err)
+	}
+	return time.UnixMicro(us).UTC(), nil
+}
+
+func badCursor() error {
+	return InvalidArgument("cursor", "is not a cursor this listing returned; pass NextCursor back unchanged, with the same filters")
+}
