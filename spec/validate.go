@@ -380,4 +380,3 @@ func TruncateOutput(s string) string {
 	}
 	return s[:cut] + mark
 }
-

@@ -1,0 +1,193 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+func init() {
+	register("AUD-001", "Creating a run records exactly one audit event: seq 1, kind created, to queued, version 1, with the actor and reason given.", none, checkCreateEvent)
+	register("AUD-002", "Every accepted status transition records exactly one audit event with from, to, time, actor, reason, error_code and the resulting version, numbered 1, 2, 3, … per run.", none, checkTransitionEvents)
+	register("AUD-003", "A write that changes no status records no audit event.", none, checkNoEventWithoutTransition)
+	register("AUD-004", "A refused write (conflict, missing diagnostic, lease lost, invalid argument, forbidden step move) records no audit event.", none, checkNoEventOnRefusal)
+	register("AUD-005", "Under concurrent writers every run's events match its accepted transitions one to one, with gap-free sequence numbers.", none, checkAuditUnderConcurrency)
+	register("AUD-006", "Audit events page by sequence number without gaps or repeats; the audit of an unknown run is NOT_FOUND.", none, checkAuditPaging)
+}
+
+func checkCreateEvent(c *C) {
+	actor := spec.Actor{Kind: spec.ActorOperator, ID: "alice"}
+	before := time.Now().Add(-time.Minute)
+	run := c.create(spec.CreateRunParams{Actor: actor, Reason: "nightly build"})
+	evs := c.events(run.RunID)
+	if len(evs) != 1 {
+		c.Fatalf("exactly one event after create", "%d: %s", len(evs), jsonOf(evs))
+	}
+	e := evs[0]
+	if e.RunID != run.RunID || e.Seq != 1 || e.Kind != spec.AuditCreated || e.From != "" || e.To != spec.StatusQueued ||
+		e.Version != 1 || e.Actor != actor || e.Reason != "nightly build" || !e.Time.Equal(run.CreatedAt) {
+		c.Errorf("seq 1, created, to queued, version 1, actor operator/alice, reason, time = created_at", "%s", jsonOf(e))
+	}
+	if !c.target.Capabilities.ControlledClock && e.Time.Before(before) {
+		c.Errorf("the event time to be now", "%v", e.Time)
+	}
+}
+
+func checkTransitionEvents(c *C) {
+	run := c.newRun()
+	path := []spec.RunStatus{spec.StatusRunning, spec.StatusWaiting, spec.StatusRunning, spec.StatusFailed}
+	from := spec.StatusQueued
+	for i, to := range path {
+		c.pass(time.Millisecond)
+		p := transition(run, to)
+		p.Actor = spec.Actor{Kind: spec.ActorWorker, ID: fmt.Sprintf("w%d", i)}
+		p.Reason = fmt.Sprintf("step %d", i)
+		run = c.update(p)
+		evs := c.events(run.RunID)
+		if len(evs) != i+2 {
+			c.Fatalf(fmt.Sprintf("%d events after %d transitions", i+2, i+1), "%d: %s", len(evs), jsonOf(evs))
+		}
+		e := evs[i+1]
+		wantCode := ""
+		if p.Diagnostic != nil {
+			wantCode = p.Diagnostic.ErrorCode
+		}
+		if e.Seq != int64(i+2) || e.Kind != spec.AuditTransition || e.From != from || e.To != to || e.Actor != p.Actor ||
+			e.Reason != p.Reason || e.ErrorCode != wantCode || e.Version != run.Version || !e.Time.Equal(run.UpdatedAt) {
+			c.Errorf(fmt.Sprintf("event seq %d: transition %s -> %s by %s, version %d, error_code %q, time = updated_at", i+2, from, to, p.Actor.ID, run.Version, wantCode), "%s", jsonOf(e))
+		}
+		from = to
+	}
+}
+
+func checkNoEventWithoutTransition(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h"}}}})
+	n := len(c.events(run.RunID))
+	for _, p := range []spec.UpdateRunParams{
+		{Message: ptr("progress")},
+		{Steps: []spec.StepPatch{{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h", Status: "running", OutputSummary: ptr("ok")}}}}},
+		{Labels: map[string]string{"a": "b"}},
+	} {
+		p.RunID, p.ExpectedVersion = run.RunID, run.Version
+		run = c.update(p)
+	}
+	if got := len(c.events(run.RunID)); got != n {
+		c.Errorf("no audit events for writes without a status change", "%d new events", got-n)
+	}
+}
+
+func checkNoEventOnRefusal(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
+	before := c.state(run.RunID)
+	refusals := map[string]spec.UpdateRunParams{
+		"a stale version":         {RunID: run.RunID, ExpectedVersion: run.Version + 1, Status: "success"},
+		"a missing diagnostic":    {RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed"},
+		"an unknown status":       {RunID: run.RunID, ExpectedVersion: run.Version, Status: "exploded"},
+		"a forbidden step move":   {RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{{Name: "build", Status: "success"}}},
+		"a never-issued token":    {RunID: run.RunID, ExpectedVersion: run.Version, LeaseToken: 42, Status: "success"},
+		"an oversize message":     {RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(string(make([]byte, spec.MaxMessageLen+1)))},
+		"a zero expected version": {RunID: run.RunID, Status: "success"},
+	}
+	for name, p := range refusals {
+		if _, err := c.store.UpdateRun(c.ctx, p); err == nil {
+			c.Errorf("an update with "+name+" to be refused", "it succeeded")
+		}
+		c.expectUnchanged(before, "after an update with "+name)
+	}
+}
+
+func checkAuditUnderConcurrency(c *C) {
+	const runs, racers = 6, 6
+	stores := c.handles(runs * racers)
+	ids := make([]string, runs)
+	for i := range ids {
+		ids[i] = c.newRun().RunID
+	}
+	var mu sync.Mutex
+	accepted := map[string]int{} // accepted transitions per run
+	var wg sync.WaitGroup
+	for i := range runs * racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, st := ids[i%runs], stores[i]
+			// Each racer pushes its run along running <-> waiting; every
+			// accepted CAS write is one transition.
+			for range 8 {
+				run, err := st.GetRun(c.ctx, id)
+				if err != nil {
+					c.Errorf("GetRun to succeed", "%s", describeErr(err))
+					return
+				}
+				to := spec.StatusRunning
+				if run.Status == spec.StatusRunning {
+					to = spec.StatusWaiting
+				}
+				_, err = st.UpdateRun(c.ctx, transition(run, to))
+				switch {
+				case err == nil:
+					mu.Lock()
+					accepted[id]++
+					mu.Unlock()
+				case !errors.Is(err, spec.ErrVersionConflict):
+					c.Errorf("a racing transition to succeed or conflict", "%s", describeErr(err))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		run := c.get(id)
+		evs := c.events(id)
+		if len(evs) != accepted[id]+1 || run.Version != int64(accepted[id]+1) {
+			c.Errorf(fmt.Sprintf("run %s: %d events and version %d for %d accepted transitions", id, accepted[id]+1, accepted[id]+1, accepted[id]),
+				"%d events, version %d", len(evs), run.Version)
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) || e.Version != int64(i+1) || (i > 0 && e.From != evs[i-1].To) {
+				c.Errorf("events numbered 1..n, version = seq, each from = previous to", "event %d: %s", i, jsonOf(e))
+				break
+			}
+		}
+	}
+}
+
+func checkAuditPaging(c *C) {
+	run := c.newRun()
+	for range 5 {
+		run = c.move(c.move(run, spec.StatusRunning), spec.StatusWaiting)
+	}
+	want := 11
+	var got []int64
+	var after int64
+	for pages := 0; ; pages++ {
+		page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: after, Limit: 4})
+		if err != nil {
+			c.Fatalf("paging the audit to succeed", "%s", describeErr(err))
+		}
+		if len(page.Events) > 4 || pages > want {
+			c.Fatalf("pages of at most 4 that end", "page of %d", len(page.Events))
+		}
+		for _, e := range page.Events {
+			got = append(got, e.Seq)
+		}
+		if !page.More {
+			break
+		}
+		after = page.Events[len(page.Events)-1].Seq
+	}
+	if len(got) != want {
+		c.Errorf(fmt.Sprintf("%d events over all pages", want), "%v", got)
+	}
+	for i, s := range got {
+		if s != int64(i+1) {
+			c.Errorf("sequence 1..11 without gaps or repeats", "%v", got)
+			break
+		}
+	}
+	_, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: "no-such-run"})
+	c.expectErr(err, spec.ErrNotFound, "the audit of an unknown run")
+}

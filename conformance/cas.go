@@ -1,0 +1,117 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/runstate/runstate/spec"
+)
+
+func init() {
+	register("CAS-001", "A new run is at version 1 and every accepted write increments the version by exactly one.", none, checkVersionSteps)
+	register("CAS-002", "An update whose expected version is stale fails with VERSION_CONFLICT, reports the current version and writes nothing.", none, checkStaleVersion)
+	register("CAS-003", "Of N writers racing from the same version, exactly one wins and the others get VERSION_CONFLICT.", none, checkRacingWriters)
+	register("CAS-004", "A stale update that also asks for a forbidden transition is a version conflict, not an invalid transition: the run is not failed.", none, checkConflictBeforeTransition)
+}
+
+func checkVersionSteps(c *C) {
+	run := c.create(spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
+	if run.Version != 1 {
+		c.Errorf("version 1 on create", "%d", run.Version)
+	}
+	writes := []spec.UpdateRunParams{
+		{Status: "running"},
+		{Message: ptr("halfway")},
+		{Steps: []spec.StepPatch{{Name: "build", Status: "running"}}},
+		{Priority: ptr(5), Labels: map[string]string{"k": "v"}},
+		{Status: "waiting"},
+		{Status: "running"},
+		{Status: "success"},
+	}
+	for i, p := range writes {
+		p.RunID, p.ExpectedVersion = run.RunID, run.Version
+		next := c.update(p)
+		if next.Version != run.Version+1 {
+			c.Errorf(fmt.Sprintf("write %d to move version %d to %d", i+1, run.Version, run.Version+1), "version %d", next.Version)
+		}
+		if got := c.get(run.RunID).Version; got != next.Version {
+			c.Errorf("GetRun to return the version UpdateRun returned", "%d vs %d", got, next.Version)
+		}
+		run = next
+	}
+}
+
+func checkStaleVersion(c *C) {
+	run := c.move(c.newRun(), spec.StatusRunning)
+	for _, stale := range []int64{run.Version - 1, run.Version + 1, run.Version + 100} {
+		before := c.state(run.RunID)
+		p := transition(run, spec.StatusSuccess)
+		p.ExpectedVersion = stale
+		_, err := c.store.UpdateRun(c.ctx, p)
+		if c.expectErr(err, spec.ErrVersionConflict, fmt.Sprintf("an update expecting version %d of a run at %d", stale, run.Version)) {
+			var e *spec.Error
+			if !errors.As(err, &e) || e.CurrentVersion != run.Version {
+				c.Errorf("the conflict to report current version", "%+v", e)
+			}
+		}
+		c.expectUnchanged(before, "after a version conflict")
+	}
+}
+
+func checkRacingWriters(c *C) {
+	const writers = 16
+	run := c.move(c.newRun(), spec.StatusRunning)
+	before := c.state(run.RunID)
+	stores := c.handles(writers)
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	start := make(chan struct{})
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			// Half race a transition, half a plain write: both are CAS writes.
+			p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(fmt.Sprintf("writer %d", i))}
+			if i%2 == 0 {
+				p = transition(run, spec.StatusWaiting)
+			}
+			_, errs[i] = stores[i].UpdateRun(c.ctx, p)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, spec.ErrVersionConflict):
+			c.Errorf("losers to get VERSION_CONFLICT", "writer %d: %s", i, describeErr(err))
+		}
+	}
+	after := c.state(run.RunID)
+	if wins != 1 || after.snap.Version != run.Version+1 {
+		c.Errorf("exactly one winner and version+1", "%d winners, version %d -> %d", wins, run.Version, after.snap.Version)
+	}
+	added := len(after.events) - len(before.events)
+	wantEvents := 0
+	if after.snap.Status == spec.StatusWaiting {
+		wantEvents = 1
+	}
+	if added != wantEvents {
+		c.Errorf(fmt.Sprintf("%d audit event(s) for the one accepted write", wantEvents), "%d", added)
+	}
+}
+
+func checkConflictBeforeTransition(c *C) {
+	run := c.move(c.newRun(), spec.StatusRunning)
+	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("moved on")})
+	before := c.state(run.RunID)
+	p := transition(run, spec.StatusQueued) // forbidden, and based on a stale version
+	p.ExpectedVersion = run.Version - 1
+	_, err := c.store.UpdateRun(c.ctx, p)
+	c.expectErr(err, spec.ErrVersionConflict, "a stale forbidden transition")
+	c.expectUnchanged(before, "after a stale forbidden transition")
+}

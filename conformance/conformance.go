@@ -1,0 +1,235 @@
+// Package conformance proves that a store honours the runstate contract.
+//
+// Every check has a stable rule ID (FSM-001, CAS-002, LEASE-005, …) that
+// docs/spec.md defines. A driver runs the whole suite with one line in its
+// tests:
+//
+//	func TestConformance(t *testing.T) { conformance.Run(t, target) }
+//
+// go test is only one front end: RunRules runs the same checks anywhere and
+// returns structured results, which cmd/conformance-runner turns into reports.
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// Version is the suite's version, stamped on reports.
+const Version = "1.0.0"
+
+// Capabilities are the optional features a target declares. Checks that need
+// a capability the target does not declare are skipped, never passed.
+type Capabilities struct {
+	// Leases: the store implements spec.LeaseStore.
+	Leases bool `json:"leases"`
+	// SecondHandle: Harness.OpenHandle opens an independent handle on the
+	// same data (another connection pool or process), as a second worker would.
+	SecondHandle bool `json:"second_handle"`
+	// ControlledClock: Harness.Advance moves the store's clock, so checks
+	// about time need not sleep. Without it they sleep in real time.
+	ControlledClock bool `json:"controlled_clock"`
+}
+
+func (c Capabilities) missing(need Capabilities) []string {
+	var out []string
+	if need.Leases && !c.Leases {
+		out = append(out, "leases")
+	}
+	if need.SecondHandle && !c.SecondHandle {
+		out = append(out, "second_handle")
+	}
+	if need.ControlledClock && !c.ControlledClock {
+		out = append(out, "controlled_clock")
+	}
+	return out
+}
+
+// Harness gives one check a fresh, empty store.
+type Harness interface {
+	// Store returns the handle the check uses.
+	Store() spec.RunStateStore
+	// OpenHandle opens another handle on the same data. Called only when the
+	// target declares SecondHandle; the harness closes it in Close.
+	OpenHandle(ctx context.Context) (spec.RunStateStore, error)
+	// Advance moves the store's clock forward. Called only when the target
+	// declares ControlledClock.
+	Advance(d time.Duration)
+	// Close releases everything the harness made.
+	Close(ctx context.Context) error
+}
+
+// Target is a store under test: how to make a harness, and what it declares.
+type Target struct {
+	// Name and StoreVersion identify the store in reports.
+	Name         string
+	StoreVersion string
+	Capabilities Capabilities
+	// NewHarness makes a harness around a fresh, empty store; it is called once per check.
+	NewHarness func(ctx context.Context) (Harness, error)
+	// LeaseTTL is the lease duration that checks use; with a real clock keep
+	// it short (default 300ms) but long enough for a claim to round-trip.
+	LeaseTTL time.Duration
+	// CheckTimeout bounds one check (default 2 minutes).
+	CheckTimeout time.Duration
+}
+
+// Outcome is the verdict of one check.
+type Outcome string
+
+// Outcomes.
+const (
+	Pass Outcome = "pass"
+	Fail Outcome = "fail"
+	// Skip: the target does not declare a capability the check needs.
+	Skip Outcome = "skip"
+	// Error: the harness itself broke (could not make a store, a check panicked).
+	Error Outcome = "error"
+)
+
+// Failure is one broken expectation.
+type Failure struct {
+	Rule     string `json:"rule"`
+	Expected string `json:"expected"`
+	Seen     string `json:"seen"`
+}
+
+func (f Failure) String() string {
+	return fmt.Sprintf("%s: expected %s; saw %s", f.Rule, f.Expected, f.Seen)
+}
+
+// Result is the outcome of one rule.
+type Result struct {
+	Rule     Rule          `json:"rule"`
+	Outcome  Outcome       `json:"outcome"`
+	Failures []Failure     `json:"failures,omitempty"`
+	Detail   string        `json:"detail,omitempty"`
+	Duration time.Duration `json:"duration"`
+}
+
+// RunRules runs rules against target one after another, calling progress
+// (when non-nil) after each, and returns the results in order.
+func RunRules(ctx context.Context, target Target, rules []Rule, progress func(Result)) []Result {
+	results := make([]Result, 0, len(rules))
+	for _, r := range rules {
+		res := RunRule(ctx, target, r)
+		if progress != nil {
+			progress(res)
+		}
+		results = append(results, res)
+	}
+	return results
+}
+
+// RunRule runs one rule against a fresh harness of target.
+func RunRule(ctx context.Context, target Target, rule Rule) Result {
+	start := time.Now()
+	res := runRule(ctx, target, rule)
+	res.Rule, res.Duration = rule, time.Since(start)
+	return res
+}
+
+func runRule(ctx context.Context, target Target, rule Rule) Result {
+	if miss := target.Capabilities.missing(rule.Requires); len(miss) > 0 {
+		return Result{Outcome: Skip, Detail: "needs capability " + strings.Join(miss, ", ")}
+	}
+	timeout := target.CheckTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	h, err := target.NewHarness(ctx)
+	if err != nil {
+		return Result{Outcome: Error, Detail: "harness: " + err.Error()}
+	}
+	c := newC(ctx, target, rule, h)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				c.broke(fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+			}
+		}()
+		rule.check(c)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.broke(fmt.Sprintf("check did not finish within %v", timeout))
+	}
+	if err := h.Close(context.WithoutCancel(ctx)); err != nil {
+		c.broke("closing harness: " + err.Error())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.harnessErr != "":
+		return Result{Outcome: Error, Detail: c.harnessErr, Failures: slices.Clone(c.failures)}
+	case len(c.failures) > 0:
+		return Result{Outcome: Fail, Failures: slices.Clone(c.failures)}
+	}
+	return Result{Outcome: Pass}
+}
+
+// C is what a check works with: the store, helpers, and failure reporting.
+// Failing methods are safe to call from several goroutines; Fatalf ends
+// only the goroutine that calls it, like testing.T.FailNow.
+type C struct {
+	ctx    context.Context
+	target Target
+	rule   Rule
+	h      Harness
+	store  spec.RunStateStore
+
+	mu         sync.Mutex
+	failures   []Failure
+	harnessErr string
+}
+
+func newC(ctx context.Context, target Target, rule Rule, h Harness) *C {
+	return &C{ctx: ctx, target: target, rule: rule, h: h, store: h.Store()}
+}
+
+// Errorf records a failure of the check's rule: what the rule expects and
+// what the store did.
+func (c *C) Errorf(expected, seenFormat string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures = append(c.failures, Failure{Rule: c.rule.ID, Expected: expected, Seen: fmt.Sprintf(seenFormat, args...)})
+}
+
+// Fatalf records a failure and ends the calling goroutine.
+func (c *C) Fatalf(expected, seenFormat string, args ...any) {
+	c.Errorf(expected, seenFormat, args...)
+	runtime.Goexit()
+}
+
+func (c *C) broke(detail string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.harnessErr == "" {
+		c.harnessErr = detail
+	}
+}
+
+// harnessFatal records a harness error and ends the calling goroutine.
+func (c *C) harnessFatal(format string, args ...any) {
+	c.broke(fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+
+func (c *C) failed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.failures) > 0 || c.harnessErr != ""
+}

@@ -1,0 +1,76 @@
+package conformance
+
+import (
+	"github.com/runstate/runstate/spec"
+)
+
+func init() {
+	register("DIAG-001", "Entering failed, denied or timeout without a diagnostic fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkDiagnosticRequired)
+	register("DIAG-002", "A diagnostic without error_code or message fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkDiagnosticComplete)
+	register("DIAG-003", "Entering interrupted without interrupted_reason fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkInterruptedReason)
+	register("DIAG-004", "A diagnostic and an interrupted_reason are stored and returned intact, and the transition's audit event carries the error_code.", none, checkDiagnosticStored)
+}
+
+func checkDiagnosticRequired(c *C) {
+	for _, to := range []spec.RunStatus{spec.StatusFailed, spec.StatusDenied, spec.StatusTimeout} {
+		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+		before := c.state(run.RunID)
+		p := transition(run, to)
+		p.Diagnostic = nil
+		_, err := c.store.UpdateRun(c.ctx, p)
+		c.expectErr(err, spec.ErrMissingDiagnostic, "entering "+string(to)+" without a diagnostic")
+		c.expectUnchanged(before, "after entering "+string(to)+" without a diagnostic was refused")
+	}
+}
+
+func checkDiagnosticComplete(c *C) {
+	cases := map[string]spec.Diagnostic{
+		"no error_code": {Message: "boom", Retryable: true},
+		"no message":    {ErrorCode: "E_BOOM"},
+		"blank fields":  {ErrorCode: "  ", Message: " "},
+	}
+	for name, d := range cases {
+		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+		before := c.state(run.RunID)
+		p := transition(run, spec.StatusFailed)
+		p.Diagnostic = &d
+		_, err := c.store.UpdateRun(c.ctx, p)
+		c.expectErr(err, spec.ErrMissingDiagnostic, "entering failed with a diagnostic with "+name)
+		c.expectUnchanged(before, "after a diagnostic with "+name+" was refused")
+	}
+}
+
+func checkInterruptedReason(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	before := c.state(run.RunID)
+	p := transition(run, spec.StatusInterrupted)
+	p.InterruptedReason = ""
+	_, err := c.store.UpdateRun(c.ctx, p)
+	c.expectErr(err, spec.ErrMissingDiagnostic, "entering interrupted without a reason")
+	c.expectUnchanged(before, "after entering interrupted without a reason was refused")
+}
+
+func checkDiagnosticStored(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	d := spec.Diagnostic{ErrorCode: "E_DISK_FULL", Message: "no space left on /var", Retryable: true,
+		SourceStep: "build", SourceHost: "web-1", Details: map[string]string{"free_bytes": "0", "mount": "/var"}}
+	p := transition(run, spec.StatusFailed)
+	p.Diagnostic = &d
+	c.update(p)
+	got := c.get(run.RunID)
+	if jsonOf(got.Diagnostic) != jsonOf(d) {
+		c.Errorf("the diagnostic returned intact", "%s, stored %s", jsonOf(d), jsonOf(got.Diagnostic))
+	}
+	evs := c.events(run.RunID)
+	if last := evs[len(evs)-1]; last.To != spec.StatusFailed || last.ErrorCode != d.ErrorCode {
+		c.Errorf("the failed transition's audit event to carry error_code E_DISK_FULL", "%s", jsonOf(last))
+	}
+
+	run = c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	p = transition(run, spec.StatusInterrupted)
+	p.InterruptedReason = "HOST_REBOOTED: maintenance window"
+	c.update(p)
+	if got := c.get(run.RunID); got.InterruptedReason != p.InterruptedReason {
+		c.Errorf("interrupted_reason returned intact", "%q", got.InterruptedReason)
+	}
+}

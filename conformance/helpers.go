@@ -1,0 +1,252 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// Context returns the check's context.
+func (c *C) Context() context.Context { return c.ctx }
+
+// leases returns the store's LeaseStore. A target that declares Leases but
+// does not implement the interface fails the rule.
+func (c *C) leases() spec.LeaseStore {
+	ls, ok := c.store.(spec.LeaseStore)
+	if !ok {
+		c.Fatalf("a store declaring the leases capability to implement spec.LeaseStore", "%T does not", c.store)
+	}
+	return ls
+}
+
+// second opens a second handle, as another worker process would.
+func (c *C) second() spec.RunStateStore {
+	s, err := c.h.OpenHandle(c.ctx)
+	if err != nil {
+		c.harnessFatal("opening a second handle: %v", err)
+	}
+	return s
+}
+
+// handles returns n handles alternating between the primary and, when the
+// target has one, a second handle; concurrency checks spread workers over them.
+func (c *C) handles(n int) []spec.RunStateStore {
+	out := make([]spec.RunStateStore, n)
+	var other spec.RunStateStore = c.store
+	if c.target.Capabilities.SecondHandle {
+		other = c.second()
+	}
+	for i := range out {
+		out[i] = c.store
+		if i%2 == 1 {
+			out[i] = other
+		}
+	}
+	return out
+}
+
+func (c *C) ttl() time.Duration {
+	if c.target.LeaseTTL > 0 {
+		return c.target.LeaseTTL
+	}
+	return 300 * time.Millisecond
+}
+
+// pass lets d go by on the store's clock: advancing it when controlled,
+// sleeping otherwise.
+func (c *C) pass(d time.Duration) {
+	if c.target.Capabilities.ControlledClock {
+		c.h.Advance(d)
+		return
+	}
+	select {
+	case <-time.After(d):
+	case <-c.ctx.Done():
+		c.harnessFatal("context ended while waiting %v", d)
+	}
+}
+
+// expire lets a lease of c.ttl() run out, with a margin for real clocks.
+func (c *C) expire() { c.pass(c.ttl() + c.ttl()/2 + 50*time.Millisecond) }
+
+const workflow = "conformance"
+
+func (c *C) create(p spec.CreateRunParams) spec.RunSnapshot {
+	if p.WorkflowName == "" {
+		p.WorkflowName = workflow
+	}
+	run, err := c.store.CreateRun(c.ctx, p)
+	if err != nil {
+		c.Fatalf("CreateRun to succeed", "%s", describeErr(err))
+	}
+	return run
+}
+
+func (c *C) newRun() spec.RunSnapshot { return c.create(spec.CreateRunParams{}) }
+
+func (c *C) update(p spec.UpdateRunParams) spec.RunSnapshot {
+	run, err := c.store.UpdateRun(c.ctx, p)
+	if err != nil {
+		c.Fatalf("UpdateRun to succeed", "%s for %s", describeErr(err), jsonOf(p))
+	}
+	return run
+}
+
+// move transitions run to status to, with whatever the status requires.
+func (c *C) move(run spec.RunSnapshot, to spec.RunStatus) spec.RunSnapshot {
+	return c.update(transition(run, to))
+}
+
+// runIn creates a run and drives it to status along the shortest allowed path.
+func (c *C) runIn(status spec.RunStatus, p spec.CreateRunParams) spec.RunSnapshot {
+	run := c.create(p)
+	for _, st := range pathTo(status) {
+		run = c.move(run, st)
+	}
+	return run
+}
+
+func (c *C) get(id string) spec.RunSnapshot {
+	run, err := c.store.GetRun(c.ctx, id)
+	if err != nil {
+		c.Fatalf("GetRun to succeed", "%s", describeErr(err))
+	}
+	return run
+}
+
+// events returns every audit event of a run, following pages.
+func (c *C) events(id string) []spec.AuditEvent {
+	var out []spec.AuditEvent
+	var after int64
+	for {
+		page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: id, AfterSeq: after})
+		if err != nil {
+			c.Fatalf("ListAuditEvents to succeed", "%s", describeErr(err))
+		}
+		out = append(out, page.Events...)
+		if !page.More || len(page.Events) == 0 {
+			return out
+		}
+		after = page.Events[len(page.Events)-1].Seq
+	}
+}
+
+// runState is everything observable about one run.
+type runState struct {
+	snap   spec.RunSnapshot
+	events []spec.AuditEvent
+}
+
+func (c *C) state(id string) runState { return runState{c.get(id), c.events(id)} }
+
+// expectUnchanged reports a failure when the run differs from before.
+func (c *C) expectUnchanged(before runState, after string) {
+	now := c.state(before.snap.RunID)
+	if a, b := jsonOf(before.snap), jsonOf(now.snap); a != b {
+		c.Errorf("the run unchanged "+after, "snapshot changed from %s to %s", a, b)
+	}
+	if len(now.events) != len(before.events) {
+		c.Errorf("no audit event "+after, "%d events before, %d after: %s", len(before.events), len(now.events), jsonOf(now.events[min(len(before.events), len(now.events)):]))
+	}
+}
+
+// expectErr reports whether err matches want with errors.Is, recording a
+// failure otherwise.
+func (c *C) expectErr(err error, want *spec.Error, doing string) bool {
+	if errors.Is(err, want) {
+		return true
+	}
+	c.Errorf(fmt.Sprintf("%s to fail with %s", doing, want.Code), "%s", describeErr(err))
+	return false
+}
+
+// expectInvalid checks an ErrInvalidArgument that names the offending field.
+func (c *C) expectInvalid(err error, doing string) {
+	if !c.expectErr(err, spec.ErrInvalidArgument, doing) {
+		return
+	}
+	var e *spec.Error
+	if !errors.As(err, &e) || e.Field == "" || e.Message == "" {
+		c.Errorf(doing+" to name the offending field in an *spec.Error", "%s", describeErr(err))
+	}
+}
+
+func describeErr(err error) string {
+	if err == nil {
+		return "success"
+	}
+	return fmt.Sprintf("error %q (code %q)", err.Error(), spec.CodeOf(err))
+}
+
+// transition builds an update moving run to status to, with a diagnostic or
+// interrupted_reason where the status requires one.
+func transition(run spec.RunSnapshot, to spec.RunStatus) spec.UpdateRunParams {
+	p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to),
+		Actor: spec.Actor{Kind: spec.ActorWorker, ID: "conformance"}, Reason: "conformance check"}
+	if to.RequiresDiagnostic() {
+		p.Diagnostic = &spec.Diagnostic{ErrorCode: "E_CONFORMANCE", Message: "entered " + string(to) + " on purpose", Retryable: true}
+	}
+	if to == spec.StatusInterrupted {
+		p.InterruptedReason = "CONFORMANCE"
+	}
+	return p
+}
+
+// pathTo returns the shortest sequence of allowed transitions from queued to
+// target (empty for queued), found by searching the transition table.
+func pathTo(target spec.RunStatus) []spec.RunStatus {
+	return shortestPath(spec.StatusQueued, target, spec.AllowedTransitions)
+}
+
+// stepPathTo is pathTo for the step table.
+func stepPathTo(target spec.StepStatus) []spec.StepStatus {
+	return shortestPath(spec.StepQueued, target, func(from spec.StepStatus) []spec.StepStatus {
+		var out []spec.StepStatus
+		for _, to := range spec.StepStatuses() {
+			if spec.CanStepTransition(from, to) {
+				out = append(out, to)
+			}
+		}
+		return out
+	})
+}
+
+// shortestPath searches a transition table breadth-first.
+func shortestPath[S comparable](start, target S, next func(S) []S) []S {
+	prev := map[S]S{start: start}
+	queue := []S{start}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == target {
+			var path []S
+			for s := cur; s != start; s = prev[s] {
+				path = append([]S{s}, path...)
+			}
+			return path
+		}
+		for _, n := range next(cur) {
+			if _, seen := prev[n]; !seen {
+				prev[n] = cur
+				queue = append(queue, n)
+			}
+		}
+	}
+	panic(fmt.Sprintf("%v is unreachable from %v", target, start))
+}
+
+func jsonOf(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(b)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var worker = spec.Actor{Kind: spec.ActorWorker, ID: "conformance"}

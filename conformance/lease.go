@@ -1,0 +1,399 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+func init() {
+	register("LEASE-001", "While a lease is live, claiming the run for another owner fails with LEASE_HELD.", leases, checkExclusiveClaim)
+	register("LEASE-002", "N workers running claim-next concurrently over M runs claim each run exactly once.", leases, checkConcurrentClaimNext)
+	register("LEASE-003", "Claim-next takes the highest priority first, then the oldest run.", leases, checkClaimOrder)
+	register("LEASE-004", "Renewing extends the expiry and keeps owner and token; the renewed lease outlives its first expiry.", leases, checkRenew)
+	register("LEASE-005", "After a lease expires another worker can claim the run, with a larger token.", leases, checkExpiryTakeover)
+	register("LEASE-006", "A write carrying a stale lease token fails with LEASE_LOST and writes nothing; the current token's write succeeds.", leases, checkFencedWrites)
+	register("LEASE-007", "Renewing or releasing with a stale or released token fails with LEASE_LOST.", leases, checkStaleRenewRelease)
+	register("LEASE-008", "A terminal run is never claimable: ClaimRun fails with NOT_CLAIMABLE, claim-next and the runnable listing pass it by.", leases, checkTerminalNotClaimable)
+	register("LEASE-009", "Release ends ownership: the run is claimable at once, with a larger token, and the released token fences nothing.", leases, checkRelease)
+	register("LEASE-010", "The runnable listing returns non-terminal runs in the asked statuses without a live lease, in claim order, filtered and paged.", leases, checkListRunnable)
+	register("LEASE-011", "Claims consider queued and waiting runs unless the caller names the statuses; running is claimable only when named.", leases, checkClaimStatuses)
+	register("LEASE-012", "A later incarnation of the same worker may claim over its previous incarnation's live lease; other workers may not.", leases, checkIncarnations)
+	register("LEASE-013", "Claim-next with no runnable run fails with NOT_FOUND.", leases, checkClaimNextEmpty)
+	register("LEASE-014", "Lease operations change neither the run's version nor its audit trail.", leases, checkLeaseNoVersion)
+	register("LEASE-015", "An expired lease nobody has claimed since still belongs to its owner: it can be renewed and its token still fences.", leases, checkExpiredUnclaimed)
+	register("LEASE-016", "Every claim of a run carries a token larger than all earlier tokens of that run, across releases and expiries.", leases, checkTokenMonotonic)
+}
+
+// anyLive names every non-terminal status, for claims that are not about statuses.
+var anyLive = []string{"queued", "running", "waiting"}
+
+func (c *C) claim(runID string, o spec.Owner) spec.Claim {
+	cl, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: runID, Owner: o, TTL: c.ttl(), Statuses: anyLive})
+	if err != nil {
+		c.Fatalf("ClaimRun of "+runID+" by "+o.String()+" to succeed", "%s", describeErr(err))
+	}
+	return cl
+}
+
+func checkExclusiveClaim(c *C) {
+	run := c.newRun()
+	cl := c.claim(run.RunID, owner("w1"))
+	if cl.Lease.Token < 1 || cl.Lease.Owner != owner("w1") || cl.Lease.RunID != run.RunID || cl.Run.RunID != run.RunID ||
+		!cl.Lease.ExpiresAt.After(cl.Lease.AcquiredAt) {
+		c.Errorf("a lease for w1/i1 with a positive token and expiry after acquisition", "%s", jsonOf(cl))
+	}
+	if c.target.Capabilities.ControlledClock && cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt) != c.ttl() {
+		c.Errorf("expiry = acquisition + TTL", "%v", cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt))
+	}
+	for _, other := range []spec.Owner{owner("w2"), owner("w1")} {
+		_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: other, TTL: c.ttl()})
+		c.expectErr(err, spec.ErrLeaseHeld, "claiming a live-leased run as "+other.String())
+	}
+	var ls = c.leases()
+	if c.target.Capabilities.SecondHandle {
+		ls = c.second().(spec.LeaseStore)
+	}
+	_, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w3"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrNotFound, "claim-next while the only run is leased")
+}
+
+func checkConcurrentClaimNext(c *C) {
+	const workers, runs = 8, 40
+	want := map[string]bool{}
+	for range runs {
+		want[c.newRun().RunID] = true
+	}
+	stores := c.handles(workers)
+	var mu sync.Mutex
+	claimedBy := map[string][]string{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ls := stores[w].(spec.LeaseStore)
+			o := owner(fmt.Sprintf("worker-%d", w))
+			for {
+				cl, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: o, TTL: spec.DefaultRecoveryLeaseTTL})
+				if errors.Is(err, spec.ErrNotFound) {
+					return
+				}
+				if err != nil {
+					c.Errorf("claim-next to succeed or report NOT_FOUND", "%s", describeErr(err))
+					return
+				}
+				mu.Lock()
+				claimedBy[cl.Run.RunID] = append(claimedBy[cl.Run.RunID], o.Worker)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for id := range want {
+		if n := len(claimedBy[id]); n != 1 {
+			c.Errorf("each run claimed exactly once", "%s claimed %d times by %v", id, n, claimedBy[id])
+		}
+	}
+	if len(claimedBy) != runs {
+		c.Errorf(fmt.Sprintf("%d distinct runs claimed", runs), "%d", len(claimedBy))
+	}
+}
+
+func checkClaimOrder(c *C) {
+	// Created in this order; claim order is priority desc, then oldest.
+	specs := []struct {
+		id   string
+		prio int
+	}{{"low-old", 1}, {"high-old", 10}, {"mid", 5}, {"high-new", 10}, {"low-new", 1}}
+	for _, s := range specs {
+		c.create(spec.CreateRunParams{RunID: s.id, Priority: s.prio})
+		c.pass(2 * time.Millisecond)
+	}
+	var got []string
+	for range specs {
+		cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+		if err != nil {
+			c.Fatalf("claim-next to succeed", "%s", describeErr(err))
+		}
+		got = append(got, cl.Run.RunID)
+	}
+	want := []string{"high-old", "high-new", "mid", "low-old", "low-new"}
+	if jsonOf(got) != jsonOf(want) {
+		c.Errorf(fmt.Sprintf("claim order %v", want), "%v", got)
+	}
+}
+
+func checkRenew(c *C) {
+	run := c.newRun()
+	cl := c.claim(run.RunID, owner("w1"))
+	c.pass(c.ttl() / 2)
+	l, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	if err != nil {
+		c.Fatalf("renewing a live lease to succeed", "%s", describeErr(err))
+	}
+	if l.Owner != cl.Lease.Owner || l.Token != cl.Lease.Token || !l.ExpiresAt.After(cl.Lease.ExpiresAt) {
+		c.Errorf("renew to keep owner and token and extend expiry", "before %s after %s", jsonOf(cl.Lease), jsonOf(l))
+	}
+	// Past the first expiry, within the renewed one.
+	c.pass(c.ttl()/2 + c.ttl()/4)
+	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseHeld, "claiming a renewed lease after its first expiry")
+}
+
+func checkExpiryTakeover(c *C) {
+	run := c.newRun()
+	first := c.claim(run.RunID, owner("w1"))
+	c.expire()
+	second := c.claim(run.RunID, owner("w2"))
+	if second.Lease.Token <= first.Lease.Token || second.Lease.Owner != owner("w2") {
+		c.Errorf("w2 to take over with a larger token", "first %s, second %s", jsonOf(first.Lease), jsonOf(second.Lease))
+	}
+	runnable, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{})
+	if err != nil || len(runnable.Runs) != 0 {
+		c.Errorf("the taken-over run not runnable", "%d runnable, %s", len(runnable.Runs), describeErr(err))
+	}
+}
+
+func checkFencedWrites(c *C) {
+	run := c.move(c.newRun(), spec.StatusRunning)
+	old := c.claim(run.RunID, owner("w1")).Lease.Token
+	c.expire()
+	cur := c.claim(run.RunID, owner("w2")).Lease.Token
+	before := c.state(run.RunID)
+	p := transition(run, spec.StatusSuccess)
+	p.LeaseToken = old
+	_, err := c.store.UpdateRun(c.ctx, p)
+	c.expectErr(err, spec.ErrLeaseLost, "a zombie write with the taken-over token")
+	c.expectUnchanged(before, "after a zombie write")
+	p.LeaseToken = cur + 1
+	_, err = c.store.UpdateRun(c.ctx, p)
+	c.expectErr(err, spec.ErrLeaseLost, "a write with a token never issued")
+	p.LeaseToken = cur
+	if _, err := c.store.UpdateRun(c.ctx, p); err != nil {
+		c.Errorf("a write with the current token to succeed", "%s", describeErr(err))
+	}
+	unleased := c.move(c.newRun(), spec.StatusRunning)
+	p = transition(unleased, spec.StatusSuccess)
+	p.LeaseToken = 1
+	_, err = c.store.UpdateRun(c.ctx, p)
+	c.expectErr(err, spec.ErrLeaseLost, "a fenced write to a run never leased")
+}
+
+func checkStaleRenewRelease(c *C) {
+	run := c.newRun()
+	old := c.claim(run.RunID, owner("w1")).Lease.Token
+	c.expire()
+	cur := c.claim(run.RunID, owner("w2")).Lease
+	_, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: old, TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseLost, "renewing a taken-over lease")
+	err = c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: old})
+	c.expectErr(err, spec.ErrLeaseLost, "releasing a taken-over lease")
+	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w3"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseHeld, "claiming after a stale release (w2 must still hold it)")
+	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cur.Token}); err != nil {
+		c.Fatalf("releasing the current lease to succeed", "%s", describeErr(err))
+	}
+	err = c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cur.Token})
+	c.expectErr(err, spec.ErrLeaseLost, "releasing a lease twice")
+	_, err = c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cur.Token, TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseLost, "renewing a released lease")
+}
+
+func checkTerminalNotClaimable(c *C) {
+	for _, st := range spec.RunStatuses() {
+		if !st.Terminal() {
+			continue
+		}
+		run := c.runIn(st, spec.CreateRunParams{Priority: spec.MaxPriority})
+		_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(),
+			Statuses: []string{"queued", "running", "waiting"}})
+		c.expectErr(err, spec.ErrNotClaimable, "claiming a "+string(st)+" run")
+	}
+	_, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(),
+		Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
+	c.expectErr(err, spec.ErrNotFound, "claim-next when every run is terminal")
+	page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
+	if err != nil || len(page.Runs) != 0 {
+		c.Errorf("no terminal run listed as runnable", "%d runs, %s", len(page.Runs), describeErr(err))
+	}
+}
+
+func checkRelease(c *C) {
+	run := c.move(c.newRun(), spec.StatusRunning)
+	run = c.move(run, spec.StatusWaiting)
+	cl := c.claim(run.RunID, owner("w1"))
+	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+		c.Fatalf("release to succeed", "%s", describeErr(err))
+	}
+	page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{})
+	if err != nil || len(page.Runs) != 1 || page.Runs[0].RunID != run.RunID {
+		c.Errorf("the released run runnable at once", "%s, %s", jsonOf(page.Runs), describeErr(err))
+	}
+	next := c.claim(run.RunID, owner("w2"))
+	if next.Lease.Token <= cl.Lease.Token {
+		c.Errorf("a claim after release to carry a larger token", "%d after %d", next.Lease.Token, cl.Lease.Token)
+	}
+	p := transition(run, spec.StatusRunning)
+	p.LeaseToken = cl.Lease.Token
+	_, err = c.store.UpdateRun(c.ctx, p)
+	c.expectErr(err, spec.ErrLeaseLost, "a write with a released token")
+}
+
+func checkListRunnable(c *C) {
+	mk := func(id string, prio int, status spec.RunStatus, labels map[string]string) string {
+		c.pass(2 * time.Millisecond)
+		return c.runIn(status, spec.CreateRunParams{RunID: id, Priority: prio, Labels: labels}).RunID
+	}
+	q1 := mk("q1", 1, spec.StatusQueued, map[string]string{"pool": "a"})
+	w5 := mk("w5", 5, spec.StatusWaiting, map[string]string{"pool": "b"})
+	q5 := mk("q5", 5, spec.StatusQueued, map[string]string{"pool": "a"})
+	r9 := mk("r9", 9, spec.StatusRunning, nil)
+	held := mk("held", 7, spec.StatusQueued, map[string]string{"pool": "a"})
+	expired := mk("expired", 3, spec.StatusQueued, map[string]string{"pool": "a"})
+	mk("done", 9, spec.StatusSuccess, nil)
+	c.claim(expired, owner("gone"))
+	c.expire()
+	c.claim(held, owner("w1"))
+
+	list := func(f spec.RunnableFilter, limit int) []string {
+		var ids []string
+		cursor := ""
+		for {
+			page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: f, Limit: limit, Cursor: cursor})
+			if err != nil {
+				c.Fatalf("ListRunnableRuns to succeed", "%s", describeErr(err))
+			}
+			for _, r := range page.Runs {
+				ids = append(ids, r.RunID)
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				return ids
+			}
+		}
+	}
+	for _, limit := range []int{1, 2, 10} {
+		if got, want := list(spec.RunnableFilter{}, limit), []string{w5, q5, expired, q1}; jsonOf(got) != jsonOf(want) {
+			c.Errorf(fmt.Sprintf("default runnable listing (pages of %d): %v", limit, want), "%v", got)
+		}
+	}
+	if got, want := list(spec.RunnableFilter{Statuses: []string{"running", "queued"}}, 0), []string{r9, q5, expired, q1}; jsonOf(got) != jsonOf(want) {
+		c.Errorf(fmt.Sprintf("running and queued runnable runs %v", want), "%v", got)
+	}
+	if got, want := list(spec.RunnableFilter{Labels: map[string]string{"pool": "a"}, WorkflowName: workflow}, 0), []string{q5, expired, q1}; jsonOf(got) != jsonOf(want) {
+		c.Errorf(fmt.Sprintf("runnable runs in pool a %v", want), "%v", got)
+	}
+	_, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"success"}}})
+	c.expectInvalid(err, "listing runnable runs in a terminal status")
+}
+
+func checkClaimStatuses(c *C) {
+	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{Priority: 9})
+	waiting := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Priority: 1})
+	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: running.RunID, Owner: owner("w1"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrNotClaimable, "claiming a running run without naming running")
+	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+	if err != nil || cl.Run.RunID != waiting.RunID {
+		c.Errorf("claim-next by default to pass the running run by and take the waiting one", "%s %s", cl.Run.RunID, describeErr(err))
+	}
+	cl, err = c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w2"), TTL: c.ttl(),
+		Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
+	if err != nil || cl.Run.RunID != running.RunID {
+		c.Errorf("claim-next naming running to take the running run", "%s %s", cl.Run.RunID, describeErr(err))
+	}
+	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: waiting.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"queued", "success"}})
+	c.expectInvalid(err, "claiming with a terminal status among the statuses")
+}
+
+func checkIncarnations(c *C) {
+	run := c.newRun()
+	old := c.claim(run.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-1"})
+	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w2", Incarnation: "boot-1"}, TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseHeld, "another worker claiming a live lease")
+	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w1", Incarnation: "boot-1"}, TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseHeld, "the same incarnation claiming its own live lease again")
+	reborn := c.claim(run.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-2"})
+	if reborn.Lease.Token <= old.Lease.Token {
+		c.Errorf("the new incarnation's token larger", "%d after %d", reborn.Lease.Token, old.Lease.Token)
+	}
+	other := c.newRun()
+	c.claim(other.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-2"})
+	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w1", Incarnation: "boot-3"}, TTL: c.ttl()})
+	if err != nil || cl.Run.RunID != run.RunID {
+		c.Errorf("claim-next by a new incarnation to take the oldest run its previous incarnation held", "%s %s", cl.Run.RunID, describeErr(err))
+	}
+}
+
+func checkClaimNextEmpty(c *C) {
+	_, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrNotFound, "claim-next on an empty store")
+	c.create(spec.CreateRunParams{WorkflowName: "build"})
+	_, err = c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{WorkflowName: "deploy"}})
+	c.expectErr(err, spec.ErrNotFound, "claim-next when no run matches the filter")
+}
+
+func checkLeaseNoVersion(c *C) {
+	run := c.newRun()
+	before := c.state(run.RunID)
+	cl := c.claim(run.RunID, owner("w1"))
+	if _, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()}); err != nil {
+		c.Errorf("renew to succeed", "%s", describeErr(err))
+	}
+	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+		c.Errorf("release to succeed", "%s", describeErr(err))
+	}
+	c.expectUnchanged(before, "after claim, renew and release")
+	if jsonOf(cl.Run) != jsonOf(before.snap) {
+		c.Errorf("the claim to return the run as stored", "%s vs %s", jsonOf(cl.Run), jsonOf(before.snap))
+	}
+}
+
+func checkExpiredUnclaimed(c *C) {
+	run := c.move(c.newRun(), spec.StatusRunning)
+	cl, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})
+	if err != nil {
+		c.Fatalf("claiming a running run when naming running to succeed", "%s", describeErr(err))
+	}
+	c.expire()
+	p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, LeaseToken: cl.Lease.Token, Message: ptr("still here")}
+	if _, err := c.store.UpdateRun(c.ctx, p); err != nil {
+		c.Errorf("a write with an expired but unclaimed token to succeed", "%s", describeErr(err))
+	}
+	l, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	if err != nil || l.Token != cl.Lease.Token {
+		c.Fatalf("renewing an expired but unclaimed lease to succeed with the same token", "%s %s", jsonOf(l), describeErr(err))
+	}
+	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: []string{"running"}})
+	c.expectErr(err, spec.ErrLeaseHeld, "claiming a lease renewed after expiry")
+}
+
+func checkTokenMonotonic(c *C) {
+	run := c.newRun()
+	var last int64
+	step := func(what string, tok int64) {
+		if tok <= last {
+			c.Errorf("tokens to grow with every claim", "%s: token %d after %d", what, tok, last)
+		}
+		last = tok
+	}
+	cl := c.claim(run.RunID, owner("w1"))
+	step("first claim", cl.Lease.Token)
+	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+		c.Fatalf("release to succeed", "%s", describeErr(err))
+	}
+	cl = c.claim(run.RunID, owner("w1"))
+	step("claim after release by the same owner", cl.Lease.Token)
+	c.expire()
+	cl = c.claim(run.RunID, owner("w2"))
+	step("claim after expiry", cl.Lease.Token)
+	cl = c.claim(run.RunID, spec.Owner{Worker: "w2", Incarnation: "i2"})
+	step("claim by a new incarnation", cl.Lease.Token)
+	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w2", Incarnation: "i3"}, TTL: c.ttl()})
+	if err != nil {
+		c.Fatalf("claim-next to succeed", "%s", describeErr(err))
+	}
+	step("claim-next", cl.Lease.Token)
+}

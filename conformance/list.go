@@ -1,0 +1,197 @@
+package conformance
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+func init() {
+	register("LIST-001", "ListRuns with statuses returns exactly the runs in those statuses.", none, checkListByStatus)
+	register("LIST-002", "ListRuns with a workflow name returns exactly that workflow's runs.", none, checkListByWorkflow)
+	register("LIST-003", "ListRuns with labels returns exactly the runs carrying every given pair.", none, checkListByLabels)
+	register("LIST-004", "ListRuns with a created range returns exactly the runs created in [from, before).", none, checkListByCreated)
+	register("LIST-005", "ListRuns orders by created_at then run_id and pages without skips or repeats; the last page has no cursor.", none, checkListPaging)
+	register("LIST-006", "Paging ListRuns while runs are being created neither skips nor repeats any run.", none, checkListPagingUnderInserts)
+	register("LIST-007", "Filters combine with AND; a cursor the store did not issue, or a limit out of range, is INVALID_ARGUMENT.", none, checkListCombinedAndInvalid)
+}
+
+// listAll pages through ListRuns and returns the run_ids in order.
+func (c *C) listAll(p spec.ListRunsParams) []string {
+	var ids []string
+	for pages := 0; ; pages++ {
+		page, err := c.store.ListRuns(c.ctx, p)
+		if err != nil {
+			c.Fatalf("ListRuns to succeed", "%s for %s", describeErr(err), jsonOf(p))
+		}
+		if pages > 10_000 {
+			c.Fatalf("paging to end", "more than 10000 pages")
+		}
+		for _, r := range page.Runs {
+			ids = append(ids, r.RunID)
+		}
+		if page.NextCursor == "" {
+			return ids
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
+// expectIDs compares listed ids with the expected set, ignoring order.
+func (c *C) expectIDs(what string, got, want []string) {
+	g, w := slices.Clone(got), slices.Clone(want)
+	slices.Sort(g)
+	slices.Sort(w)
+	if !slices.Equal(g, w) {
+		c.Errorf(fmt.Sprintf("%s to list %v", what, w), "%v", g)
+	}
+}
+
+func checkListByStatus(c *C) {
+	byStatus := map[spec.RunStatus][]string{}
+	for _, st := range spec.RunStatuses() {
+		for range 2 {
+			byStatus[st] = append(byStatus[st], c.runIn(st, spec.CreateRunParams{}).RunID)
+		}
+	}
+	for _, set := range [][]spec.RunStatus{{spec.StatusRunning}, {spec.StatusQueued, spec.StatusWaiting}, {spec.StatusFailed, spec.StatusInterrupted, spec.StatusSuccess}, spec.RunStatuses()} {
+		var names []string
+		var want []string
+		for _, st := range set {
+			names = append(names, string(st))
+			want = append(want, byStatus[st]...)
+		}
+		c.expectIDs(fmt.Sprintf("statuses %v", names), c.listAll(spec.ListRunsParams{Statuses: names}), want)
+	}
+}
+
+func checkListByWorkflow(c *C) {
+	var deploys []string
+	for i := range 6 {
+		wf := "build"
+		if i%3 == 0 {
+			wf = "deploy"
+		}
+		run := c.create(spec.CreateRunParams{WorkflowName: wf})
+		if wf == "deploy" {
+			deploys = append(deploys, run.RunID)
+		}
+	}
+	c.expectIDs("workflow deploy", c.listAll(spec.ListRunsParams{WorkflowName: "deploy"}), deploys)
+	c.expectIDs("workflow nothing", c.listAll(spec.ListRunsParams{WorkflowName: "nothing"}), nil)
+}
+
+func checkListByLabels(c *C) {
+	a := c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "web"}}).RunID
+	b := c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "db"}}).RunID
+	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "dev", "team": "web"}})
+	c.create(spec.CreateRunParams{})
+	c.expectIDs("labels env=prod", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod"}}), []string{a, b})
+	c.expectIDs("labels env=prod,team=web", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod", "team": "web"}}), []string{a})
+	c.expectIDs("labels env=staging", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "staging"}}), nil)
+}
+
+func checkListByCreated(c *C) {
+	var runs []spec.RunSnapshot
+	for range 5 {
+		runs = append(runs, c.newRun())
+		c.pass(3 * time.Millisecond)
+	}
+	ids := func(rs []spec.RunSnapshot) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.RunID)
+		}
+		return out
+	}
+	from, before := runs[1].CreatedAt, runs[4].CreatedAt
+	c.expectIDs("created in [run2, run5)", c.listAll(spec.ListRunsParams{CreatedFrom: from, CreatedBefore: before}), ids(runs[1:4]))
+	c.expectIDs("created from run4", c.listAll(spec.ListRunsParams{CreatedFrom: runs[3].CreatedAt}), ids(runs[3:]))
+	c.expectIDs("created before run2", c.listAll(spec.ListRunsParams{CreatedBefore: runs[1].CreatedAt}), ids(runs[:1]))
+}
+
+func checkListPaging(c *C) {
+	var want []spec.RunSnapshot
+	for i := range 23 {
+		want = append(want, c.create(spec.CreateRunParams{RunID: fmt.Sprintf("page-%02d", (i*7)%23)}))
+		if i%5 == 0 {
+			c.pass(time.Millisecond)
+		}
+	}
+	slices.SortFunc(want, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
+	var wantIDs []string
+	for _, r := range want {
+		wantIDs = append(wantIDs, r.RunID)
+	}
+	for _, limit := range []int{1, 5, 23, 100} {
+		got := c.listAll(spec.ListRunsParams{Limit: limit})
+		if !slices.Equal(got, wantIDs) {
+			c.Errorf(fmt.Sprintf("pages of %d to list every run once in (created_at, run_id) order %v", limit, wantIDs), "%v", got)
+		}
+	}
+	page, err := c.store.ListRuns(c.ctx, spec.ListRunsParams{Limit: 23})
+	if err != nil || len(page.Runs) != 23 || page.NextCursor != "" {
+		c.Errorf("a page holding the last run to have no cursor", "%d runs, cursor %q, %s", len(page.Runs), page.NextCursor, describeErr(err))
+	}
+}
+
+func checkListPagingUnderInserts(c *C) {
+	var existing []string
+	for range 60 {
+		existing = append(existing, c.newRun().RunID)
+	}
+	stores := c.handles(2)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Bounded: under a stopped clock new runs sort after every cursor,
+		// and unbounded inserts would keep the listing from ever ending.
+		for i := 0; i < 400 && !stop.Load(); i++ {
+			if _, err := stores[1].CreateRun(c.ctx, spec.CreateRunParams{WorkflowName: workflow}); err != nil {
+				c.Errorf("concurrent creates to succeed", "%s", describeErr(err))
+				return
+			}
+		}
+	}()
+	got := c.listAll(spec.ListRunsParams{Limit: 7})
+	stop.Store(true)
+	wg.Wait()
+	seen := map[string]int{}
+	for _, id := range got {
+		seen[id]++
+		if seen[id] == 2 {
+			c.Errorf("no run listed twice while inserts happen", "%s repeated", id)
+		}
+	}
+	for _, id := range existing {
+		if seen[id] == 0 {
+			c.Errorf("every run that existed before paging began to be listed", "%s skipped", id)
+		}
+	}
+}
+
+func checkListCombinedAndInvalid(c *C) {
+	want := c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}}).RunID
+	c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "dev"}})
+	c.create(spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}})
+	c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "build", Labels: map[string]string{"env": "prod"}})
+	c.expectIDs("running deploy runs with env=prod", c.listAll(spec.ListRunsParams{Statuses: []string{"running"},
+		WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}}), []string{want})
+
+	for name, p := range map[string]spec.ListRunsParams{
+		"a made-up cursor":    {Cursor: "bm90LWEtY3Vyc29y"},
+		"a non-base64 cursor": {Cursor: "%%%"},
+		"a negative limit":    {Limit: -1},
+		"a limit over 1000":   {Limit: spec.MaxPageLimit + 1},
+		"an empty range":      {CreatedFrom: time.Unix(100, 0), CreatedBefore: time.Unix(100, 0)},
+	} {
+		_, err := c.store.ListRuns(c.ctx, p)
+		c.expectInvalid(err, "ListRuns with "+name)
+	}
+}

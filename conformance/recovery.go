@@ -1,0 +1,378 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+func init() {
+	register("REC-001", "Recovery (policy interrupt) moves an orphaned running run to interrupted with reason CRASH_RECOVERY, finished at recovery time, by actor recovery.", none, checkRecoverInterrupt)
+	register("REC-002", "Recovery (policy fail) moves an orphaned running run to failed with a retryable CRASH_RECOVERY diagnostic.", none, checkRecoverFail)
+	register("REC-003", "Recovery moves the running steps and hosts of a recovered run like the run; other steps and hosts keep their state.", none, checkRecoverSteps)
+	register("REC-004", "Recovery leaves queued and waiting runs claimable with status, priority and version unchanged, and reports them re-queued.", none, checkRecoverRequeue)
+	register("REC-005", "Recovery never touches a run under another worker's live lease.", leases, checkRecoverSkipsLeased)
+	register("REC-006", "Recovery does not wait for leases held by an earlier incarnation of its own worker.", leases, checkRecoverOwnIncarnation)
+	register("REC-007", "Recovery is idempotent: a second pass changes nothing.", none, checkRecoverIdempotent)
+	register("REC-008", "Recovery never modifies a terminal run.", none, checkRecoverTerminal)
+	register("REC-009", "Two recoveries running at once settle each orphaned run exactly once.", none, checkRecoverConcurrent)
+	register("REC-010", "A run that finishes while recovery is in progress keeps its final state.", none, checkRecoverRace)
+	register("REC-011", "Recovery (policy takeover) leaves orphaned running runs running and claimable only by claims that name running.", leases, checkRecoverTakeover)
+	register("REC-012", "Recovery reports and logs each run with its new state, then a summary of counts and duration, and hands the report to its metrics hook.", none, checkRecoverReport)
+}
+
+func (c *C) recover(store spec.RunStateStore, policy spec.RecoveryPolicy, o spec.Owner) spec.RecoveryReport {
+	rep, err := spec.Recover(c.ctx, store, spec.RecoveryOptions{Policy: policy, Owner: o, LeaseTTL: c.ttl() * 10, Logger: discardLogger})
+	if err != nil {
+		c.Fatalf("recovery to succeed", "%s", describeErr(err))
+	}
+	return rep
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)
+
+var recoverer = spec.Owner{Worker: "recoverer", Incarnation: "boot-2"}
+
+func checkRecoverInterrupt(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	c.pass(5 * time.Millisecond)
+	t0 := time.Now()
+	c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	t1 := time.Now()
+	got := c.get(run.RunID)
+	if got.Status != spec.StatusInterrupted || got.InterruptedReason != spec.ReasonCrashRecovery {
+		c.Errorf("interrupted with interrupted_reason CRASH_RECOVERY", "%s %q", got.Status, got.InterruptedReason)
+	}
+	if !got.FinishedAt.Equal(got.UpdatedAt) || !got.FinishedAt.After(run.UpdatedAt) {
+		c.Errorf("finished_at = the recovery write's time, after the run's last write", "finished %v updated %v before %v", got.FinishedAt, got.UpdatedAt, run.UpdatedAt)
+	}
+	if !c.target.Capabilities.ControlledClock && (got.FinishedAt.Before(t0.Add(-time.Second)) || got.FinishedAt.After(t1.Add(time.Second))) {
+		c.Errorf("finished_at within the recovery pass", "%v not in [%v, %v]", got.FinishedAt, t0, t1)
+	}
+	evs := c.events(run.RunID)
+	if last := evs[len(evs)-1]; last.Kind != spec.AuditTransition || last.From != spec.StatusRunning || last.To != spec.StatusInterrupted || last.Actor.Kind != spec.ActorRecovery {
+		c.Errorf("a running -> interrupted audit event by actor recovery", "%s", jsonOf(last))
+	}
+}
+
+func checkRecoverFail(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	c.recover(c.store, spec.RecoverFail, recoverer)
+	got := c.get(run.RunID)
+	if got.Status != spec.StatusFailed || got.Diagnostic == nil || got.Diagnostic.ErrorCode != spec.ReasonCrashRecovery ||
+		!got.Diagnostic.Retryable || got.Diagnostic.Message == "" || got.FinishedAt.IsZero() {
+		c.Errorf("failed with a retryable CRASH_RECOVERY diagnostic and finished_at", "%s", jsonOf(got))
+	}
+	evs := c.events(run.RunID)
+	if last := evs[len(evs)-1]; last.To != spec.StatusFailed || last.ErrorCode != spec.ReasonCrashRecovery || last.Actor.Kind != spec.ActorRecovery {
+		c.Errorf("a running -> failed event with error_code CRASH_RECOVERY by actor recovery", "%s", jsonOf(last))
+	}
+}
+
+func checkRecoverSteps(c *C) {
+	for _, tc := range []struct {
+		policy spec.RecoveryPolicy
+		want   spec.StepStatus
+	}{{spec.RecoverInterrupt, spec.StepInterrupted}, {spec.RecoverFail, spec.StepFailed}} {
+		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{
+			{Name: "build", Hosts: []string{"h1"}}, {Name: "deploy", Hosts: []string{"h1", "h2", "h3"}}, {Name: "verify", Hosts: []string{"h1"}}}})
+		run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{
+			{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}}},
+			{Name: "deploy", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}, {Host: "h2", Status: "running"}}},
+		}})
+		run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{
+			{Name: "build", Status: "success", Hosts: []spec.HostPatch{{Host: "h1", Status: "success"}}},
+			{Name: "deploy", Hosts: []spec.HostPatch{{Host: "h2", Status: "success"}}},
+		}})
+		c.recover(c.store, tc.policy, recoverer)
+		got := c.get(run.RunID)
+		want := map[string]spec.StepStatus{
+			"build": spec.StepSuccess, "build/h1": spec.StepSuccess,
+			"deploy": tc.want, "deploy/h1": tc.want, "deploy/h2": spec.StepSuccess, "deploy/h3": spec.StepQueued,
+			"verify": spec.StepQueued, "verify/h1": spec.StepQueued,
+		}
+		for _, st := range got.Steps {
+			check := func(key string, status spec.StepStatus, finished time.Time) {
+				if status != want[key] || (status == tc.want && !finished.Equal(got.FinishedAt)) {
+					c.Errorf(fmt.Sprintf("policy %s: %s %s (finished with the run when recovered)", tc.policy, key, want[key]), "%s finished %v", status, finished)
+				}
+			}
+			check(st.Name, st.Status, st.FinishedAt)
+			for _, h := range st.Hosts {
+				check(st.Name+"/"+h.Host, h.Status, h.FinishedAt)
+			}
+		}
+	}
+}
+
+func checkRecoverRequeue(c *C) {
+	q := c.create(spec.CreateRunParams{Priority: 7})
+	w := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Priority: -3})
+	before := []runState{c.state(q.RunID), c.state(w.RunID)}
+	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	for _, b := range before {
+		c.expectUnchanged(b, "after recovery re-queued it")
+	}
+	if rep.Requeued != 2 || len(rep.Runs) != 2 {
+		c.Errorf("both runs reported re-queued", "%s", jsonOf(rep))
+	}
+	for _, r := range rep.Runs {
+		if r.Outcome != spec.OutcomeRequeued || r.From != r.To {
+			c.Errorf("re-queued runs reported with their unchanged status", "%s", jsonOf(r))
+		}
+	}
+	if ls, ok := c.store.(spec.LeaseStore); ok {
+		for _, want := range []string{q.RunID, w.RunID} {
+			cl, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+			if err != nil || cl.Run.RunID != want {
+				c.Errorf("re-queued runs claimable in priority order", "claimed %q, want %q: %s", cl.Run.RunID, want, describeErr(err))
+			}
+		}
+	}
+}
+
+func checkRecoverSkipsLeased(c *C) {
+	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	queued := c.newRun()
+	for _, r := range []spec.RunSnapshot{running, queued} {
+		if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: r.RunID, Owner: owner("alive"), TTL: time.Minute, Statuses: []string{"queued", "running"}}); err != nil {
+			c.Fatalf("claim to succeed", "%s", describeErr(err))
+		}
+	}
+	before := []runState{c.state(running.RunID), c.state(queued.RunID)}
+	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	for _, b := range before {
+		c.expectUnchanged(b, "after recovery met a live lease")
+	}
+	if rep.Interrupted != 0 || rep.Requeued != 0 || rep.Skipped != 2 {
+		c.Errorf("both leased runs reported skipped", "%s", jsonOf(rep))
+	}
+	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: queued.RunID, Owner: owner("other"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseHeld, "claiming after recovery (the live worker's lease must stand)")
+}
+
+func checkRecoverOwnIncarnation(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	previous := spec.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
+	if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: previous, TTL: time.Minute, Statuses: []string{"running"}}); err != nil {
+		c.Fatalf("claim to succeed", "%s", describeErr(err))
+	}
+	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	if got := c.get(run.RunID); got.Status != spec.StatusInterrupted || rep.Interrupted != 1 {
+		c.Errorf("the run held by the previous incarnation interrupted at once", "%s, report %s", got.Status, jsonOf(rep))
+	}
+}
+
+func checkRecoverIdempotent(c *C) {
+	var ids []string
+	for _, st := range []spec.RunStatus{spec.StatusQueued, spec.StatusRunning, spec.StatusRunning, spec.StatusWaiting, spec.StatusSuccess} {
+		ids = append(ids, c.runIn(st, spec.CreateRunParams{}).RunID)
+	}
+	first := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	if first.Interrupted != 2 {
+		c.Errorf("the first pass to interrupt both running runs", "%s", jsonOf(first))
+	}
+	var after []runState
+	for _, id := range ids {
+		after = append(after, c.state(id))
+	}
+	second := c.recover(c.store, spec.RecoverInterrupt, spec.Owner{Worker: "recoverer", Incarnation: "boot-3"})
+	for _, s := range after {
+		c.expectUnchanged(s, "after a second recovery pass")
+	}
+	if second.Interrupted != 0 || second.Failed != 0 {
+		c.Errorf("the second pass to interrupt nothing", "%s", jsonOf(second))
+	}
+}
+
+func checkRecoverTerminal(c *C) {
+	var before []runState
+	for _, st := range spec.RunStatuses() {
+		if st.Terminal() {
+			before = append(before, c.state(c.runIn(st, spec.CreateRunParams{}).RunID))
+		}
+	}
+	for _, policy := range []spec.RecoveryPolicy{spec.RecoverInterrupt, spec.RecoverFail, spec.RecoverTakeover} {
+		rep := c.recover(c.store, policy, recoverer)
+		if len(rep.Runs) != 0 {
+			c.Errorf("terminal runs not even considered by recovery", "%s", jsonOf(rep.Runs))
+		}
+	}
+	for _, b := range before {
+		c.expectUnchanged(b, "after recovery")
+	}
+}
+
+func checkRecoverConcurrent(c *C) {
+	const n = 20
+	var ids []string
+	for range n {
+		ids = append(ids, c.runIn(spec.StatusRunning, spec.CreateRunParams{}).RunID)
+	}
+	stores := c.handles(2)
+	reports := make([]spec.RecoveryReport, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reports[i] = c.recover(stores[i], spec.RecoverInterrupt, spec.Owner{Worker: fmt.Sprintf("recoverer-%d", i), Incarnation: "boot"})
+		}()
+	}
+	wg.Wait()
+	if total := reports[0].Interrupted + reports[1].Interrupted; total != n {
+		c.Errorf(fmt.Sprintf("%d runs interrupted across both recoveries", n), "%d + %d", reports[0].Interrupted, reports[1].Interrupted)
+	}
+	for _, id := range ids {
+		recoveries := 0
+		for _, e := range c.events(id) {
+			if e.Actor.Kind == spec.ActorRecovery {
+				recoveries++
+			}
+		}
+		if got := c.get(id); got.Status != spec.StatusInterrupted || recoveries != 1 {
+			c.Errorf("each run interrupted by exactly one recovery", "run %s %s with %d recovery events", id, got.Status, recoveries)
+		}
+	}
+}
+
+func checkRecoverRace(c *C) {
+	// finish completes a run through the real store the moment recovery has
+	// looked at it, as a worker finishing its run would.
+	finish := func(ctx context.Context, id string) {
+		run, err := c.store.GetRun(ctx, id)
+		if err == nil {
+			_, err = c.store.UpdateRun(ctx, transition(run, spec.StatusSuccess))
+		}
+		if err != nil {
+			c.Errorf("the racing worker's write to succeed", "%s", describeErr(err))
+		}
+	}
+	afterList := c.runIn(spec.StatusRunning, spec.CreateRunParams{RunID: "finishes-after-list"})
+	afterClaim := c.runIn(spec.StatusRunning, spec.CreateRunParams{RunID: "finishes-after-claim"})
+	var listed sync.Once
+	hooked := withHooks(c.store, hooks{
+		afterList: func(ctx context.Context) { listed.Do(func() { finish(ctx, afterList.RunID) }) },
+		afterClaim: func(ctx context.Context, id string) {
+			if id == afterClaim.RunID {
+				finish(ctx, id)
+			}
+		},
+	})
+	if _, ok := c.store.(spec.LeaseStore); !ok {
+		// Without leases recovery writes straight after reading: race there.
+		hooked = withHooks(c.store, hooks{afterList: func(ctx context.Context) {
+			listed.Do(func() {
+				finish(ctx, afterList.RunID)
+				finish(ctx, afterClaim.RunID)
+			})
+		}})
+	}
+	rep := c.recover(hooked, spec.RecoverInterrupt, recoverer)
+	for _, id := range []string{afterList.RunID, afterClaim.RunID} {
+		got := c.get(id)
+		if got.Status != spec.StatusSuccess {
+			c.Errorf("the run that finished during recovery to stay success", "%s is %s", id, got.Status)
+		}
+		for _, e := range c.events(id) {
+			if e.Actor.Kind == spec.ActorRecovery {
+				c.Errorf("no recovery event on a run that finished meanwhile", "%s", jsonOf(e))
+			}
+		}
+	}
+	if rep.Interrupted != 0 || rep.Skipped != 2 {
+		c.Errorf("both runs reported skipped", "%s", jsonOf(rep))
+	}
+}
+
+func checkRecoverTakeover(c *C) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	dead, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("dead"), TTL: c.ttl(), Statuses: []string{"running"}})
+	if err != nil {
+		c.Fatalf("claim to succeed", "%s", describeErr(err))
+	}
+	c.expire()
+	before := c.state(run.RunID)
+	rep := c.recover(c.store, spec.RecoverTakeover, recoverer)
+	c.expectUnchanged(before, "after takeover recovery")
+	if rep.Requeued != 1 || rep.Interrupted != 0 {
+		c.Errorf("the run reported re-queued for takeover", "%s", jsonOf(rep))
+	}
+	_, err = c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrNotFound, "claim-next with default statuses after takeover recovery")
+	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
+	if err != nil || cl.Run.RunID != run.RunID || cl.Lease.Token <= dead.Lease.Token {
+		c.Errorf("a worker naming running to take the run over with a larger token", "%s %s", jsonOf(cl.Lease), describeErr(err))
+	}
+}
+
+func checkRecoverReport(c *C) {
+	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{}).RunID
+	queued := c.newRun().RunID
+	c.runIn(spec.StatusSuccess, spec.CreateRunParams{})
+	logs := &logRecorder{}
+	var finished []spec.RecoveryReport
+	rep, err := spec.Recover(c.ctx, c.store, spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
+		OnFinish: func(r spec.RecoveryReport) { finished = append(finished, r) }})
+	if err != nil {
+		c.Fatalf("recovery to succeed", "%s", describeErr(err))
+	}
+	byID := map[string]spec.RecoveredRun{}
+	for _, r := range rep.Runs {
+		byID[r.RunID] = r
+	}
+	if r := byID[running]; r.To != spec.StatusInterrupted || r.Outcome != spec.OutcomeInterrupted || r.From != spec.StatusRunning {
+		c.Errorf("the running run reported running -> interrupted", "%s", jsonOf(r))
+	}
+	if r := byID[queued]; r.To != spec.StatusQueued || r.Outcome != spec.OutcomeRequeued {
+		c.Errorf("the queued run reported re-queued", "%s", jsonOf(r))
+	}
+	if len(rep.Runs) != 2 || rep.Interrupted != 1 || rep.Requeued != 1 || rep.Failed != 0 || rep.Duration < 0 {
+		c.Errorf("a report of 2 runs: 1 interrupted, 1 re-queued", "%s", jsonOf(rep))
+	}
+	if len(finished) != 1 || jsonOf(finished[0]) != jsonOf(rep) {
+		c.Errorf("OnFinish called once with the report", "%d calls", len(finished))
+	}
+	lines := logs.lines()
+	perRun := map[string]bool{}
+	summary := false
+	for _, l := range lines {
+		if id, ok := l["run_id"]; ok {
+			perRun[fmt.Sprint(id)] = true
+		}
+		if _, ok := l["interrupted"]; ok {
+			summary = fmt.Sprint(l["interrupted"]) == "1" && fmt.Sprint(l["requeued"]) == "1" && l["duration"] != nil
+		}
+	}
+	if !perRun[running] || !perRun[queued] || !summary {
+		c.Errorf("a log line per run and a summary with counts and duration", "%v", lines)
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record's attributes.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []map[string]any
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]any{"msg": r.Message}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.Any(); return true })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, m)
+	return nil
+}
+
+func (l *logRecorder) lines() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.recs
+}

@@ -1,0 +1,52 @@
+package conformance
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Run runs every rule against target as subtests named by rule ID. A rule
+// whose capability the target lacks is reported as skipped, never passed.
+func Run(t *testing.T, target Target) {
+	t.Helper()
+	for _, rule := range Rules() {
+		t.Run(rule.ID, func(t *testing.T) {
+			res := RunRule(context.Background(), target, rule)
+			switch res.Outcome {
+			case Skip:
+				t.Skipf("%s: %s", rule.ID, res.Detail)
+			case Error:
+				t.Errorf("%s: harness error: %s", rule.ID, res.Detail)
+			}
+			for _, f := range res.Failures {
+				t.Errorf("%s (%s)", f, rule.Statement)
+			}
+		})
+	}
+}
+
+// ManualClock is a spec.Clock that moves only when told, for harnesses of
+// in-process stores that declare ControlledClock.
+type ManualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewManualClock returns a clock standing at start.
+func NewManualClock(start time.Time) *ManualClock { return &ManualClock{now: start} }
+
+// Now returns the clock's time.
+func (m *ManualClock) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.now
+}
+
+// Advance moves the clock forward by d.
+func (m *ManualClock) Advance(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = m.now.Add(d)
+}
