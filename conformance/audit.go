@@ -108,37 +108,31 @@ func checkAuditUnderConcurrency(c *C) {
 	}
 	var mu sync.Mutex
 	accepted := map[string]int{} // accepted transitions per run
-	var wg sync.WaitGroup
-	for i := range runs * racers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id, st := ids[i%runs], stores[i]
-			// Each racer pushes its run along running <-> waiting; every
-			// accepted CAS write is one transition.
-			for range 8 {
-				run, err := st.GetRun(c.ctx, id)
-				if err != nil {
-					c.Errorf("GetRun to succeed", "%s", describeErr(err))
-					return
-				}
-				to := spec.StatusRunning
-				if run.Status == spec.StatusRunning {
-					to = spec.StatusWaiting
-				}
-				_, err = st.UpdateRun(c.ctx, transition(run, to))
-				switch {
-				case err == nil:
-					mu.Lock()
-					accepted[id]++
-					mu.Unlock()
-				case !errors.Is(err, spec.ErrVersionConflict):
-					c.Errorf("a racing transition to succeed or conflict", "%s", describeErr(err))
-				}
+	c.parallel(runs*racers, func(i int) {
+		id, st := ids[i%runs], stores[i]
+		// Each racer pushes its run along running <-> waiting; every
+		// accepted CAS write is one transition.
+		for range 8 {
+			run, err := st.GetRun(c.ctx, id)
+			if err != nil {
+				c.Errorf("GetRun to succeed", "%s", describeErr(err))
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			to := spec.StatusRunning
+			if run.Status == spec.StatusRunning {
+				to = spec.StatusWaiting
+			}
+			_, err = st.UpdateRun(c.ctx, transition(run, to))
+			switch {
+			case err == nil:
+				mu.Lock()
+				accepted[id]++
+				mu.Unlock()
+			case !errors.Is(err, spec.ErrVersionConflict):
+				c.Errorf("a racing transition to succeed or conflict", "%s", describeErr(err))
+			}
+		}
+	})
 	for _, id := range ids {
 		run := c.get(id)
 		evs := c.events(id)

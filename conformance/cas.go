@@ -3,7 +3,6 @@ package conformance
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/runstate/runstate/spec"
 )
@@ -64,24 +63,15 @@ func checkRacingWriters(c *C) {
 	run := c.move(c.newRun(), spec.StatusRunning)
 	before := c.state(run.RunID)
 	stores := c.handles(writers)
-	var wg sync.WaitGroup
 	errs := make([]error, writers)
-	start := make(chan struct{})
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			// Half race a transition, half a plain write: both are CAS writes.
-			p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(fmt.Sprintf("writer %d", i))}
-			if i%2 == 0 {
-				p = transition(run, spec.StatusWaiting)
-			}
-			_, errs[i] = stores[i].UpdateRun(c.ctx, p)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	c.parallel(writers, func(i int) {
+		// Half race a transition, half a plain write: both are CAS writes.
+		p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(fmt.Sprintf("writer %d", i))}
+		if i%2 == 0 {
+			p = transition(run, spec.StatusWaiting)
+		}
+		_, errs[i] = stores[i].UpdateRun(c.ctx, p)
+	})
 	wins := 0
 	for i, err := range errs {
 		switch {

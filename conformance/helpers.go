@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/runstate/runstate/spec"
@@ -16,11 +18,7 @@ func (c *C) Context() context.Context { return c.ctx }
 // leases returns the store's LeaseStore. A target that declares Leases but
 // does not implement the interface fails the rule.
 func (c *C) leases() spec.LeaseStore {
-	ls, ok := c.store.(spec.LeaseStore)
-	if !ok {
-		c.Fatalf("a store declaring the leases capability to implement spec.LeaseStore", "%T does not", c.store)
-	}
-	return ls
+	return c.leaseStoreOf(c.store)
 }
 
 // second opens a second handle, as another worker process would.
@@ -47,6 +45,38 @@ func (c *C) handles(n int) []spec.RunStateStore {
 		}
 	}
 	return out
+}
+
+// leaseStoreOf returns s as a LeaseStore; a handle without it fails the rule.
+func (c *C) leaseStoreOf(s spec.RunStateStore) spec.LeaseStore {
+	ls, ok := s.(spec.LeaseStore)
+	if !ok {
+		c.Fatalf("every handle of a store declaring the leases capability to implement spec.LeaseStore", "%T does not", s)
+	}
+	return ls
+}
+
+// parallel runs fn(0) … fn(n-1) in goroutines released at the same moment
+// and waits for all of them. A panic in one becomes a harness error instead
+// of crashing the process; Fatalf ends only that goroutine.
+func (c *C) parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					c.broke(fmt.Sprintf("panic in goroutine %d: %v\n%s", i, p, debug.Stack()))
+				}
+			}()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
 }
 
 func (c *C) ttl() time.Duration {

@@ -55,7 +55,7 @@ func checkExclusiveClaim(c *C) {
 	}
 	var ls = c.leases()
 	if c.target.Capabilities.SecondHandle {
-		ls = c.second().(spec.LeaseStore)
+		ls = c.leaseStoreOf(c.second())
 	}
 	_, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w3"), TTL: c.ttl()})
 	c.expectErr(err, spec.ErrNotFound, "claim-next while the only run is leased")
@@ -70,29 +70,23 @@ func checkConcurrentClaimNext(c *C) {
 	stores := c.handles(workers)
 	var mu sync.Mutex
 	claimedBy := map[string][]string{}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ls := stores[w].(spec.LeaseStore)
-			o := owner(fmt.Sprintf("worker-%d", w))
-			for {
-				cl, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: o, TTL: spec.DefaultRecoveryLeaseTTL})
-				if errors.Is(err, spec.ErrNotFound) {
-					return
-				}
-				if err != nil {
-					c.Errorf("claim-next to succeed or report NOT_FOUND", "%s", describeErr(err))
-					return
-				}
-				mu.Lock()
-				claimedBy[cl.Run.RunID] = append(claimedBy[cl.Run.RunID], o.Worker)
-				mu.Unlock()
+	c.parallel(workers, func(w int) {
+		ls := c.leaseStoreOf(stores[w])
+		o := owner(fmt.Sprintf("worker-%d", w))
+		for {
+			cl, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: o, TTL: spec.DefaultRecoveryLeaseTTL})
+			if errors.Is(err, spec.ErrNotFound) {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			if err != nil {
+				c.Errorf("claim-next to succeed or report NOT_FOUND", "%s", describeErr(err))
+				return
+			}
+			mu.Lock()
+			claimedBy[cl.Run.RunID] = append(claimedBy[cl.Run.RunID], o.Worker)
+			mu.Unlock()
+		}
+	})
 	for id := range want {
 		if n := len(claimedBy[id]); n != 1 {
 			c.Errorf("each run claimed exactly once", "%s claimed %d times by %v", id, n, claimedBy[id])

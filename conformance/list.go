@@ -3,7 +3,6 @@ package conformance
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -146,22 +145,22 @@ func checkListPagingUnderInserts(c *C) {
 	}
 	stores := c.handles(2)
 	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	var got []string
+	c.parallel(2, func(i int) {
+		if i == 0 {
+			got = c.listAll(spec.ListRunsParams{Limit: 7})
+			stop.Store(true)
+			return
+		}
 		// Bounded: under a stopped clock new runs sort after every cursor,
 		// and unbounded inserts would keep the listing from ever ending.
-		for i := 0; i < 400 && !stop.Load(); i++ {
+		for n := 0; n < 400 && !stop.Load(); n++ {
 			if _, err := stores[1].CreateRun(c.ctx, spec.CreateRunParams{WorkflowName: workflow}); err != nil {
 				c.Errorf("concurrent creates to succeed", "%s", describeErr(err))
 				return
 			}
 		}
-	}()
-	got := c.listAll(spec.ListRunsParams{Limit: 7})
-	stop.Store(true)
-	wg.Wait()
+	})
 	seen := map[string]int{}
 	for _, id := range got {
 		seen[id]++

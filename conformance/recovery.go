@@ -215,15 +215,9 @@ func checkRecoverConcurrent(c *C) {
 	}
 	stores := c.handles(2)
 	reports := make([]spec.RecoveryReport, 2)
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reports[i] = c.recover(stores[i], spec.RecoverInterrupt, spec.Owner{Worker: fmt.Sprintf("recoverer-%d", i), Incarnation: "boot"})
-		}()
-	}
-	wg.Wait()
+	c.parallel(2, func(i int) {
+		reports[i] = c.recover(stores[i], spec.RecoverInterrupt, spec.Owner{Worker: fmt.Sprintf("recoverer-%d", i), Incarnation: "boot"})
+	})
 	if total := reports[0].Interrupted + reports[1].Interrupted; total != n {
 		c.Errorf(fmt.Sprintf("%d runs interrupted across both recoveries", n), "%d + %d", reports[0].Interrupted, reports[1].Interrupted)
 	}

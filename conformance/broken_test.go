@@ -1,0 +1,310 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/spec"
+)
+
+// Each broken store below breaks one promise of the contract on top of the
+// correct memory adapter. The suite must catch every one of them with the
+// rule that promise belongs to: a check that cannot fail proves nothing.
+
+// terminalMoves lets a terminal run "move": it swallows the rejection and
+// reports the requested status from then on.
+type terminalMoves struct {
+	*memory.Store
+	mu       sync.Mutex
+	override map[string]spec.RunStatus
+}
+
+func (s *terminalMoves) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	run, err := s.Store.UpdateRun(ctx, p)
+	if errors.Is(err, spec.ErrInvalidTransition) && p.Status != "" {
+		cur, gerr := s.Store.GetRun(ctx, p.RunID)
+		if gerr == nil && cur.Status.Terminal() {
+			s.mu.Lock()
+			s.override[p.RunID] = spec.RunStatus(p.Status)
+			s.mu.Unlock()
+			cur.Status = spec.RunStatus(p.Status)
+			return cur, nil
+		}
+	}
+	return run, err
+}
+
+func (s *terminalMoves) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	run, err := s.Store.GetRun(ctx, id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.override[id]; ok && err == nil {
+		run.Status = st
+	}
+	return run, err
+}
+
+// ignoresVersion writes whatever version the caller expected.
+type ignoresVersion struct{ *memory.Store }
+
+func (s ignoresVersion) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil {
+		p.ExpectedVersion = cur.Version
+	}
+	return s.Store.UpdateRun(ctx, p)
+}
+
+// skipsAudit loses the audit events of transitions.
+type skipsAudit struct{ *memory.Store }
+
+func (s skipsAudit) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+	page, err := s.Store.ListAuditEvents(ctx, p)
+	page.Events = slices.DeleteFunc(page.Events, func(e spec.AuditEvent) bool { return e.Kind == spec.AuditTransition })
+	return page, err
+}
+
+// sharedLeases hands out a lease even when another owner holds one.
+type sharedLeases struct{ *memory.Store }
+
+func (s sharedLeases) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	cl, err := s.Store.ClaimRun(ctx, p)
+	if errors.Is(err, spec.ErrLeaseHeld) {
+		run, _ := s.Store.GetRun(ctx, p.RunID)
+		return spec.Claim{Lease: spec.Lease{RunID: p.RunID, Owner: p.Owner, Token: 1, AcquiredAt: time.Now(), ExpiresAt: time.Now().Add(p.TTL)}, Run: run}, nil
+	}
+	return cl, err
+}
+
+// noFencing ignores lease tokens on writes.
+type noFencing struct{ *memory.Store }
+
+func (s noFencing) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	p.LeaseToken = 0
+	return s.Store.UpdateRun(ctx, p)
+}
+
+// lenientInput repairs bad input instead of refusing it.
+type lenientInput struct{ *memory.Store }
+
+func (s lenientInput) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+	if len(p.WorkflowName) > spec.MaxWorkflowNameLen {
+		p.WorkflowName = p.WorkflowName[:spec.MaxWorkflowNameLen]
+	}
+	if len(p.Message) > spec.MaxMessageLen {
+		p.Message = p.Message[:spec.MaxMessageLen]
+	}
+	return s.Store.CreateRun(ctx, p)
+}
+
+// inventsDiagnostics fills in a diagnostic the caller left out.
+type inventsDiagnostics struct{ *memory.Store }
+
+func (s inventsDiagnostics) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	if spec.RunStatus(p.Status).RequiresDiagnostic() && p.Diagnostic == nil {
+		p.Diagnostic = &spec.Diagnostic{ErrorCode: "UNKNOWN", Message: "no diagnostic given"}
+	}
+	return s.Store.UpdateRun(ctx, p)
+}
+
+// reusesTokens reports token 1 for every claim.
+type reusesTokens struct{ *memory.Store }
+
+func (s reusesTokens) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	cl, err := s.Store.ClaimRun(ctx, p)
+	cl.Lease.Token = min(cl.Lease.Token, 1)
+	return cl, err
+}
+
+// ignoresContext serves calls whose context has ended.
+type ignoresContext struct{ *memory.Store }
+
+func (s ignoresContext) CreateRun(_ context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+	return s.Store.CreateRun(context.Background(), p)
+}
+
+// aliasesSnapshots hands out the same snapshot value each time, so callers
+// who change a returned snapshot change what the next caller sees.
+type aliasesSnapshots struct {
+	*memory.Store
+	mu    sync.Mutex
+	cache map[string]spec.RunSnapshot
+}
+
+func (s *aliasesSnapshots) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	run, err := s.Store.GetRun(ctx, id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cached, ok := s.cache[id]; ok && err == nil && cached.Version == run.Version {
+		return cached, nil
+	}
+	s.cache[id] = run
+	return run, err
+}
+
+// lowestFirst claims the lowest priority first.
+type lowestFirst struct{ *memory.Store }
+
+func (s lowestFirst) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	page, err := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: p.Filter, Limit: spec.MaxPageLimit})
+	if err != nil || len(page.Runs) == 0 {
+		return s.Store.ClaimNextRun(ctx, p)
+	}
+	last := page.Runs[len(page.Runs)-1]
+	return s.Store.ClaimRun(ctx, spec.ClaimRunParams{RunID: last.RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
+}
+
+// pageSkipper drops the first run of every page after the first.
+type pageSkipper struct{ *memory.Store }
+
+func (s pageSkipper) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+	page, err := s.Store.ListRuns(ctx, p)
+	if p.Cursor != "" && len(page.Runs) > 0 {
+		page.Runs = page.Runs[1:]
+	}
+	return page, err
+}
+
+// interruptsAll lists terminal runs as non-terminal and lets them be
+// claimed, so recovery acts on runs it must never touch.
+type interruptsAll struct{ *memory.Store }
+
+func (s interruptsAll) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+	p.Statuses = nil // sees terminal runs too
+	return s.Store.ListRuns(ctx, p)
+}
+
+func (s interruptsAll) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	run, err := s.Store.GetRun(ctx, p.RunID)
+	if err == nil && run.Status.Terminal() {
+		// Pretends terminal runs can be claimed, so recovery acts on them.
+		return spec.Claim{Lease: spec.Lease{RunID: p.RunID, Owner: p.Owner, Token: 99}, Run: run}, nil
+	}
+	return s.Store.ClaimRun(ctx, p)
+}
+
+// brokenTarget wraps a fresh memory store per check.
+func brokenTarget(wrap func(*memory.Store) spec.RunStateStore) conformance.Target {
+	return conformance.Target{
+		Name:         "broken",
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
+		NewHarness: func(context.Context) (conformance.Harness, error) {
+			clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			inner := memory.New(memory.WithClock(clock))
+			return &wrapped{store: wrap(inner), inner: inner, clock: clock}, nil
+		},
+	}
+}
+
+type wrapped struct {
+	store spec.RunStateStore
+	inner *memory.Store
+	clock *conformance.ManualClock
+}
+
+func (w *wrapped) Store() spec.RunStateStore                              { return w.store }
+func (w *wrapped) OpenHandle(context.Context) (spec.RunStateStore, error) { return w.store, nil }
+func (w *wrapped) Advance(d time.Duration)                                { w.clock.Advance(d) }
+func (w *wrapped) Close(context.Context) error                            { return w.inner.Close() }
+
+func TestBrokenStoresFailTheirRules(t *testing.T) {
+	cases := []struct {
+		name string
+		wrap func(*memory.Store) spec.RunStateStore
+		// rules must each fail.
+		rules []string
+	}{
+		{"terminal run moves", func(m *memory.Store) spec.RunStateStore {
+			return &terminalMoves{Store: m, override: map[string]spec.RunStatus{}}
+		}, []string{"FSM-002", "FSM-003"}},
+		{"version ignored", func(m *memory.Store) spec.RunStateStore { return ignoresVersion{m} }, []string{"CAS-002", "CAS-003", "CAS-004"}},
+		{"audit skipped", func(m *memory.Store) spec.RunStateStore { return skipsAudit{m} }, []string{"AUD-002", "AUD-005", "FSM-005"}},
+		{"leases shared", func(m *memory.Store) spec.RunStateStore { return sharedLeases{m} }, []string{"LEASE-001", "LEASE-012"}},
+		{"no fencing", func(m *memory.Store) spec.RunStateStore { return noFencing{m} }, []string{"LEASE-006", "LEASE-009"}},
+		{"lenient input", func(m *memory.Store) spec.RunStateStore { return lenientInput{m} }, []string{"BAD-005"}},
+		{"invented diagnostics", func(m *memory.Store) spec.RunStateStore { return inventsDiagnostics{m} }, []string{"DIAG-001"}},
+		{"tokens reused", func(m *memory.Store) spec.RunStateStore { return reusesTokens{m} }, []string{"LEASE-005", "LEASE-016"}},
+		{"context ignored", func(m *memory.Store) spec.RunStateStore { return ignoresContext{m} }, []string{"CTX-001"}},
+		{"snapshots aliased", func(m *memory.Store) spec.RunStateStore {
+			return &aliasesSnapshots{Store: m, cache: map[string]spec.RunSnapshot{}}
+		}, []string{"RUN-008"}},
+		{"lowest priority first", func(m *memory.Store) spec.RunStateStore { return lowestFirst{m} }, []string{"LEASE-003"}},
+		{"pages skip runs", func(m *memory.Store) spec.RunStateStore { return pageSkipper{m} }, []string{"LIST-005"}},
+		{"terminal runs claimable", func(m *memory.Store) spec.RunStateStore { return interruptsAll{m} }, []string{"REC-008", "LEASE-008"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rules, err := conformance.Select(tc.rules, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, res := range conformance.RunRules(context.Background(), brokenTarget(tc.wrap), rules, nil) {
+				if res.Outcome != conformance.Fail {
+					t.Errorf("%s: outcome %s, want fail (%s)", res.Rule.ID, res.Outcome, res.Detail)
+					continue
+				}
+				for _, f := range res.Failures {
+					if f.Rule != res.Rule.ID || f.Expected == "" || f.Seen == "" {
+						t.Errorf("%s: failure %+v does not name the rule, the expectation and what was seen", res.Rule.ID, f)
+					}
+				}
+				t.Logf("%s fails as it should: %s", res.Rule.ID, res.Failures[0])
+			}
+		})
+	}
+}
+
+// The correct adapter passes every rule these wrappers break, so the
+// failures above come from the wrappers, not from the checks.
+func TestUnbrokenStorePassesTheSameRules(t *testing.T) {
+	results := conformance.RunRules(context.Background(), brokenTarget(func(m *memory.Store) spec.RunStateStore { return m }), conformance.Rules(), nil)
+	for _, res := range results {
+		if res.Outcome != conformance.Pass {
+			t.Errorf("%s: %s %s %v", res.Rule.ID, res.Outcome, res.Detail, res.Failures)
+		}
+	}
+}
+
+// leaseless hides the memory store's LeaseStore side.
+type leaseless struct{ spec.RunStateStore }
+
+func TestCapabilities(t *testing.T) {
+	leaseRules, _ := conformance.Select([]string{"LEASE"}, nil)
+	t.Run("undeclared capability skips, never passes", func(t *testing.T) {
+		target := brokenTarget(func(m *memory.Store) spec.RunStateStore { return leaseless{m} })
+		target.Capabilities.Leases = false
+		for _, res := range conformance.RunRules(context.Background(), target, leaseRules, nil) {
+			if res.Outcome != conformance.Skip {
+				t.Errorf("%s: outcome %s, want skip", res.Rule.ID, res.Outcome)
+			}
+		}
+		// Rules that use leases only where present still run and pass.
+		rec, _ := conformance.Select([]string{"REC-001", "REC-007", "REC-009", "REC-010", "RUN-004", "BAD-001", "CTX-001"}, nil)
+		for _, res := range conformance.RunRules(context.Background(), target, rec, nil) {
+			if res.Outcome != conformance.Pass {
+				t.Errorf("%s without leases: %s %v", res.Rule.ID, res.Outcome, res.Failures)
+			}
+		}
+	})
+	t.Run("declared but absent capability fails", func(t *testing.T) {
+		target := brokenTarget(func(m *memory.Store) spec.RunStateStore { return leaseless{m} })
+		for _, res := range conformance.RunRules(context.Background(), target, leaseRules[:3], nil) {
+			if res.Outcome != conformance.Fail {
+				t.Errorf("%s: outcome %s, want fail", res.Rule.ID, res.Outcome)
+			}
+		}
+	})
+	t.Run("a harness that cannot make a store is an error, not a failure", func(t *testing.T) {
+		target := brokenTarget(nil)
+		target.NewHarness = func(context.Context) (conformance.Harness, error) { return nil, errors.New("database unreachable") }
+		res := conformance.RunRule(context.Background(), target, conformance.Rules()[0])
+		if res.Outcome != conformance.Error {
+			t.Errorf("outcome %s, want error", res.Outcome)
+		}
+	})
+}
