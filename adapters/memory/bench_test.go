@@ -1,0 +1,126 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/spec"
+)
+
+// baseline is the least a correct in-memory CAS store must do per update:
+// lock, check the version, change the snapshot, append an audit event.
+type baseline struct {
+	mu   sync.Mutex
+	runs map[string]*baseRun
+}
+
+type baseRun struct {
+	snap   spec.RunSnapshot
+	events []spec.AuditEvent
+}
+
+// update returns a copy of the new snapshot, as the contract requires of
+// every store (callers must not share the stored value).
+func (b *baseline) update(id string, expected int64, st spec.RunStatus, msg string) (spec.RunSnapshot, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.runs[id]
+	if !ok {
+		return spec.RunSnapshot{}, spec.NotFound(id)
+	}
+	if r.snap.Version != expected {
+		return spec.RunSnapshot{}, spec.VersionConflict(id, expected, r.snap.Version)
+	}
+	from := r.snap.Status
+	r.snap.Status, r.snap.Message = st, msg
+	r.snap.Version++
+	r.snap.UpdatedAt = time.Now()
+	r.events = append(r.events, spec.AuditEvent{RunID: id, Seq: int64(len(r.events) + 1), Kind: spec.AuditTransition,
+		From: from, To: st, Time: r.snap.UpdatedAt, Version: r.snap.Version})
+	return r.snap.Clone(), nil
+}
+
+// BenchmarkUpdateRun compares the adapter's full UpdateRun (validation,
+// fencing, CAS, transition rules, copy-out) with the baseline, both writing
+// a message and an audit event per call on runs with 4 steps of 8 hosts.
+func BenchmarkUpdateRun(b *testing.B) {
+	ctx := context.Background()
+	steps := make([]spec.StepSpec, 4)
+	for i := range steps {
+		steps[i] = spec.StepSpec{Name: fmt.Sprintf("step-%d", i)}
+		for h := range 8 {
+			steps[i].Hosts = append(steps[i].Hosts, fmt.Sprintf("host-%d", h))
+		}
+	}
+	// Alternate between two statuses so each write is also a transition.
+	status := func(i int) spec.RunStatus {
+		if i%2 == 1 {
+			return spec.StatusWaiting
+		}
+		return spec.StatusRunning
+	}
+	s := memory.New()
+	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Steps: steps})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("adapter", func(b *testing.B) {
+		msg := "progress"
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(status(i)), Message: &msg})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline", func(b *testing.B) {
+		first := run.Clone()
+		first.Status, first.Version = spec.StatusQueued, 1
+		base := &baseline{runs: map[string]*baseRun{run.RunID: {snap: first}}}
+		snap := first
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if snap, err = base.update(run.RunID, snap.Version, status(i), "progress"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkClaimNext measures claim-next over 1000 queued runs with 1 and 8
+// concurrent workers.
+func BenchmarkClaimNext(b *testing.B) {
+	ctx := context.Background()
+	for _, workers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			s := memory.New()
+			for i := range 1000 {
+				if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Priority: i % 10}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetParallelism(workers)
+			b.ReportAllocs()
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				// Distinct workers: incarnations of one worker take over each other's leases.
+				owner := spec.Owner{Worker: fmt.Sprintf("bench-%d", next.Add(1)), Incarnation: "1"}
+				for pb.Next() {
+					cl, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Minute})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: cl.Run.RunID, Token: cl.Lease.Token}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,45 @@
+// Package memorytest is the conformance harness of the memory adapter,
+// shared by its tests and cmd/conformance-runner.
+package memorytest
+
+import (
+	"context"
+	"time"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/spec"
+)
+
+// Target returns the memory adapter's conformance target. With a manual
+// clock the suite advances time; with the system clock it sleeps through
+// real lease TTLs, as it must for out-of-process stores.
+func Target(manualClock bool) conformance.Target {
+	return conformance.Target{
+		Name:         "memory",
+		StoreVersion: "builtin",
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock},
+		NewHarness: func(context.Context) (conformance.Harness, error) {
+			h := &harness{}
+			if manualClock {
+				h.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+				h.store = memory.New(memory.WithClock(h.clock))
+			} else {
+				h.store = memory.New()
+			}
+			return h, nil
+		},
+	}
+}
+
+// harness gives each check a fresh store; the second handle shares its
+// data, as a second worker in the same process would.
+type harness struct {
+	store *memory.Store
+	clock *conformance.ManualClock
+}
+
+func (h *harness) Store() spec.RunStateStore                              { return h.store }
+func (h *harness) OpenHandle(context.Context) (spec.RunStateStore, error) { return h.store, nil }
+func (h *harness) Advance(d time.Duration)                                { h.clock.Advance(d) }
+func (h *harness) Close(context.Context) error                            { return h.store.Close() }

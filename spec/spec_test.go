@@ -1,0 +1,131 @@
+package spec_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runstate/runstate/spec"
+)
+
+func TestErrorsMatchByCode(t *testing.T) {
+	sentinels := []*spec.Error{spec.ErrNotFound, spec.ErrAlreadyExists, spec.ErrVersionConflict, spec.ErrInvalidTransition,
+		spec.ErrMissingDiagnostic, spec.ErrInvalidArgument, spec.ErrLeaseHeld, spec.ErrLeaseLost, spec.ErrNotClaimable, spec.ErrUnavailable}
+	for _, s := range sentinels {
+		detailed := &spec.Error{Code: s.Code, Message: "details", RunID: "r1"}
+		wrapped := fmt.Errorf("adapter: %w", detailed)
+		for _, other := range sentinels {
+			if got, want := errors.Is(wrapped, other), other == s; got != want {
+				t.Errorf("errors.Is(%s error, %s) = %v", s.Code, other.Code, got)
+			}
+		}
+		if spec.CodeOf(wrapped) != s.Code {
+			t.Errorf("CodeOf = %q, want %q", spec.CodeOf(wrapped), s.Code)
+		}
+	}
+	if spec.CodeOf(errors.New("plain")) != "" || spec.CodeOf(nil) != "" {
+		t.Error("CodeOf of a non-spec error must be empty")
+	}
+	cause := errors.New("connection refused")
+	if err := spec.Unavailable("store unreachable", cause); !errors.Is(err, cause) || !errors.Is(err, spec.ErrUnavailable) {
+		t.Error("Unavailable must match both the sentinel and its cause")
+	}
+	e := spec.VersionConflict("r1", 3, 5)
+	if !strings.Contains(e.Error(), "version 5") || !strings.Contains(e.Error(), "expected 3") {
+		t.Errorf("conflict message does not say what to do: %q", e.Error())
+	}
+}
+
+func TestTransitionTable(t *testing.T) {
+	allowed := 0
+	for _, from := range spec.RunStatuses() {
+		for _, to := range spec.RunStatuses() {
+			if spec.CanTransition(from, to) {
+				allowed++
+				if from.Terminal() {
+					t.Errorf("terminal %s may move to %s", from, to)
+				}
+			}
+		}
+	}
+	if allowed != 11 {
+		t.Errorf("%d allowed pairs, want the 11 of docs/spec.md §1.2", allowed)
+	}
+	for alias, want := range map[string]spec.RunStatus{"created": spec.StatusQueued, "pending": spec.StatusQueued, "running": spec.StatusRunning} {
+		if got, err := spec.ParseRunStatus(alias); err != nil || got != want {
+			t.Errorf("ParseRunStatus(%q) = %q, %v", alias, got, err)
+		}
+	}
+	if _, err := spec.ParseRunStatus("done"); !errors.Is(err, spec.ErrInvalidArgument) {
+		t.Errorf("unknown status: %v", err)
+	}
+}
+
+func TestCursorsRoundTripAndRejectTampering(t *testing.T) {
+	at := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.UTC)
+	pos := spec.RunPosition{CreatedAt: at, RunID: "run-1"}
+	q, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: pos.Cursor()})
+	if err != nil || q.After == nil || !q.After.CreatedAt.Equal(at) || q.After.RunID != "run-1" {
+		t.Fatalf("runs cursor round trip: %+v, %v", q.After, err)
+	}
+	rp := spec.RunnablePosition{Priority: -4, CreatedAt: at, RunID: "run-2"}
+	rq, err := spec.PrepareRunnable(spec.RunnableFilter{}, 0, rp.Cursor())
+	if err != nil || rq.After == nil || *rq.After != rp {
+		t.Fatalf("runnable cursor round trip: %+v, %v", rq.After, err)
+	}
+	// A cursor of one listing is not valid for the other.
+	if _, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: rp.Cursor()}); !errors.Is(err, spec.ErrInvalidArgument) {
+		t.Errorf("runnable cursor accepted by ListRuns: %v", err)
+	}
+	if _, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: pos.Cursor() + "x"}); !errors.Is(err, spec.ErrInvalidArgument) {
+		t.Errorf("tampered cursor accepted: %v", err)
+	}
+}
+
+func TestRunnableOrder(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	a := spec.RunnablePosition{Priority: 5, CreatedAt: t0.Add(time.Second), RunID: "a"}
+	b := spec.RunnablePosition{Priority: 1, CreatedAt: t0, RunID: "b"}
+	c := spec.RunnablePosition{Priority: 5, CreatedAt: t0.Add(time.Second), RunID: "c"}
+	if !a.Less(b) || !a.Less(c) || c.Less(a) || a.Compare(a) != 0 {
+		t.Error("claim order is priority descending, then created_at, then run_id")
+	}
+}
+
+func TestTruncateOutput(t *testing.T) {
+	for _, s := range []string{strings.Repeat("a", 10_000), strings.Repeat("é", 5_000), strings.Repeat("日本", 2_000), "short"} {
+		got := spec.TruncateOutput(s)
+		if len(got) > spec.MaxHostOutputBytes || !utf8.ValidString(got) {
+			t.Errorf("TruncateOutput gave %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
+		}
+		if len(s) <= spec.MaxHostOutputBytes && got != s {
+			t.Error("short output must be kept as it is")
+		}
+	}
+}
+
+func TestLeaseRules(t *testing.T) {
+	now := time.Unix(1000, 0)
+	run := spec.RunSnapshot{RunID: "r", Status: spec.StatusQueued}
+	w1 := spec.Owner{Worker: "w1", Incarnation: "a"}
+	l, err := spec.LeaseState{}.Claim(run, w1, time.Minute, spec.DefaultRunnableStatuses(), now)
+	if err != nil || l.Token != 1 || !l.Live(now) || l.Live(now.Add(time.Minute)) {
+		t.Fatalf("first claim: %+v %v", l, err)
+	}
+	if _, err := l.Claim(run, spec.Owner{Worker: "w2"}, time.Minute, spec.DefaultRunnableStatuses(), now); !errors.Is(err, spec.ErrLeaseHeld) {
+		t.Errorf("claim over a live lease: %v", err)
+	}
+	if l2, err := l.Claim(run, spec.Owner{Worker: "w1", Incarnation: "b"}, time.Minute, spec.DefaultRunnableStatuses(), now); err != nil || l2.Token != 2 {
+		t.Errorf("new incarnation: %+v %v", l2, err)
+	}
+	if err := l.CheckFence("r", 2); !errors.Is(err, spec.ErrLeaseLost) {
+		t.Errorf("fence with a never-issued token: %v", err)
+	}
+	released, _ := l.Release("r", 1)
+	if released.Live(now) || !errors.Is(released.CheckFence("r", 1), spec.ErrLeaseLost) {
+		t.Error("a released lease must be dead and fence nothing")
+	}
+}
