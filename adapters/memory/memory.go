@@ -68,6 +68,20 @@ func (s *Store) lock(ctx context.Context) error {
 	return nil
 }
 
+// lockRun locks the store and returns runID's record. On success the caller
+// must unlock.
+func (s *Store) lockRun(ctx context.Context, runID string) (*record, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	r, ok := s.runs[runID]
+	if !ok {
+		s.mu.Unlock()
+		return nil, spec.NotFound(runID)
+	}
+	return r, nil
+}
+
 func (s *Store) now() time.Time { return spec.Timestamp(s.clock.Now()) }
 
 // CreateRun implements spec.RunStateStore.
@@ -99,14 +113,11 @@ func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.Run
 	if err := spec.PrepareUpdate(&p); err != nil {
 		return spec.RunSnapshot{}, err
 	}
-	if err := s.lock(ctx); err != nil {
+	r, err := s.lockRun(ctx, p.RunID)
+	if err != nil {
 		return spec.RunSnapshot{}, err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[p.RunID]
-	if !ok {
-		return spec.RunSnapshot{}, spec.NotFound(p.RunID)
-	}
 	out := spec.ApplyUpdate(r.snap, r.lease, p, s.now())
 	if out.Write {
 		r.snap = out.Snapshot
@@ -124,14 +135,11 @@ func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, err
 	if err := spec.PrepareGet(runID); err != nil {
 		return spec.RunSnapshot{}, err
 	}
-	if err := s.lock(ctx); err != nil {
+	r, err := s.lockRun(ctx, runID)
+	if err != nil {
 		return spec.RunSnapshot{}, err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[runID]
-	if !ok {
-		return spec.RunSnapshot{}, spec.NotFound(runID)
-	}
 	return r.snap.Clone(), nil
 }
 
@@ -166,14 +174,11 @@ func (s *Store) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (sp
 	if err != nil {
 		return spec.AuditPage{}, err
 	}
-	if err := s.lock(ctx); err != nil {
+	r, err := s.lockRun(ctx, p.RunID)
+	if err != nil {
 		return spec.AuditPage{}, err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[p.RunID]
-	if !ok {
-		return spec.AuditPage{}, spec.NotFound(p.RunID)
-	}
 	// Seq n is at index n-1.
 	from := min(int(p.AfterSeq), len(r.events))
 	events, more := cutCopy(r.events[from:], limit)
@@ -186,14 +191,11 @@ func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	if err := s.lock(ctx); err != nil {
+	r, err := s.lockRun(ctx, c.RunID)
+	if err != nil {
 		return spec.Claim{}, err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[c.RunID]
-	if !ok {
-		return spec.Claim{}, spec.NotFound(c.RunID)
-	}
 	return s.claim(r, c.Owner, c.TTL, c.Statuses)
 }
 
@@ -235,14 +237,11 @@ func (s *Store) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.L
 	if err := spec.PrepareRenew(p); err != nil {
 		return spec.Lease{}, err
 	}
-	if err := s.lock(ctx); err != nil {
+	r, err := s.lockRun(ctx, p.RunID)
+	if err != nil {
 		return spec.Lease{}, err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[p.RunID]
-	if !ok {
-		return spec.Lease{}, spec.NotFound(p.RunID)
-	}
 	lease, err := r.lease.Renew(p.RunID, p.Token, p.TTL, s.now())
 	if err != nil {
 		return spec.Lease{}, err
@@ -256,14 +255,11 @@ func (s *Store) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) err
 	if err := spec.PrepareRelease(p); err != nil {
 		return err
 	}
-	if err := s.lock(ctx); err != nil {
+	r, err := s.lockRun(ctx, p.RunID)
+	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[p.RunID]
-	if !ok {
-		return spec.NotFound(p.RunID)
-	}
 	lease, err := r.lease.Release(p.RunID, p.Token)
 	if err != nil {
 		return err
