@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -121,18 +122,27 @@ func checkOversize(c *C) {
 	for i := range spec.MaxLabels + 1 {
 		labels[long(i+1)] = "v"
 	}
+	var manyHosts []spec.StepSpec // over MaxHostStates in all, within every per-step limit
+	for i := 0; len(manyHosts)*spec.MaxHostsPerStep <= spec.MaxHostStates; i++ {
+		st := spec.StepSpec{Name: fmt.Sprintf("step-%d", i)}
+		for h := range spec.MaxHostsPerStep {
+			st.Hosts = append(st.Hosts, fmt.Sprintf("h%d", h))
+		}
+		manyHosts = append(manyHosts, st)
+	}
 	creates := map[string]spec.CreateRunParams{
-		"workflow_name":   {WorkflowName: long(spec.MaxWorkflowNameLen + 1)},
-		"message":         {Message: long(spec.MaxMessageLen + 1)},
-		"label key":       {Labels: map[string]string{long(spec.MaxLabelKeyLen + 1): "v"}},
-		"label value":     {Labels: map[string]string{"k": long(spec.MaxLabelValueLen + 1)}},
-		"label count":     {Labels: labels},
-		"step name":       {Steps: []spec.StepSpec{{Name: long(spec.MaxStepNameLen + 1)}}},
-		"host name":       {Steps: []spec.StepSpec{{Name: "s", Hosts: []string{long(spec.MaxHostNameLen + 1)}}}},
-		"reason":          {Reason: long(spec.MaxReasonLen + 1)},
-		"actor id":        {Actor: spec.Actor{ID: long(spec.MaxActorIDLen + 1)}},
-		"priority":        {Priority: spec.MaxPriority + 1},
-		"a label key '='": {Labels: map[string]string{"a=b": "v"}},
+		"total of host states": {Steps: manyHosts},
+		"workflow_name":        {WorkflowName: long(spec.MaxWorkflowNameLen + 1)},
+		"message":              {Message: long(spec.MaxMessageLen + 1)},
+		"label key":            {Labels: map[string]string{long(spec.MaxLabelKeyLen + 1): "v"}},
+		"label value":          {Labels: map[string]string{"k": long(spec.MaxLabelValueLen + 1)}},
+		"label count":          {Labels: labels},
+		"step name":            {Steps: []spec.StepSpec{{Name: long(spec.MaxStepNameLen + 1)}}},
+		"host name":            {Steps: []spec.StepSpec{{Name: "s", Hosts: []string{long(spec.MaxHostNameLen + 1)}}}},
+		"reason":               {Reason: long(spec.MaxReasonLen + 1)},
+		"actor id":             {Actor: spec.Actor{ID: long(spec.MaxActorIDLen + 1)}},
+		"priority":             {Priority: spec.MaxPriority + 1},
+		"a label key '='":      {Labels: map[string]string{"a=b": "v"}},
 	}
 	for name, p := range creates {
 		if p.WorkflowName == "" {

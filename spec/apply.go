@@ -178,6 +178,10 @@ func enteringWhat(to RunStatus) string {
 
 // applySteps applies step and host patches to s, enforcing the step table.
 func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
+	hostStates := 0
+	for _, st := range s.Steps {
+		hostStates += len(st.Hosts)
+	}
 	for _, sp := range patches {
 		step, ok := s.Step(sp.Name)
 		if !ok {
@@ -197,6 +201,9 @@ func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
 			if !ok {
 				if len(step.Hosts) >= MaxHostsPerStep {
 					return InvalidArgument("hosts", "step %q already has %d hosts, the limit", sp.Name, MaxHostsPerStep)
+				}
+				if hostStates++; hostStates > MaxHostStates {
+					return InvalidArgument("hosts", "run %s would have more than %d host states", s.RunID, MaxHostStates)
 				}
 				step.Hosts = append(step.Hosts, HostState{Host: hp.Host, Status: StepQueued})
 				host = &step.Hosts[len(step.Hosts)-1]

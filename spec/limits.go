@@ -6,19 +6,22 @@ import "time"
 // truncate silently. (A tracker truncates host output with TruncateOutput
 // before writing.) Lengths are in bytes of UTF-8 text.
 const (
-	MaxRunIDLen          = 128
-	MaxWorkflowNameLen   = 256
-	MaxMessageLen        = 4096
-	MaxReasonLen         = 1024
-	MaxLabels            = 32
-	MaxLabelKeyLen       = 63
-	MaxLabelValueLen     = 256
-	MaxSteps             = 512
-	MaxHostsPerStep      = 512
+	MaxRunIDLen        = 128
+	MaxWorkflowNameLen = 256
+	MaxMessageLen      = 4096
+	MaxReasonLen       = 1024
+	MaxLabels          = 32
+	MaxLabelKeyLen     = 63
+	MaxLabelValueLen   = 256
+	MaxSteps           = 256
+	MaxHostsPerStep    = 256
+	// MaxHostStates bounds the hosts of all steps of a run together, so that
+	// a snapshot stays a few MiB at most and fits one write of every store.
+	MaxHostStates        = 1024
 	MaxStepNameLen       = 256
 	MaxHostNameLen       = 256
 	MaxHostOutputBytes   = 4096
-	MaxHostErrorLen      = 4096
+	MaxHostErrorLen      = 1024
 	MaxErrorCodeLen      = 128
 	MaxDiagnosticDetails = 32
 	MaxDetailValueLen    = 1024

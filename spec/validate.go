@@ -41,6 +41,7 @@ func PrepareCreate(p *CreateRunParams) error {
 		return InvalidArgument("steps", "%d steps, the limit is %d", len(p.Steps), MaxSteps)
 	}
 	seen := make(map[string]bool, len(p.Steps))
+	hosts := 0
 	for _, st := range p.Steps {
 		if err := validateStepName(st.Name, seen); err != nil {
 			return err
@@ -48,6 +49,10 @@ func PrepareCreate(p *CreateRunParams) error {
 		if err := validateHostNames(st.Name, st.Hosts); err != nil {
 			return err
 		}
+		hosts += len(st.Hosts)
+	}
+	if hosts > MaxHostStates {
+		return InvalidArgument("hosts", "%d host states in all steps, the limit is %d", hosts, MaxHostStates)
 	}
 	if p.RetryOf != "" {
 		if err := validateToken("retry_of", p.RetryOf, MaxRunIDLen, ""); err != nil {

@@ -1,0 +1,292 @@
+// Package badger is the embedded reference adapter, on Badger v4: durable
+// by default, indexed so that claims, runnable listings, recovery and
+// filtered listings read only what matches, and safe for concurrent use
+// within one process. A directory belongs to one process at a time.
+package badger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	bdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/runstate/runstate/spec"
+)
+
+var _ spec.Store = (*Store)(nil)
+
+// Options configure Open.
+type Options struct {
+	// Dir is the data directory; it is created when missing. Required.
+	Dir string
+	// NoSync turns off the fsync of every commit. Faster, but an acknowledged
+	// write can be lost if the machine (not just the process) goes down
+	// before the OS writes it back. Leave it off unless losing the last
+	// moments of state is acceptable.
+	NoSync bool
+	// Clock stamps times and decides lease expiry; defaults to the system clock.
+	Clock spec.Clock
+	// Logger receives Badger's warnings and errors and the adapter's own
+	// messages; defaults to slog.Default().
+	Logger *slog.Logger
+	// GCInterval is how often value-log garbage collection runs
+	// (default 10 minutes; negative disables it, for callers that run
+	// RunValueLogGC themselves).
+	GCInterval time.Duration
+	// Tune, when set, adjusts Badger's options after runstate's defaults
+	// (memory budgets, compression, …). It cannot turn off durability: use NoSync.
+	Tune func(*bdb.Options)
+}
+
+// DefaultGCInterval is the value-log GC period when Options.GCInterval is 0.
+const DefaultGCInterval = 10 * time.Minute
+
+// gcDiscardRatio rewrites a value-log file when half of it is garbage,
+// Badger's recommendation (write amplification at most 2).
+const gcDiscardRatio = 0.5
+
+// maxConflictRetries bounds the retries of a transaction that lost a
+// Badger optimistic-concurrency conflict. Each retry re-reads, so a caller
+// sees VERSION_CONFLICT only when its expected version is really stale.
+const maxConflictRetries = 64
+
+// Store is a runstate store in a Badger directory.
+type Store struct {
+	db    *bdb.DB
+	clock spec.Clock
+	log   *slog.Logger
+	dir   string
+
+	// closeMu lets operations run concurrently with each other but not with Close.
+	closeMu sync.RWMutex
+	closed  bool
+	stopGC  chan struct{}
+	gcDone  chan struct{}
+
+	// claimMu serialises claim-next: Badger allows one process per directory,
+	// so this is every claimant, and it spares them conflict retries over the
+	// same head of the queue.
+	claimMu sync.Mutex
+}
+
+// Open opens (or creates) the store in opts.Dir. A directory another process
+// has open is refused with spec.ErrUnavailable.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(opts.Dir) == "" {
+		return nil, spec.InvalidArgument("dir", "the Badger data directory must be set")
+	}
+	s := &Store{clock: opts.Clock, log: opts.Logger, dir: opts.Dir}
+	if s.clock == nil {
+		s.clock = spec.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	bo := bdb.DefaultOptions(opts.Dir).WithLogger(badgerLogger{s.log}).WithLoggingLevel(bdb.WARNING)
+	if opts.Tune != nil {
+		opts.Tune(&bo)
+	}
+	bo.SyncWrites = !opts.NoSync
+	db, err := bdb.Open(bo)
+	if err != nil {
+		return nil, interpretOpenError(opts.Dir, err)
+	}
+	s.db = db
+	if err := s.checkSchema(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	interval := opts.GCInterval
+	if interval == 0 {
+		interval = DefaultGCInterval
+	}
+	if interval > 0 {
+		s.stopGC, s.gcDone = make(chan struct{}), make(chan struct{})
+		go s.gcLoop(interval)
+	}
+	if opts.NoSync {
+		s.log.Warn("runstate badger store opened with NoSync: acknowledged writes may be lost if the machine fails", "dir", opts.Dir)
+	}
+	return s, nil
+}
+
+func (s *Store) checkSchema() error {
+	return interpretError(s.db.Update(func(txn *bdb.Txn) error {
+		item, err := txn.Get(metaKey("schema"))
+		if errors.Is(err, bdb.ErrKeyNotFound) {
+			return txn.Set(metaKey("schema"), []byte(schemaVersion))
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err == nil && string(v) != schemaVersion {
+			err = spec.Unavailable(fmt.Sprintf("badger directory %s has layout version %q; this build reads %q", s.dir, v, schemaVersion), nil)
+		}
+		return err
+	}))
+}
+
+// Close stops garbage collection and closes the database; later calls
+// return spec.ErrUnavailable. Close waits for calls in progress.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.stopGC != nil {
+		close(s.stopGC)
+		<-s.gcDone
+	}
+	return interpretError(s.db.Close())
+}
+
+// enter admits an operation; the caller must call s.leave.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return spec.Unavailable("badger store "+s.dir+" is closed", nil)
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.closeMu.RUnlock() }
+
+func (s *Store) now() time.Time { return spec.Timestamp(s.clock.Now()) }
+
+// update runs fn in a read-write transaction, retrying Badger conflicts
+// with a short jittered backoff. fn runs afresh on every attempt.
+func (s *Store) update(ctx context.Context, fn func(txn *bdb.Txn) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := s.db.Update(fn)
+		if !errors.Is(err, bdb.ErrConflict) || attempt == maxConflictRetries {
+			return interpretError(err)
+		}
+		time.Sleep(time.Duration(rand.IntN(100*(min(attempt, 10)+1))) * time.Microsecond)
+	}
+}
+
+// view runs fn in a read-only transaction: one consistent snapshot.
+func (s *Store) view(ctx context.Context, fn func(txn *bdb.Txn) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	return interpretError(s.db.View(fn))
+}
+
+func (s *Store) gcLoop(interval time.Duration) {
+	defer close(s.gcDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopGC:
+			return
+		case <-t.C:
+			s.collectGarbage()
+		}
+	}
+}
+
+// collectGarbage rewrites value-log files until none is worth rewriting.
+func (s *Store) collectGarbage() {
+	for rewrites := 0; ; rewrites++ {
+		select {
+		case <-s.stopGC:
+			return
+		default:
+		}
+		err := s.db.RunValueLogGC(gcDiscardRatio)
+		if err != nil {
+			if !errors.Is(err, bdb.ErrNoRewrite) && !errors.Is(err, bdb.ErrRejected) {
+				s.log.Warn("runstate badger value-log GC failed", "dir", s.dir, "error", err)
+			} else if rewrites > 0 {
+				s.log.Debug("runstate badger value-log GC", "dir", s.dir, "files_rewritten", rewrites)
+			}
+			return
+		}
+	}
+}
+
+// RunValueLogGC runs one value-log garbage collection pass now, for callers
+// that disabled the periodic one. It reports how many files were rewritten.
+func (s *Store) RunValueLogGC(ctx context.Context) (int, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	n := 0
+	for ; ctx.Err() == nil; n++ {
+		err := s.db.RunValueLogGC(gcDiscardRatio)
+		if errors.Is(err, bdb.ErrNoRewrite) {
+			return n, nil
+		}
+		if err != nil {
+			return n, interpretError(err)
+		}
+	}
+	return n, ctx.Err()
+}
+
+// interpretError maps Badger's errors to the contract's, in one place.
+// Errors that are already the contract's, or a context's, pass unchanged.
+func interpretError(err error) error {
+	var se *spec.Error
+	switch {
+	case err == nil, errors.As(err, &se), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, bdb.ErrDBClosed), errors.Is(err, bdb.ErrBlockedWrites):
+		return spec.Unavailable("badger store is closed", err)
+	case errors.Is(err, bdb.ErrConflict):
+		return spec.Unavailable(fmt.Sprintf("badger transaction kept conflicting after %d retries; try again", maxConflictRetries), err)
+	}
+	return spec.Unavailable("badger store failed", err)
+}
+
+// interpretOpenError explains why a directory could not be opened.
+func interpretOpenError(dir string, err error) error {
+	if errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "Cannot acquire directory lock") {
+		return spec.Unavailable(fmt.Sprintf("badger directory %s is in use by another process; one process at a time may open it", dir), err)
+	}
+	return spec.Unavailable(fmt.Sprintf("cannot open badger directory %s", dir), err)
+}
+
+// badgerLogger sends Badger's log lines to slog.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}
+func (b badgerLogger) Infof(f string, a ...any) {
+	b.l.Info(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}
+func (b badgerLogger) Debugf(f string, a ...any) {
+	b.l.Debug(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}

@@ -1,0 +1,142 @@
+package badger
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// Key layout. Every key starts with a one-byte table tag and a 0x00. Text
+// parts end with 0x00, which spec validation keeps out of ids, names, label
+// keys and values, so prefixes never run into each other. Numbers are
+// big-endian so that byte order is numeric order.
+//
+//	r 0 <run_id>                                  storedRun (snapshot + last audit seq)
+//	l 0 <run_id>                                  spec.LeaseState
+//	a 0 <run_id> 0 <seq>                          spec.AuditEvent
+//	c 0 <created> <run_id>                        index: every run, ListRuns order
+//	s 0 <status> 0 <created> <run_id>             index: runs by status
+//	w 0 <workflow> 0 <created> <run_id>           index: runs by workflow name
+//	b 0 <label key> 0 <label value> 0 <created> <run_id>   index: runs by label
+//	q 0 <status> 0 <inverted priority> <created> <run_id>  index: non-terminal runs, claim order
+//	m 0 schema                                    layout version
+//
+// A terminal run leaves the q index, so claim-next, the runnable listing and
+// recovery read only non-terminal runs however long the history grows.
+const (
+	tagRun      = 'r'
+	tagLease    = 'l'
+	tagAudit    = 'a'
+	tagCreated  = 'c'
+	tagStatus   = 's'
+	tagWorkflow = 'w'
+	tagLabel    = 'b'
+	tagQueue    = 'q'
+	tagMeta     = 'm'
+)
+
+// schemaVersion is stored under m 0 schema; Open refuses a directory written
+// with a layout it does not know.
+const schemaVersion = "1"
+
+func key(tag byte, parts ...[]byte) []byte {
+	n := 2
+	for _, p := range parts {
+		n += len(p)
+	}
+	k := make([]byte, 0, n)
+	k = append(k, tag, 0)
+	for _, p := range parts {
+		k = append(k, p...)
+	}
+	return k
+}
+
+func text(s string) []byte { return append([]byte(s), 0) }
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// micros orders times, including any before 1970, as unsigned integers.
+func micros(t time.Time) []byte { return u64(uint64(t.UnixMicro()) ^ 1<<63) }
+
+func parseMicros(b []byte) time.Time {
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(b) ^ 1<<63)).UTC()
+}
+
+// invPriority sorts higher priorities first.
+func invPriority(p int) []byte { return u64(uint64(spec.MaxPriority - p)) }
+
+func runKey(id string) []byte   { return key(tagRun, []byte(id)) }
+func leaseKey(id string) []byte { return key(tagLease, []byte(id)) }
+func auditPrefix(id string) []byte {
+	return key(tagAudit, text(id))
+}
+func auditKey(id string, seq int64) []byte { return append(auditPrefix(id), u64(uint64(seq))...) }
+func metaKey(name string) []byte           { return key(tagMeta, []byte(name)) }
+
+// Index prefixes: every key below one is ordered by (created, run_id), or,
+// for queuePrefix, by claim order.
+func createdPrefix() []byte                 { return key(tagCreated) }
+func statusPrefix(st spec.RunStatus) []byte { return key(tagStatus, text(string(st))) }
+func workflowPrefix(wf string) []byte       { return key(tagWorkflow, text(wf)) }
+func labelPrefix(k, v string) []byte        { return key(tagLabel, text(k), text(v)) }
+func queuePrefix(st spec.RunStatus) []byte  { return key(tagQueue, text(string(st))) }
+
+// indexKeys returns every index key of s.
+func indexKeys(s spec.RunSnapshot) [][]byte {
+	pos := append(micros(s.CreatedAt), s.RunID...)
+	keys := [][]byte{
+		append(createdPrefix(), pos...),
+		append(statusPrefix(s.Status), pos...),
+		append(workflowPrefix(s.WorkflowName), pos...),
+	}
+	for k, v := range s.Labels {
+		keys = append(keys, append(labelPrefix(k, v), pos...))
+	}
+	if !s.Status.Terminal() {
+		keys = append(keys, append(append(queuePrefix(s.Status), invPriority(s.Priority)...), pos...))
+	}
+	return keys
+}
+
+// indexChanges returns the index keys to delete and to set when a run
+// changes from old to new (old nil: a new run).
+func indexChanges(old *spec.RunSnapshot, new spec.RunSnapshot) (del, set [][]byte) {
+	next := indexKeys(new)
+	if old == nil {
+		return nil, next
+	}
+	prev := indexKeys(*old)
+	has := func(list [][]byte, k []byte) bool {
+		return slices.ContainsFunc(list, func(x []byte) bool { return bytes.Equal(x, k) })
+	}
+	for _, k := range prev {
+		if !has(next, k) {
+			del = append(del, k)
+		}
+	}
+	for _, k := range next {
+		if !has(prev, k) {
+			set = append(set, k)
+		}
+	}
+	return del, set
+}
+
+// runPosAfter is the first key of prefix strictly after the position:
+// run ids hold no 0x00, so appending one yields the key's successor.
+func runPosAfter(prefix []byte, p spec.RunPosition) []byte {
+	return append(append(append(slices.Clone(prefix), micros(p.CreatedAt)...), p.RunID...), 0)
+}
+
+func queuePosAfter(prefix []byte, p spec.RunnablePosition) []byte {
+	k := append(slices.Clone(prefix), invPriority(p.Priority)...)
+	return append(append(append(k, micros(p.CreatedAt)...), p.RunID...), 0)
+}
+
+// runIDOf returns the run id at the end of an index key whose fixed part
+// (prefix plus numbers) is n bytes long.
+func runIDOf(k []byte, n int) string { return string(k[n:]) }
