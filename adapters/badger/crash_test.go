@@ -1,0 +1,242 @@
+package badger_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/badger"
+	"github.com/runstate/runstate/adapters/badger/badgertest"
+	"github.com/runstate/runstate/spec"
+)
+
+// The crash test runs this test binary again as a child (crashChildEnv set
+// to the data directory). The child performs transitions for ever and
+// prints one line per acknowledged write: "ack <run_id> <version> <status>".
+const crashChildEnv = "RUNSTATE_BADGER_CRASH_CHILD"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		if err := crashChild(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "crash child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func openForCrash(ctx context.Context, dir string) (*badger.Store, error) {
+	return badger.Open(ctx, badger.Options{Dir: dir, Tune: badgertest.Small, GCInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+}
+
+func crashChild(dir string) error {
+	ctx := context.Background()
+	s, err := openForCrash(ctx, dir)
+	if err != nil {
+		return err
+	}
+	// Continue the runs earlier children left unfinished, and start new ones.
+	var live []spec.RunSnapshot
+	page, err := s.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{"queued", "running", "waiting"}, Limit: spec.MaxPageLimit})
+	if err != nil {
+		return err
+	}
+	live = page.Runs
+	ack := func(r spec.RunSnapshot) {
+		// Written only after the store returned: the write is acknowledged.
+		fmt.Fprintf(os.Stdout, "ack %s %d %s\n", r.RunID, r.Version, r.Status)
+	}
+	for {
+		if len(live) < 8 || rand.IntN(4) == 0 {
+			r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "crash", Priority: rand.IntN(5),
+				Steps: []spec.StepSpec{{Name: "work", Hosts: []string{"h1", "h2"}}}})
+			if err != nil {
+				return err
+			}
+			ack(r)
+			live = append(live, r)
+			continue
+		}
+		i := rand.IntN(len(live))
+		run := live[i]
+		next := spec.AllowedTransitions(run.Status)
+		to := next[rand.IntN(len(next))]
+		p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to), Actor: spec.Actor{Kind: spec.ActorWorker, ID: "crash"}}
+		if to.RequiresDiagnostic() {
+			p.Diagnostic = &spec.Diagnostic{ErrorCode: "E_CRASH", Message: "chosen at random", Retryable: true}
+		}
+		if to == spec.StatusInterrupted {
+			p.InterruptedReason = "CRASH_TEST"
+		}
+		if to == spec.StatusRunning {
+			p.Steps = []spec.StepPatch{{Name: "work", Hosts: []spec.HostPatch{{Host: "h1", OutputSummary: ptr(strings.Repeat("o", rand.IntN(3000)))}}}}
+		}
+		r, err := s.UpdateRun(ctx, p)
+		if err != nil {
+			return err
+		}
+		ack(r)
+		if r.Status.Terminal() {
+			live = append(live[:i], live[i+1:]...)
+		} else {
+			live[i] = r
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type acked struct {
+	version int64
+	status  spec.RunStatus
+}
+
+func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
+	kills := 20
+	if n, err := strconv.Atoi(os.Getenv("RUNSTATE_CRASH_KILLS")); err == nil && n > 0 {
+		kills = n
+	}
+	dir := t.TempDir()
+	acks := map[string]acked{}
+	totalAcks := 0
+	for k := range kills {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		// Let the child get going, then kill it at a random point.
+		deadline := time.After(time.Duration(30+rand.IntN(250)) * time.Millisecond)
+		n := 0
+	wait:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("kill %d: child exited on its own: %s", k, stderr.String())
+				}
+				record(t, acks, l)
+				n++
+			case <-deadline:
+				if n > 0 {
+					break wait
+				}
+				deadline = time.After(50 * time.Millisecond)
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for l := range lines { // lines written before the kill were acknowledged too
+			record(t, acks, l)
+			n++
+		}
+		_ = cmd.Wait()
+		totalAcks += n
+		verifyAfterCrash(t, dir, acks)
+	}
+	t.Logf("%d kills, %d acknowledged writes on %d runs, all present and consistent", kills, totalAcks, len(acks))
+}
+
+func record(t *testing.T, acks map[string]acked, line string) {
+	f := strings.Fields(line)
+	if len(f) != 4 || f[0] != "ack" {
+		if strings.TrimSpace(line) != "" {
+			t.Logf("child said: %s", line)
+		}
+		return
+	}
+	v, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		t.Fatalf("bad ack %q", line)
+	}
+	if v > acks[f[1]].version {
+		acks[f[1]] = acked{v, spec.RunStatus(f[3])}
+	}
+}
+
+// verifyAfterCrash reopens the store and checks every acknowledged write,
+// each run's version and audit chain, and the status indexes.
+func verifyAfterCrash(t *testing.T, dir string, acks map[string]acked) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := openForCrash(ctx, dir)
+	if err != nil {
+		t.Fatalf("reopen after kill: %v", err)
+	}
+	defer s.Close()
+	for id, a := range acks {
+		run, err := s.GetRun(ctx, id)
+		if err != nil {
+			t.Fatalf("acknowledged run %s lost: %v", id, err)
+		}
+		if run.Version < a.version || (run.Version == a.version && run.Status != a.status) {
+			t.Fatalf("run %s: acknowledged version %d (%s), found version %d (%s)", id, a.version, a.status, run.Version, run.Status)
+		}
+	}
+	byStatus := map[spec.RunStatus]int{}
+	all := listAll(t, s, spec.ListRunsParams{})
+	for _, run := range all {
+		byStatus[run.Status]++
+		page, err := s.ListAuditEvents(ctx, spec.ListAuditParams{RunID: run.RunID, Limit: spec.MaxPageLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := page.Events
+		// Every write of the child is a creation or a transition: one event each.
+		if int64(len(evs)) != run.Version || evs[len(evs)-1].To != run.Status {
+			t.Fatalf("run %s at version %d (%s) has %d audit events: %+v", run.RunID, run.Version, run.Status, len(evs), evs)
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) || e.Version != int64(i+1) || (i > 0 && e.From != evs[i-1].To) {
+				t.Fatalf("run %s: audit chain broken at %d: %+v", run.RunID, i, e)
+			}
+		}
+	}
+	for _, st := range spec.RunStatuses() {
+		if got := len(listAll(t, s, spec.ListRunsParams{Statuses: []string{string(st)}})); got != byStatus[st] {
+			t.Fatalf("status index for %s lists %d runs, snapshots say %d", st, got, byStatus[st])
+		}
+	}
+}
+
+func listAll(t *testing.T, s *badger.Store, p spec.ListRunsParams) []spec.RunSnapshot {
+	t.Helper()
+	var out []spec.RunSnapshot
+	p.Limit = spec.MaxPageLimit
+	for {
+		page, err := s.ListRuns(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Runs...)
+		if page.NextCursor == "" {
+			return out
+		}
+		p.Cursor = page.NextCursor
+	}
+}

@@ -1,0 +1,148 @@
+package badger_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/runstate/runstate/adapters/badger"
+	"github.com/runstate/runstate/spec"
+)
+
+func TestSecondProcessGetsClearError(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() { // the child has the store open once it acknowledges a write
+		t.Fatal("child wrote nothing")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	_, err = openForCrash(context.Background(), dir)
+	if !errors.Is(err, spec.ErrUnavailable) || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("opening a directory another process holds: %v", err)
+	}
+	t.Logf("second process sees: %v", err)
+}
+
+func TestSameProcessSecondOpenRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openForCrash(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := openForCrash(context.Background(), dir); !errors.Is(err, spec.ErrUnavailable) {
+		t.Fatalf("second open in one process: %v", err)
+	}
+}
+
+func TestHistorySurvivesReopenAndCloseIsFinal(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := openForCrash(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf", Labels: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w"}, TTL: 60e9, Statuses: []string{"running"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	_, err = s.GetRun(ctx, run.RunID)
+	if !errors.Is(err, spec.ErrUnavailable) {
+		t.Errorf("GetRun after Close: %v", err)
+	}
+	if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf"}); !errors.Is(err, spec.ErrUnavailable) {
+		t.Errorf("CreateRun after Close: %v", err)
+	}
+
+	s, err = openForCrash(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.GetRun(ctx, run.RunID)
+	if err != nil || got.Version != run.Version || got.Status != spec.StatusRunning {
+		t.Fatalf("after reopen: %+v %v", got, err)
+	}
+	// The lease survives too: another worker still cannot claim the run.
+	_, err = s.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "other"}, TTL: 60e9, Statuses: []string{"running"}})
+	if !errors.Is(err, spec.ErrLeaseHeld) {
+		t.Errorf("claim after reopen: %v", err)
+	}
+	page, err := s.ListRuns(ctx, spec.ListRunsParams{Labels: map[string]string{"k": "v"}})
+	if err != nil || len(page.Runs) != 1 {
+		t.Errorf("label index after reopen: %d runs, %v", len(page.Runs), err)
+	}
+}
+
+func TestOpenNeedsADirectory(t *testing.T) {
+	if _, err := badger.Open(context.Background(), badger.Options{}); !errors.Is(err, spec.ErrInvalidArgument) {
+		t.Errorf("Open without a directory: %v", err)
+	}
+	file := t.TempDir() + "/file"
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openForCrash(context.Background(), file); !errors.Is(err, spec.ErrUnavailable) {
+		t.Errorf("Open on a regular file: %v", err)
+	}
+}
+
+func TestValueLogGC(t *testing.T) {
+	ctx := context.Background()
+	s, err := openForCrash(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "s", Hosts: []string{"h"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite a large snapshot many times so that old values become garbage.
+	big := strings.Repeat("x", spec.MaxHostOutputBytes)
+	for i := range 300 {
+		out := big[:len(big)-i%7]
+		run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+			Steps: []spec.StepPatch{{Name: "s", Hosts: []spec.HostPatch{{Host: "h", OutputSummary: &out}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.RunValueLogGC(ctx); err != nil {
+		t.Fatalf("RunValueLogGC: %v", err)
+	}
+	if got, err := s.GetRun(ctx, run.RunID); err != nil || got.Version != run.Version {
+		t.Fatalf("after GC: %v %v", got.Version, err)
+	}
+}
