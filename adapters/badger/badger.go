@@ -70,10 +70,14 @@ type Store struct {
 	stopGC  chan struct{}
 	gcDone  chan struct{}
 
-	// claimMu serialises claim-next: Badger allows one process per directory,
-	// so this is every claimant, and it spares them conflict retries over the
-	// same head of the queue.
-	claimMu sync.Mutex
+	// claiming holds the runs that claim-next calls in flight have picked.
+	// Badger allows one process per directory, so these are all claimants:
+	// others pass such runs by instead of colliding on the head of the queue
+	// and retrying. Badger's conflict detection still decides every claim.
+	claimingMu sync.Mutex
+	claiming   map[string]bool
+
+	head queueHead
 }
 
 // Open opens (or creates) the store in opts.Dir. A directory another process
@@ -85,7 +89,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if strings.TrimSpace(opts.Dir) == "" {
 		return nil, spec.InvalidArgument("dir", "the Badger data directory must be set")
 	}
-	s := &Store{clock: opts.Clock, log: opts.Logger, dir: opts.Dir}
+	s := &Store{clock: opts.Clock, log: opts.Logger, dir: opts.Dir, claiming: map[string]bool{},
+		head: queueHead{start: map[string][]byte{}}}
 	if s.clock == nil {
 		s.clock = spec.SystemClock{}
 	}
@@ -172,16 +177,21 @@ func (s *Store) now() time.Time { return spec.Timestamp(s.clock.Now()) }
 
 // update runs fn in a read-write transaction, retrying Badger conflicts
 // with a short jittered backoff. fn runs afresh on every attempt.
-func (s *Store) update(ctx context.Context, fn func(txn *bdb.Txn) error) error {
+func (s *Store) update(ctx context.Context, fn func(t *tx) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	defer s.leave()
+	t := &tx{head: &s.head}
+	defer t.done()
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := s.db.Update(fn)
+		err := s.db.Update(func(txn *bdb.Txn) error {
+			t.Txn = txn
+			return fn(t)
+		})
 		if !errors.Is(err, bdb.ErrConflict) || attempt == maxConflictRetries {
 			return interpretError(err)
 		}

@@ -21,11 +21,17 @@ import (
 //	s 0 <status> 0 <created> <run_id>             index: runs by status
 //	w 0 <workflow> 0 <created> <run_id>           index: runs by workflow name
 //	b 0 <label key> 0 <label value> 0 <created> <run_id>   index: runs by label
-//	q 0 <status> 0 <inverted priority> <created> <run_id>  index: non-terminal runs, claim order
+//	q 0 <status> 0 <inverted priority> <created> <run_id>  index: unleased non-terminal runs, claim order
+//	x 0 <status> 0 <expires> <run_id>             index: leased non-terminal runs, by lease expiry
+//	o 0 <worker> 0 <incarnation> 0 <run_id>       index: leased non-terminal runs, by lease owner
 //	m 0 schema                                    layout version
 //
-// A terminal run leaves the q index, so claim-next, the runnable listing and
-// recovery read only non-terminal runs however long the history grows.
+// Index keys are a function of a run's snapshot and lease (indexKeys), and
+// every write of either moves them in the same transaction. A terminal run
+// leaves q, x and o, and a leased one leaves q, so claim-next reads the head
+// of q, the expired part of x and the o entries of its worker's other
+// incarnations: its cost follows the runnable runs, not the history or the
+// runs being worked on.
 const (
 	tagRun      = 'r'
 	tagLease    = 'l'
@@ -35,12 +41,14 @@ const (
 	tagWorkflow = 'w'
 	tagLabel    = 'b'
 	tagQueue    = 'q'
+	tagExpiry   = 'x'
+	tagOwner    = 'o'
 	tagMeta     = 'm'
 )
 
 // schemaVersion is stored under m 0 schema; Open refuses a directory written
 // with a layout it does not know.
-const schemaVersion = "1"
+const schemaVersion = "2"
 
 func key(tag byte, parts ...[]byte) []byte {
 	n := 2
@@ -84,9 +92,14 @@ func statusPrefix(st spec.RunStatus) []byte { return key(tagStatus, text(string(
 func workflowPrefix(wf string) []byte       { return key(tagWorkflow, text(wf)) }
 func labelPrefix(k, v string) []byte        { return key(tagLabel, text(k), text(v)) }
 func queuePrefix(st spec.RunStatus) []byte  { return key(tagQueue, text(string(st))) }
+func expiryPrefix(st spec.RunStatus) []byte { return key(tagExpiry, text(string(st))) }
+func ownerPrefix(worker string) []byte      { return key(tagOwner, text(worker)) }
+func ownerIncarnationPrefix(o spec.Owner) []byte {
+	return append(ownerPrefix(o.Worker), text(o.Incarnation)...)
+}
 
-// indexKeys returns every index key of s.
-func indexKeys(s spec.RunSnapshot) [][]byte {
+// indexKeys returns every index key of a run with snapshot s and lease l.
+func indexKeys(s spec.RunSnapshot, l spec.LeaseState) [][]byte {
 	pos := append(micros(s.CreatedAt), s.RunID...)
 	keys := [][]byte{
 		append(createdPrefix(), pos...),
@@ -96,20 +109,26 @@ func indexKeys(s spec.RunSnapshot) [][]byte {
 	for k, v := range s.Labels {
 		keys = append(keys, append(labelPrefix(k, v), pos...))
 	}
-	if !s.Status.Terminal() {
+	switch {
+	case s.Status.Terminal():
+	case l.Token == 0 || l.Released:
 		keys = append(keys, append(append(queuePrefix(s.Status), invPriority(s.Priority)...), pos...))
+	default:
+		keys = append(keys,
+			append(append(expiryPrefix(s.Status), micros(l.ExpiresAt)...), s.RunID...),
+			append(ownerIncarnationPrefix(l.Owner), s.RunID...))
 	}
 	return keys
 }
 
-// indexChanges returns the index keys to delete and to set when a run
-// changes from old to new (old nil: a new run).
-func indexChanges(old *spec.RunSnapshot, new spec.RunSnapshot) (del, set [][]byte) {
-	next := indexKeys(new)
+// indexChanges returns the index keys to delete and to set when a run's
+// (snapshot, lease) changes from old to new (old nil: a new run).
+func indexChanges(old *indexed, new indexed) (del, set [][]byte) {
+	next := indexKeys(new.run, new.lease)
 	if old == nil {
 		return nil, next
 	}
-	prev := indexKeys(*old)
+	prev := indexKeys(old.run, old.lease)
 	has := func(list [][]byte, k []byte) bool {
 		return slices.ContainsFunc(list, func(x []byte) bool { return bytes.Equal(x, k) })
 	}
@@ -124,6 +143,12 @@ func indexChanges(old *spec.RunSnapshot, new spec.RunSnapshot) (del, set [][]byt
 		}
 	}
 	return del, set
+}
+
+// indexed is what the index keys of a run depend on.
+type indexed struct {
+	run   spec.RunSnapshot
+	lease spec.LeaseState
 }
 
 // runPosAfter is the first key of prefix strictly after the position:

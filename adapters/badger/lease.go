@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"time"
 
 	bdb "github.com/dgraph-io/badger/v4"
 
@@ -16,47 +17,109 @@ type leasedRun struct {
 	lease spec.LeaseState
 }
 
-// runnableRuns walks the claim-order index of every status in q from the
-// cursor on and returns, merged in claim order, up to perStatus runs of each
-// status that accept takes.
-func runnableRuns(txn *bdb.Txn, q spec.RunnableQuery, perStatus int, accept func(leasedRun) bool) ([]leasedRun, error) {
+// runnableRuns returns, in claim order and after q.After, up to limit runs
+// in q's statuses that accept takes. It reads the head of each status's
+// claim-order index, the expired part of its expiry index and, for a
+// claimant, the leases held by claimant's worker (an earlier incarnation's
+// leases do not bind it).
+func runnableRuns(txn *bdb.Txn, head *queueHead, q spec.RunnableQuery, now time.Time, claimant *spec.Owner, limit int, accept func(leasedRun) bool) ([]leasedRun, error) {
 	var out []leasedRun
-	var seen [][]byte
+	seen := map[string]bool{}
+	consider := func(id string) (bool, error) {
+		if seen[id] {
+			return false, nil
+		}
+		seen[id] = true
+		r, err := mustGetRun(txn, id)
+		if err != nil {
+			return false, err
+		}
+		l, err := getLease(txn, id)
+		if err != nil {
+			return false, err
+		}
+		c := leasedRun{r, l}
+		if (q.After != nil && !q.After.Less(spec.RunnablePositionOf(r.Run))) || !accept(c) {
+			return false, nil
+		}
+		out = append(out, c)
+		return true, nil
+	}
+	var statuses []spec.RunStatus
 	for _, st := range q.Statuses {
+		if !slices.Contains(statuses, st) {
+			statuses = append(statuses, st)
+		}
+	}
+	for _, st := range statuses {
 		prefix := queuePrefix(st)
-		if slices.ContainsFunc(seen, func(x []byte) bool { return bytes.Equal(x, prefix) }) {
-			continue
-		}
-		seen = append(seen, prefix)
-		seek := prefix
+		seek := head.seek(prefix)
 		if q.After != nil {
-			seek = queuePosAfter(prefix, *q.After)
+			if after := queuePosAfter(prefix, *q.After); bytes.Compare(after, seek) > 0 {
+				seek = after
+			}
 		}
-		n := 0
+		taken := 0
 		err := scanKeys(txn, prefix, seek, func(k []byte) (bool, error) {
-			id := runIDOf(k, len(prefix)+16)
-			r, err := mustGetRun(txn, id)
-			if err != nil {
-				return false, err
+			ok, err := consider(runIDOf(k, len(prefix)+16))
+			if ok {
+				taken++
 			}
-			l, err := getLease(txn, id)
-			if err != nil {
-				return false, err
-			}
-			if c := (leasedRun{r, l}); accept(c) {
-				out = append(out, c)
-				n++
-			}
-			return n < perStatus, nil
+			return taken < limit, err
 		})
 		if err != nil {
+			return nil, err
+		}
+		// Expired leases come in expiry order, not claim order: take them all.
+		xp := expiryPrefix(st)
+		err = scanKeys(txn, xp, xp, func(k []byte) (bool, error) {
+			if now.Before(parseMicros(k[len(xp) : len(xp)+8])) {
+				return false, nil // the rest are live
+			}
+			_, err := consider(runIDOf(k, len(xp)+8))
+			return true, err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if claimant != nil {
+		if err := otherIncarnations(txn, *claimant, func(id string) error {
+			_, err := consider(id)
+			return err
+		}); err != nil {
 			return nil, err
 		}
 	}
 	slices.SortFunc(out, func(a, b leasedRun) int {
 		return spec.RunnablePositionOf(a.run.Run).Compare(spec.RunnablePositionOf(b.run.Run))
 	})
-	return out, nil
+	return out[:min(len(out), limit)], nil
+}
+
+// otherIncarnations visits the runs leased to owner's worker under any
+// incarnation but owner's own, seeking past the owner's own leases.
+func otherIncarnations(txn *bdb.Txn, owner spec.Owner, visit func(runID string) error) error {
+	worker, own := ownerPrefix(owner.Worker), ownerIncarnationPrefix(owner)
+	it := txn.NewIterator(bdb.IteratorOptions{Prefix: worker})
+	defer it.Close()
+	for it.Seek(worker); it.Valid(); {
+		k := it.Item().Key()
+		if bytes.HasPrefix(k, own) {
+			// own ends in 0x00; 0x01 in its place is the first key after its range.
+			it.Seek(append(own[:len(own)-1:len(own)-1], 1))
+			continue
+		}
+		inc := bytes.IndexByte(k[len(worker):], 0)
+		if inc < 0 {
+			return spec.Unavailable("badger owner index key is malformed: the directory is damaged", nil)
+		}
+		if err := visit(string(k[len(worker)+inc+1:])); err != nil {
+			return err
+		}
+		it.Next()
+	}
+	return nil
 }
 
 // ClaimRun implements spec.LeaseStore.
@@ -66,7 +129,7 @@ func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim
 		return spec.Claim{}, err
 	}
 	var out spec.Claim
-	err = s.update(ctx, func(txn *bdb.Txn) error {
+	err = s.update(ctx, func(txn *tx) error {
 		r, ok, err := getRun(txn, c.RunID)
 		if err != nil {
 			return err
@@ -85,13 +148,13 @@ func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim
 }
 
 // take applies the claim rules to a run read in txn and stores the new lease.
-func (s *Store) take(txn *bdb.Txn, c leasedRun, p spec.PreparedClaim) (spec.Claim, error) {
+func (s *Store) take(txn *tx, c leasedRun, p spec.PreparedClaim) (spec.Claim, error) {
 	l, err := c.lease.Claim(c.run.Run, p.Owner, p.TTL, p.Statuses, s.now())
 	if err != nil {
 		return spec.Claim{}, err
 	}
 	id := c.run.Run.RunID
-	if err := setJSON(txn, leaseKey(id), l); err != nil {
+	if err := writeLease(txn, c.run.Run, c.lease, l); err != nil {
 		return spec.Claim{}, err
 	}
 	return spec.Claim{Lease: l.Lease(id), Run: c.run.Run}, nil
@@ -103,12 +166,20 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	s.claimMu.Lock()
-	defer s.claimMu.Unlock()
+	var picked []string
+	defer func() { s.unreserve(picked) }()
 	var out spec.Claim
-	err = s.update(ctx, func(txn *bdb.Txn) error {
+	err = s.update(ctx, func(txn *tx) error {
+		s.unreserve(picked) // a retried attempt picks afresh
+		picked = nil
 		now := s.now()
-		best, err := runnableRuns(txn, q, 1, func(c leasedRun) bool { return q.ClaimableBy(c.run.Run, c.lease, p.Owner, now) })
+		best, err := runnableRuns(txn.Txn, &s.head, q, now, &p.Owner, 1, func(c leasedRun) bool {
+			if !q.ClaimableBy(c.run.Run, c.lease, p.Owner, now) || !s.reserve(c.run.Run.RunID) {
+				return false
+			}
+			picked = append(picked, c.run.Run.RunID)
+			return true
+		})
 		if err != nil {
 			return err
 		}
@@ -118,7 +189,29 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 		out, err = s.take(txn, best[0], spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses})
 		return err
 	})
+	if err == nil {
+		s.head.advance(s.db, queuePrefix(out.Run.Status))
+	}
 	return out, err
+}
+
+// reserve marks a run as picked by a claim in flight; false when another has it.
+func (s *Store) reserve(id string) bool {
+	s.claimingMu.Lock()
+	defer s.claimingMu.Unlock()
+	if s.claiming[id] {
+		return false
+	}
+	s.claiming[id] = true
+	return true
+}
+
+func (s *Store) unreserve(ids []string) {
+	s.claimingMu.Lock()
+	defer s.claimingMu.Unlock()
+	for _, id := range ids {
+		delete(s.claiming, id)
+	}
 }
 
 // RenewLease implements spec.LeaseStore.
@@ -145,21 +238,23 @@ func (s *Store) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) err
 
 // changeLease reads a run's lease, applies change and stores the result.
 func (s *Store) changeLease(ctx context.Context, runID string, change func(spec.LeaseState) (spec.LeaseState, error)) error {
-	return s.update(ctx, func(txn *bdb.Txn) error {
-		if _, ok, err := getRun(txn, runID); err != nil || !ok {
-			if err == nil {
-				err = spec.NotFound(runID)
-			}
-			return err
-		}
-		l, err := getLease(txn, runID)
+	return s.update(ctx, func(txn *tx) error {
+		r, ok, err := getRun(txn, runID)
 		if err != nil {
 			return err
 		}
-		if l, err = change(l); err != nil {
+		if !ok {
+			return spec.NotFound(runID)
+		}
+		old, err := getLease(txn, runID)
+		if err != nil {
 			return err
 		}
-		return setJSON(txn, leaseKey(runID), l)
+		next, err := change(old)
+		if err != nil {
+			return err
+		}
+		return writeLease(txn, r.Run, old, next)
 	})
 }
 
@@ -172,7 +267,7 @@ func (s *Store) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams)
 	var page spec.RunPage
 	err = s.view(ctx, func(txn *bdb.Txn) error {
 		now := s.now()
-		found, err := runnableRuns(txn, q, q.Limit+1, func(c leasedRun) bool { return q.Runnable(c.run.Run, c.lease, now) })
+		found, err := runnableRuns(txn, &s.head, q, now, nil, q.Limit+1, func(c leasedRun) bool { return q.Runnable(c.run.Run, c.lease, now) })
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,16 @@ type storedRun struct {
 	LastSeq int64            `json:"last_seq"`
 }
 
-func getJSON(txn *bdb.Txn, k []byte, v any) (bool, error) {
+// reader and writer are what the helpers need of *bdb.Txn (and *tx).
+type reader interface {
+	Get(key []byte) (*bdb.Item, error)
+}
+
+type writer interface {
+	Set(key, val []byte) error
+}
+
+func getJSON(txn reader, k []byte, v any) (bool, error) {
 	item, err := txn.Get(k)
 	if errors.Is(err, bdb.ErrKeyNotFound) {
 		return false, nil
@@ -31,7 +40,7 @@ func getJSON(txn *bdb.Txn, k []byte, v any) (bool, error) {
 	return true, item.Value(func(b []byte) error { return json.Unmarshal(b, v) })
 }
 
-func setJSON(txn *bdb.Txn, k []byte, v any) error {
+func setJSON(txn writer, k []byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -39,7 +48,7 @@ func setJSON(txn *bdb.Txn, k []byte, v any) error {
 	return txn.Set(k, b)
 }
 
-func getRun(txn *bdb.Txn, id string) (storedRun, bool, error) {
+func getRun(txn reader, id string) (storedRun, bool, error) {
 	var r storedRun
 	ok, err := getJSON(txn, runKey(id), &r)
 	return r, ok, err
@@ -47,7 +56,7 @@ func getRun(txn *bdb.Txn, id string) (storedRun, bool, error) {
 
 // mustGetRun reads a run an index points at; a dangling index key means
 // the directory is damaged.
-func mustGetRun(txn *bdb.Txn, id string) (storedRun, error) {
+func mustGetRun(txn reader, id string) (storedRun, error) {
 	r, ok, err := getRun(txn, id)
 	if err == nil && !ok {
 		err = spec.Unavailable(fmt.Sprintf("badger index names run %s, which is missing: the directory is damaged", id), nil)
@@ -55,28 +64,33 @@ func mustGetRun(txn *bdb.Txn, id string) (storedRun, error) {
 	return r, err
 }
 
-func getLease(txn *bdb.Txn, id string) (spec.LeaseState, error) {
+func getLease(txn reader, id string) (spec.LeaseState, error) {
 	var l spec.LeaseState
 	_, err := getJSON(txn, leaseKey(id), &l)
 	return l, err
 }
 
-// writeRun stores next (old nil for a new run) with its index changes and
-// appends events, numbering them after next.LastSeq.
-func writeRun(txn *bdb.Txn, old *spec.RunSnapshot, next storedRun, events []spec.AuditEvent) error {
-	del, set := indexChanges(old, next.Run)
-	if old != nil && old.Version == next.Run.Version {
-		del, set = nil, nil // snapshot unchanged: only events are added
-	}
+// moveIndexes moves a run's index keys from old (nil: a new run) to new.
+func moveIndexes(txn *tx, old *indexed, new indexed) error {
+	del, set := indexChanges(old, new)
 	for _, k := range del {
 		if err := txn.Delete(k); err != nil {
 			return err
 		}
 	}
 	for _, k := range set {
-		if err := txn.Set(k, nil); err != nil {
+		if err := txn.setIndex(k); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// writeRun stores next (old nil for a new run) with its index changes and
+// appends events, numbering them after next.LastSeq.
+func writeRun(txn *tx, old *indexed, next storedRun, lease spec.LeaseState, events []spec.AuditEvent) error {
+	if err := moveIndexes(txn, old, indexed{next.Run, lease}); err != nil {
+		return err
 	}
 	for _, ev := range events {
 		next.LastSeq++
@@ -88,13 +102,21 @@ func writeRun(txn *bdb.Txn, old *spec.RunSnapshot, next storedRun, events []spec
 	return setJSON(txn, runKey(next.Run.RunID), next)
 }
 
+// writeLease stores a run's new lease with its index changes.
+func writeLease(txn *tx, run spec.RunSnapshot, old, new spec.LeaseState) error {
+	if err := moveIndexes(txn, &indexed{run, old}, indexed{run, new}); err != nil {
+		return err
+	}
+	return setJSON(txn, leaseKey(run.RunID), new)
+}
+
 // CreateRun implements spec.RunStateStore.
 func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
 	if err := spec.PrepareCreate(&p); err != nil {
 		return spec.RunSnapshot{}, err
 	}
 	var out spec.RunSnapshot
-	err := s.update(ctx, func(txn *bdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		if _, exists, err := getRun(txn, p.RunID); err != nil || exists {
 			if exists {
 				return spec.AlreadyExists(p.RunID)
@@ -116,7 +138,7 @@ func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Run
 			return err
 		}
 		out = snap
-		return writeRun(txn, nil, storedRun{Run: snap}, []spec.AuditEvent{ev})
+		return writeRun(txn, nil, storedRun{Run: snap}, spec.LeaseState{}, []spec.AuditEvent{ev})
 	})
 	if err != nil {
 		return spec.RunSnapshot{}, err
@@ -130,7 +152,7 @@ func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.Run
 		return spec.RunSnapshot{}, err
 	}
 	var out spec.UpdateOutcome
-	err := s.update(ctx, func(txn *bdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		cur, ok, err := getRun(txn, p.RunID)
 		if err != nil {
 			return err
@@ -150,7 +172,7 @@ func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.Run
 		if out.Write {
 			next.Run = out.Snapshot
 		}
-		return writeRun(txn, &cur.Run, next, out.Events)
+		return writeRun(txn, &indexed{cur.Run, lease}, next, lease, out.Events)
 	})
 	if err != nil {
 		return spec.RunSnapshot{}, err
