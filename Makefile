@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint bench conformance
+.PHONY: run test lint bench conformance crash
 
 # The main job: certify the in-memory reference store against every rule of docs/spec.md.
 run:
@@ -21,3 +21,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 conformance: run
+
+# The Badger crash test with 200 SIGKILLs instead of the 20 of the regular suite.
+crash:
+	RUNSTATE_CRASH_KILLS=200 $(GO) test -count=1 -run TestCrash -v ./adapters/badger/

@@ -3,6 +3,7 @@ package badger_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -81,11 +82,29 @@ func crashChild(dir string) error {
 		if to == spec.StatusRunning {
 			p.Steps = []spec.StepPatch{{Name: "work", Hosts: []spec.HostPatch{{Host: "h1", OutputSummary: ptr(strings.Repeat("o", rand.IntN(3000)))}}}}
 		}
+		var token int64
+		if rand.IntN(3) == 0 {
+			// Work under a lease, as a worker would; the 1ms TTL has run out
+			// by the time the parent checks, so the run must be runnable then.
+			cl, err := s.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "crash", Incarnation: strconv.Itoa(os.Getpid())},
+				TTL: time.Millisecond, Statuses: []string{"queued", "running", "waiting"}})
+			switch {
+			case err == nil:
+				token, p.LeaseToken = cl.Lease.Token, cl.Lease.Token
+			case !errors.Is(err, spec.ErrLeaseHeld): // held: our own lease of a moment ago
+				return err
+			}
+		}
 		r, err := s.UpdateRun(ctx, p)
 		if err != nil {
 			return err
 		}
 		ack(r)
+		if token != 0 && rand.IntN(2) == 0 {
+			if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: token}); err != nil {
+				return err
+			}
+		}
 		if r.Status.Terminal() {
 			live = append(live[:i], live[i+1:]...)
 		} else {
@@ -221,6 +240,24 @@ func verifyAfterCrash(t *testing.T, dir string, acks map[string]acked) {
 		if got := len(listAll(t, s, spec.ListRunsParams{Statuses: []string{string(st)}})); got != byStatus[st] {
 			t.Fatalf("status index for %s lists %d runs, snapshots say %d", st, got, byStatus[st])
 		}
+	}
+	// Every lease the children took has expired: the claim-order and expiry
+	// indexes together must yield exactly the non-terminal runs.
+	live := byStatus[spec.StatusQueued] + byStatus[spec.StatusRunning] + byStatus[spec.StatusWaiting]
+	runnable := 0
+	for cursor := ""; ; {
+		page, err := s.ListRunnableRuns(ctx, spec.ListRunnableParams{Cursor: cursor, Limit: spec.MaxPageLimit,
+			Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runnable += len(page.Runs)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if runnable != live {
+		t.Fatalf("runnable listing yields %d runs, %d are non-terminal and unleased", runnable, live)
 	}
 }
 
