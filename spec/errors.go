@@ -23,6 +23,7 @@ const (
 	CodeLeaseLost         Code = "LEASE_LOST"
 	CodeNotClaimable      Code = "NOT_CLAIMABLE"
 	CodeUnavailable       Code = "UNAVAILABLE"
+	CodePermissionDenied  Code = "PERMISSION_DENIED"
 )
 
 // Sentinel errors, checked with errors.Is. Every error a store returns for
@@ -54,6 +55,9 @@ var (
 	// ErrUnavailable: the store cannot serve the call (closed, unreachable,
 	// dead plugin). Retrying later may succeed; Unwrap gives the cause.
 	ErrUnavailable = &Error{Code: CodeUnavailable}
+	// ErrPermissionDenied: the store refused the caller's credentials or
+	// rights. Retrying with the same credentials will not help.
+	ErrPermissionDenied = &Error{Code: CodePermissionDenied}
 )
 
 // Error is the error type of the contract. Only Code decides identity; the

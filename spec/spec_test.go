@@ -13,7 +13,7 @@ import (
 
 func TestErrorsMatchByCode(t *testing.T) {
 	sentinels := []*spec.Error{spec.ErrNotFound, spec.ErrAlreadyExists, spec.ErrVersionConflict, spec.ErrInvalidTransition,
-		spec.ErrMissingDiagnostic, spec.ErrInvalidArgument, spec.ErrLeaseHeld, spec.ErrLeaseLost, spec.ErrNotClaimable, spec.ErrUnavailable}
+		spec.ErrMissingDiagnostic, spec.ErrInvalidArgument, spec.ErrLeaseHeld, spec.ErrLeaseLost, spec.ErrNotClaimable, spec.ErrUnavailable, spec.ErrPermissionDenied}
 	for _, s := range sentinels {
 		detailed := &spec.Error{Code: s.Code, Message: "details", RunID: "r1"}
 		wrapped := fmt.Errorf("adapter: %w", detailed)

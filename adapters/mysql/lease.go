@@ -1,0 +1,242 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// writeLease stores the lease state l of a locked run.
+func writeLease(ctx context.Context, tx *sqlx.Tx, run spec.RunSnapshot, l spec.LeaseState) error {
+	_, err := tx.ExecContext(ctx, qUpdateLease, l.Token, l.Owner.Worker, l.Owner.Incarnation,
+		nullTime(l.AcquiredAt), nullTime(l.ExpiresAt), l.Released, queueOf(run, l), run.RunID)
+	return err
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// claimLocked applies the claim rules to a locked row and stores the lease.
+func claimLocked(ctx context.Context, tx *sqlx.Tx, row runRow, c spec.PreparedClaim) (spec.Claim, error) {
+	run, err := row.run()
+	if err != nil {
+		return spec.Claim{}, err
+	}
+	l, err := row.lease().Claim(run, c.Owner, c.TTL, c.Statuses, spec.Timestamp(row.Now))
+	if err != nil {
+		return spec.Claim{}, err
+	}
+	if err := writeLease(ctx, tx, run, l); err != nil {
+		return spec.Claim{}, err
+	}
+	return spec.Claim{Lease: l.Lease(run.RunID), Run: run}, nil
+}
+
+// ClaimRun implements spec.LeaseStore.
+func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	c, err := spec.PrepareClaimRun(p)
+	if err != nil {
+		return spec.Claim{}, err
+	}
+	var out spec.Claim
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockRun(ctx, tx, c.RunID)
+		if err != nil {
+			return err
+		}
+		out, err = claimLocked(ctx, tx, row, c)
+		return err
+	})
+	return out, err
+}
+
+// runnableFilter appends the status, workflow and label conditions of q.
+func runnableFilter(b *strings.Builder, args []any, q spec.RunnableQuery) []any {
+	if q.WorkflowName != "" {
+		b.WriteString(` AND r.workflow_name = ?`)
+		args = append(args, q.WorkflowName)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.Labels)) {
+		b.WriteString(hasLabel)
+		args = append(args, k, q.Labels[k])
+	}
+	return args
+}
+
+func statusArgs(q spec.RunnableQuery) []string {
+	out := make([]string, len(q.Statuses))
+	for i, st := range q.Statuses {
+		out[i] = string(st)
+	}
+	return out
+}
+
+// ClaimNextRun implements spec.LeaseStore: it locks the head of the
+// unleased queue and the first leased run the claimant may take, skipping
+// rows other claimers hold, and claims the better of the two.
+func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	q, err := spec.PrepareClaimNext(p)
+	if err != nil {
+		return spec.Claim{}, err
+	}
+	var out spec.Claim
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var ids []string
+		for _, head := range []struct {
+			sql  string
+			args []any
+		}{
+			{qUnleasedHead, []any{statusArgs(q)}},
+			{qLeasedHead, []any{statusArgs(q), s.shiftMicros(), p.Owner.Worker, p.Owner.Incarnation}},
+		} {
+			var b strings.Builder
+			b.WriteString(head.sql)
+			args := runnableFilter(&b, head.args, q)
+			b.WriteString(forClaim)
+			query, args, err := sqlx.In(b.String(), args...)
+			if err != nil {
+				return err
+			}
+			var id string
+			switch err := tx.GetContext(ctx, &id, tx.Rebind(query), args...); {
+			case err == nil:
+				ids = append(ids, id)
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		if len(ids) == 0 {
+			return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
+		}
+		query, args, err := sqlx.In(qLockRuns, s.shiftMicros(), ids)
+		if err != nil {
+			return err
+		}
+		var rows []runRow
+		if err := tx.SelectContext(ctx, &rows, tx.Rebind(query), args...); err != nil {
+			return err
+		}
+		best := -1
+		var bestPos spec.RunnablePosition
+		for i, row := range rows {
+			run, err := row.run()
+			if err != nil {
+				return err
+			}
+			if !q.ClaimableBy(run, row.lease(), p.Owner, spec.Timestamp(row.Now)) {
+				continue
+			}
+			if pos := spec.RunnablePositionOf(run); best < 0 || pos.Less(bestPos) {
+				best, bestPos = i, pos
+			}
+		}
+		if best < 0 {
+			return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
+		}
+		out, err = claimLocked(ctx, tx, rows[best], spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses})
+		return err
+	})
+	return out, err
+}
+
+// RenewLease implements spec.LeaseStore.
+func (s *Store) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+	if err := spec.PrepareRenew(p); err != nil {
+		return spec.Lease{}, err
+	}
+	var out spec.Lease
+	err := s.changeLease(ctx, p.RunID, func(l spec.LeaseState, row runRow) (spec.LeaseState, error) {
+		next, err := l.Renew(p.RunID, p.Token, p.TTL, spec.Timestamp(row.Now))
+		out = next.Lease(p.RunID)
+		return next, err
+	})
+	return out, err
+}
+
+// ReleaseLease implements spec.LeaseStore.
+func (s *Store) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+	if err := spec.PrepareRelease(p); err != nil {
+		return err
+	}
+	return s.changeLease(ctx, p.RunID, func(l spec.LeaseState, _ runRow) (spec.LeaseState, error) {
+		return l.Release(p.RunID, p.Token)
+	})
+}
+
+func (s *Store) changeLease(ctx context.Context, runID string, change func(spec.LeaseState, runRow) (spec.LeaseState, error)) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		run, err := row.run()
+		if err != nil {
+			return err
+		}
+		next, err := change(row.lease(), row)
+		if err != nil {
+			return err
+		}
+		return writeLease(ctx, tx, run, next)
+	})
+}
+
+// ListRunnableRuns implements spec.LeaseStore: the unleased runs in claim
+// order and the runs whose lease has expired, merged.
+func (s *Store) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+	q, err := spec.PrepareRunnable(p.Filter, p.Limit, p.Cursor)
+	if err != nil {
+		return spec.RunPage{}, err
+	}
+	if err := s.open(); err != nil {
+		return spec.RunPage{}, err
+	}
+	var runs []spec.RunSnapshot
+	for _, head := range []struct {
+		sql  string
+		args []any
+	}{
+		{`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE r.queue = 1 AND r.status IN (?)`, []any{statusArgs(q)}},
+		{`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE r.queue = 2 AND r.status IN (?) AND r.lease_expires_at <= ` + clock,
+			[]any{statusArgs(q), s.shiftMicros()}},
+	} {
+		var b strings.Builder
+		b.WriteString(head.sql)
+		args := runnableFilter(&b, head.args, q)
+		if a := q.After; a != nil {
+			b.WriteString(afterClaimPos)
+			args = append(args, a.Priority, a.Priority, a.CreatedAt, a.CreatedAt, a.RunID)
+		}
+		b.WriteString(byClaimOrder + ` LIMIT ?`)
+		query, args, err := sqlx.In(b.String(), append(args, q.Limit+1)...)
+		if err != nil {
+			return spec.RunPage{}, err
+		}
+		found, err := s.selectSnapshots(ctx, s.db.Rebind(query), args)
+		if err != nil {
+			return spec.RunPage{}, err
+		}
+		runs = append(runs, found...)
+	}
+	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int {
+		return spec.RunnablePositionOf(a).Compare(spec.RunnablePositionOf(b))
+	})
+	page := spec.RunPage{Runs: runs}
+	if len(runs) > q.Limit {
+		page.Runs = runs[:q.Limit]
+		page.NextCursor = spec.RunnablePositionOf(page.Runs[q.Limit-1]).Cursor()
+	}
+	return page, nil
+}

@@ -1,0 +1,216 @@
+// Package mysql is the shared-store reference adapter on MySQL 8 or
+// MariaDB 10.6+ (InnoDB): several worker processes use one database,
+// claims use SELECT … FOR UPDATE SKIP LOCKED, and every write is a
+// compare-and-set on the version column, committed with its audit rows.
+//
+// Time comes from the database server (UTC_TIMESTAMP), one clock for every
+// worker, so clock skew between workers cannot break leases.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/spec"
+)
+
+var _ spec.Store = (*Store)(nil)
+
+// Options configure Open.
+type Options struct {
+	// DSN in go-sql-driver/mysql form, naming the database:
+	// user:password@tcp(host:3306)/runstate. It is never logged.
+	DSN string
+	// MaxOpenConns bounds the connection pool (default 32).
+	MaxOpenConns int
+	// Logger receives the adapter's messages; defaults to slog.Default().
+	Logger *slog.Logger
+	// TimeShift, when set, is added to the database clock. Tests use it to
+	// move time without sleeping; production leaves it nil. The SQL is the
+	// same either way: the shift is a bound parameter that is 0 in production.
+	TimeShift func() time.Duration
+}
+
+// Store is a runstate store in a MySQL database.
+type Store struct {
+	db     *sqlx.DB
+	log    *slog.Logger
+	shift  func() time.Duration
+	where  string // user@address/database, for messages
+	closed atomic.Bool
+}
+
+// maxRetries bounds the retries of a transaction that hit a deadlock or a
+// lock wait timeout; InnoDB rolled it back, so running it again is safe.
+const maxRetries = 8
+
+// Open connects to the database named by opts.DSN, checks it answers and
+// applies the embedded migrations. A malformed DSN is ErrInvalidArgument,
+// a server that cannot be reached ErrUnavailable, refused credentials
+// ErrPermissionDenied.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := gomysql.ParseDSN(opts.DSN)
+	if err != nil {
+		return nil, spec.InvalidArgument("dsn", "%v (expected user:password@tcp(host:3306)/database)", err)
+	}
+	if cfg.DBName == "" {
+		return nil, spec.InvalidArgument("dsn", "names no database; add it after the slash: user:password@tcp(host:3306)/runstate")
+	}
+	cfg.ParseTime, cfg.Loc = true, time.UTC
+	cfg.InterpolateParams = true // one round trip per statement; the driver escapes every value
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second // a server that is down fails fast
+	}
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, spec.InvalidArgument("dsn", "%v", err)
+	}
+	s := &Store{db: sqlx.NewDb(sql.OpenDB(connector), "mysql"), log: opts.Logger, shift: opts.TimeShift,
+		where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.shift == nil {
+		s.shift = func() time.Duration { return 0 }
+	}
+	maxOpen := opts.MaxOpenConns
+	if maxOpen <= 0 {
+		maxOpen = 32
+	}
+	s.db.SetMaxOpenConns(maxOpen)
+	s.db.SetMaxIdleConns(maxOpen)
+	s.db.SetConnMaxLifetime(30 * time.Minute)
+	if err := s.db.PingContext(ctx); err != nil {
+		s.db.Close()
+		return nil, s.openError(err)
+	}
+	if err := migrate(ctx, s.db); err != nil {
+		s.db.Close()
+		return nil, s.openError(err)
+	}
+	return s, nil
+}
+
+func (s *Store) openError(err error) error {
+	err = interpretError(err)
+	var se *spec.Error
+	if errors.As(err, &se) && se.Code != spec.CodeInvalidArgument {
+		se.Message = fmt.Sprintf("mysql %s: %s", s.where, se.Message)
+	}
+	return err
+}
+
+// Close closes the connection pool; later calls return spec.ErrUnavailable.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return interpretError(s.db.Close())
+}
+
+// DB returns the connection pool, for tools and tests that inspect the schema.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+func (s *Store) open() error {
+	if s.closed.Load() {
+		return spec.Unavailable("mysql store "+s.where+" is closed", nil)
+	}
+	return nil
+}
+
+// shiftMicros is the TimeShift bound into every clock expression.
+func (s *Store) shiftMicros() int64 { return s.shift().Microseconds() }
+
+// inTx runs fn in a READ COMMITTED transaction and commits it when fn
+// returns nil. Deadlocks and lock wait timeouts are retried; a lost
+// connection is not (the commit may have happened), it is ErrUnavailable.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := s.tryTx(ctx, fn)
+		if !retryable(err) || attempt == maxRetries {
+			return interpretError(err)
+		}
+		time.Sleep(time.Duration(rand.IntN(1000*(min(attempt, 6)+1))) * time.Microsecond)
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// MySQL error numbers the adapter interprets.
+const (
+	errDupEntry        = 1062
+	errLockWaitTimeout = 1205
+	errDeadlock        = 1213
+	errAccessDenied    = 1045
+	errDBAccessDenied  = 1044
+	errTableDenied     = 1142
+	errColumnDenied    = 1143
+	errUnknownDatabase = 1049
+)
+
+func retryable(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errDeadlock || me.Number == errLockWaitTimeout)
+}
+
+// interpretError maps driver and server errors to the contract's, in one
+// place. Errors that are already the contract's, or a context's, pass.
+func interpretError(err error) error {
+	var se *spec.Error
+	var me *gomysql.MySQLError
+	var ne net.Error
+	switch {
+	case err == nil, errors.As(err, &se), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &me):
+		switch me.Number {
+		case errDupEntry:
+			return &spec.Error{Code: spec.CodeAlreadyExists, Message: me.Message, Cause: err}
+		case errAccessDenied, errDBAccessDenied, errTableDenied, errColumnDenied:
+			return &spec.Error{Code: spec.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
+		case errUnknownDatabase:
+			return spec.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", me.Message)
+		case errDeadlock, errLockWaitTimeout:
+			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", maxRetries), err)
+		}
+		return spec.Unavailable("mysql error", err)
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, gomysql.ErrInvalidConn), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
+		return spec.Unavailable("connection to the mysql server failed or was lost; nothing of this call was committed unless a re-read shows it", err)
+	}
+	return spec.Unavailable("mysql store failed", err)
+}
