@@ -4,16 +4,17 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
+	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/conformance"
 )
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, mysqltest.Target(mysqltest.Find(t), true))
+	conformance.Run(t, mysqltest.Target(testserver.Find(t), true))
 }
 
 func TestConformanceRealClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sleeps through real lease TTLs; the shifted-clock run covers the same rules")
 	}
-	conformance.Run(t, mysqltest.Target(mysqltest.Find(t), false))
+	conformance.Run(t, mysqltest.Target(testserver.Find(t), false))
 }

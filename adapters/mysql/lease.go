@@ -83,6 +83,32 @@ func statusArgs(q spec.RunnableQuery) []string {
 	return out
 }
 
+type statement struct {
+	query string
+	args  []any
+}
+
+// claimCandidates returns the two locking queries of claim-next: the head
+// of the unleased queue, and the first leased run owner may take.
+func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner) ([]statement, error) {
+	var out []statement
+	for _, head := range []statement{
+		{qUnleasedHead, []any{statusArgs(q)}},
+		{qLeasedHead, []any{statusArgs(q), s.shiftMicros(), owner.Worker, owner.Incarnation}},
+	} {
+		var b strings.Builder
+		b.WriteString(head.query)
+		args := runnableFilter(&b, head.args, q)
+		b.WriteString(forClaim)
+		query, args, err := sqlx.In(b.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, statement{s.db.Rebind(query), args})
+	}
+	return out, nil
+}
+
 // ClaimNextRun implements spec.LeaseStore: it locks the head of the
 // unleased queue and the first leased run the claimant may take, skipping
 // rows other claimers hold, and claims the better of the two.
@@ -92,25 +118,15 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 		return spec.Claim{}, err
 	}
 	var out spec.Claim
+	candidates, err := s.claimCandidates(q, p.Owner)
+	if err != nil {
+		return spec.Claim{}, err
+	}
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var ids []string
-		for _, head := range []struct {
-			sql  string
-			args []any
-		}{
-			{qUnleasedHead, []any{statusArgs(q)}},
-			{qLeasedHead, []any{statusArgs(q), s.shiftMicros(), p.Owner.Worker, p.Owner.Incarnation}},
-		} {
-			var b strings.Builder
-			b.WriteString(head.sql)
-			args := runnableFilter(&b, head.args, q)
-			b.WriteString(forClaim)
-			query, args, err := sqlx.In(b.String(), args...)
-			if err != nil {
-				return err
-			}
+		for _, c := range candidates {
 			var id string
-			switch err := tx.GetContext(ctx, &id, tx.Rebind(query), args...); {
+			switch err := tx.GetContext(ctx, &id, c.query, c.args...); {
 			case err == nil:
 				ids = append(ids, id)
 			case !errors.Is(err, sql.ErrNoRows):

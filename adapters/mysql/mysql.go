@@ -175,11 +175,17 @@ const (
 	errLockWaitTimeout = 1205
 	errDeadlock        = 1213
 	errAccessDenied    = 1045
+	errAccessNoPass    = 1698
 	errDBAccessDenied  = 1044
 	errTableDenied     = 1142
 	errColumnDenied    = 1143
 	errUnknownDatabase = 1049
+	errServerShutdown  = 1053
+	errInterrupted     = 1317
+	errConnKilled      = 1927 // MariaDB: KILL CONNECTION from another session
 )
+
+const connectionLost = "connection to the mysql server failed or was lost; re-read before retrying, the call may or may not have committed"
 
 func retryable(err error) bool {
 	var me *gomysql.MySQLError
@@ -199,18 +205,20 @@ func interpretError(err error) error {
 		switch me.Number {
 		case errDupEntry:
 			return &spec.Error{Code: spec.CodeAlreadyExists, Message: me.Message, Cause: err}
-		case errAccessDenied, errDBAccessDenied, errTableDenied, errColumnDenied:
+		case errAccessDenied, errAccessNoPass, errDBAccessDenied, errTableDenied, errColumnDenied:
 			return &spec.Error{Code: spec.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
 		case errUnknownDatabase:
 			return spec.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", me.Message)
 		case errDeadlock, errLockWaitTimeout:
 			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", maxRetries), err)
+		case errServerShutdown, errInterrupted, errConnKilled:
+			return spec.Unavailable(connectionLost, err)
 		}
 		return spec.Unavailable("mysql error", err)
 	case errors.Is(err, driver.ErrBadConn), errors.Is(err, gomysql.ErrInvalidConn), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
-		return spec.Unavailable("connection to the mysql server failed or was lost; nothing of this call was committed unless a re-read shows it", err)
+		return spec.Unavailable(connectionLost, err)
 	}
 	return spec.Unavailable("mysql store failed", err)
 }

@@ -1,0 +1,26 @@
+package mysql
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/runstate/runstate/adapters/mysql/testserver"
+)
+
+// openInternal opens a store on a fresh database, dropped after the test.
+func openInternal(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	srv := testserver.Find(t)
+	name, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Options{DSN: srv.DSN(name), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
+	return s
+}

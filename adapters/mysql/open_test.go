@@ -1,0 +1,267 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/adapters/mysql/testserver"
+	"github.com/runstate/runstate/spec"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// freshDB makes a database for one test and drops it afterwards.
+func freshDB(t *testing.T) (*testserver.Server, string) {
+	t.Helper()
+	srv := testserver.Find(t)
+	name, err := srv.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.DropDatabase(context.Background(), name) })
+	return srv, name
+}
+
+func open(t *testing.T, dsn string) *mysql.Store {
+	t.Helper()
+	s, err := mysql.Open(context.Background(), mysql.Options{DSN: dsn, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestOpenRefusesBadConfiguration(t *testing.T) {
+	srv, db := freshDB(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, dsn string
+		want      *spec.Error
+	}{
+		{"malformed DSN", "root@tcp(127.0.0.1:3306", spec.ErrInvalidArgument},
+		{"no database", "root@tcp(127.0.0.1:3306)/", spec.ErrInvalidArgument},
+		{"unknown database", strings.Replace(srv.DSN(db), db, "runstate_no_such_db", 1), spec.ErrInvalidArgument},
+		{"server down", "root@tcp(127.0.0.1:1)/" + db, spec.ErrUnavailable},
+		{"wrong credentials", "root:not-the-password@tcp(127.0.0.1:3306)/" + db, spec.ErrPermissionDenied},
+		{"unknown user", "nobody_at_all:x@tcp(127.0.0.1:3306)/" + db, spec.ErrPermissionDenied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := mysql.Open(ctx, mysql.Options{DSN: tc.dsn, Logger: quiet})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Open: %v (code %q), want %s", err, spec.CodeOf(err), tc.want.Code)
+			}
+			if strings.Contains(err.Error(), "not-the-password") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("took %v to fail", d)
+			}
+			t.Logf("%s: %v", tc.name, err)
+		})
+	}
+}
+
+func TestConcurrentOpensMigrateOnce(t *testing.T) {
+	srv, db := freshDB(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := mysql.Open(context.Background(), mysql.Options{DSN: srv.DSN(db), Logger: quiet})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("open %d: %v", i, err)
+		}
+	}
+	s := open(t, srv.DSN(db))
+	var n int
+	if err := s.DB().Get(&n, "SELECT COUNT(*) FROM runstate_schema_migrations"); err != nil || n != 1 {
+		t.Fatalf("%d migration rows (%v), want 1", n, err)
+	}
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	srv, db := freshDB(t)
+	s := open(t, srv.DSN(db))
+	s.Close()
+	if _, err := s.GetRun(context.Background(), "x"); !errors.Is(err, spec.ErrUnavailable) {
+		t.Errorf("GetRun after Close: %v", err)
+	}
+	if _, err := s.CreateRun(context.Background(), spec.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, spec.ErrUnavailable) {
+		t.Errorf("CreateRun after Close: %v", err)
+	}
+}
+
+// blocker is a second session on the database: it holds locks the
+// adapter's call will wait for, and kills the adapter's connections.
+type blocker struct {
+	db   *sql.DB
+	conn *sql.Conn
+	tx   *sql.Tx
+	id   int64
+}
+
+func newBlocker(t *testing.T, dsn string) *blocker {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blocker{db: db, conn: conn}
+	if err := conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&b.id); err != nil {
+		t.Fatal(err)
+	}
+	if b.tx, err = conn.BeginTx(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.tx.Rollback(); conn.Close(); db.Close() })
+	return b
+}
+
+// killWaiter waits until a transaction on the server waits for a lock,
+// then kills its connection and every other connection to dbName but the
+// blocker's own, and reports how many it killed.
+func (b *blocker) killWaiter(t *testing.T, dbName string, done <-chan error) int {
+	t.Helper()
+	ctx := context.Background()
+	var waiter int64
+	for deadline := time.Now().Add(10 * time.Second); waiter == 0; {
+		err := b.db.QueryRowContext(ctx, `SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX
+			WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id <> ? LIMIT 1`, b.id).Scan(&waiter)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the call returned before it waited for the lock: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call never waited for the blocker's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ids := []int64{waiter}
+	rows, err := b.db.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID NOT IN (?, ?)`, dbName, b.id, waiter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		rows.Scan(&id)
+		ids = append(ids, id)
+	}
+	rows.Close()
+	killed := 0
+	for _, id := range ids {
+		if _, err := b.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err == nil {
+			killed++
+		}
+	}
+	return killed
+}
+
+func TestConnectionKilledMidCall(t *testing.T) {
+	ctx := context.Background()
+	srv, db := freshDB(t)
+	s := open(t, srv.DSN(db))
+	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "kill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (spec.RunSnapshot, int) {
+		got, err := s.GetRun(ctx, run.RunID)
+		if err != nil {
+			t.Fatalf("GetRun after the kill: %v", err)
+		}
+		page, err := s.ListAuditEvents(ctx, spec.ListAuditParams{RunID: run.RunID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, len(page.Events)
+	}
+
+	cases := []struct {
+		name string
+		// hold takes, in the blocker's transaction, the lock the call will wait for.
+		hold  func(b *blocker) error
+		patch spec.UpdateRunParams
+	}{
+		{"while waiting for the run's row lock", func(b *blocker) error {
+			_, err := b.tx.Exec("SELECT run_id FROM runstate_runs WHERE run_id = ? FOR UPDATE", run.RunID)
+			return err
+		}, spec.UpdateRunParams{Status: "waiting"}},
+		{"after writing the first of two audit rows", func(b *blocker) error {
+			// A forbidden transition writes two events (rejected, then the
+			// move to failed); the second one's key is taken here, so the
+			// call has written one audit row when it starts waiting.
+			_, err := b.tx.Exec("INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, '{}')", run.RunID, 4)
+			return err
+		}, spec.UpdateRunParams{Status: "queued"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before, events := state()
+			b := newBlocker(t, srv.DSN(db))
+			if err := tc.hold(b); err != nil {
+				t.Fatal(err)
+			}
+			p := tc.patch
+			p.RunID, p.ExpectedVersion = run.RunID, before.Version
+			done := make(chan error, 1)
+			go func() { _, err := s.UpdateRun(ctx, p); done <- err }()
+			if n := b.killWaiter(t, db, done); n == 0 {
+				t.Fatal("found no adapter connection to kill")
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(15 * time.Second):
+				t.Fatal("the call did not return after its connection was killed")
+			}
+			if !errors.Is(err, spec.ErrUnavailable) {
+				t.Fatalf("UpdateRun on a killed connection: %v (code %q), want UNAVAILABLE", err, spec.CodeOf(err))
+			}
+			t.Logf("caller sees: %v", err)
+			b.tx.Rollback()
+			after, afterEvents := state()
+			if after.Version != before.Version || after.Status != before.Status || afterEvents != events {
+				t.Fatalf("half-written: version %d->%d, status %s->%s, events %d->%d",
+					before.Version, after.Version, before.Status, after.Status, events, afterEvents)
+			}
+			// The pool replaces the dead connections: the next call works.
+			next, err := s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: after.Version, Message: ptr("after the kill")})
+			if err != nil || next.Version != after.Version+1 {
+				t.Fatalf("the call after the kill: %v", err)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
