@@ -2,8 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -88,60 +86,48 @@ type statement struct {
 	args  []any
 }
 
-// claimCandidates returns the two locking queries of claim-next: the head
-// of the unleased queue, and the first leased run owner may take.
-func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner) ([]statement, error) {
-	var out []statement
-	for _, head := range []statement{
-		{qUnleasedHead, []any{statusArgs(q)}},
-		{qLeasedHead, []any{statusArgs(q), s.shiftMicros(), owner.Worker, owner.Incarnation}},
+// claimCandidates returns the one statement of claim-next that locks and
+// reads its candidates: the head of the unleased queue, the first expired
+// lease and the first lease of an earlier incarnation of owner's worker.
+func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner) (statement, error) {
+	shift := s.shiftMicros()
+	var b strings.Builder
+	var args []any
+	for i, part := range []statement{
+		{qUnleasedHead, []any{shift, statusArgs(q)}},
+		{qExpiredLease, []any{shift, shift, statusArgs(q)}},
+		{qEarlierLife, []any{shift, owner.Worker, owner.Incarnation, statusArgs(q)}},
 	} {
-		var b strings.Builder
-		b.WriteString(head.query)
-		args := runnableFilter(&b, head.args, q)
-		b.WriteString(forClaim)
-		query, args, err := sqlx.In(b.String(), args...)
-		if err != nil {
-			return nil, err
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
 		}
-		out = append(out, statement{s.db.Rebind(query), args})
+		b.WriteString("(" + part.query)
+		args = runnableFilter(&b, append(args, part.args...), q)
+		b.WriteString(forClaim + ")")
 	}
-	return out, nil
+	query, args, err := sqlx.In(b.String(), args...)
+	if err != nil {
+		return statement{}, err
+	}
+	return statement{s.db.Rebind(query), args}, nil
 }
 
-// ClaimNextRun implements spec.LeaseStore: it locks the head of the
-// unleased queue and the first leased run the claimant may take, skipping
-// rows other claimers hold, and claims the better of the two.
+// ClaimNextRun implements spec.LeaseStore: one statement locks the best
+// candidate of each kind, skipping rows other claimers hold, and the best
+// of those is claimed.
 func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
 	q, err := spec.PrepareClaimNext(p)
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	var out spec.Claim
 	candidates, err := s.claimCandidates(q, p.Owner)
 	if err != nil {
 		return spec.Claim{}, err
 	}
+	var out spec.Claim
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var ids []string
-		for _, c := range candidates {
-			var id string
-			switch err := tx.GetContext(ctx, &id, c.query, c.args...); {
-			case err == nil:
-				ids = append(ids, id)
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
-		}
-		if len(ids) == 0 {
-			return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
-		}
-		query, args, err := sqlx.In(qLockRuns, s.shiftMicros(), ids)
-		if err != nil {
-			return err
-		}
 		var rows []runRow
-		if err := tx.SelectContext(ctx, &rows, tx.Rebind(query), args...); err != nil {
+		if err := tx.SelectContext(ctx, &rows, candidates.query, candidates.args...); err != nil {
 			return err
 		}
 		best := -1
@@ -225,8 +211,8 @@ func (s *Store) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams)
 		args []any
 	}{
 		{`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE r.queue = 1 AND r.status IN (?)`, []any{statusArgs(q)}},
-		{`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE r.queue = 2 AND r.status IN (?) AND r.lease_expires_at <= ` + clock,
-			[]any{statusArgs(q), s.shiftMicros()}},
+		{`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE r.queue = 2 AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`,
+			[]any{s.shiftMicros(), statusArgs(q)}},
 	} {
 		var b strings.Builder
 		b.WriteString(head.sql)

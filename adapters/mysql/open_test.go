@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/spec"
@@ -111,46 +113,55 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	}
 }
 
-// blocker is a second session on the database: it holds locks the
-// adapter's call will wait for, and kills the adapter's connections.
+// blocker is a second session on the database that holds the lock the
+// adapter's call will wait for; admin is a connection to the server with no
+// database selected, which finds and kills the adapter's connections.
 type blocker struct {
-	db   *sql.DB
-	conn *sql.Conn
-	tx   *sql.Tx
-	id   int64
+	admin *sql.DB
+	conn  *sql.Conn
+	tx    *sql.Tx
+	id    int64
 }
 
-func newBlocker(t *testing.T, dsn string) *blocker {
+func newBlocker(t *testing.T, srv *testserver.Server, db string) *blocker {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
+	ctx := context.Background()
+	admin, err := sql.Open("mysql", srv.DSN(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := db.Conn(context.Background())
+	sessions, err := sql.Open("mysql", srv.DSN(db))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &blocker{db: db, conn: conn}
-	if err := conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&b.id); err != nil {
+	conn, err := sessions.Conn(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if b.tx, err = conn.BeginTx(context.Background(), nil); err != nil {
+	b := &blocker{admin: admin, conn: conn}
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&b.id); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.tx.Rollback(); conn.Close(); db.Close() })
+	if b.tx, err = conn.BeginTx(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.tx.Rollback(); conn.Close(); sessions.Close(); admin.Close() })
 	return b
 }
 
-// killWaiter waits until a transaction on the server waits for a lock,
-// then kills its connection and every other connection to dbName but the
-// blocker's own, and reports how many it killed.
-func (b *blocker) killWaiter(t *testing.T, dbName string, done <-chan error) int {
+// killWaiter waits until one of the adapter's connections to dbName is
+// running a statement that starts like stmt (the one the blocker's lock
+// holds up), then kills it and every other connection to dbName but the
+// blocker's, and reports how many it killed. (MariaDB may take a primary-key
+// row lock while optimizing, where INNODB_TRX does not list the wait, so the
+// statement itself is what is watched.)
+func (b *blocker) killWaiter(t *testing.T, dbName, stmt string, done <-chan error) int {
 	t.Helper()
 	ctx := context.Background()
 	var waiter int64
 	for deadline := time.Now().Add(10 * time.Second); waiter == 0; {
-		err := b.db.QueryRowContext(ctx, `SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX
-			WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id <> ? LIMIT 1`, b.id).Scan(&waiter)
+		err := b.admin.QueryRowContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST
+			WHERE DB = ? AND ID <> ? AND COMMAND = 'Query' AND INFO LIKE CONCAT(?, '%') LIMIT 1`, dbName, b.id, stmt).Scan(&waiter)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			t.Fatal(err)
 		}
@@ -159,13 +170,13 @@ func (b *blocker) killWaiter(t *testing.T, dbName string, done <-chan error) int
 			t.Fatalf("the call returned before it waited for the lock: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the call never waited for the blocker's lock")
+		if waiter == 0 && time.Now().After(deadline) {
+			t.Fatalf("no connection to %s ran %q within 10s", dbName, stmt)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	ids := []int64{waiter}
-	rows, err := b.db.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID NOT IN (?, ?)`, dbName, b.id, waiter)
+	rows, err := b.admin.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID NOT IN (?, ?)`, dbName, b.id, waiter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +188,14 @@ func (b *blocker) killWaiter(t *testing.T, dbName string, done <-chan error) int
 	rows.Close()
 	killed := 0
 	for _, id := range ids {
-		if _, err := b.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err == nil {
+		_, err := b.admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+		var me *gomysql.MySQLError
+		switch {
+		case err == nil:
 			killed++
+		case errors.As(err, &me) && me.Number == 1094: // unknown thread: it ended meanwhile
+		default:
+			t.Fatalf("KILL %d: %v", id, err)
 		}
 	}
 	return killed
@@ -210,25 +227,27 @@ func TestConnectionKilledMidCall(t *testing.T) {
 	cases := []struct {
 		name string
 		// hold takes, in the blocker's transaction, the lock the call will wait for.
-		hold  func(b *blocker) error
+		hold func(b *blocker) error
+		// waits is how the statement held up begins.
+		waits string
 		patch spec.UpdateRunParams
 	}{
 		{"while waiting for the run's row lock", func(b *blocker) error {
 			_, err := b.tx.Exec("SELECT run_id FROM runstate_runs WHERE run_id = ? FOR UPDATE", run.RunID)
 			return err
-		}, spec.UpdateRunParams{Status: "waiting"}},
+		}, "SELECT r.run_id", spec.UpdateRunParams{Status: "waiting"}},
 		{"after writing the first of two audit rows", func(b *blocker) error {
 			// A forbidden transition writes two events (rejected, then the
 			// move to failed); the second one's key is taken here, so the
 			// call has written one audit row when it starts waiting.
 			_, err := b.tx.Exec("INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, '{}')", run.RunID, 4)
 			return err
-		}, spec.UpdateRunParams{Status: "queued"}},
+		}, "INSERT INTO runstate_audit", spec.UpdateRunParams{Status: "queued"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before, events := state()
-			b := newBlocker(t, srv.DSN(db))
+			b := newBlocker(t, srv, db)
 			if err := tc.hold(b); err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +255,7 @@ func TestConnectionKilledMidCall(t *testing.T) {
 			p.RunID, p.ExpectedVersion = run.RunID, before.Version
 			done := make(chan error, 1)
 			go func() { _, err := s.UpdateRun(ctx, p); done <- err }()
-			if n := b.killWaiter(t, db, done); n == 0 {
+			if n := b.killWaiter(t, db, tc.waits, done); n == 0 {
 				t.Fatal("found no adapter connection to kill")
 			}
 			var err error

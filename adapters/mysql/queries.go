@@ -12,11 +12,10 @@ const (
 
 	// runColumns are read for every write: the row is locked while the
 	// store decides, with the database time of the decision.
-	runColumns = `run_id, version, last_seq, snapshot, lease_token, lease_worker, lease_incarnation,
-		lease_acquired_at, lease_expires_at, lease_released, ` + clock + ` AS now`
+	runColumns = `r.run_id, r.version, r.last_seq, r.snapshot, r.lease_token, r.lease_worker, r.lease_incarnation,
+		r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now`
 
-	qLockRun   = `SELECT ` + runColumns + ` FROM runstate_runs WHERE run_id = ? FOR UPDATE`
-	qLockRuns  = `SELECT ` + runColumns + ` FROM runstate_runs WHERE run_id IN (?) FOR UPDATE`
+	qLockRun   = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ? FOR UPDATE`
 	qGetRun    = `SELECT snapshot FROM runstate_runs WHERE run_id = ?`
 	qRunExists = `SELECT COUNT(*) FROM runstate_runs WHERE run_id = ?`
 
@@ -42,12 +41,15 @@ const (
 	byClaimOrder  = ` ORDER BY r.priority DESC, r.created_at, r.run_id`
 	afterClaimPos = ` AND (r.priority < ? OR (r.priority = ? AND (r.created_at > ? OR (r.created_at = ? AND r.run_id > ?))))`
 
-	// Claim candidates: the head of the unleased queue, and the leased runs
-	// a claimant may take (expired, or held by an earlier incarnation of its
-	// worker). Both walk claim_order without sorting; SKIP LOCKED passes
-	// over rows other claimers hold.
-	qUnleasedHead = `SELECT r.run_id` + fromRuns + ` WHERE r.queue = 1 AND r.status IN (?)`
-	qLeasedHead   = `SELECT r.run_id` + fromRuns + ` WHERE r.queue = 2 AND r.status IN (?)
-		AND (r.lease_expires_at <= ` + clock + ` OR (r.lease_worker = ? AND r.lease_incarnation <> ?))`
-	forClaim = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
+	// Claim candidates, each locked and read whole in one statement: the
+	// head of the unleased queue (claim_order, no sorting), the expired
+	// leases (lease_expiry) and the leases of the claimant worker's earlier
+	// incarnations (by_lease_owner); the last two sort only their few rows.
+	// SKIP LOCKED passes over rows other claimers hold.
+	// The head is pinned to claim_order: reading whole rows, the optimizer
+	// may otherwise prefer a scan and a sort when many runs are queued.
+	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (claim_order) WHERE r.queue = 1 AND r.status IN (?)`
+	qExpiredLease = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = 2 AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
+	qEarlierLife  = `SELECT ` + runColumns + fromRuns + ` WHERE r.lease_worker = ? AND r.queue = 2 AND r.lease_incarnation <> ? AND r.status IN (?)`
+	forClaim      = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
 )

@@ -24,10 +24,12 @@ CREATE TABLE IF NOT EXISTS runstate_runs (
   KEY by_created (created_at, run_id),
   KEY by_status (status, created_at, run_id),
   KEY by_workflow (workflow_name, created_at, run_id),
-  -- Claim order: claim-next reads the head of queue 1, and queue 2 (the runs
-  -- being worked on) for expired leases, both without sorting.
+  -- Claim-next reads the head of queue 1 in claim order without sorting,
+  -- plus the few leased runs it may take: expired ones, and those of an
+  -- earlier incarnation of its own worker, each through its own index.
   KEY claim_order (queue, priority DESC, created_at, run_id),
-  KEY by_lease_worker (lease_worker, queue)
+  KEY lease_expiry (queue, lease_expires_at),
+  KEY by_lease_owner (lease_worker, queue, lease_incarnation)
 ) ENGINE=InnoDB;
 
 CREATE TABLE IF NOT EXISTS runstate_labels (
