@@ -15,6 +15,7 @@ import (
 	bdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/runstate/runstate/adapters/badger"
+	"github.com/runstate/runstate/internal/benchutil"
 	"github.com/runstate/runstate/spec"
 )
 
@@ -66,23 +67,6 @@ func (h handWritten) update(id string, expected int64, to spec.RunStatus) (int64
 	return version, err
 }
 
-// concurrently runs body in exactly n goroutines that share b.N iterations.
-func concurrently(b *testing.B, n int, body func(worker int, next func() bool)) {
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	next := func() bool { return left.Add(-1) >= 0 }
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body(w, next)
-		}()
-	}
-	wg.Wait()
-}
-
 func flip(i int) spec.RunStatus {
 	if i%2 == 1 {
 		return spec.StatusWaiting
@@ -109,7 +93,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 				runs[i] = r
 			}
 			b.ReportAllocs()
-			concurrently(b, par, func(w int, next func() bool) {
+			benchutil.Concurrently(b, par, func(w int, next func() bool) {
 				run := runs[w]
 				for i := 0; next(); i++ {
 					var err error
@@ -146,7 +130,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 				}
 			}
 			b.ReportAllocs()
-			concurrently(b, par, func(w int, next func() bool) {
+			benchutil.Concurrently(b, par, func(w int, next func() bool) {
 				id := ids[w]
 				version := int64(1)
 				for i := 0; next(); i++ {
@@ -177,7 +161,7 @@ func BenchmarkClaimNext(b *testing.B) {
 			s := openBench(b, dir, false)
 			defer s.Close()
 			var empty atomic.Bool
-			concurrently(b, workers, func(w int, next func() bool) {
+			benchutil.Concurrently(b, workers, func(w int, next func() bool) {
 				owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 				for next() {
 					_, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})

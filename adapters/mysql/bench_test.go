@@ -15,6 +15,7 @@ import (
 
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	"github.com/runstate/runstate/internal/benchutil"
 	"github.com/runstate/runstate/spec"
 )
 
@@ -33,24 +34,6 @@ func benchDB(b *testing.B) (*mysql.Store, string) {
 	}
 	b.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
 	return s, name
-}
-
-// concurrently runs body in exactly n goroutines that share b.N iterations.
-func concurrently(b *testing.B, n int, body func(worker int, next func() bool)) {
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	next := func() bool { return left.Add(-1) >= 0 }
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body(w, next)
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
 }
 
 func flip(i int) spec.RunStatus {
@@ -115,7 +98,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 					}
 					runs[i] = r
 				}
-				concurrently(b, par, func(w int, next func() bool) {
+				benchutil.Concurrently(b, par, func(w int, next func() bool) {
 					run := runs[w]
 					for i := 0; next(); i++ {
 						var err error
@@ -189,7 +172,7 @@ func BenchmarkClaimNext(b *testing.B) {
 				fillQueue(b, s, b.N+workers)
 				var mu sync.Mutex
 				claimed := make(map[string]int, b.N)
-				concurrently(b, workers, func(w int, next func() bool) {
+				benchutil.Concurrently(b, workers, func(w int, next func() bool) {
 					owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 					for next() {
 						var id string
