@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint bench conformance crash
+.PHONY: run test lint bench conformance crash proto plugins
 
 # The main job: certify the in-memory reference store against every rule of docs/spec.md.
 run:
@@ -25,3 +25,18 @@ conformance: run
 # The Badger crash test with 200 SIGKILLs instead of the 20 of the regular suite.
 crash:
 	RUNSTATE_CRASH_KILLS=200 $(GO) test -count=1 -run TestCrash -v ./adapters/badger/
+
+# Regenerates plugin/proto from runstate.proto with pinned generators
+# (protoc from Debian's protobuf-compiler 3.21.12).
+PROTOC_GEN_GO_VERSION      = v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION = v1.5.1
+proto:
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install protobuf-compiler"; exit 1; }
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH="$(CURDIR)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin/proto/runstate.proto
+
+# Plugin binaries of the reference adapters, in bin/.
+plugins:
+	$(GO) build -o bin/ ./cmd/runstate-plugin-memory ./cmd/runstate-plugin-badger ./cmd/runstate-plugin-mysql

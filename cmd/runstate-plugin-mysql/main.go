@@ -1,0 +1,29 @@
+// Command runstate-plugin-mysql serves a MySQL store as a plugin.
+// Configuration: dsn (required, secret), max_open_conns.
+package main
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/spec"
+)
+
+func main() {
+	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
+		if err := plugin.CheckConfig(cfg, []string{"dsn"}, []string{"max_open_conns"}); err != nil {
+			return nil, err
+		}
+		opts := mysql.Options{DSN: cfg["dsn"]}
+		if v := cfg["max_open_conns"]; v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, spec.InvalidArgument("max_open_conns", "%q is not a positive number", v)
+			}
+			opts.MaxOpenConns = n
+		}
+		return mysql.Open(ctx, opts)
+	}, plugin.WithName("mysql", "mysql/innodb"))
+}

@@ -1,0 +1,393 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/spec"
+)
+
+// Options configure Open.
+type Options struct {
+	// Config is sent to the plugin's Opener once it has started. It never
+	// appears in the process environment or in logs unredacted.
+	Config map[string]string
+	// Secret names Config keys whose values are secret. Keys containing
+	// dsn, password, secret, token or credential are secret anyway.
+	Secret []string
+	// Logger receives the host's messages and the plugin's own log lines;
+	// defaults to slog.Default().
+	Logger *slog.Logger
+	// StartTimeout bounds the plugin's start and handshake (default 10s).
+	StartTimeout time.Duration
+}
+
+// Client is a plugin's store as seen from the host. Use Store for the
+// spec interfaces it implements; Close stops the plugin process.
+type Client struct {
+	name, version string
+	rpc           pb.RunStateStoreClient
+	leases        bool
+	proc          *goplugin.Client // nil for an in-process connection
+
+	// life ends when the plugin process exits or the client is closed;
+	// every call's context is tied to it.
+	life     context.Context
+	end      context.CancelFunc
+	exited   chan struct{}
+	watching sync.WaitGroup
+}
+
+var _ spec.Store = (*Client)(nil)
+
+// Open starts the plugin binary at path, checks its protocol version,
+// sends it opts.Config and returns the client.
+func Open(ctx context.Context, path string, opts Options) (*Client, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	name := filepath.Base(path)
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
+	proc := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {pluginName: &grpcPlugin{}}},
+		Cmd:              exec.Command(path),
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		Logger:           newHCLogger(log.With("plugin", name)),
+		StartTimeout:     timeout,
+	})
+	rpcClient, err := proc.Client()
+	if err != nil {
+		proc.Kill()
+		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
+			return nil, spec.Unavailable(fmt.Sprintf("plugin %s speaks another protocol version than this host (%d); rebuild it against this runstate release", name, ProtocolVersion), err)
+		}
+		return nil, spec.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake (is it a runstate plugin? its log lines above say more)", name), err)
+	}
+	raw, err := rpcClient.Dispense(pluginName)
+	if err != nil {
+		proc.Kill()
+		return nil, spec.Unavailable(fmt.Sprintf("plugin %s serves no runstate store", name), err)
+	}
+	c := newClient(name, raw.(pb.RunStateStoreClient), proc)
+	if err := c.open(ctx, opts.Config); err != nil {
+		c.Close()
+		return nil, err
+	}
+	log.Info("store plugin ready", "plugin", name, "store", c.name, "version", c.version, "leases", c.leases)
+	return c, nil
+}
+
+// NewInProcess returns a client of a store served on conn by RegisterGRPC,
+// within one process: the same protocol without a child process, for tests.
+func NewInProcess(ctx context.Context, conn grpc.ClientConnInterface, config map[string]string) (*Client, error) {
+	c := newClient("in-process", pb.NewRunStateStoreClient(conn), nil)
+	if err := c.open(ctx, config); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newClient(name string, rpc pb.RunStateStoreClient, proc *goplugin.Client) *Client {
+	c := &Client{name: name, rpc: rpc, proc: proc, exited: make(chan struct{})}
+	c.life, c.end = context.WithCancel(context.Background())
+	if proc != nil {
+		c.watching.Add(1)
+		go c.watch()
+	}
+	return c
+}
+
+// watch notices the plugin process exiting and ends every call in flight.
+func (c *Client) watch() {
+	defer c.watching.Done()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.life.Done():
+			return
+		case <-t.C:
+			if c.proc.Exited() {
+				close(c.exited)
+				c.end()
+				return
+			}
+		}
+	}
+}
+
+func (c *Client) dead() bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Client) open(ctx context.Context, config map[string]string) error {
+	resp, err := c.rpc.Open(ctx, &pb.OpenRequest{Config: config})
+	if err != nil {
+		return c.err(ctx, err)
+	}
+	if resp.Name != "" {
+		c.name = resp.Name
+	}
+	c.version, c.leases = resp.Version, resp.Leases
+	return nil
+}
+
+// PID is the plugin process's id (0 for an in-process connection).
+func (c *Client) PID() int {
+	if c.proc == nil {
+		return 0
+	}
+	if rc := c.proc.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// Name and Version are what the plugin reported about its store.
+func (c *Client) Name() string    { return c.name }
+func (c *Client) Version() string { return c.version }
+
+// Store returns the plugin's store: a spec.Store when it has leases,
+// otherwise only a spec.RunStateStore.
+func (c *Client) Store() spec.RunStateStore {
+	if c.leases {
+		return c
+	}
+	return runOnly{c}
+}
+
+// runOnly shows only the RunStateStore methods of a plugin whose store has
+// no leases: embedding the interface promotes nothing else.
+type runOnly struct{ spec.RunStateStore }
+
+// Close stops the plugin process (gracefully, so that it closes its store)
+// and ends the client; later calls return spec.ErrUnavailable.
+func (c *Client) Close() error {
+	c.end()
+	c.watching.Wait()
+	if c.proc != nil {
+		c.proc.Kill()
+	}
+	return nil
+}
+
+// call ties ctx to the client's life, so that a call in flight ends when
+// the plugin process exits.
+func (c *Client) call(ctx context.Context) (context.Context, func(), error) {
+	if c.dead() {
+		return nil, nil, spec.Unavailable(fmt.Sprintf("plugin %s has exited", c.name), nil)
+	}
+	if c.life.Err() != nil {
+		return nil, nil, spec.Unavailable(fmt.Sprintf("plugin %s is closed", c.name), nil)
+	}
+	ctx2, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.life, cancel)
+	return ctx2, func() { stop(); cancel() }, nil
+}
+
+// err turns a call's failure into the contract's error. ctx is the caller's.
+func (c *Client) err(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil && (c.dead() || c.life.Err() != nil) {
+		return spec.Unavailable(fmt.Sprintf("plugin %s has exited", c.name), err)
+	}
+	return fromStatus(err, c.name, c.dead)
+}
+
+// do runs one call against the plugin. Every method validates its input
+// with the contract's Prepare functions first, as the store will: protobuf
+// strings must be valid UTF-8 to be sent at all, and bad input then gets
+// the same typed error without a round trip.
+func do[T any](c *Client, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	cctx, done, err := c.call(ctx)
+	if err != nil {
+		return zero, err
+	}
+	defer done()
+	out, err := f(cctx)
+	if err != nil {
+		return zero, c.err(ctx, err)
+	}
+	return out, nil
+}
+
+// CreateRun implements spec.RunStateStore.
+func (c *Client) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+	if err := spec.PrepareCreate(&p); err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.Run, error) { return c.rpc.CreateRun(ctx, createPB(p)) })
+	if err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	return fromRun(r), nil
+}
+
+// UpdateRun implements spec.RunStateStore.
+func (c *Client) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	if err := spec.PrepareUpdate(&p); err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.Run, error) { return c.rpc.UpdateRun(ctx, updatePB(p)) })
+	if err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	return fromRun(r), nil
+}
+
+// GetRun implements spec.RunStateStore.
+func (c *Client) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
+	if err := spec.PrepareGet(runID); err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.Run, error) {
+		return c.rpc.GetRun(ctx, &pb.GetRunRequest{RunId: runID})
+	})
+	if err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	return fromRun(r), nil
+}
+
+// ListRuns implements spec.RunStateStore.
+func (c *Client) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+	if _, err := spec.PrepareListRuns(p); err != nil {
+		return spec.RunPage{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
+		return c.rpc.ListRuns(ctx, &pb.ListRunsRequest{Statuses: p.Statuses, WorkflowName: p.WorkflowName, Labels: p.Labels,
+			CreatedFrom: ts(p.CreatedFrom), CreatedBefore: ts(p.CreatedBefore), Limit: int64(p.Limit), Cursor: p.Cursor})
+	})
+	if err != nil {
+		return spec.RunPage{}, err
+	}
+	return fromRunPage(r), nil
+}
+
+// ListAuditEvents implements spec.RunStateStore.
+func (c *Client) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+	if _, err := spec.PrepareAuditQuery(p); err != nil {
+		return spec.AuditPage{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.AuditPage, error) {
+		return c.rpc.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{RunId: p.RunID, AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
+	})
+	if err != nil {
+		return spec.AuditPage{}, err
+	}
+	out := spec.AuditPage{More: r.More}
+	for _, e := range r.Events {
+		out.Events = append(out.Events, fromEvent(e))
+	}
+	return out, nil
+}
+
+// ClaimRun implements spec.LeaseStore.
+func (c *Client) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	if _, err := spec.PrepareClaimRun(p); err != nil {
+		return spec.Claim{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.Claim, error) {
+		return c.rpc.ClaimRun(ctx, &pb.ClaimRunRequest{RunId: p.RunID, Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Statuses: p.Statuses})
+	})
+	if err != nil {
+		return spec.Claim{}, err
+	}
+	return fromClaim(r), nil
+}
+
+// ClaimNextRun implements spec.LeaseStore.
+func (c *Client) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	if _, err := spec.PrepareClaimNext(p); err != nil {
+		return spec.Claim{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.Claim, error) {
+		return c.rpc.ClaimNextRun(ctx, &pb.ClaimNextRunRequest{Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Filter: filterPB(p.Filter)})
+	})
+	if err != nil {
+		return spec.Claim{}, err
+	}
+	return fromClaim(r), nil
+}
+
+// RenewLease implements spec.LeaseStore.
+func (c *Client) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+	if err := spec.PrepareRenew(p); err != nil {
+		return spec.Lease{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.Lease, error) {
+		return c.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{RunId: p.RunID, Token: p.Token, Ttl: durationpb.New(p.TTL)})
+	})
+	if err != nil {
+		return spec.Lease{}, err
+	}
+	return fromLease(r), nil
+}
+
+// ReleaseLease implements spec.LeaseStore.
+func (c *Client) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+	if err := spec.PrepareRelease(p); err != nil {
+		return err
+	}
+	_, err := do(c, ctx, func(ctx context.Context) (*pb.ReleaseLeaseResponse, error) {
+		return c.rpc.ReleaseLease(ctx, &pb.ReleaseLeaseRequest{RunId: p.RunID, Token: p.Token})
+	})
+	return err
+}
+
+// ListRunnableRuns implements spec.LeaseStore.
+func (c *Client) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+	if _, err := spec.PrepareRunnable(p.Filter, p.Limit, p.Cursor); err != nil {
+		return spec.RunPage{}, err
+	}
+	r, err := do(c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
+		return c.rpc.ListRunnableRuns(ctx, &pb.ListRunnableRunsRequest{Filter: filterPB(p.Filter), Limit: int64(p.Limit), Cursor: p.Cursor})
+	})
+	if err != nil {
+		return spec.RunPage{}, err
+	}
+	return fromRunPage(r), nil
+}
+
+// secretWords mark configuration keys whose values are secret.
+var secretWords = []string{"dsn", "password", "secret", "token", "credential"}
+
+// Redacted returns config with secret values replaced, for logs and reports.
+func Redacted(config map[string]string, secret []string) map[string]string {
+	out := maps.Clone(config)
+	for k := range out {
+		lower := strings.ToLower(k)
+		if slices.Contains(secret, k) || slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(lower, w) }) {
+			out[k] = "<redacted>"
+		}
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+// Command testplugin is a memory-store plugin for the plugin package's own
+// tests. RUNSTATE_TESTPLUGIN selects a behaviour:
+//
+//	slow     GetRun of run "block" waits until its context ends
+//	crash    exits at once, before the handshake
+//	version2 speaks protocol version 2
+//
+// It logs one line at start, to show that plugin logs reach the host.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/spec"
+)
+
+type slowStore struct{ *memory.Store }
+
+func (s slowStore) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	if id == "block" {
+		<-ctx.Done()
+		return spec.RunSnapshot{}, ctx.Err()
+	}
+	return s.Store.GetRun(ctx, id)
+}
+
+func main() {
+	switch os.Getenv("RUNSTATE_TESTPLUGIN") {
+	case "crash":
+		os.Exit(3)
+	case "version2":
+		hs := plugin.Handshake
+		hs.ProtocolVersion = 2
+		goplugin.Serve(&goplugin.ServeConfig{HandshakeConfig: hs,
+			VersionedPlugins: map[int]goplugin.PluginSet{2: {}}, GRPCServer: goplugin.DefaultGRPCServer})
+		return
+	}
+	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
+		slog.Info("test plugin opening its store", "marker", "hello-from-plugin", "config_keys", len(cfg))
+		return slowStore{memory.New()}, nil
+	}, plugin.WithName("testplugin", "test"))
+}

@@ -1,0 +1,79 @@
+package plugin
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hcLogger lets go-plugin, which logs through hclog, log through slog:
+// the plugin's own log lines arrive here too, with their attributes.
+type hcLogger struct {
+	l    *slog.Logger
+	name string
+	args []any
+}
+
+func newHCLogger(l *slog.Logger) hclog.Logger { return &hcLogger{l: l} }
+
+var hcLevels = map[hclog.Level]slog.Level{
+	hclog.Trace: slog.LevelDebug - 4, hclog.Debug: slog.LevelDebug, hclog.Info: slog.LevelInfo,
+	hclog.Warn: slog.LevelWarn, hclog.Error: slog.LevelError,
+}
+
+func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
+	lv, ok := hcLevels[level]
+	if !ok {
+		lv = slog.LevelInfo
+	}
+	attrs := append(append([]any{}, h.args...), args...)
+	if h.name != "" {
+		attrs = append(attrs, "logger", h.name)
+	}
+	h.l.Log(context.Background(), lv, msg, attrs...)
+}
+
+func (h *hcLogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
+func (h *hcLogger) Debug(msg string, args ...any) { h.Log(hclog.Debug, msg, args...) }
+func (h *hcLogger) Info(msg string, args ...any)  { h.Log(hclog.Info, msg, args...) }
+func (h *hcLogger) Warn(msg string, args ...any)  { h.Log(hclog.Warn, msg, args...) }
+func (h *hcLogger) Error(msg string, args ...any) { h.Log(hclog.Error, msg, args...) }
+
+func (h *hcLogger) enabled(lv hclog.Level) bool {
+	return h.l.Enabled(context.Background(), hcLevels[lv])
+}
+func (h *hcLogger) IsTrace() bool { return h.enabled(hclog.Trace) }
+func (h *hcLogger) IsDebug() bool { return h.enabled(hclog.Debug) }
+func (h *hcLogger) IsInfo() bool  { return h.enabled(hclog.Info) }
+func (h *hcLogger) IsWarn() bool  { return h.enabled(hclog.Warn) }
+func (h *hcLogger) IsError() bool { return h.enabled(hclog.Error) }
+
+func (h *hcLogger) ImpliedArgs() []any { return h.args }
+func (h *hcLogger) With(args ...any) hclog.Logger {
+	return &hcLogger{l: h.l, name: h.name, args: append(append([]any{}, h.args...), args...)}
+}
+func (h *hcLogger) Name() string { return h.name }
+func (h *hcLogger) Named(name string) hclog.Logger {
+	n := name
+	if h.name != "" {
+		n = h.name + "." + name
+	}
+	return &hcLogger{l: h.l, name: n, args: h.args}
+}
+func (h *hcLogger) ResetNamed(name string) hclog.Logger {
+	return &hcLogger{l: h.l, name: name, args: h.args}
+}
+
+// The level is the slog handler's business.
+func (h *hcLogger) SetLevel(hclog.Level)  {}
+func (h *hcLogger) GetLevel() hclog.Level { return hclog.Debug }
+
+func (h *hcLogger) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
+	return slog.NewLogLogger(h.l.Handler(), slog.LevelInfo)
+}
+func (h *hcLogger) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return slog.NewLogLogger(h.l.Handler(), slog.LevelInfo).Writer()
+}

@@ -1,0 +1,255 @@
+package plugin_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/mysql/testserver"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/plugin/plugintest"
+	"github.com/runstate/runstate/spec"
+)
+
+const (
+	memoryPkg = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
+	badgerPkg = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
+	mysqlPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
+	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
+)
+
+var (
+	buildOnce sync.Once
+	binaries  map[string]string
+	binDir    string
+)
+
+// bin builds the plugin binaries once per test run.
+func bin(t testing.TB, pkg string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		var err error
+		if binDir, err = os.MkdirTemp("", "runstate-plugins-*"); err != nil {
+			t.Fatal(err)
+		}
+		binaries = plugintest.Build(t, binDir, memoryPkg, badgerPkg, mysqlPkg, testPkg)
+	})
+	if binaries == nil {
+		t.Fatal("plugin binaries failed to build")
+	}
+	return binaries[pkg]
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func TestConformanceInProcessGRPC(t *testing.T) {
+	conformance.Run(t, plugintest.InProcessTarget())
+}
+
+func TestConformanceMemoryPlugin(t *testing.T) {
+	conformance.Run(t, plugintest.ProcessTarget("memory", bin(t, memoryPkg), false, plugintest.NoConfig))
+}
+
+func TestConformanceBadgerPlugin(t *testing.T) {
+	conformance.Run(t, plugintest.ProcessTarget("badger", bin(t, badgerPkg), false, plugintest.TempDirConfig(t.TempDir(), "dir")))
+}
+
+func TestConformanceMySQLPlugin(t *testing.T) {
+	srv := testserver.Find(t)
+	path := bin(t, mysqlPkg)
+	conformance.Run(t, plugintest.ProcessTarget("mysql", path, true, func(ctx context.Context) (map[string]string, func(), error) {
+		name, err := srv.CreateDatabase(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return map[string]string{"dsn": srv.DSN(name)}, func() { srv.DropDatabase(context.Background(), name) }, nil
+	}))
+}
+
+func openTestPlugin(t *testing.T, mode string, log *slog.Logger) (*plugin.Client, error) {
+	t.Helper()
+	t.Setenv("RUNSTATE_TESTPLUGIN", mode)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c, err := plugin.Open(context.Background(), bin(t, testPkg), plugin.Options{Logger: log, StartTimeout: 5 * time.Second,
+		Config: map[string]string{"dsn": "user:hunter2@tcp(db:3306)/runs", "mode": "test"}})
+	if err == nil {
+		t.Cleanup(func() { c.Close() })
+	}
+	return c, err
+}
+
+func pidOf(t *testing.T, c *plugin.Client) int {
+	t.Helper()
+	pid := c.PID()
+	if pid <= 0 {
+		t.Fatal("no plugin process id")
+	}
+	return pid
+}
+
+func TestKilledPluginTurnsUnavailableQuickly(t *testing.T) {
+	c, err := openTestPlugin(t, "slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := c.Store()
+	ctx := context.Background()
+	if _, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := store.GetRun(ctx, "block"); done <- err }() // in flight until the kill
+	time.Sleep(100 * time.Millisecond)
+	killed := time.Now()
+	if err := syscall.Kill(pidOf(t, c), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, spec.ErrUnavailable) {
+			t.Fatalf("call in flight when the plugin died: %v (code %q)", err, spec.CodeOf(err))
+		}
+		if d := time.Since(killed); d > time.Second {
+			t.Fatalf("the call in flight took %v to fail", d)
+		}
+		t.Logf("in-flight call failed %v after the kill: %v", time.Since(killed).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in flight hung after the plugin died")
+	}
+	start := time.Now()
+	_, err = store.GetRun(ctx, "anything")
+	if !errors.Is(err, spec.ErrUnavailable) || time.Since(start) > time.Second {
+		t.Fatalf("a call after the death: %v after %v", err, time.Since(start))
+	}
+}
+
+func TestDeadlinesCrossTheBoundary(t *testing.T) {
+	c, err := openTestPlugin(t, "slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Store().GetRun(ctx, "block")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GetRun past its deadline: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("took %v", d)
+	}
+	// The plugin saw the cancellation too and is still serving.
+	if _, err := c.Store().GetRun(context.Background(), "missing"); !errors.Is(err, spec.ErrNotFound) {
+		t.Fatalf("the next call: %v", err)
+	}
+	canceled, cancelNow := context.WithCancel(context.Background())
+	cancelNow()
+	if _, err := c.Store().GetRun(canceled, "block"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a canceled context: %v", err)
+	}
+}
+
+func TestMismatchedProtocolIsRefused(t *testing.T) {
+	_, err := openTestPlugin(t, "version2", nil)
+	if !errors.Is(err, spec.ErrUnavailable) || !strings.Contains(err.Error(), "protocol version") {
+		t.Fatalf("opening a plugin of protocol 2: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestPluginCrashingAtStart(t *testing.T) {
+	start := time.Now()
+	_, err := openTestPlugin(t, "crash", nil)
+	if !errors.Is(err, spec.ErrUnavailable) || time.Since(start) > 6*time.Second {
+		t.Fatalf("opening a plugin that exits at once: %v after %v", err, time.Since(start))
+	}
+	t.Log(err)
+}
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestPluginLogsReachHostAndSecretsDoNot(t *testing.T) {
+	var out syncBuffer
+	c, err := openTestPlugin(t, "slow", slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	logs := out.String()
+	if !strings.Contains(logs, "hello-from-plugin") || !strings.Contains(logs, "test plugin opening its store") {
+		t.Errorf("the plugin's log line did not reach the host logger:\n%s", logs)
+	}
+	if strings.Contains(logs, "hunter2") {
+		t.Errorf("a secret reached the logs:\n%s", logs)
+	}
+	if !strings.Contains(logs, "<redacted>") {
+		t.Errorf("the configuration was not logged redacted:\n%s", logs)
+	}
+}
+
+func TestErrorsKeepTheirIdentity(t *testing.T) {
+	c, err := openTestPlugin(t, "slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ctx := c.Store(), context.Background()
+	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 7, Status: "running"})
+	var e *spec.Error
+	if !errors.Is(err, spec.ErrVersionConflict) || !errors.As(err, &e) || e.CurrentVersion != 1 || e.ExpectedVersion != 7 || e.RunID != run.RunID {
+		t.Fatalf("version conflict through the plugin: %#v", err)
+	}
+	_, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "success"})
+	if !errors.Is(err, spec.ErrInvalidTransition) || !errors.As(err, &e) || e.From != "queued" || e.To != "success" {
+		t.Fatalf("invalid transition through the plugin: %#v", err)
+	}
+	_, err = s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "", RunID: "x"})
+	if !errors.Is(err, spec.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "workflow_name" {
+		t.Fatalf("invalid argument through the plugin: %#v", err)
+	}
+	if errors.Is(err, spec.ErrNotFound) {
+		t.Fatal("an invalid-argument error matches NOT_FOUND")
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	got := plugin.Redacted(map[string]string{"dsn": "u:p@/db", "dir": "/data", "api_token": "t", "region": "eu"}, []string{"region"})
+	if got["dsn"] != "<redacted>" || got["api_token"] != "<redacted>" || got["region"] != "<redacted>" || got["dir"] != "/data" {
+		t.Fatalf("Redacted: %v", got)
+	}
+}

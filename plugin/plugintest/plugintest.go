@@ -1,0 +1,190 @@
+// Package plugintest runs the conformance suite through the plugin
+// protocol: against a plugin binary in a child process per check, or
+// against a store served over an in-memory gRPC connection.
+package plugintest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/spec"
+)
+
+// Build compiles the packages (import paths of plugin mains) into dir and
+// returns the binaries' paths by package.
+func Build(t testing.TB, dir string, pkgs ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)
+	cmd := exec.Command("go", args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building plugins: %v\n%s", err, b)
+	}
+	for _, p := range pkgs {
+		out[p] = filepath.Join(dir, filepath.Base(p))
+	}
+	return out
+}
+
+// Config makes a fresh configuration for one check (a new directory, a new
+// database) and the function that removes it.
+type Config func(ctx context.Context) (config map[string]string, cleanup func(), err error)
+
+// NoConfig is the Config of a plugin that takes none.
+func NoConfig(context.Context) (map[string]string, func(), error) { return nil, func() {}, nil }
+
+// ProcessTarget runs each check against a fresh child process of the
+// plugin at path. With secondHandle, OpenHandle starts another process of
+// the plugin on the same configuration: a second worker sharing the store.
+func ProcessTarget(name, path string, secondHandle bool, config Config) conformance.Target {
+	return conformance.Target{
+		Name:         name + " (plugin process)",
+		StoreVersion: "plugin protocol " + fmt.Sprint(plugin.ProtocolVersion),
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: secondHandle},
+		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
+			cfg, cleanup, err := config(ctx)
+			if err != nil {
+				return nil, err
+			}
+			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup}
+			c, err := h.start(ctx)
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			h.first = c
+			return h, nil
+		},
+	}
+}
+
+type processHarness struct {
+	path    string
+	cfg     map[string]string
+	cleanup func()
+	first   *plugin.Client
+	clients []*plugin.Client
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func (h *processHarness) start(ctx context.Context) (*plugin.Client, error) {
+	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet})
+	if err == nil {
+		h.clients = append(h.clients, c)
+	}
+	return c, err
+}
+
+func (h *processHarness) Store() spec.RunStateStore { return h.first.Store() }
+func (h *processHarness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+	c, err := h.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Store(), nil
+}
+func (h *processHarness) Advance(time.Duration) { panic("plugin processes keep real time") }
+func (h *processHarness) Close(context.Context) error {
+	for _, c := range h.clients {
+		c.Close()
+	}
+	h.cleanup()
+	return nil
+}
+
+// InProcessTarget serves a fresh memory store (with a manual clock) over an
+// in-memory gRPC connection per check: the whole protocol without a child
+// process, fast enough for every test run.
+func InProcessTarget() conformance.Target {
+	return conformance.Target{
+		Name:         "memory (in-process gRPC)",
+		StoreVersion: "plugin protocol " + fmt.Sprint(plugin.ProtocolVersion),
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
+		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
+			clock := conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+			store := memory.New(memory.WithClock(clock))
+			h, err := ServeInProcess(ctx, store)
+			if err != nil {
+				return nil, err
+			}
+			return &inProcessHarness{InProcess: h, clock: clock}, nil
+		},
+	}
+}
+
+// InProcess is a store served over an in-memory gRPC connection.
+type InProcess struct {
+	Client     *plugin.Client
+	srv        *grpc.Server
+	closeStore func()
+	conn       *grpc.ClientConn
+}
+
+// ServeInProcess serves store over an in-memory gRPC connection.
+func ServeInProcess(ctx context.Context, store spec.RunStateStore) (*InProcess, error) {
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	closeStore := plugin.RegisterGRPC(srv, func(context.Context, map[string]string) (spec.RunStateStore, error) { return store, nil })
+	go srv.Serve(lis)
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	c, err := plugin.NewInProcess(ctx, conn, nil)
+	if err != nil {
+		conn.Close()
+		srv.Stop()
+		return nil, err
+	}
+	return &InProcess{Client: c, srv: srv, closeStore: closeStore, conn: conn}, nil
+}
+
+// Close ends the connection and the server and closes the store.
+func (p *InProcess) Close() error {
+	p.Client.Close()
+	p.conn.Close()
+	p.srv.Stop()
+	p.closeStore()
+	return nil
+}
+
+type inProcessHarness struct {
+	*InProcess
+	clock *conformance.ManualClock
+}
+
+func (h *inProcessHarness) Store() spec.RunStateStore { return h.Client.Store() }
+func (h *inProcessHarness) OpenHandle(context.Context) (spec.RunStateStore, error) {
+	return h.Client.Store(), nil
+}
+func (h *inProcessHarness) Advance(d time.Duration)     { h.clock.Advance(d) }
+func (h *inProcessHarness) Close(context.Context) error { return h.InProcess.Close() }
+
+// TempDirConfig gives each check a fresh directory under base as key.
+func TempDirConfig(base, key string) Config {
+	return func(context.Context) (map[string]string, func(), error) {
+		dir, err := os.MkdirTemp(base, "runstate-plugin-*")
+		if err != nil {
+			return nil, nil, err
+		}
+		return map[string]string{key: dir}, func() { os.RemoveAll(dir) }, nil
+	}
+}

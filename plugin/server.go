@@ -1,0 +1,275 @@
+package plugin
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/spec"
+)
+
+// Opener makes a plugin's store from the configuration the host sends
+// (Options.Config). A store with a Close() error method is closed when
+// the plugin shuts down.
+type Opener func(ctx context.Context, config map[string]string) (spec.RunStateStore, error)
+
+// ServeOption adjusts Serve.
+type ServeOption func(*serveConfig)
+
+type serveConfig struct {
+	name, version string
+}
+
+// WithName names the store and its version in the host's logs and reports.
+func WithName(name, version string) ServeOption {
+	return func(c *serveConfig) { c.name, c.version = name, version }
+}
+
+// Serve runs the plugin process for a store that needs no configuration.
+// It is the one call a plugin's main makes:
+//
+//	func main() { plugin.Serve(mystore.New()) }
+func Serve(store spec.RunStateStore, opts ...ServeOption) {
+	ServeOpener(func(context.Context, map[string]string) (spec.RunStateStore, error) { return store, nil }, opts...)
+}
+
+// ServeOpener runs the plugin process for a store made from the host's
+// configuration (a path, a DSN). It returns when the host shuts the plugin
+// down, after closing the store.
+func ServeOpener(open Opener, opts ...ServeOption) {
+	cfg := serveConfig{name: "plugin", version: "unknown"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	// The host parses stderr lines of this shape as log entries.
+	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
+	srv := &server{open: open, cfg: cfg}
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		VersionedPlugins: map[int]goplugin.PluginSet{
+			ProtocolVersion: {pluginName: &grpcPlugin{server: srv}},
+		},
+		GRPCServer: goplugin.DefaultGRPCServer,
+	})
+	srv.close()
+}
+
+// RegisterGRPC serves the store open makes on s, within this process, and
+// returns the function that closes it. Plugins use Serve; RegisterGRPC is
+// for in-process connections (tests, embedding).
+func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore func()) {
+	cfg := serveConfig{name: "in-process", version: "unknown"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv := &server{open: open, cfg: cfg}
+	pb.RegisterRunStateStoreServer(s, srv)
+	return srv.close
+}
+
+// server is the gRPC service over the plugin's store.
+type server struct {
+	pb.UnimplementedRunStateStoreServer
+	open Opener
+	cfg  serveConfig
+
+	mu     sync.RWMutex
+	store  spec.RunStateStore
+	leases spec.LeaseStore
+}
+
+func (s *server) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.store.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			slog.Error("closing the store", "error", err)
+		}
+	}
+	s.store, s.leases = nil, nil
+}
+
+func (s *server) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.store != nil {
+		return nil, toStatus(spec.InvalidArgument("open", "the plugin's store is open already"))
+	}
+	store, err := s.open(ctx, r.Config)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	s.store = store
+	s.leases, _ = store.(spec.LeaseStore)
+	return &pb.OpenResponse{Name: s.cfg.name, Version: s.cfg.version, Leases: s.leases != nil}, nil
+}
+
+// get returns the store, or an error when the host has not opened it.
+func (s *server) get() (spec.RunStateStore, spec.LeaseStore, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.store == nil {
+		return nil, nil, toStatus(spec.Unavailable("the plugin's store is not open: the host must call Open first", nil))
+	}
+	return s.store, s.leases, nil
+}
+
+func (s *server) leaseStore() (spec.LeaseStore, error) {
+	_, l, err := s.get()
+	if err == nil && l == nil {
+		err = toStatus(spec.InvalidArgument("leases", "the plugin's store does not implement spec.LeaseStore"))
+	}
+	return l, err
+}
+
+func (s *server) CreateRun(ctx context.Context, r *pb.CreateRunRequest) (*pb.Run, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	run, err := st.CreateRun(ctx, fromCreate(r))
+	return runPB(run), toStatus(err)
+}
+
+func (s *server) UpdateRun(ctx context.Context, r *pb.UpdateRunRequest) (*pb.Run, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	run, err := st.UpdateRun(ctx, fromUpdate(r))
+	return runPB(run), toStatus(err)
+}
+
+func (s *server) GetRun(ctx context.Context, r *pb.GetRunRequest) (*pb.Run, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	run, err := st.GetRun(ctx, r.RunId)
+	return runPB(run), toStatus(err)
+}
+
+func (s *server) ListRuns(ctx context.Context, r *pb.ListRunsRequest) (*pb.RunPage, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	page, err := st.ListRuns(ctx, spec.ListRunsParams{Statuses: r.Statuses, WorkflowName: r.WorkflowName, Labels: emptyNil(r.Labels),
+		CreatedFrom: fromTS(r.CreatedFrom), CreatedBefore: fromTS(r.CreatedBefore), Limit: int(r.Limit), Cursor: r.Cursor})
+	return runPagePB(page), toStatus(err)
+}
+
+func (s *server) ListAuditEvents(ctx context.Context, r *pb.ListAuditEventsRequest) (*pb.AuditPage, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	page, err := st.ListAuditEvents(ctx, spec.ListAuditParams{RunID: r.RunId, AfterSeq: r.AfterSeq, Limit: int(r.Limit)})
+	out := &pb.AuditPage{More: page.More}
+	for _, e := range page.Events {
+		out.Events = append(out.Events, eventPB(e))
+	}
+	return out, toStatus(err)
+}
+
+func (s *server) ClaimRun(ctx context.Context, r *pb.ClaimRunRequest) (*pb.Claim, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	c, err := ls.ClaimRun(ctx, spec.ClaimRunParams{RunID: r.RunId, Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Statuses: r.Statuses})
+	return claimPB(c), toStatus(err)
+}
+
+func (s *server) ClaimNextRun(ctx context.Context, r *pb.ClaimNextRunRequest) (*pb.Claim, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	c, err := ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Filter: fromFilter(r.Filter)})
+	return claimPB(c), toStatus(err)
+}
+
+func (s *server) RenewLease(ctx context.Context, r *pb.RenewLeaseRequest) (*pb.Lease, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	l, err := ls.RenewLease(ctx, spec.RenewLeaseParams{RunID: r.RunId, Token: r.Token, TTL: fromDuration(r.Ttl)})
+	return leasePB(l), toStatus(err)
+}
+
+func (s *server) ReleaseLease(ctx context.Context, r *pb.ReleaseLeaseRequest) (*pb.ReleaseLeaseResponse, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ReleaseLeaseResponse{}, toStatus(ls.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: r.RunId, Token: r.Token}))
+}
+
+func (s *server) ListRunnableRuns(ctx context.Context, r *pb.ListRunnableRunsRequest) (*pb.RunPage, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	page, err := ls.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: fromFilter(r.Filter), Limit: int(r.Limit), Cursor: r.Cursor})
+	return runPagePB(page), toStatus(err)
+}
+
+// newPluginLogHandler writes slog records as the JSON lines go-plugin's
+// host reads from a plugin's stderr (@level, @message, @timestamp).
+func newPluginLogHandler(w io.Writer) slog.Handler {
+	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) > 0 {
+			return a
+		}
+		switch a.Key {
+		case slog.TimeKey:
+			a.Key = "@timestamp"
+		case slog.LevelKey:
+			a.Key, a.Value = "@level", slog.StringValue(strings.ToLower(a.Value.String()))
+		case slog.MessageKey:
+			a.Key = "@message"
+		}
+		return a
+	}})
+}
+
+// grpcPlugin connects the service to go-plugin on both sides.
+type grpcPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	server *server
+}
+
+func (p *grpcPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterRunStateStoreServer(s, p.server)
+	return nil
+}
+
+func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return pb.NewRunStateStoreClient(c), nil
+}
+
+// CheckConfig checks a plugin's configuration: every required key is set,
+// and no key is unknown. Openers call it first.
+func CheckConfig(config map[string]string, required, optional []string) error {
+	for _, k := range required {
+		if config[k] == "" {
+			return spec.InvalidArgument(k, "is required in the plugin configuration")
+		}
+	}
+	for k := range config {
+		if !slices.Contains(required, k) && !slices.Contains(optional, k) {
+			return spec.InvalidArgument(k, "is not a configuration key of this plugin (it knows %s)", strings.Join(append(slices.Clone(required), optional...), ", "))
+		}
+	}
+	return nil
+}
