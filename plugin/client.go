@@ -73,6 +73,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           newHCLogger(log.With("plugin", name)),
 		StartTimeout:     timeout,
+		GRPCDialOptions:  []grpc.DialOption{grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize)},
 	})
 	rpcClient, err := proc.Client()
 	if err != nil {

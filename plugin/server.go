@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -57,7 +58,7 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 		VersionedPlugins: map[int]goplugin.PluginSet{
 			ProtocolVersion: {pluginName: &grpcPlugin{server: srv}},
 		},
-		GRPCServer: goplugin.DefaultGRPCServer,
+		GRPCServer: grpcServer,
 	})
 	srv.close()
 }
@@ -73,6 +74,18 @@ func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore 
 	srv := &server{open: open, cfg: cfg}
 	pb.RegisterRunStateStoreServer(s, srv)
 	return srv.close
+}
+
+// windowSize fixes gRPC's flow-control windows. A fixed window turns off
+// bandwidth-delay probing, whose PING frames cost the peer process a wakeup.
+const windowSize = 4 << 20
+
+// grpcServer is go-plugin's default server with calls served by long-lived
+// worker goroutines instead of one new goroutine per call, which saves a
+// handoff on every call.
+func grpcServer(opts []grpc.ServerOption) *grpc.Server {
+	return goplugin.DefaultGRPCServer(append(opts, grpc.NumStreamWorkers(uint32(max(runtime.GOMAXPROCS(0), 2))),
+		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize)))
 }
 
 // server is the gRPC service over the plugin's store.
