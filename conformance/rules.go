@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/runstate/runstate/docs"
 )
 
 // Rule is one normative statement of docs/spec.md and the check that proves it.
@@ -16,7 +18,17 @@ type Rule struct {
 	Statement string `json:"statement"`
 	// Requires lists the capabilities the check needs.
 	Requires Capabilities `json:"requires"`
-	check    func(*C)
+	// Line is where docs/spec.md defines the rule (0 if it does not).
+	Line  int `json:"spec_line"`
+	check func(*C)
+}
+
+// Where returns the rule's place in the specification, like docs/spec.md:123.
+func (r Rule) Where() string {
+	if r.Line == 0 {
+		return "docs/spec.md (missing)"
+	}
+	return fmt.Sprintf("docs/spec.md:%d", r.Line)
 }
 
 // Areas in the order reports list them, with a title each.
@@ -31,6 +43,7 @@ var Areas = []struct{ ID, Title string }{
 	{"REC", "Crash recovery"},
 	{"BAD", "Bad input"},
 	{"CTX", "Context"},
+	{"CAP", "Declared capabilities"},
 }
 
 var registry []Rule
@@ -38,8 +51,11 @@ var registry []Rule
 // register adds a rule; called from the area files' init functions.
 func register(id, statement string, requires Capabilities, check func(*C)) {
 	area, _, _ := strings.Cut(id, "-")
-	registry = append(registry, Rule{ID: id, Area: area, Statement: statement, Requires: requires, check: check})
+	registry = append(registry, Rule{ID: id, Area: area, Statement: statement, Requires: requires, Line: specLines[id], check: check})
 }
+
+// specLines locates each rule in the embedded docs/spec.md.
+var specLines, _ = docs.RuleLines()
 
 var (
 	none   = Capabilities{}

@@ -1,30 +1,19 @@
 package conformance_test
 
 import (
-	"os"
-	"regexp"
 	"slices"
 	"testing"
 
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/docs"
 )
-
-// ruleDefinition matches the bullet that defines a rule in docs/spec.md.
-var ruleDefinition = regexp.MustCompile(`(?m)^- \*\*([A-Z]+-\d{3})\*\* `)
 
 // TestSpecDocMatchesSuite keeps docs/spec.md and the suite in step: every
 // rule the document defines has a check, and every check is defined there, once.
 func TestSpecDocMatchesSuite(t *testing.T) {
-	doc, err := os.ReadFile("../docs/spec.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var documented []string
-	for _, m := range ruleDefinition.FindAllStringSubmatch(string(doc), -1) {
-		if slices.Contains(documented, m[1]) {
-			t.Errorf("docs/spec.md defines %s twice", m[1])
-		}
-		documented = append(documented, m[1])
+	lines, dups := docs.RuleLines()
+	for _, id := range dups {
+		t.Errorf("docs/spec.md defines %s twice", id)
 	}
 	var checked []string
 	for _, r := range conformance.Rules() {
@@ -38,21 +27,21 @@ func TestSpecDocMatchesSuite(t *testing.T) {
 		if !slices.ContainsFunc(conformance.Areas, func(a struct{ ID, Title string }) bool { return a.ID == r.Area }) {
 			t.Errorf("%s is in unknown area %s", r.ID, r.Area)
 		}
+		if lines[r.ID] == 0 {
+			t.Errorf("the suite checks %s but docs/spec.md does not define it", r.ID)
+		} else if r.Line != lines[r.ID] {
+			t.Errorf("%s says it is on line %d, docs/spec.md has it on %d", r.ID, r.Line, lines[r.ID])
+		}
 	}
-	for _, id := range documented {
+	for id := range lines {
 		if !slices.Contains(checked, id) {
 			t.Errorf("docs/spec.md defines %s but the suite has no check for it", id)
 		}
 	}
-	for _, id := range checked {
-		if !slices.Contains(documented, id) {
-			t.Errorf("the suite checks %s but docs/spec.md does not define it", id)
-		}
-	}
-	if len(documented) == 0 {
+	if len(lines) == 0 {
 		t.Fatal("no rule definitions found in docs/spec.md")
 	}
-	t.Logf("%d rules, defined and checked", len(documented))
+	t.Logf("%d rules, defined and checked", len(lines))
 }
 
 func TestSelect(t *testing.T) {
