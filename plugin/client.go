@@ -169,6 +169,9 @@ func (c *Client) PID() int {
 	return 0
 }
 
+// Leases reports whether the plugin's store implements spec.LeaseStore.
+func (c *Client) Leases() bool { return c.leases }
+
 // Name and Version are what the plugin reported about its store.
 func (c *Client) Name() string    { return c.name }
 func (c *Client) Version() string { return c.version }

@@ -26,33 +26,13 @@ const (
 	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
 )
 
-var (
-	buildOnce sync.Once
-	binaries  map[string]string
-	binDir    string
-)
+var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg)
 
-// bin builds the plugin binaries once per test run.
-func bin(t testing.TB, pkg string) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		var err error
-		if binDir, err = os.MkdirTemp("", "runstate-plugins-*"); err != nil {
-			t.Fatal(err)
-		}
-		binaries = plugintest.Build(t, binDir, memoryPkg, badgerPkg, mysqlPkg, testPkg)
-	})
-	if binaries == nil {
-		t.Fatal("plugin binaries failed to build")
-	}
-	return binaries[pkg]
-}
+func bin(t testing.TB, pkg string) string { return binaries.Path(t, pkg) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	binaries.Cleanup()
 	os.Exit(code)
 }
 
@@ -61,17 +41,19 @@ func TestConformanceInProcessGRPC(t *testing.T) {
 }
 
 func TestConformanceMemoryPlugin(t *testing.T) {
-	conformance.Run(t, plugintest.ProcessTarget("memory", bin(t, memoryPkg), false, plugintest.NoConfig))
+	conformance.Run(t, plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true}, plugintest.NoConfig))
 }
 
 func TestConformanceBadgerPlugin(t *testing.T) {
-	conformance.Run(t, plugintest.ProcessTarget("badger", bin(t, badgerPkg), false, plugintest.TempDirConfig(t.TempDir(), "dir")))
+	conformance.Run(t, plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true},
+		plugintest.TempDirConfig(t.TempDir(), "dir")))
 }
 
 func TestConformanceMySQLPlugin(t *testing.T) {
 	srv := testserver.Find(t)
 	path := bin(t, mysqlPkg)
-	conformance.Run(t, plugintest.ProcessTarget("mysql", path, true, func(ctx context.Context) (map[string]string, func(), error) {
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true}
+	conformance.Run(t, plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		name, err := srv.CreateDatabase(ctx)
 		if err != nil {
 			return nil, nil, err

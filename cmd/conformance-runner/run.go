@@ -2,24 +2,33 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/runstate/runstate/adapters/badger/badgertest"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
+	"github.com/runstate/runstate/adapters/mysql/mysqltest"
+	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/plugin/plugintest"
 )
 
 // Exit codes.
 const (
-	exitPass    = 0
-	exitFail    = 1
-	exitUsage   = 2
-	exitHarness = 3
+	exitPass    = 0 // every selected rule passed (skips allowed)
+	exitFail    = 1 // at least one rule failed
+	exitUsage   = 2 // the command line is wrong
+	exitHarness = 3 // the harness broke: the store could not be started or a check could not run
 )
 
 // exitError carries an exit code out of run.
@@ -29,6 +38,10 @@ type exitError struct {
 }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
+
+func usageError(format string, args ...any) error {
+	return exitError{exitUsage, fmt.Sprintf(format, args...)}
+}
 
 type listFlag []string
 
@@ -42,59 +55,108 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// report is the machine-readable verdict (--format json).
-type report struct {
-	Suite        string                      `json:"suite_version"`
-	Adapter      string                      `json:"adapter"`
-	StoreVersion string                      `json:"adapter_version"`
-	Capabilities conformance.Capabilities    `json:"capabilities"`
-	Environment  map[string]string           `json:"environment"`
-	Started      time.Time                   `json:"started"`
-	Duration     time.Duration               `json:"duration"`
-	Counts       map[conformance.Outcome]int `json:"counts"`
-	Results      []conformance.Result        `json:"results"`
+// configFlag collects repeated key=value settings.
+type configFlag map[string]string
+
+func (c configFlag) String() string { return fmt.Sprint(map[string]string(c)) }
+func (c configFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("%q is not key=value", v)
+	}
+	c[strings.TrimSpace(k)] = val
+	return nil
+}
+
+const usageText = `conformance-runner certifies a runstate store against docs/spec.md.
+
+Usage:
+  conformance-runner [--adapter memory|badger|mysql | --plugin PATH] [flags]
+
+Stores:
+  --adapter memory           the in-memory reference store (default)
+  --adapter badger           the Badger store, a fresh directory per check (--config dir=BASE, nosync=true)
+  --adapter mysql            the MySQL store, a fresh database per check (--config dsn=user:pass@tcp(host:3306)/)
+  --plugin PATH              a store plugin binary, started afresh for every check. Its store must
+                             start empty: give each check its own place with {{tempdir}} (a new
+                             directory) or {{unique}} (a new token) in --config values, e.g.
+                             --config dir={{tempdir}}
+
+Exit codes: 0 all selected rules pass, 1 a rule failed, 2 usage error, 3 the harness broke.
+
+Flags:
+`
+
+type options struct {
+	adapter, pluginPath, format, junit, markdown string
+	config                                       configFlag
+	secret, run, skip                            listFlag
+	realClock, listRules                         bool
+	ttl, timeout                                 time.Duration
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	o := options{config: configFlag{}}
+	fs := flag.NewFlagSet("conformance-runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
+	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger or mysql")
+	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
+	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
+	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
+	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores: keep real time and sleep through lease TTLs, as plugins do")
+	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms)")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
+	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
+	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
+	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
+	fs.BoolVar(&o.listRules, "list-rules", false, "print every selected rule with its statement and exit")
+	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
+	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, exitError{code: exitPass}
+		}
+		return o, exitError{code: exitUsage}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, usageError("unexpected argument %q", fs.Arg(0))
+	case o.format != "text" && o.format != "json":
+		return o, usageError("--format %q: want text or json", o.format)
+	case o.adapter != "" && o.pluginPath != "":
+		return o, usageError("--adapter and --plugin exclude each other")
+	case o.pluginPath == "" && o.adapter == "":
+		o.adapter = "memory"
+	}
+	return o, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("conformance-runner", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	adapter := fs.String("adapter", "memory", "store to certify: memory")
-	realClock := fs.Bool("real-clock", false, "memory: use the system clock, sleeping through lease TTLs")
-	format := fs.String("format", "text", "output on stdout: text or json")
-	listRules := fs.Bool("list-rules", false, "print every rule with its statement and exit")
-	var runPats, skipPats listFlag
-	fs.Var(&runPats, "run", "rule IDs or areas to run, comma-separated (default: all)")
-	fs.Var(&skipPats, "skip", "rule IDs or areas to skip, comma-separated")
-	if err := fs.Parse(args); err != nil {
-		return exitError{code: exitUsage}
-	}
-	if fs.NArg() > 0 {
-		return exitError{exitUsage, fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	if *format != "text" && *format != "json" {
-		return exitError{exitUsage, fmt.Sprintf("--format %q: want text or json", *format)}
-	}
-	rules, err := conformance.Select(runPats, skipPats)
+	o, err := parse(args, stderr)
 	if err != nil {
-		return exitError{exitUsage, err.Error()}
+		return err
 	}
-	if *listRules {
+	rules, err := conformance.Select(o.run, o.skip)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if o.listRules {
 		for _, r := range rules {
 			fmt.Fprintf(stdout, "%-10s %s\n", r.ID, r.Statement)
 		}
 		return nil
 	}
-	var target conformance.Target
-	switch *adapter {
-	case "memory":
-		target = memorytest.Target(!*realClock)
-	default:
-		return exitError{exitUsage, fmt.Sprintf("--adapter %q: this build knows memory", *adapter)}
+	target, err := o.target(ctx)
+	if err != nil {
+		return err
 	}
+	target.LeaseTTL, target.CheckTimeout = o.ttl, o.timeout
 
 	rep := report{Suite: conformance.Version, Adapter: target.Name, StoreVersion: target.StoreVersion,
-		Capabilities: target.Capabilities, Started: time.Now().UTC(), Counts: map[conformance.Outcome]int{},
-		Environment: map[string]string{"go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH}}
+		Capabilities: target.Capabilities, Config: plugin.Redacted(o.config, o.secret), Environment: environment(),
+		Started: time.Now().UTC(), Counts: map[conformance.Outcome]int{}}
+	fmt.Fprintf(stderr, "certifying %s against %d rules\n", target.Name, len(rules))
 	rep.Results = conformance.RunRules(ctx, target, rules, func(r conformance.Result) {
 		fmt.Fprintf(stderr, "%-5s %-10s %v\n", strings.ToUpper(string(r.Outcome)), r.Rule.ID, r.Duration.Round(time.Millisecond))
 	})
@@ -102,14 +164,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, r := range rep.Results {
 		rep.Counts[r.Outcome]++
 	}
-	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		printText(stdout, rep)
+	if err := writeReports(stdout, o, rep); err != nil {
+		return exitError{exitHarness, err.Error()}
 	}
 	switch {
 	case rep.Counts[conformance.Error] > 0:
@@ -120,36 +176,112 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func printText(w io.Writer, rep report) {
-	fmt.Fprintf(w, "runstate conformance %s: adapter %s (%s), capabilities %+v\n\n", rep.Suite, rep.Adapter, rep.StoreVersion, rep.Capabilities)
-	for _, area := range conformance.Areas {
-		counts := map[conformance.Outcome]int{}
-		var problems []conformance.Result
-		for _, r := range rep.Results {
-			if r.Rule.Area != area.ID {
-				continue
-			}
-			counts[r.Outcome]++
-			if r.Outcome == conformance.Fail || r.Outcome == conformance.Error {
-				problems = append(problems, r)
-			}
+func writeReports(stdout io.Writer, o options, rep report) error {
+	if o.format == "json" {
+		if err := writeJSON(stdout, rep); err != nil {
+			return err
 		}
-		total := counts[conformance.Pass] + counts[conformance.Fail] + counts[conformance.Skip] + counts[conformance.Error]
-		if total == 0 {
+	} else {
+		writeText(stdout, rep)
+	}
+	for _, f := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{
+		{o.junit, func(w io.Writer) error { return writeJUnit(w, rep) }},
+		{o.markdown, func(w io.Writer) error { writeMarkdown(w, rep); return nil }},
+	} {
+		if f.path == "" {
 			continue
 		}
-		fmt.Fprintf(w, "%-6s %-30s %3d pass %3d fail %3d skip %3d error\n", area.ID, area.Title,
-			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip], counts[conformance.Error])
-		for _, r := range problems {
-			fmt.Fprintf(w, "  %s %s — %s (docs/spec.md, rule %s)\n", strings.ToUpper(string(r.Outcome)), r.Rule.ID, r.Rule.Statement, r.Rule.ID)
-			if r.Detail != "" {
-				fmt.Fprintf(w, "    %s\n", r.Detail)
-			}
-			for _, f := range r.Failures {
-				fmt.Fprintf(w, "    expected %s\n    saw      %s\n", f.Expected, f.Seen)
-			}
+		file, err := os.Create(f.path)
+		if err != nil {
+			return err
+		}
+		if err := f.write(file); err != nil {
+			file.Close()
+			return err
+		}
+		if err := file.Close(); err != nil {
+			return err
 		}
 	}
-	fmt.Fprintf(w, "\n%d passed, %d failed, %d skipped, %d errors in %v\n", rep.Counts[conformance.Pass], rep.Counts[conformance.Fail],
-		rep.Counts[conformance.Skip], rep.Counts[conformance.Error], rep.Duration.Round(time.Millisecond))
+	return nil
+}
+
+// target builds the conformance target the options name.
+func (o options) target(ctx context.Context) (conformance.Target, error) {
+	if o.pluginPath != "" {
+		return o.pluginTarget(ctx)
+	}
+	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}}
+	keys, ok := known[o.adapter]
+	if !ok {
+		return conformance.Target{}, usageError("--adapter %q: want memory, badger or mysql", o.adapter)
+	}
+	for k := range o.config {
+		if !slices.Contains(keys, k) {
+			return conformance.Target{}, usageError("--config %s: the %s adapter takes %v", k, o.adapter, keys)
+		}
+	}
+	switch o.adapter {
+	case "badger":
+		base := o.config["dir"]
+		if base == "" {
+			base = os.TempDir()
+		}
+		return badgertest.Target(base, !o.realClock), nil
+	case "mysql":
+		dsn := o.config["dsn"]
+		if dsn == "" {
+			return conformance.Target{}, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
+		}
+		srv, err := testserver.FromDSN(dsn)
+		if err != nil {
+			return conformance.Target{}, exitError{exitHarness, fmt.Sprintf("mysql server: %v", err)}
+		}
+		return mysqltest.Target(srv, !o.realClock), nil
+	}
+	return memorytest.Target(!o.realClock), nil
+}
+
+// pluginTarget starts the plugin once to learn what it declares, then
+// returns a target that starts it afresh for every check.
+func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
+	if _, err := os.Stat(o.pluginPath); err != nil {
+		return conformance.Target{}, usageError("--plugin: %v", err)
+	}
+	config := templated(o.config)
+	name, version, leases, err := plugintest.Describe(ctx, o.pluginPath, config)
+	if err != nil {
+		return conformance.Target{}, exitError{exitHarness, fmt.Sprintf("the plugin did not start: %v", err)}
+	}
+	return plugintest.ProcessTarget(name, version, o.pluginPath, conformance.Capabilities{Leases: leases}, config), nil
+}
+
+// templated expands {{tempdir}} and {{unique}} in config values afresh for
+// every check; the directory is removed after the check.
+func templated(config map[string]string) plugintest.Config {
+	return func(context.Context) (map[string]string, func(), error) {
+		out := maps.Clone(config)
+		var dir string
+		b := make([]byte, 8)
+		rand.Read(b)
+		unique := hex.EncodeToString(b)
+		for k, v := range out {
+			if strings.Contains(v, "{{tempdir}}") && dir == "" {
+				d, err := os.MkdirTemp("", "runstate-conformance-*")
+				if err != nil {
+					return nil, nil, err
+				}
+				dir = d
+			}
+			out[k] = strings.NewReplacer("{{tempdir}}", dir, "{{unique}}", unique).Replace(v)
+		}
+		return out, func() {
+			if dir != "" {
+				os.RemoveAll(dir)
+			}
+		}, nil
+	}
 }

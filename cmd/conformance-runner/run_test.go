@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/plugin/plugintest"
 )
 
 func exitCode(err error) int {
@@ -22,50 +28,156 @@ func exitCode(err error) int {
 	return exitPass
 }
 
-func TestMemoryPassesWithJSONReport(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"--format", "json", "--run", "FSM,LEASE-001,REC"}, &stdout, &stderr)
-	if code := exitCode(err); code != exitPass {
-		t.Fatalf("exit %d (%v)\n%s", code, err, stderr.String())
+const (
+	memoryPkg = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
+	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
+)
+
+var binaries = plugintest.NewBinaries(memoryPkg, testPkg)
+
+func bin(t *testing.T, pkg string) string { return binaries.Path(t, pkg) }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	binaries.Cleanup()
+	os.Exit(code)
+}
+
+// cli runs the command and returns stdout, stderr and the exit code.
+func cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := exitCode(run(context.Background(), args, &out, &errOut))
+	return out.String(), errOut.String(), code
+}
+
+var summaryLine = regexp.MustCompile(`(?m)^(\d+) passed, (\d+) failed, (\d+) skipped, (\d+) errors`)
+
+// summary reads the human report's closing line.
+func summary(t *testing.T, text string) [4]int {
+	t.Helper()
+	m := summaryLine.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no summary line in:\n%s", text)
+	}
+	var out [4]int
+	for i := range out {
+		out[i], _ = strconv.Atoi(m[i+1])
+	}
+	return out
+}
+
+func TestMemoryPluginPassesAndReportsAgree(t *testing.T) {
+	dir := t.TempDir()
+	junitPath, mdPath := filepath.Join(dir, "report.xml"), filepath.Join(dir, "report.md")
+	path := bin(t, memoryPkg)
+
+	text, _, code := cli(t, "--plugin", path, "--run", "FSM,CAS,LEASE-001,CAP")
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s", code, text)
+	}
+	human := summary(t, text)
+
+	out, stderr, code := cli(t, "--plugin", path, "--run", "FSM,CAS,LEASE-001,CAP", "--format", "json", "--junit", junitPath, "--markdown", mdPath,
+		"--config", "token=not-for-reports")
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	var rep report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("stdout is not one JSON report: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON report: %v\n%s", err, out)
 	}
-	want := 10 + 1 + 12
-	if len(rep.Results) != want || rep.Counts[conformance.Pass] != want || rep.Adapter != "memory" || rep.Suite != conformance.Version {
-		t.Errorf("report: %d results, counts %v, adapter %q", len(rep.Results), rep.Counts, rep.Adapter)
+	if got := [4]int{rep.Counts[conformance.Pass], rep.Counts[conformance.Fail], rep.Counts[conformance.Skip], rep.Counts[conformance.Error]}; got != human {
+		t.Errorf("JSON counts %v, human summary %v", got, human)
 	}
-	if !strings.Contains(stderr.String(), "PASS  LEASE-001") {
-		t.Errorf("no progress on stderr: %q", stderr.String())
+	if rep.Adapter == "" || rep.StoreVersion == "" || rep.Suite != conformance.Version || rep.Environment["go"] == "" || !rep.Capabilities.Leases {
+		t.Errorf("report not stamped: %+v", rep)
+	}
+	if rep.Config["token"] != "<redacted>" || strings.Contains(out, "not-for-reports") {
+		t.Errorf("a secret reached the report: %v", rep.Config)
+	}
+
+	raw, err := os.ReadFile(junitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ju junitSuites
+	if err := xml.Unmarshal(raw, &ju); err != nil {
+		t.Fatalf("JUnit report does not parse: %v", err)
+	}
+	cases, failed, skipped := 0, 0, 0
+	for _, s := range ju.Suites {
+		for _, c := range s.Cases {
+			cases++
+			if c.Failure != nil || c.Error != nil {
+				failed++
+			}
+			if c.Skipped != nil {
+				skipped++
+			}
+		}
+	}
+	if cases != human[0]+human[1]+human[2]+human[3] || failed != human[1]+human[3] || skipped != human[2] || ju.Tests != cases {
+		t.Errorf("JUnit: %d cases, %d failed, %d skipped; human summary %v", cases, failed, skipped, human)
+	}
+	md, err := os.ReadFile(mdPath)
+	if err != nil || !strings.Contains(string(md), summaryLine.FindString(text)) {
+		t.Errorf("Markdown report lacks the summary %q (%v)", summaryLine.FindString(text), err)
 	}
 }
 
-func TestTextSummary(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"--run", "CAS"}, &stdout, &stderr); err != nil {
-		t.Fatal(err, stderr.String())
+func TestBrokenPluginFailsNamingRules(t *testing.T) {
+	t.Setenv("RUNSTATE_TESTPLUGIN", "broken")
+	out, _, code := cli(t, "--plugin", bin(t, testPkg), "--run", "CAS,FSM-001")
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFail, out)
 	}
-	if !strings.Contains(stdout.String(), "4 passed, 0 failed, 0 skipped, 0 errors") {
-		t.Errorf("summary line missing:\n%s", stdout.String())
+	for _, id := range []string{"FAIL CAS-002", "FAIL CAS-003", "FAIL CAS-004"} {
+		if !strings.Contains(out, id) {
+			t.Errorf("the report does not name %s:\n%s", id, out)
+		}
+	}
+	if !strings.Contains(out, "docs/spec.md:") || !strings.Contains(out, "expected ") || !strings.Contains(out, "saw ") {
+		t.Errorf("failures lack their place in the spec, expectation or observation:\n%s", out)
+	}
+	if got := summary(t, out); got[1] != 3 || got[0] != 2 {
+		t.Errorf("summary %v, want 2 passed (CAS-001, FSM-001) and 3 failed", got)
 	}
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"--adapter", "oracle"}, {"--run", "NOPE-999"}, {"--format", "xml"}, {"--bogus"}, {"extra"}} {
-		var out, errOut bytes.Buffer
-		if code := exitCode(run(context.Background(), args, &out, &errOut)); code != exitUsage {
+	for _, args := range [][]string{
+		{"--adapter", "oracle"}, {"--run", "NOPE-999"}, {"--format", "xml"}, {"--bogus"}, {"extra"},
+		{"--adapter", "memory", "--plugin", "x"}, {"--plugin", "/no/such/plugin"}, {"--config", "novalue"},
+		{"--adapter", "mysql"}, {"--adapter", "badger", "--config", "dsn=x"},
+	} {
+		if _, _, code := cli(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
+	}
+	if _, stderr, code := cli(t, "--help"); code != exitPass || !strings.Contains(stderr, "Exit codes") {
+		t.Errorf("--help: exit %d\n%s", code, stderr)
+	}
+}
+
+func TestPluginCrashingAtStartIsAHarnessError(t *testing.T) {
+	t.Setenv("RUNSTATE_TESTPLUGIN", "crash")
+	_, _, code := cli(t, "--plugin", bin(t, testPkg))
+	if code != exitHarness {
+		t.Fatalf("exit %d, want %d", code, exitHarness)
 	}
 }
 
 func TestListRules(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"--list-rules"}, &out, &errOut); err != nil {
-		t.Fatal(err)
+	out, _, code := cli(t, "--list-rules")
+	if code != exitPass || strings.Count(out, "\n") != len(conformance.Rules()) {
+		t.Errorf("exit %d, %d lines for %d rules", code, strings.Count(out, "\n"), len(conformance.Rules()))
 	}
-	if lines := strings.Count(out.String(), "\n"); lines != len(conformance.Rules()) {
-		t.Errorf("%d lines, want one per rule (%d)", lines, len(conformance.Rules()))
+}
+
+func TestBuiltInAdapters(t *testing.T) {
+	out, _, code := cli(t, "--adapter", "badger", "--run", "CAS,CAP")
+	if code != exitPass || summary(t, out)[0] != 6 {
+		t.Errorf("badger: exit %d\n%s", code, out)
 	}
 }

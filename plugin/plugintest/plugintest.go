@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,18 +27,54 @@ import (
 
 // Build compiles the packages (import paths of plugin mains) into dir and
 // returns the binaries' paths by package.
-func Build(t testing.TB, dir string, pkgs ...string) map[string]string {
-	t.Helper()
+func Build(dir string, pkgs ...string) (map[string]string, error) {
 	out := map[string]string{}
 	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)
-	cmd := exec.Command("go", args...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building plugins: %v\n%s", err, b)
+	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building plugins: %v\n%s", err, b)
 	}
 	for _, p := range pkgs {
 		out[p] = filepath.Join(dir, filepath.Base(p))
 	}
-	return out
+	return out, nil
+}
+
+// Binaries builds plugin mains once per test binary, on first use, into a
+// directory that Cleanup (called from TestMain) removes.
+type Binaries struct {
+	pkgs  []string
+	once  sync.Once
+	dir   string
+	paths map[string]string
+	err   error
+}
+
+// NewBinaries prepares to build pkgs.
+func NewBinaries(pkgs ...string) *Binaries { return &Binaries{pkgs: pkgs} }
+
+// Path returns the binary of pkg, building all of them the first time.
+func (b *Binaries) Path(t testing.TB, pkg string) string {
+	t.Helper()
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "runstate-plugins-*"); b.err == nil {
+			b.paths, b.err = Build(b.dir, b.pkgs...)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	p, ok := b.paths[pkg]
+	if !ok {
+		t.Fatalf("%s is not among the binaries built", pkg)
+	}
+	return p
+}
+
+// Cleanup removes the binaries.
+func (b *Binaries) Cleanup() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
 }
 
 // Config makes a fresh configuration for one check (a new directory, a new
@@ -48,13 +85,14 @@ type Config func(ctx context.Context) (config map[string]string, cleanup func(),
 func NoConfig(context.Context) (map[string]string, func(), error) { return nil, func() {}, nil }
 
 // ProcessTarget runs each check against a fresh child process of the
-// plugin at path. With secondHandle, OpenHandle starts another process of
-// the plugin on the same configuration: a second worker sharing the store.
-func ProcessTarget(name, path string, secondHandle bool, config Config) conformance.Target {
+// plugin at path. With caps.SecondHandle, OpenHandle starts another process
+// of the plugin on the same configuration: a second worker sharing the store.
+// Plugin processes keep real time: caps.ControlledClock must be false.
+func ProcessTarget(name, version, path string, caps conformance.Capabilities, config Config) conformance.Target {
 	return conformance.Target{
 		Name:         name + " (plugin process)",
-		StoreVersion: "plugin protocol " + fmt.Sprint(plugin.ProtocolVersion),
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: secondHandle},
+		StoreVersion: version,
+		Capabilities: caps,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			cfg, cleanup, err := config(ctx)
 			if err != nil {
@@ -177,6 +215,22 @@ func (h *inProcessHarness) OpenHandle(context.Context) (spec.RunStateStore, erro
 }
 func (h *inProcessHarness) Advance(d time.Duration)     { h.clock.Advance(d) }
 func (h *inProcessHarness) Close(context.Context) error { return h.InProcess.Close() }
+
+// Describe starts the plugin once with a configuration from config and
+// returns what it says of its store.
+func Describe(ctx context.Context, path string, config Config) (name, version string, leases bool, err error) {
+	cfg, cleanup, err := config(ctx)
+	if err != nil {
+		return "", "", false, err
+	}
+	defer cleanup()
+	c, err := plugin.Open(ctx, path, plugin.Options{Config: cfg, Logger: quiet})
+	if err != nil {
+		return "", "", false, err
+	}
+	defer c.Close()
+	return c.Name(), c.Version(), c.Leases(), nil
+}
 
 // TempDirConfig gives each check a fresh directory under base as key.
 func TempDirConfig(base, key string) Config {

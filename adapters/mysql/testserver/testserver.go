@@ -75,6 +75,17 @@ func find() (*Server, error) {
 	return s, nil
 }
 
+// FromDSN returns the server a DSN points at (its database name is
+// ignored), after checking that it answers.
+func FromDSN(dsn string) (*Server, error) {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, Source: "dsn"}
+	return s, s.ping()
+}
+
 func (s *Server) ping() error {
 	cfg := s.cfg.Clone()
 	cfg.DBName = ""

@@ -4,6 +4,7 @@
 //	slow     GetRun of run "block" waits until its context ends
 //	crash    exits at once, before the handshake
 //	version2 speaks protocol version 2
+//	broken   ignores expected versions: a store the suite must fail
 //
 // It logs one line at start, to show that plugin logs reach the host.
 package main
@@ -30,10 +31,23 @@ func (s slowStore) GetRun(ctx context.Context, id string) (spec.RunSnapshot, err
 	return s.Store.GetRun(ctx, id)
 }
 
+// ignoresVersion writes whatever version the caller expected.
+type ignoresVersion struct{ *memory.Store }
+
+func (s ignoresVersion) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil {
+		p.ExpectedVersion = cur.Version
+	}
+	return s.Store.UpdateRun(ctx, p)
+}
+
 func main() {
 	switch os.Getenv("RUNSTATE_TESTPLUGIN") {
 	case "crash":
 		os.Exit(3)
+	case "broken":
+		plugin.Serve(ignoresVersion{memory.New()}, plugin.WithName("broken", "test"))
+		return
 	case "version2":
 		hs := plugin.Handshake
 		hs.ProtocolVersion = 2
