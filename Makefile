@@ -15,6 +15,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd examples/filestore && $(GO) vet ./...
 
 # Benchmarks, each adapter side by side with its hand-written baseline.
 bench:

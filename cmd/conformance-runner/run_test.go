@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -179,5 +180,26 @@ func TestBuiltInAdapters(t *testing.T) {
 	out, _, code := cli(t, "--adapter", "badger", "--run", "CAS,CAP")
 	if code != exitPass || summary(t, out)[0] != 6 {
 		t.Errorf("badger: exit %d\n%s", code, out)
+	}
+}
+
+// The out-of-tree example, built from its own module as a third party
+// would build it, passes the whole suite through the command.
+func TestExampleStorePasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a separate module and sleeps through real lease TTLs")
+	}
+	path := filepath.Join(t.TempDir(), "runstate-plugin-filestore")
+	build := exec.Command("go", "build", "-o", path, "./cmd/runstate-plugin-filestore")
+	build.Dir = filepath.Join("..", "..", "examples", "filestore")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the example: %v\n%s", err, out)
+	}
+	out, _, code := cli(t, "--plugin", path, "--config", "path={{tempdir}}/runs.json")
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if got := summary(t, out); got[1] != 0 || got[3] != 0 || got[0] < len(conformance.Rules())-2 {
+		t.Fatalf("summary %v", got)
 	}
 }
