@@ -1,0 +1,451 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/runstate/runstate/internal/workflow"
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/tracker"
+)
+
+// labelWorkflowFile names the workflow file a queued run executes; workers
+// read it from there (the file must be where every worker can read it).
+const labelWorkflowFile = "runstate/workflow-file"
+
+type command struct {
+	usage string
+	fn    func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error
+	flags func(fs *flag.FlagSet)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	g, rest, err := parseGlobals(args, stderr)
+	if err != nil {
+		return err
+	}
+	name, rest := rest[0], rest[1:]
+	cmd, ok := commands()[name]
+	if !ok {
+		return usageError("unknown command %q (demo-runner --help lists them)", name)
+	}
+	fs := flag.NewFlagSet("demo-runner "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(stderr, "Usage: demo-runner %s %s\n", name, cmd.usage); fs.PrintDefaults() }
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	if err := fs.Parse(rest); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return exitError{code: exitUsage}
+	}
+	a, err := start(ctx, g, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	return cmd.fn(ctx, a, fs, fs.Args())
+}
+
+func commands() map[string]command {
+	var priority int
+	var labels kvFlag
+	var queueOnly bool
+	var statuses, workflowName, cursor, reason string
+	var limit int
+	var poll, grace time.Duration
+	var once bool
+	var addr string
+	runFlags := func(fs *flag.FlagSet) {
+		labels = kvFlag{}
+		fs.IntVar(&priority, "priority", 0, "priority: larger runs first")
+		fs.Var(labels, "label", "label key=value (repeatable)")
+	}
+	return map[string]command{
+		"run": {usage: "FILE", flags: runFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			path, wf, err := workflowArg(args)
+			if err != nil {
+				return err
+			}
+			run, err := a.create(ctx, path, wf, priority, labels, "")
+			if err != nil {
+				return err
+			}
+			return a.runForeground(ctx, run)
+		}},
+		"submit": {usage: "FILE", flags: runFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			path, wf, err := workflowArg(args)
+			if err != nil {
+				return err
+			}
+			run, err := a.create(ctx, path, wf, priority, labels, "")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, run.RunID)
+			return nil
+		}},
+		"worker": {usage: "", flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&statuses, "statuses", "queued,waiting", "statuses this worker claims (add running under the takeover policy)")
+			fs.DurationVar(&poll, "poll", time.Second, "how often an idle worker looks for runs")
+			fs.DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
+			fs.BoolVar(&once, "once", false, "stop when no run is runnable")
+		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			return a.worker(ctx, strings.Split(statuses, ","), poll, grace, once)
+		}},
+		"status": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			id, err := runIDArg(args)
+			if err != nil {
+				return err
+			}
+			run, err := a.store.GetRun(ctx, id)
+			if err != nil {
+				return storeError(err)
+			}
+			return a.printJSON(run)
+		}},
+		"list": {usage: "", flags: func(fs *flag.FlagSet) {
+			labels = kvFlag{}
+			fs.StringVar(&statuses, "status", "", "statuses, comma-separated")
+			fs.StringVar(&workflowName, "workflow", "", "workflow name")
+			fs.Var(labels, "label", "label key=value (repeatable)")
+			fs.IntVar(&limit, "limit", 20, "page size")
+			fs.StringVar(&cursor, "cursor", "", "next_cursor of the previous page")
+		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			p := spec.ListRunsParams{WorkflowName: workflowName, Labels: labels, Limit: limit, Cursor: cursor}
+			if statuses != "" {
+				p.Statuses = strings.Split(statuses, ",")
+			}
+			page, err := a.store.ListRuns(ctx, p)
+			if err != nil {
+				return storeError(err)
+			}
+			return a.printJSON(struct {
+				Runs       []spec.RunSnapshot `json:"runs"`
+				NextCursor string             `json:"next_cursor,omitempty"`
+			}{page.Runs, page.NextCursor})
+		}},
+		"audit": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			id, err := runIDArg(args)
+			if err != nil {
+				return err
+			}
+			var all []spec.AuditEvent
+			for after := int64(0); ; {
+				page, err := a.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id, AfterSeq: after, Limit: spec.MaxPageLimit})
+				if err != nil {
+					return storeError(err)
+				}
+				all = append(all, page.Events...)
+				if !page.More {
+					break
+				}
+				after = page.Events[len(page.Events)-1].Seq
+			}
+			return a.printJSON(all)
+		}},
+		"cancel": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&reason, "reason", "canceled by an operator", "why, for the audit trail")
+		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			return a.operatorMove(ctx, args, spec.StatusCanceled, nil, reason)
+		}},
+		"signal": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			return a.operatorMove(ctx, args, spec.StatusRunning, []spec.RunStatus{spec.StatusWaiting}, "signalled by an operator")
+		}},
+		"retry": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&queueOnly, "queue", false, "only queue the new run, for a worker")
+		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			return a.retry(ctx, args, queueOnly)
+		}},
+		"recover": {usage: "", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			return a.printJSON(a.recovery)
+		}},
+		"serve": {usage: "", flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			return a.serve(ctx, addr)
+		}},
+		"deadletters": {usage: "", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			list, err := a.dead.List()
+			if err != nil {
+				return exitError{exitFailure, err.Error()}
+			}
+			if list == nil {
+				list = []tracker.DeadLetter{}
+			}
+			return a.printJSON(list)
+		}},
+	}
+}
+
+func workflowArg(args []string) (string, workflow.Workflow, error) {
+	if len(args) != 1 {
+		return "", workflow.Workflow{}, usageError("name one workflow file")
+	}
+	path, err := filepath.Abs(args[0])
+	if err != nil {
+		return "", workflow.Workflow{}, usageError("%v", err)
+	}
+	wf, err := workflow.Load(path)
+	if err != nil {
+		return "", wf, usageError("%v", err)
+	}
+	return path, wf, nil
+}
+
+func runIDArg(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", usageError("name one run id")
+	}
+	return args[0], nil
+}
+
+// create queues a run of the workflow at path.
+func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, priority int, labels map[string]string, retryOf string) (spec.RunSnapshot, error) {
+	l := map[string]string{labelWorkflowFile: path}
+	for k, v := range labels {
+		l[k] = v
+	}
+	run, err := a.tracker.Create(ctx, spec.CreateRunParams{WorkflowName: wf.Name, Priority: priority, Labels: l,
+		Steps: wf.StepSpecs(), RetryOf: retryOf, Reason: "submitted with demo-runner"})
+	if err != nil {
+		return run, storeError(err)
+	}
+	a.log.Info("run created", "run_id", run.RunID, "workflow", wf.Name, "priority", priority)
+	return run, nil
+}
+
+// runForeground claims a run this process just created and executes it.
+func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
+	var token int64
+	if a.leases != nil {
+		cl, err := a.leases.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
+		if err != nil {
+			return storeError(err)
+		}
+		run, token = cl.Run, cl.Lease.Token
+	}
+	final, err := a.execute(ctx, run, token, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s %s\n", final.RunID, final.Status)
+	if final.Status != spec.StatusSuccess {
+		return exitError{code: exitRunFailed}
+	}
+	return nil
+}
+
+// execute runs a claimed run under its lease, renewing it. When ctx ends
+// (a signal), the run may go on for grace; then it is interrupted. A lost
+// lease stops the work at once: another worker owns the run now.
+func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, grace time.Duration) (spec.RunSnapshot, error) {
+	tr := a.tracker.Attach(run, token)
+	wf, err := workflow.Load(run.Labels[labelWorkflowFile])
+	if err != nil {
+		d := &spec.Diagnostic{ErrorCode: "WORKFLOW_UNREADABLE", Message: err.Error()}
+		if run.Status == spec.StatusQueued {
+			tr.Begin(context.WithoutCancel(ctx))
+		}
+		if ferr := tr.Finish(context.WithoutCancel(ctx), spec.StatusFailed, d, ""); ferr != nil {
+			return run, storeError(ferr)
+		}
+		a.release(run.RunID, token)
+		return tr.Snapshot(), nil
+	}
+	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
+	go func() { // the signal, then the grace period
+		select {
+		case <-ctx.Done():
+		case <-work.Done():
+			return
+		}
+		select {
+		case <-time.After(grace):
+			stopWork(errShutdown)
+		case <-work.Done():
+		}
+	}()
+	renewed := make(chan struct{})
+	if token != 0 {
+		go a.renew(work, stopWork, run.RunID, token, renewed)
+	} else {
+		close(renewed)
+	}
+	err = workflow.Execute(work, tr, wf, workflow.Options{Progress: func(f string, args ...any) { a.log.Info(fmt.Sprintf(f, args...)) }})
+	cause := context.Cause(work)
+	stopWork(nil)
+	<-renewed
+	switch {
+	case errors.Is(cause, spec.ErrLeaseLost) || errors.Is(err, spec.ErrLeaseLost):
+		a.log.Warn("the lease on the run was lost: another worker owns it now; stopping without writing", "run_id", run.RunID)
+		return tr.Snapshot(), exitError{exitFailure, "lease lost on run " + run.RunID}
+	case errors.Is(err, tracker.ErrRunEnded):
+		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", err)
+	case errors.Is(cause, errShutdown) || (err != nil && work.Err() != nil):
+		a.log.Warn("stopping before the run finished: interrupting it", "run_id", run.RunID)
+		if ierr := tr.Interrupt(context.Background(), "WORKER_SHUTDOWN: the worker stopped before the run finished"); ierr != nil {
+			a.log.Error("could not interrupt the run", "run_id", run.RunID, "error", ierr)
+		}
+	case err != nil:
+		return tr.Snapshot(), storeError(err)
+	}
+	a.release(run.RunID, token)
+	final, _ := tr.Refresh(context.Background())
+	return final, nil
+}
+
+var errShutdown = errors.New("the process is shutting down")
+
+// renew extends the lease every --renew until work ends; a lost lease ends it.
+func (a *app) renew(work context.Context, stop context.CancelCauseFunc, runID string, token int64, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(a.g.renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-work.Done():
+			return
+		case <-t.C:
+		}
+		_, err := a.leases.RenewLease(work, spec.RenewLeaseParams{RunID: runID, Token: token, TTL: a.g.lease})
+		switch {
+		case err == nil:
+		case errors.Is(err, spec.ErrLeaseLost):
+			stop(err)
+			return
+		case work.Err() == nil:
+			a.log.Warn("lease renewal failed; retrying", "run_id", runID, "error", err)
+		}
+	}
+}
+
+func (a *app) release(runID string, token int64) {
+	if token == 0 || a.leases == nil {
+		return
+	}
+	if err := a.leases.ReleaseLease(context.Background(), spec.ReleaseLeaseParams{RunID: runID, Token: token}); err != nil {
+		a.log.Warn("could not release the lease", "run_id", runID, "error", err)
+	}
+}
+
+// worker claims runnable runs and executes them until ctx ends.
+func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Duration, once bool) error {
+	if a.leases == nil {
+		return exitError{exitFailure, "the store has no leases: a worker needs them to share runs safely"}
+	}
+	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", statuses)
+	for ctx.Err() == nil {
+		cl, err := a.leases.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: spec.RunnableFilter{Statuses: statuses}})
+		switch {
+		case errors.Is(err, spec.ErrNotFound):
+			if once {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(poll):
+			}
+			continue
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return storeError(err)
+		}
+		a.log.Info("claimed run", "run_id", cl.Run.RunID, "token", cl.Lease.Token, "status", cl.Run.Status, "priority", cl.Run.Priority)
+		final, err := a.execute(ctx, cl.Run, cl.Lease.Token, grace)
+		if err != nil {
+			a.log.Error("run stopped", "run_id", cl.Run.RunID, "error", err)
+			continue
+		}
+		a.log.Info("run done", "run_id", final.RunID, "status", final.Status)
+	}
+	a.log.Info("worker stopped")
+	return nil
+}
+
+// operatorMove moves a run to status as an operator, when it is in one of
+// from (any non-terminal status when from is nil).
+func (a *app) operatorMove(ctx context.Context, args []string, to spec.RunStatus, from []spec.RunStatus, reason string) error {
+	id, err := runIDArg(args)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		run, err := a.store.GetRun(ctx, id)
+		if err != nil {
+			return storeError(err)
+		}
+		if from != nil && !containsStatus(from, run.Status) {
+			return usageError("run %s is %s; %s applies to a run that is %v", id, run.Status, to, from)
+		}
+		updated, err := a.store.UpdateRun(ctx, spec.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: string(to),
+			Reason: reason, Actor: spec.Actor{Kind: spec.ActorOperator, ID: a.owner.Worker}})
+		if errors.Is(err, spec.ErrVersionConflict) {
+			continue // it changed meanwhile: look again
+		}
+		if err != nil {
+			return storeError(err)
+		}
+		fmt.Fprintf(a.stdout, "%s %s\n", updated.RunID, updated.Status)
+		return nil
+	}
+	return exitError{exitFailure, "run " + id + " kept changing; try again"}
+}
+
+func containsStatus(list []spec.RunStatus, s spec.RunStatus) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// retry starts a new run of a finished run's workflow, pointing at it.
+func (a *app) retry(ctx context.Context, args []string, queueOnly bool) error {
+	id, err := runIDArg(args)
+	if err != nil {
+		return err
+	}
+	old, err := a.store.GetRun(ctx, id)
+	if err != nil {
+		return storeError(err)
+	}
+	switch {
+	case !old.Status.Terminal():
+		return usageError("run %s is %s: only a finished run can be retried", id, old.Status)
+	case old.Status == spec.StatusSuccess:
+		return usageError("run %s succeeded: there is nothing to retry", id)
+	case old.Diagnostic != nil && !old.Diagnostic.Retryable:
+		return usageError("run %s failed with %s, which its diagnostic marks not retryable", id, old.Diagnostic.ErrorCode)
+	}
+	path := old.Labels[labelWorkflowFile]
+	wf, err := workflow.Load(path)
+	if err != nil {
+		return exitError{exitFailure, fmt.Sprintf("the workflow of run %s: %v", id, err)}
+	}
+	labels := map[string]string{}
+	for k, v := range old.Labels {
+		labels[k] = v
+	}
+	run, err := a.create(ctx, path, wf, old.Priority, labels, old.RunID)
+	if err != nil {
+		return err
+	}
+	a.log.Info("retry created", "run_id", run.RunID, "retry_of", old.RunID, "attempt", run.Attempt)
+	if queueOnly {
+		fmt.Fprintln(a.stdout, run.RunID)
+		return nil
+	}
+	return a.runForeground(ctx, run)
+}

@@ -1,0 +1,312 @@
+// Package workflow is the demo runner's engine: it reads workflow YAML and
+// executes it, reporting every state change through a tracker.Run.
+package workflow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/tracker"
+)
+
+// Workflow is a parsed workflow file.
+type Workflow struct {
+	Name  string `yaml:"name"`
+	Steps []Step `yaml:"steps"`
+}
+
+// Step types.
+const (
+	Shell = "shell" // runs command on each host, in parallel
+	Sleep = "sleep" // waits for duration
+	Fail  = "fail"  // ends the run in status (failed, denied or timeout) with message
+	Wait  = "wait"  // the run waits for a signal, at most timeout; then it ends in timeout
+)
+
+// Step is one step of a workflow.
+type Step struct {
+	Name      string        `yaml:"name"`
+	Type      string        `yaml:"type"`
+	Hosts     []string      `yaml:"hosts"`
+	Command   string        `yaml:"command"`
+	Timeout   time.Duration `yaml:"timeout"`
+	Duration  time.Duration `yaml:"duration"`
+	Message   string        `yaml:"message"`
+	Status    string        `yaml:"status"`
+	Retryable bool          `yaml:"retryable"`
+}
+
+// Load reads and checks a workflow file.
+func Load(path string) (Workflow, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Workflow{}, err
+	}
+	return Parse(b)
+}
+
+// Parse reads and checks workflow YAML.
+func Parse(b []byte) (Workflow, error) {
+	var w Workflow
+	if err := yaml.UnmarshalWithOptions(b, &w, yaml.Strict()); err != nil {
+		return w, fmt.Errorf("workflow: %w", err)
+	}
+	if strings.TrimSpace(w.Name) == "" {
+		return w, errors.New("workflow: name is required")
+	}
+	if len(w.Steps) == 0 {
+		return w, errors.New("workflow: it has no steps")
+	}
+	seen := map[string]bool{}
+	for i := range w.Steps {
+		s := &w.Steps[i]
+		where := fmt.Sprintf("workflow %s, step %d (%s)", w.Name, i+1, s.Name)
+		switch {
+		case strings.TrimSpace(s.Name) == "":
+			return w, fmt.Errorf("workflow %s, step %d: name is required", w.Name, i+1)
+		case seen[s.Name]:
+			return w, fmt.Errorf("%s: the name is used twice", where)
+		case s.Type == Shell && strings.TrimSpace(s.Command) == "":
+			return w, fmt.Errorf("%s: a shell step needs a command", where)
+		case s.Type == Sleep && s.Duration <= 0:
+			return w, fmt.Errorf("%s: a sleep step needs a positive duration", where)
+		case s.Type == Wait && s.Timeout <= 0:
+			return w, fmt.Errorf("%s: a wait step needs a positive timeout", where)
+		case s.Type == Fail && s.Status != "" && !slices.Contains([]string{"failed", "denied", "timeout"}, s.Status):
+			return w, fmt.Errorf("%s: status must be failed, denied or timeout", where)
+		case !slices.Contains([]string{Shell, Sleep, Fail, Wait}, s.Type):
+			return w, fmt.Errorf("%s: unknown type %q (want shell, sleep, fail or wait)", where, s.Type)
+		}
+		seen[s.Name] = true
+		if s.Type == Shell && len(s.Hosts) == 0 {
+			s.Hosts = []string{"localhost"}
+		}
+		if s.Type == Shell && s.Timeout == 0 {
+			s.Timeout = time.Minute
+		}
+	}
+	return w, nil
+}
+
+// StepSpecs declares the workflow's steps and hosts for a new run.
+func (w Workflow) StepSpecs() []spec.StepSpec {
+	out := make([]spec.StepSpec, len(w.Steps))
+	for i, s := range w.Steps {
+		out[i] = spec.StepSpec{Name: s.Name, Hosts: s.Hosts}
+	}
+	return out
+}
+
+// Options adjust Execute.
+type Options struct {
+	// Progress, when set, receives one line per change.
+	Progress func(format string, args ...any)
+	// Poll is how often a waiting run looks for its signal (default 200ms).
+	Poll time.Duration
+}
+
+// Execute runs w as run. It returns nil when the run reached its end
+// (whatever the status), tracker.ErrRunEnded when someone else ended it,
+// spec.ErrLeaseLost when another worker took it over, or ctx's error.
+func Execute(ctx context.Context, run *tracker.Run, w Workflow, opts Options) error {
+	if opts.Progress == nil {
+		opts.Progress = func(string, ...any) {}
+	}
+	if opts.Poll == 0 {
+		opts.Poll = 200 * time.Millisecond
+	}
+	e := &execution{run: run, opts: opts, id: run.Snapshot().RunID}
+	if err := run.Begin(ctx); err != nil {
+		return err
+	}
+	e.say("running workflow %s", w.Name)
+	for _, s := range w.Steps {
+		snap := run.Snapshot()
+		if st, ok := snap.Step(s.Name); ok && st.Status.Terminal() {
+			continue // done by an earlier incarnation (takeover)
+		}
+		ended, err := e.step(ctx, s)
+		if err != nil || ended {
+			return err
+		}
+	}
+	if err := run.Finish(ctx, spec.StatusSuccess, nil, ""); err != nil {
+		return err
+	}
+	e.say("success")
+	return nil
+}
+
+type execution struct {
+	run  *tracker.Run
+	opts Options
+	id   string
+}
+
+func (e *execution) say(format string, args ...any) {
+	e.opts.Progress("%s %s", e.id, fmt.Sprintf(format, args...))
+}
+
+// step executes one step; ended reports that the run reached its end.
+func (e *execution) step(ctx context.Context, s Step) (ended bool, err error) {
+	if err := e.run.StepStarted(ctx, s.Name); err != nil {
+		return false, err
+	}
+	e.say("step %s started", s.Name)
+	switch s.Type {
+	case Sleep:
+		select {
+		case <-time.After(s.Duration):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	case Shell:
+		failedHost, failure, err := e.shell(ctx, s)
+		if err != nil {
+			return false, err
+		}
+		if failedHost != "" {
+			return true, e.fail(ctx, s, spec.StatusFailed, &spec.Diagnostic{ErrorCode: "STEP_FAILED", Message: failure,
+				Retryable: s.Retryable, SourceStep: s.Name, SourceHost: failedHost})
+		}
+	case Fail:
+		status := spec.RunStatus(s.Status)
+		if status == "" {
+			status = spec.StatusFailed
+		}
+		msg := s.Message
+		if msg == "" {
+			msg = "the workflow's fail step ran"
+		}
+		return true, e.fail(ctx, s, status, &spec.Diagnostic{ErrorCode: "FAIL_STEP", Message: msg, Retryable: s.Retryable, SourceStep: s.Name})
+	case Wait:
+		return e.wait(ctx, s)
+	}
+	if err := e.run.StepFinished(ctx, s.Name, spec.StepSuccess); err != nil {
+		return false, err
+	}
+	e.say("step %s success", s.Name)
+	return false, nil
+}
+
+func (e *execution) fail(ctx context.Context, s Step, status spec.RunStatus, d *spec.Diagnostic) error {
+	if err := e.run.StepFinished(ctx, s.Name, spec.StepFailed); err != nil {
+		return err
+	}
+	if err := e.run.Finish(ctx, status, d, ""); err != nil {
+		return err
+	}
+	e.say("step %s failed: %s; run %s", s.Name, d.Message, status)
+	return nil
+}
+
+// shell runs the command on every host in parallel; it returns the first
+// failing host and why.
+func (e *execution) shell(ctx context.Context, s Step) (failedHost, failure string, err error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for _, host := range s.Hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.run.HostStarted(ctx, s.Name, host); err != nil {
+				mu.Lock()
+				firstErr = cmp(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			out, runErr := runCommand(ctx, s, host, e.id)
+			status, errText := spec.StepSuccess, ""
+			if runErr != nil {
+				status, errText = spec.StepFailed, runErr.Error()
+			}
+			err := e.run.HostFinished(ctx, s.Name, host, status, out, errText)
+			mu.Lock()
+			defer mu.Unlock()
+			firstErr = cmp(firstErr, err)
+			if runErr != nil && failedHost == "" {
+				failedHost, failure = host, fmt.Sprintf("host %s: %v", host, runErr)
+			}
+			e.say("step %s host %s %s", s.Name, host, status)
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return failedHost, failure, firstErr
+}
+
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// runCommand runs a shell step on one host (here: locally, with the host's
+// name in RUNSTATE_HOST) and returns its combined output.
+func runCommand(ctx context.Context, s Step, host, runID string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", s.Command)
+	cmd.Env = append(os.Environ(), "RUNSTATE_HOST="+host, "RUNSTATE_RUN_ID="+runID, "RUNSTATE_STEP="+s.Name)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("timed out after %v", s.Timeout)
+	}
+	return out.String(), err
+}
+
+// wait parks the run in waiting until a signal resumes it or the timeout
+// passes, when it resumes itself and ends in timeout.
+func (e *execution) wait(ctx context.Context, s Step) (bool, error) {
+	if err := e.run.Wait(ctx, "waiting in step "+s.Name+" for a signal"); err != nil {
+		return false, err
+	}
+	e.say("step %s waiting for a signal (at most %v): demo-runner signal %s", s.Name, s.Timeout, e.id)
+	deadline := time.Now().Add(s.Timeout)
+	t := time.NewTicker(e.opts.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+		}
+		cur, err := e.run.Refresh(ctx)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case cur.Status.Terminal():
+			return false, fmt.Errorf("%w: it is %s", tracker.ErrRunEnded, cur.Status)
+		case cur.Status == spec.StatusRunning: // signalled
+			if err := e.run.StepFinished(ctx, s.Name, spec.StepSuccess); err != nil {
+				return false, err
+			}
+			e.say("step %s signalled", s.Name)
+			return false, nil
+		case time.Now().After(deadline):
+			if err := e.run.Resume(ctx); err != nil {
+				return false, err
+			}
+			return true, e.fail(ctx, s, spec.StatusTimeout, &spec.Diagnostic{ErrorCode: "WAIT_TIMEOUT",
+				Message: fmt.Sprintf("no signal within %v", s.Timeout), Retryable: true, SourceStep: s.Name})
+		}
+	}
+}
