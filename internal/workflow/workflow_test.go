@@ -1,0 +1,135 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/internal/workflow"
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/tracker"
+)
+
+func TestParseRefusesBadWorkflows(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"steps: [{name: a, type: sleep, duration: 1s}]":                                                "name is required",
+		"name: w\nsteps: []":                                                                           "no steps",
+		"name: w\nsteps: [{name: a, type: bake}]":                                                      "unknown type",
+		"name: w\nsteps: [{name: a, type: shell}]":                                                     "needs a command",
+		"name: w\nsteps: [{name: a, type: sleep}]":                                                     "positive duration",
+		"name: w\nsteps: [{name: a, type: wait}]":                                                      "positive timeout",
+		"name: w\nsteps: [{name: a, type: fail, status: exploded}]":                                    "failed, denied or timeout",
+		"name: w\nsteps: [{name: a, type: sleep, duration: 1s}, {name: a, type: sleep, duration: 1s}]": "used twice",
+		"name: w\nsteps: [{name: a, type: sleep, duration: 1s, colour: red}]":                          "colour",
+	} {
+		if _, err := workflow.Parse([]byte(yaml)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error mentioning %q", yaml, err, want)
+		}
+	}
+}
+
+// execute runs a workflow on a fresh memory store and returns the final run.
+func execute(t *testing.T, yaml string, during func(store spec.RunStateStore, id string)) (spec.RunSnapshot, error) {
+	t.Helper()
+	wf, err := workflow.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.New()
+	tr := tracker.New(store, tracker.Options{})
+	s, err := tr.Create(context.Background(), spec.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		go during(store, s.RunID)
+	}
+	err = workflow.Execute(context.Background(), tr.Attach(s, 0), wf, workflow.Options{Poll: 10 * time.Millisecond})
+	final, _ := store.GetRun(context.Background(), s.RunID)
+	return final, err
+}
+
+func TestShellFailureFailsTheRunWithADiagnostic(t *testing.T) {
+	run, err := execute(t, `
+name: w
+steps:
+  - name: build
+    type: shell
+    hosts: [ok-host, bad-host]
+    command: 'echo "on $RUNSTATE_HOST"; test "$RUNSTATE_HOST" = ok-host || exit 3'
+  - name: deploy
+    type: sleep
+    duration: 1s
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build, _ := run.Step("build")
+	good, _ := build.Host("ok-host")
+	bad, _ := build.Host("bad-host")
+	deploy, _ := run.Step("deploy")
+	if run.Status != spec.StatusFailed || run.Diagnostic == nil || run.Diagnostic.ErrorCode != "STEP_FAILED" ||
+		run.Diagnostic.SourceStep != "build" || run.Diagnostic.SourceHost != "bad-host" {
+		t.Fatalf("run %s, diagnostic %+v", run.Status, run.Diagnostic)
+	}
+	if good.Status != spec.StepSuccess || bad.Status != spec.StepFailed || !strings.Contains(bad.Error, "exit status 3") ||
+		bad.OutputSummary != "on bad-host\n" || build.Status != spec.StepFailed || deploy.Status != spec.StepQueued {
+		t.Fatalf("steps: %+v", run.Steps)
+	}
+}
+
+func TestWaitResumesOnSignalAndTimesOutWithout(t *testing.T) {
+	const wf = `
+name: w
+steps:
+  - name: approval
+    type: wait
+    timeout: %s
+  - name: after
+    type: sleep
+    duration: 10ms
+`
+	signal := func(store spec.RunStateStore, id string) {
+		for {
+			s, _ := store.GetRun(context.Background(), id)
+			if s.Status == spec.StatusWaiting {
+				store.UpdateRun(context.Background(), spec.UpdateRunParams{RunID: id, ExpectedVersion: s.Version, Status: "running",
+					Actor: spec.Actor{Kind: spec.ActorOperator}})
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	run, err := execute(t, strings.Replace(wf, "%s", "1m", 1), signal)
+	if err != nil || run.Status != spec.StatusSuccess {
+		t.Fatalf("signalled wait: %s %v", run.Status, err)
+	}
+	run, err = execute(t, strings.Replace(wf, "%s", "100ms", 1), nil)
+	if err != nil || run.Status != spec.StatusTimeout || run.Diagnostic == nil || run.Diagnostic.ErrorCode != "WAIT_TIMEOUT" || !run.Diagnostic.Retryable {
+		t.Fatalf("unsignalled wait: %s %+v %v", run.Status, run.Diagnostic, err)
+	}
+}
+
+func TestFailStepAndCancellation(t *testing.T) {
+	run, err := execute(t, "name: w\nsteps:\n  - name: policy\n    type: fail\n    status: denied\n    message: not on Fridays\n", nil)
+	if err != nil || run.Status != spec.StatusDenied || run.Diagnostic.Message != "not on Fridays" {
+		t.Fatalf("fail step: %s %+v %v", run.Status, run.Diagnostic, err)
+	}
+	cancel := func(store spec.RunStateStore, id string) {
+		for {
+			s, _ := store.GetRun(context.Background(), id)
+			if st, _ := s.Step("long"); st != nil && st.Status == spec.StepRunning {
+				store.UpdateRun(context.Background(), spec.UpdateRunParams{RunID: id, ExpectedVersion: s.Version, Status: "canceled"})
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	run, err = execute(t, "name: w\nsteps:\n  - name: long\n    type: wait\n    timeout: 1m\n", cancel)
+	if !errors.Is(err, tracker.ErrRunEnded) || run.Status != spec.StatusCanceled {
+		t.Fatalf("a run canceled by an operator: %s %v", run.Status, err)
+	}
+}

@@ -1,0 +1,148 @@
+package tracker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/tracker"
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	events []tracker.Event
+}
+
+func (r *recorder) Notify(ev tracker.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+}
+
+func newRun(t *testing.T, store spec.RunStateStore, notifiers ...tracker.Notifier) (*tracker.Tracker, *tracker.Run) {
+	t.Helper()
+	tr := tracker.New(store, tracker.Options{Notifiers: notifiers})
+	s, err := tr.Create(context.Background(), spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, tr.Attach(s, 0)
+}
+
+func TestWritesSurviveAnOperatorsWriteInBetween(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	_, run := newRun(t, store)
+	if err := run.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := run.Snapshot()
+	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: s.RunID, ExpectedVersion: s.Version, Message: ptr("note from an operator")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.StepStarted(ctx, "build"); err != nil {
+		t.Fatalf("a step write after an operator's write: %v", err)
+	}
+	got, _ := store.GetRun(ctx, s.RunID)
+	st, _ := got.Step("build")
+	if st.Status != spec.StepRunning || got.Message != "note from an operator" || got.Version != s.Version+2 {
+		t.Fatalf("after the re-read: %+v", got)
+	}
+}
+
+func TestARunEndedElsewhereStopsTheEngine(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	_, run := newRun(t, store)
+	run.Begin(ctx)
+	s := run.Snapshot()
+	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: s.RunID, ExpectedVersion: s.Version, Status: "canceled"}); err != nil {
+		t.Fatal(err)
+	}
+	err := run.StepStarted(ctx, "build")
+	if !errors.Is(err, tracker.ErrRunEnded) {
+		t.Fatalf("writing to a canceled run: %v", err)
+	}
+	got, _ := store.GetRun(ctx, s.RunID)
+	if got.Status != spec.StatusCanceled || got.Version != s.Version+1 {
+		t.Fatalf("the canceled run was changed: %+v", got)
+	}
+	evs, _ := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: s.RunID})
+	if n := len(evs.Events); n != 3 {
+		t.Fatalf("%d audit events, want created, running, canceled (no rejected attempt)", n)
+	}
+}
+
+func TestALostLeaseRefusesTheZombiesWrites(t *testing.T) {
+	ctx := context.Background()
+	clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memory.New(memory.WithClock(clock))
+	tr := tracker.New(store, tracker.Options{})
+	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "build"}}})
+	cl, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zombie := tr.Attach(cl.Run, cl.Lease.Token)
+	if err := zombie.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	if _, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "b"}, TTL: time.Minute, Statuses: []string{"running"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.StepStarted(ctx, "build"); !errors.Is(err, spec.ErrLeaseLost) {
+		t.Fatalf("the zombie's write: %v", err)
+	}
+}
+
+func TestHostOutputIsTruncatedAndEveryChangeNotified(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	store := memory.New()
+	_, run := newRun(t, store, rec)
+	run.Begin(ctx)
+	run.StepStarted(ctx, "build")
+	run.HostStarted(ctx, "build", "h1")
+	huge := strings.Repeat("x", 3*spec.MaxHostOutputBytes)
+	if err := run.HostFinished(ctx, "build", "h1", spec.StepFailed, huge, strings.Repeat("e", 5000)); err != nil {
+		t.Fatalf("writing huge output: %v", err)
+	}
+	s := run.Snapshot()
+	st, _ := s.Step("build")
+	h, _ := st.Host("h1")
+	if len(h.OutputSummary) > spec.MaxHostOutputBytes || len(h.Error) > spec.MaxHostErrorLen || h.OutputSummary == "" {
+		t.Fatalf("output %d bytes, error %d bytes", len(h.OutputSummary), len(h.Error))
+	}
+	run.StepFinished(ctx, "build", spec.StepFailed)
+	run.Finish(ctx, spec.StatusFailed, &spec.Diagnostic{ErrorCode: "E", Message: "m"}, "")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	want := []string{"queued", "running", "running/build", "running/build/h1", "running/build/h1", "running/build", "failed"}
+	if len(rec.events) != len(want) {
+		t.Fatalf("%d events, want %d: %+v", len(rec.events), len(want), rec.events)
+	}
+	for i, ev := range rec.events {
+		got := ev.Status
+		if ev.Step != "" {
+			got += "/" + ev.Step
+		}
+		if ev.Host != "" {
+			got += "/" + ev.Host
+		}
+		if got != want[i] || ev.RunID != s.RunID || ev.WorkflowName != "wf" || ev.Version != int64(i+1) || ev.Timestamp.IsZero() {
+			t.Errorf("event %d: %+v, want %s at version %d", i, ev, want[i], i+1)
+		}
+	}
+	if last := rec.events[len(rec.events)-1]; last.Error != "E: m" {
+		t.Errorf("the failure's event carries no error: %+v", last)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
