@@ -277,10 +277,15 @@ func interpretError(err error) error {
 	return spec.Unavailable("badger store failed", err)
 }
 
+// ErrDirectoryInUse is the cause of the spec.ErrUnavailable that Open
+// returns when another process has the directory open.
+var ErrDirectoryInUse = errors.New("the badger directory is in use by another process")
+
 // interpretOpenError explains why a directory could not be opened.
 func interpretOpenError(dir string, err error) error {
 	if errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "Cannot acquire directory lock") {
-		return spec.Unavailable(fmt.Sprintf("badger directory %s is in use by another process; one process at a time may open it", dir), err)
+		return spec.Unavailable(fmt.Sprintf("badger directory %s is in use by another process; one process at a time may open it", dir),
+			fmt.Errorf("%w: %v", ErrDirectoryInUse, err))
 	}
 	return spec.Unavailable(fmt.Sprintf("cannot open badger directory %s", dir), err)
 }

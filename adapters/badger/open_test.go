@@ -35,7 +35,7 @@ func TestSecondProcessGetsClearError(t *testing.T) {
 		}
 	}()
 	_, err = openForCrash(context.Background(), dir)
-	if !errors.Is(err, spec.ErrUnavailable) || !strings.Contains(err.Error(), "in use by another process") {
+	if !errors.Is(err, spec.ErrUnavailable) || !errors.Is(err, badger.ErrDirectoryInUse) {
 		t.Fatalf("opening a directory another process holds: %v", err)
 	}
 	t.Logf("second process sees: %v", err)

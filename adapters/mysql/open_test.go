@@ -57,16 +57,12 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 		{"unknown user", "nobody_at_all:x@tcp(127.0.0.1:3306)/" + db, spec.ErrPermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
 			_, err := mysql.Open(ctx, mysql.Options{DSN: tc.dsn, Logger: quiet})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Open: %v (code %q), want %s", err, spec.CodeOf(err), tc.want.Code)
 			}
 			if strings.Contains(err.Error(), "not-the-password") {
 				t.Errorf("the error shows the password: %v", err)
-			}
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("took %v to fail", d)
 			}
 			t.Logf("%s: %v", tc.name, err)
 		})

@@ -172,7 +172,7 @@ func start(ctx context.Context, g globals, stdout, stderr io.Writer) (*app, erro
 	}
 	st, err := openStore(ctx, g.store, g.pluginConfig, log)
 	if err != nil {
-		return nil, storeError(err)
+		return nil, err
 	}
 	a.store, a.closers = st, append(a.closers, st.close)
 	a.leases, _ = st.RunStateStore.(spec.LeaseStore)
@@ -213,7 +213,7 @@ func storeError(err error) error {
 	switch {
 	case errors.As(err, &e):
 		return err
-	case spec.CodeOf(err) == spec.CodeInvalidArgument:
+	case spec.CodeOf(err) == spec.CodeInvalidArgument, spec.CodeOf(err) == spec.CodeInvalidTransition:
 		return exitError{exitUsage, err.Error()}
 	}
 	return exitError{exitFailure, err.Error()}

@@ -49,9 +49,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	a, err := start(ctx, g, stdout, stderr)
 	if err != nil {
-		return err
+		if forwardable[name] && heldElsewhere(err) {
+			return forward(ctx, g, name, fs.Args(), stdout)
+		}
+		return storeError(err)
 	}
 	defer a.close()
+	if name == "run" || name == "worker" || name == "serve" || name == "retry" {
+		a.serveSocket(ctx)
+	}
 	return cmd.fn(ctx, a, fs, fs.Args())
 }
 
@@ -59,11 +65,18 @@ func commands() map[string]command {
 	var priority int
 	var labels kvFlag
 	var queueOnly bool
-	var statuses, workflowName, cursor, reason string
-	var limit int
+	var statuses, reason string
 	var poll, grace time.Duration
 	var once bool
 	var addr string
+	listFlags = func(fs *flag.FlagSet) {
+		listLabels = kvFlag{}
+		fs.StringVar(&listStatuses, "status", "", "statuses, comma-separated")
+		fs.StringVar(&listWorkflow, "workflow", "", "workflow name")
+		fs.Var(listLabels, "label", "label key=value (repeatable)")
+		fs.IntVar(&listLimit, "limit", 20, "page size")
+		fs.StringVar(&listCursor, "cursor", "", "next_cursor of the previous page")
+	}
 	runFlags := func(fs *flag.FlagSet) {
 		labels = kvFlag{}
 		fs.IntVar(&priority, "priority", 0, "priority: larger runs first")
@@ -112,53 +125,31 @@ func commands() map[string]command {
 			}
 			return a.printJSON(run)
 		}},
-		"list": {usage: "", flags: func(fs *flag.FlagSet) {
-			labels = kvFlag{}
-			fs.StringVar(&statuses, "status", "", "statuses, comma-separated")
-			fs.StringVar(&workflowName, "workflow", "", "workflow name")
-			fs.Var(labels, "label", "label key=value (repeatable)")
-			fs.IntVar(&limit, "limit", 20, "page size")
-			fs.StringVar(&cursor, "cursor", "", "next_cursor of the previous page")
-		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			p := spec.ListRunsParams{WorkflowName: workflowName, Labels: labels, Limit: limit, Cursor: cursor}
-			if statuses != "" {
-				p.Statuses = strings.Split(statuses, ",")
-			}
-			page, err := a.store.ListRuns(ctx, p)
+		"list": {usage: "", flags: listFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			page, err := a.store.ListRuns(ctx, listParams())
 			if err != nil {
 				return storeError(err)
 			}
-			return a.printJSON(struct {
-				Runs       []spec.RunSnapshot `json:"runs"`
-				NextCursor string             `json:"next_cursor,omitempty"`
-			}{page.Runs, page.NextCursor})
+			return a.printJSON(runList{page.Runs, page.NextCursor})
 		}},
 		"audit": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			id, err := runIDArg(args)
 			if err != nil {
 				return err
 			}
-			var all []spec.AuditEvent
-			for after := int64(0); ; {
-				page, err := a.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id, AfterSeq: after, Limit: spec.MaxPageLimit})
-				if err != nil {
-					return storeError(err)
-				}
-				all = append(all, page.Events...)
-				if !page.More {
-					break
-				}
-				after = page.Events[len(page.Events)-1].Seq
+			events, err := a.auditTrail(ctx, id)
+			if err != nil {
+				return storeError(err)
 			}
-			return a.printJSON(all)
+			return a.printJSON(events)
 		}},
 		"cancel": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&reason, "reason", "canceled by an operator", "why, for the audit trail")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.operatorMove(ctx, args, spec.StatusCanceled, nil, reason)
+			return a.printMove(a.operatorMoveArgs(ctx, args, spec.StatusCanceled, nil, reason))
 		}},
 		"signal": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.operatorMove(ctx, args, spec.StatusRunning, []spec.RunStatus{spec.StatusWaiting}, "signalled by an operator")
+			return a.printMove(a.operatorMoveArgs(ctx, args, spec.StatusRunning, []spec.RunStatus{spec.StatusWaiting}, "signalled by an operator"))
 		}},
 		"retry": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&queueOnly, "queue", false, "only queue the new run, for a worker")
@@ -373,33 +364,74 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	return nil
 }
 
-// operatorMove moves a run to status as an operator, when it is in one of
-// from (any non-terminal status when from is nil).
-func (a *app) operatorMove(ctx context.Context, args []string, to spec.RunStatus, from []spec.RunStatus, reason string) error {
+// The list command's flags, shared with its forwarding through the API.
+var (
+	listFlags                              func(fs *flag.FlagSet)
+	listStatuses, listWorkflow, listCursor string
+	listLabels                             kvFlag
+	listLimit                              int
+)
+
+func listParams() spec.ListRunsParams {
+	p := spec.ListRunsParams{WorkflowName: listWorkflow, Labels: listLabels, Limit: listLimit, Cursor: listCursor}
+	if listStatuses != "" {
+		p.Statuses = strings.Split(listStatuses, ",")
+	}
+	return p
+}
+
+// auditTrail reads a run's whole audit trail.
+func (a *app) auditTrail(ctx context.Context, id string) ([]spec.AuditEvent, error) {
+	all := []spec.AuditEvent{}
+	for after := int64(0); ; {
+		page, err := a.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id, AfterSeq: after, Limit: spec.MaxPageLimit})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Events...)
+		if !page.More {
+			return all, nil
+		}
+		after = page.Events[len(page.Events)-1].Seq
+	}
+}
+
+func (a *app) operatorMoveArgs(ctx context.Context, args []string, to spec.RunStatus, from []spec.RunStatus, reason string) (spec.RunSnapshot, error) {
 	id, err := runIDArg(args)
 	if err != nil {
-		return err
+		return spec.RunSnapshot{}, err
 	}
+	return a.operatorMove(ctx, id, to, from, reason)
+}
+
+func (a *app) printMove(run spec.RunSnapshot, err error) error {
+	if err != nil {
+		return storeError(err)
+	}
+	fmt.Fprintf(a.stdout, "%s %s\n", run.RunID, run.Status)
+	return nil
+}
+
+// operatorMove moves a run to status as an operator, when it is in one of
+// from (any non-terminal status when from is nil).
+func (a *app) operatorMove(ctx context.Context, id string, to spec.RunStatus, from []spec.RunStatus, reason string) (spec.RunSnapshot, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		run, err := a.store.GetRun(ctx, id)
 		if err != nil {
-			return storeError(err)
+			return run, err
 		}
 		if from != nil && !containsStatus(from, run.Status) {
-			return usageError("run %s is %s; %s applies to a run that is %v", id, run.Status, to, from)
+			return run, &spec.Error{Code: spec.CodeInvalidTransition, RunID: id, From: string(run.Status), To: string(to),
+				Message: fmt.Sprintf("run %s is %s; only a run that is %v can be moved to %s this way", id, run.Status, from, to)}
 		}
 		updated, err := a.store.UpdateRun(ctx, spec.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: string(to),
 			Reason: reason, Actor: spec.Actor{Kind: spec.ActorOperator, ID: a.owner.Worker}})
 		if errors.Is(err, spec.ErrVersionConflict) {
 			continue // it changed meanwhile: look again
 		}
-		if err != nil {
-			return storeError(err)
-		}
-		fmt.Fprintf(a.stdout, "%s %s\n", updated.RunID, updated.Status)
-		return nil
+		return updated, err
 	}
-	return exitError{exitFailure, "run " + id + " kept changing; try again"}
+	return spec.RunSnapshot{}, spec.Unavailable("run "+id+" kept changing; try again", nil)
 }
 
 func containsStatus(list []spec.RunStatus, s spec.RunStatus) bool {

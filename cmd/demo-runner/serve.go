@@ -23,8 +23,8 @@ var httpStatus = map[spec.Code]int{
 	spec.CodePermissionDenied: http.StatusForbidden,
 }
 
-// serve answers the same queries as the CLI over HTTP until ctx ends.
-func (a *app) serve(ctx context.Context, addr string) error {
+// handler is the HTTP API: the CLI's queries and operator actions.
+func (a *app) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		_, err := a.store.GetRun(r.Context(), "healthz-probe")
@@ -40,6 +40,13 @@ func (a *app) serve(ctx context.Context, addr string) error {
 		if s := q.Get("status"); s != "" {
 			p.Statuses = strings.Split(s, ",")
 		}
+		for _, l := range q["label"] {
+			k, v, _ := strings.Cut(l, "=")
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[k] = v
+		}
 		if l := q.Get("limit"); l != "" {
 			n, err := strconv.Atoi(l)
 			if err != nil {
@@ -49,24 +56,50 @@ func (a *app) serve(ctx context.Context, addr string) error {
 			p.Limit = n
 		}
 		page, err := a.store.ListRuns(r.Context(), p)
-		a.reply(w, map[string]any{"runs": page.Runs, "next_cursor": page.NextCursor}, err)
+		a.reply(w, runList{page.Runs, page.NextCursor}, err)
 	})
 	mux.HandleFunc("GET /runs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		run, err := a.store.GetRun(r.Context(), r.PathValue("id"))
 		a.reply(w, run, err)
 	})
 	mux.HandleFunc("GET /runs/{id}/audit", func(w http.ResponseWriter, r *http.Request) {
-		page, err := a.store.ListAuditEvents(r.Context(), spec.ListAuditParams{RunID: r.PathValue("id"), Limit: spec.MaxPageLimit})
-		a.reply(w, map[string]any{"events": page.Events, "more": page.More}, err)
+		events, err := a.auditTrail(r.Context(), r.PathValue("id"))
+		a.reply(w, events, err)
+	})
+	mux.HandleFunc("POST /runs/{id}/signal", func(w http.ResponseWriter, r *http.Request) {
+		run, err := a.operatorMove(r.Context(), r.PathValue("id"), spec.StatusRunning, []spec.RunStatus{spec.StatusWaiting}, "signalled by an operator")
+		a.reply(w, run, err)
+	})
+	mux.HandleFunc("POST /runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		reason := r.URL.Query().Get("reason")
+		if reason == "" {
+			reason = "canceled by an operator"
+		}
+		run, err := a.operatorMove(r.Context(), r.PathValue("id"), spec.StatusCanceled, nil, reason)
+		a.reply(w, run, err)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
 
+// runList is a page of runs as the CLI and the API print it.
+type runList struct {
+	Runs       []spec.RunSnapshot `json:"runs"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+}
+
+// serve answers the API on addr until ctx ends.
+func (a *app) serve(ctx context.Context, addr string) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return exitError{exitFailure, err.Error()}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	a.log.Info("serving", "addr", lis.Addr().String())
+	return a.serveOn(ctx, lis)
+}
+
+func (a *app) serveOn(ctx context.Context, lis net.Listener) error {
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -263,6 +264,12 @@ func runCommand(ctx context.Context, s Step, host, runID string) (string, error)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", s.Command)
 	cmd.Env = append(os.Environ(), "RUNSTATE_HOST="+host, "RUNSTATE_RUN_ID="+runID, "RUNSTATE_STEP="+s.Name)
+	// The command runs in its own process group, and a timeout or a
+	// cancellation kills the whole group: killing only the shell would leave
+	// its children running, holding the output pipe open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

@@ -3,7 +3,12 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,4 +137,39 @@ func TestFailStepAndCancellation(t *testing.T) {
 	if !errors.Is(err, tracker.ErrRunEnded) || run.Status != spec.StatusCanceled {
 		t.Fatalf("a run canceled by an operator: %s %v", run.Status, err)
 	}
+}
+
+// A timed-out shell step kills the command's whole process group: no child
+// of the shell outlives the step.
+func TestShellTimeoutKillsTheWholeCommand(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	run, err := execute(t, "name: w\nsteps:\n  - name: slow\n    type: shell\n    command: 'sleep 30 & echo $! > "+pidFile+"; wait; echo done'\n    timeout: 200ms\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, _ := run.Step("slow")
+	if run.Status != spec.StatusFailed || !strings.Contains(slow.Hosts[0].Error, "timed out after 200ms") || strings.Contains(slow.Hosts[0].OutputSummary, "done") {
+		t.Fatalf("run %s, host %+v", run.Status, slow.Hosts[0])
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the shell's child %d is still alive after the step timed out", pid)
+	}
+}
+
+// alive reports whether pid runs: a zombie (killed, not yet reaped by
+// whoever adopted it) does not count.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
