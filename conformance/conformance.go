@@ -227,9 +227,3 @@ func (c *C) harnessFatal(format string, args ...any) {
 	c.broke(fmt.Sprintf(format, args...))
 	runtime.Goexit()
 }
-
-func (c *C) failed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.failures) > 0 || c.harnessErr != ""
-}

@@ -279,7 +279,7 @@ func validateDiagnostic(d *Diagnostic) error {
 	return nil
 }
 
-// diagnosticComplete reports what a Diagnostic lacks to be usable by an
+// diagnosticMissing reports what a Diagnostic lacks to be usable by an
 // orchestrator (seed 001: error_code, message, retryable); "" when complete.
 func diagnosticMissing(d *Diagnostic) string {
 	switch {

@@ -55,7 +55,7 @@ var forwardable = map[string]bool{"status": true, "list": true, "audit": true, "
 func heldElsewhere(err error) bool { return errors.Is(err, badger.ErrDirectoryInUse) }
 
 // forward runs a short command through the API of the process holding the store.
-func forward(ctx context.Context, g globals, name string, args []string, stdout io.Writer) error {
+func forward(ctx context.Context, g globals, name string, args []string, list listOptions, stdout io.Writer) error {
 	sock := socketPath(g.dataDir)
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
@@ -64,12 +64,12 @@ func forward(ctx context.Context, g globals, name string, args []string, stdout 
 	switch name {
 	case "list":
 		q := url.Values{}
-		for k, v := range map[string]string{"status": listStatuses, "workflow": listWorkflow, "cursor": listCursor, "limit": fmt.Sprint(listLimit)} {
+		for k, v := range map[string]string{"status": list.statuses, "workflow": list.workflow, "cursor": list.cursor, "limit": fmt.Sprint(list.limit)} {
 			if v != "" {
 				q.Set(k, v)
 			}
 		}
-		for k, v := range listLabels {
+		for k, v := range list.labels {
 			q.Add("label", k+"="+v)
 		}
 		path = "/runs?" + q.Encode()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
@@ -242,7 +243,7 @@ func newMetrics() *metrics {
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runstate_run_status_changes_total",
 			Help: "Run state changes this process wrote, by resulting status."}, []string{"status"}),
 	}
-	m.reg.MustRegister(m.recovered, m.recoveryTime, m.transitions, prometheus.NewGoCollector())
+	m.reg.MustRegister(m.recovered, m.recoveryTime, m.transitions, collectors.NewGoCollector())
 	return m
 }
 

@@ -31,7 +31,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	name, rest := rest[0], rest[1:]
-	cmd, ok := commands()[name]
+	o := &options{}
+	cmd, ok := commands(o)[name]
 	if !ok {
 		return usageError("unknown command %q (demo-runner --help lists them)", name)
 	}
@@ -50,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a, err := start(ctx, g, stdout, stderr)
 	if err != nil {
 		if forwardable[name] && heldElsewhere(err) {
-			return forward(ctx, g, name, fs.Args(), stdout)
+			return forward(ctx, g, name, fs.Args(), o.list, stdout)
 		}
 		return storeError(err)
 	}
@@ -61,26 +62,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cmd.fn(ctx, a, fs, fs.Args())
 }
 
-func commands() map[string]command {
-	var priority int
-	var labels kvFlag
-	var queueOnly bool
-	var statuses, reason string
-	var poll, grace time.Duration
-	var once bool
-	var addr string
-	listFlags = func(fs *flag.FlagSet) {
-		listLabels = kvFlag{}
-		fs.StringVar(&listStatuses, "status", "", "statuses, comma-separated")
-		fs.StringVar(&listWorkflow, "workflow", "", "workflow name")
-		fs.Var(listLabels, "label", "label key=value (repeatable)")
-		fs.IntVar(&listLimit, "limit", 20, "page size")
-		fs.StringVar(&listCursor, "cursor", "", "next_cursor of the previous page")
+// options are the subcommands' flags; one invocation parses one command's.
+type options struct {
+	priority    int
+	labels      kvFlag
+	queueOnly   bool
+	once        bool
+	statuses    string
+	reason      string
+	addr        string
+	poll, grace time.Duration
+	list        listOptions
+}
+
+// listOptions are the list command's filters, also sent through the API.
+type listOptions struct {
+	statuses, workflow, cursor string
+	labels                     kvFlag
+	limit                      int
+}
+
+func (l listOptions) params() spec.ListRunsParams {
+	p := spec.ListRunsParams{WorkflowName: l.workflow, Labels: l.labels, Limit: l.limit, Cursor: l.cursor}
+	if l.statuses != "" {
+		p.Statuses = strings.Split(l.statuses, ",")
+	}
+	return p
+}
+
+func commands(o *options) map[string]command {
+	listFlags := func(fs *flag.FlagSet) {
+		o.list.labels = kvFlag{}
+		fs.StringVar(&o.list.statuses, "status", "", "statuses, comma-separated")
+		fs.StringVar(&o.list.workflow, "workflow", "", "workflow name")
+		fs.Var(o.list.labels, "label", "label key=value (repeatable)")
+		fs.IntVar(&o.list.limit, "limit", 20, "page size")
+		fs.StringVar(&o.list.cursor, "cursor", "", "next_cursor of the previous page")
 	}
 	runFlags := func(fs *flag.FlagSet) {
-		labels = kvFlag{}
-		fs.IntVar(&priority, "priority", 0, "priority: larger runs first")
-		fs.Var(labels, "label", "label key=value (repeatable)")
+		o.labels = kvFlag{}
+		fs.IntVar(&o.priority, "priority", 0, "priority: larger runs first")
+		fs.Var(o.labels, "label", "label key=value (repeatable)")
 	}
 	return map[string]command{
 		"run": {usage: "FILE", flags: runFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
@@ -88,7 +110,7 @@ func commands() map[string]command {
 			if err != nil {
 				return err
 			}
-			run, err := a.create(ctx, path, wf, priority, labels, "")
+			run, err := a.create(ctx, path, wf, o.priority, o.labels, "")
 			if err != nil {
 				return err
 			}
@@ -99,7 +121,7 @@ func commands() map[string]command {
 			if err != nil {
 				return err
 			}
-			run, err := a.create(ctx, path, wf, priority, labels, "")
+			run, err := a.create(ctx, path, wf, o.priority, o.labels, "")
 			if err != nil {
 				return err
 			}
@@ -107,12 +129,12 @@ func commands() map[string]command {
 			return nil
 		}},
 		"worker": {usage: "", flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&statuses, "statuses", "queued,waiting", "statuses this worker claims (add running under the takeover policy)")
-			fs.DurationVar(&poll, "poll", time.Second, "how often an idle worker looks for runs")
-			fs.DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
-			fs.BoolVar(&once, "once", false, "stop when no run is runnable")
+			fs.StringVar(&o.statuses, "statuses", "queued,waiting", "statuses this worker claims (add running under the takeover policy)")
+			fs.DurationVar(&o.poll, "poll", time.Second, "how often an idle worker looks for runs")
+			fs.DurationVar(&o.grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
+			fs.BoolVar(&o.once, "once", false, "stop when no run is runnable")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.worker(ctx, strings.Split(statuses, ","), poll, grace, once)
+			return a.worker(ctx, strings.Split(o.statuses, ","), o.poll, o.grace, o.once)
 		}},
 		"status": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			id, err := runIDArg(args)
@@ -126,7 +148,7 @@ func commands() map[string]command {
 			return a.printJSON(run)
 		}},
 		"list": {usage: "", flags: listFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			page, err := a.store.ListRuns(ctx, listParams())
+			page, err := a.store.ListRuns(ctx, o.list.params())
 			if err != nil {
 				return storeError(err)
 			}
@@ -144,25 +166,25 @@ func commands() map[string]command {
 			return a.printJSON(events)
 		}},
 		"cancel": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&reason, "reason", "canceled by an operator", "why, for the audit trail")
+			fs.StringVar(&o.reason, "reason", "canceled by an operator", "why, for the audit trail")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.printMove(a.operatorMoveArgs(ctx, args, spec.StatusCanceled, nil, reason))
+			return a.printMove(a.operatorMoveArgs(ctx, args, spec.StatusCanceled, nil, o.reason))
 		}},
 		"signal": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			return a.printMove(a.operatorMoveArgs(ctx, args, spec.StatusRunning, []spec.RunStatus{spec.StatusWaiting}, "signalled by an operator"))
 		}},
 		"retry": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&queueOnly, "queue", false, "only queue the new run, for a worker")
+			fs.BoolVar(&o.queueOnly, "queue", false, "only queue the new run, for a worker")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.retry(ctx, args, queueOnly)
+			return a.retry(ctx, args, o.queueOnly)
 		}},
 		"recover": {usage: "", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			return a.printJSON(a.recovery)
 		}},
 		"serve": {usage: "", flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.serve(ctx, addr)
+			return a.serve(ctx, o.addr)
 		}},
 		"deadletters": {usage: "", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			list, err := a.dead.List()
@@ -362,22 +384,6 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	}
 	a.log.Info("worker stopped")
 	return nil
-}
-
-// The list command's flags, shared with its forwarding through the API.
-var (
-	listFlags                              func(fs *flag.FlagSet)
-	listStatuses, listWorkflow, listCursor string
-	listLabels                             kvFlag
-	listLimit                              int
-)
-
-func listParams() spec.ListRunsParams {
-	p := spec.ListRunsParams{WorkflowName: listWorkflow, Labels: listLabels, Limit: listLimit, Cursor: listCursor}
-	if listStatuses != "" {
-		p.Statuses = strings.Split(listStatuses, ",")
-	}
-	return p
 }
 
 // auditTrail reads a run's whole audit trail.

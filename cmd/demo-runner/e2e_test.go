@@ -386,7 +386,12 @@ func TestSignalAndStatusReachARunInAnotherProcess(t *testing.T) {
 	if s := runStatus(t, global, id); s.Status != spec.StatusWaiting {
 		t.Fatalf("status while waiting: %s", s.Status)
 	}
-	out, errOut, code := demo(t, append(global, "signal", id)...)
+	out, errOut, code := demo(t, append(global, "list", "--status", "waiting", "--workflow", "approval")...)
+	var page runList
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Runs) != 1 || page.Runs[0].RunID != id {
+		t.Fatalf("list through the API: exit %d %s\n%s", code, out, errOut)
+	}
+	out, errOut, code = demo(t, append(global, "signal", id)...)
 	if code != 0 || strings.TrimSpace(out) != id+" running" {
 		t.Fatalf("signal: exit %d %q\n%s", code, out, errOut)
 	}
