@@ -9,6 +9,7 @@ import (
 
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/internal/benchutil"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/spec"
 )
@@ -89,6 +90,33 @@ func BenchmarkPluginOverhead(b *testing.B) {
 					run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(st)})
 					return err
 				})
+			})
+		}
+	}
+}
+
+// BenchmarkPluginThroughput: calls per second from 8 concurrent callers,
+// in-process and through the plugin process.
+func BenchmarkPluginThroughput(b *testing.B) {
+	ctx := context.Background()
+	for _, kind := range []string{"memory", "badger"} {
+		stores := benchStores(b, kind)
+		for _, where := range []string{"in-process", "plugin"} {
+			s := stores[where]
+			run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(kind+"/GetRun/"+where, func(b *testing.B) {
+				benchutil.Concurrently(b, 8, func(_ int, next func() bool) {
+					for next() {
+						if _, err := s.GetRun(ctx, run.RunID); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 			})
 		}
 	}
