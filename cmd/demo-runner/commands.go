@@ -241,6 +241,12 @@ func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
 	var token int64
 	if a.leases != nil {
 		cl, err := a.leases.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
+		if errors.Is(err, spec.ErrLeaseHeld) {
+			// On a shared store a worker claimed the new run first: it runs there.
+			a.log.Info("a worker took the run before this process could; it runs there", "run_id", run.RunID)
+			fmt.Fprintf(a.stdout, "%s %s\n", run.RunID, spec.StatusQueued)
+			return nil
+		}
 		if err != nil {
 			return storeError(err)
 		}
