@@ -5,28 +5,6 @@
 // 2 usage error, 3 the harness broke.
 package main
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-)
+import "github.com/runstate/runstate/internal/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	var exit exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		if exit.msg != "" {
-			fmt.Fprintln(os.Stderr, "conformance-runner:", exit.msg)
-		}
-		os.Exit(exit.code)
-	default:
-		fmt.Fprintln(os.Stderr, "conformance-runner:", err)
-		os.Exit(exitHarness)
-	}
-}
+func main() { cli.Main("conformance-runner", run, exitHarness) }

@@ -19,6 +19,7 @@ import (
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
@@ -31,17 +32,10 @@ const (
 	exitHarness = 3 // the harness broke: the store could not be started or a check could not run
 )
 
-// exitError carries an exit code out of run.
-type exitError struct {
-	code int
-	msg  string
-}
+// exitError carries an exit code out of run (see cli.ExitError).
+type exitError = cli.ExitError
 
-func (e exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
-
-func usageError(format string, args ...any) error {
-	return exitError{exitUsage, fmt.Sprintf(format, args...)}
-}
+func usageError(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
 type listFlag []string
 
@@ -56,17 +50,7 @@ func (l *listFlag) Set(v string) error {
 }
 
 // configFlag collects repeated key=value settings.
-type configFlag map[string]string
-
-func (c configFlag) String() string { return fmt.Sprint(map[string]string(c)) }
-func (c configFlag) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || strings.TrimSpace(k) == "" {
-		return fmt.Errorf("%q is not key=value", v)
-	}
-	c[strings.TrimSpace(k)] = val
-	return nil
-}
+type configFlag = cli.KVFlag
 
 const usageText = `conformance-runner certifies a runstate store against docs/spec.md.
 
@@ -115,9 +99,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return o, exitError{code: exitPass}
+			return o, exitError{Code: exitPass}
 		}
-		return o, exitError{code: exitUsage}
+		return o, exitError{Code: exitUsage}
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -165,13 +149,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rep.Counts[r.Outcome]++
 	}
 	if err := writeReports(stdout, o, rep); err != nil {
-		return exitError{exitHarness, err.Error()}
+		return exitError{Code: exitHarness, Msg: err.Error()}
 	}
 	switch {
 	case rep.Counts[conformance.Error] > 0:
-		return exitError{code: exitHarness}
+		return exitError{Code: exitHarness}
 	case rep.Counts[conformance.Fail] > 0:
-		return exitError{code: exitFail}
+		return exitError{Code: exitFail}
 	}
 	return nil
 }
@@ -238,7 +222,7 @@ func (o options) target(ctx context.Context) (conformance.Target, error) {
 		}
 		srv, err := testserver.FromDSN(dsn)
 		if err != nil {
-			return conformance.Target{}, exitError{exitHarness, fmt.Sprintf("mysql server: %v", err)}
+			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
 		}
 		return mysqltest.Target(srv, !o.realClock), nil
 	}
@@ -254,7 +238,7 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 	config := templated(o.config)
 	name, version, leases, err := plugintest.Describe(ctx, o.pluginPath, config)
 	if err != nil {
-		return conformance.Target{}, exitError{exitHarness, fmt.Sprintf("the plugin did not start: %v", err)}
+		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}
 	}
 	return plugintest.ProcessTarget(name, version, o.pluginPath, conformance.Capabilities{Leases: leases}, config), nil
 }

@@ -21,7 +21,7 @@ import (
 func exitCode(err error) int {
 	var e exitError
 	if errors.As(err, &e) {
-		return e.code
+		return e.Code
 	}
 	if err != nil {
 		return exitHarness
@@ -44,8 +44,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cli runs the command and returns stdout, stderr and the exit code.
-func cli(t *testing.T, args ...string) (string, string, int) {
+// runCLI runs the command and returns stdout, stderr and the exit code.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := exitCode(run(context.Background(), args, &out, &errOut))
@@ -73,13 +73,13 @@ func TestMemoryPluginPassesAndReportsAgree(t *testing.T) {
 	junitPath, mdPath := filepath.Join(dir, "report.xml"), filepath.Join(dir, "report.md")
 	path := bin(t, memoryPkg)
 
-	text, _, code := cli(t, "--plugin", path, "--run", "FSM,CAS,LEASE-001,CAP")
+	text, _, code := runCLI(t, "--plugin", path, "--run", "FSM,CAS,LEASE-001,CAP")
 	if code != exitPass {
 		t.Fatalf("exit %d\n%s", code, text)
 	}
 	human := summary(t, text)
 
-	out, stderr, code := cli(t, "--plugin", path, "--run", "FSM,CAS,LEASE-001,CAP", "--format", "json", "--junit", junitPath, "--markdown", mdPath,
+	out, stderr, code := runCLI(t, "--plugin", path, "--run", "FSM,CAS,LEASE-001,CAP", "--format", "json", "--junit", junitPath, "--markdown", mdPath,
 		"--config", "token=not-for-reports")
 	if code != exitPass {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -129,7 +129,7 @@ func TestMemoryPluginPassesAndReportsAgree(t *testing.T) {
 
 func TestBrokenPluginFailsNamingRules(t *testing.T) {
 	t.Setenv("RUNSTATE_TESTPLUGIN", "broken")
-	out, _, code := cli(t, "--plugin", bin(t, testPkg), "--run", "CAS,FSM-001")
+	out, _, code := runCLI(t, "--plugin", bin(t, testPkg), "--run", "CAS,FSM-001")
 	if code != exitFail {
 		t.Fatalf("exit %d, want %d\n%s", code, exitFail, out)
 	}
@@ -152,32 +152,32 @@ func TestUsageErrors(t *testing.T) {
 		{"--adapter", "memory", "--plugin", "x"}, {"--plugin", "/no/such/plugin"}, {"--config", "novalue"},
 		{"--adapter", "mysql"}, {"--adapter", "badger", "--config", "dsn=x"},
 	} {
-		if _, _, code := cli(t, args...); code != exitUsage {
+		if _, _, code := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
 	}
-	if _, stderr, code := cli(t, "--help"); code != exitPass || !strings.Contains(stderr, "Exit codes") {
+	if _, stderr, code := runCLI(t, "--help"); code != exitPass || !strings.Contains(stderr, "Exit codes") {
 		t.Errorf("--help: exit %d\n%s", code, stderr)
 	}
 }
 
 func TestPluginCrashingAtStartIsAHarnessError(t *testing.T) {
 	t.Setenv("RUNSTATE_TESTPLUGIN", "crash")
-	_, _, code := cli(t, "--plugin", bin(t, testPkg))
+	_, _, code := runCLI(t, "--plugin", bin(t, testPkg))
 	if code != exitHarness {
 		t.Fatalf("exit %d, want %d", code, exitHarness)
 	}
 }
 
 func TestListRules(t *testing.T) {
-	out, _, code := cli(t, "--list-rules")
+	out, _, code := runCLI(t, "--list-rules")
 	if code != exitPass || strings.Count(out, "\n") != len(conformance.Rules()) {
 		t.Errorf("exit %d, %d lines for %d rules", code, strings.Count(out, "\n"), len(conformance.Rules()))
 	}
 }
 
 func TestBuiltInAdapters(t *testing.T) {
-	out, _, code := cli(t, "--adapter", "badger", "--run", "CAS,CAP")
+	out, _, code := runCLI(t, "--adapter", "badger", "--run", "CAS,CAP")
 	if code != exitPass || summary(t, out)[0] != 6 {
 		t.Errorf("badger: exit %d\n%s", code, out)
 	}
@@ -195,7 +195,7 @@ func TestExampleStorePasses(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the example: %v\n%s", err, out)
 	}
-	out, _, code := cli(t, "--plugin", path, "--config", "path={{tempdir}}/runs.json")
+	out, _, code := runCLI(t, "--plugin", path, "--config", "path={{tempdir}}/runs.json")
 	if code != exitPass {
 		t.Fatalf("exit %d\n%s", code, out)
 	}

@@ -92,12 +92,12 @@ func forward(ctx context.Context, g globals, name string, args []string, list li
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return exitError{exitFailure, fmt.Sprintf("the store is held by another demo-runner process, and its API at %s does not answer: %v", sock, err)}
+		return exitError{Code: exitFailure, Msg: fmt.Sprintf("the store is held by another demo-runner process, and its API at %s does not answer: %v", sock, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return exitError{exitFailure, err.Error()}
+		return exitError{Code: exitFailure, Msg: err.Error()}
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
@@ -109,14 +109,14 @@ func forward(ctx context.Context, g globals, name string, args []string, list li
 	if name == "signal" || name == "cancel" {
 		var run spec.RunSnapshot
 		if err := json.Unmarshal(body, &run); err != nil {
-			return exitError{exitFailure, err.Error()}
+			return exitError{Code: exitFailure, Msg: err.Error()}
 		}
 		fmt.Fprintf(stdout, "%s %s\n", run.RunID, run.Status)
 		return nil
 	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, body, "", "  "); err != nil {
-		return exitError{exitFailure, err.Error()}
+		return exitError{Code: exitFailure, Msg: err.Error()}
 	}
 	_, err = stdout.Write(out.Bytes())
 	return err

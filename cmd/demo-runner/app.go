@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 )
@@ -30,33 +31,17 @@ const (
 	exitFailure   = 3 // the store or the environment failed
 )
 
-type exitError struct {
-	code int
-	msg  string
-}
+// exitError ends the command with a code (see cli.ExitError).
+type exitError = cli.ExitError
 
-func (e exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
-
-func usageError(format string, args ...any) error {
-	return exitError{exitUsage, fmt.Sprintf(format, args...)}
-}
+func usageError(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
 type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-type kvFlag map[string]string
-
-func (k kvFlag) String() string { return fmt.Sprint(map[string]string(k)) }
-func (k kvFlag) Set(v string) error {
-	key, val, ok := strings.Cut(v, "=")
-	if !ok || key == "" {
-		return fmt.Errorf("%q is not key=value", v)
-	}
-	k[key] = val
-	return nil
-}
+type kvFlag = cli.KVFlag
 
 // globals are the flags before the subcommand.
 type globals struct {
@@ -110,9 +95,9 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 	fs.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			return g, nil, exitError{code: exitOK}
+			return g, nil, exitError{Code: exitOK}
 		}
-		return g, nil, exitError{code: exitUsage}
+		return g, nil, exitError{Code: exitUsage}
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -169,7 +154,7 @@ func start(ctx context.Context, g globals, stdout, stderr io.Writer) (*app, erro
 		owner: spec.Owner{Worker: g.workerID, Incarnation: fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b))},
 		dead:  &tracker.FileDeadLetters{Path: filepath.Join(g.dataDir, "deadletters.jsonl")}}
 	if err := os.MkdirAll(g.dataDir, 0o755); err != nil {
-		return nil, exitError{exitFailure, err.Error()}
+		return nil, exitError{Code: exitFailure, Msg: err.Error()}
 	}
 	st, err := openStore(ctx, g.store, g.pluginConfig, log)
 	if err != nil {
@@ -215,9 +200,9 @@ func storeError(err error) error {
 	case errors.As(err, &e):
 		return err
 	case spec.CodeOf(err) == spec.CodeInvalidArgument, spec.CodeOf(err) == spec.CodeInvalidTransition:
-		return exitError{exitUsage, err.Error()}
+		return exitError{Code: exitUsage, Msg: err.Error()}
 	}
-	return exitError{exitFailure, err.Error()}
+	return exitError{Code: exitFailure, Msg: err.Error()}
 }
 
 func (a *app) printJSON(v any) error {

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err == flag.ErrHelp {
 			return nil
 		}
-		return exitError{code: exitUsage}
+		return exitError{Code: exitUsage}
 	}
 	a, err := start(ctx, g, stdout, stderr)
 	if err != nil {
@@ -189,7 +189,7 @@ func commands(o *options) map[string]command {
 		"deadletters": {usage: "", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			list, err := a.dead.List()
 			if err != nil {
-				return exitError{exitFailure, err.Error()}
+				return exitError{Code: exitFailure, Msg: err.Error()}
 			}
 			if list == nil {
 				list = []tracker.DeadLetter{}
@@ -258,7 +258,7 @@ func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
 	}
 	fmt.Fprintf(a.stdout, "%s %s\n", final.RunID, final.Status)
 	if final.Status != spec.StatusSuccess {
-		return exitError{code: exitRunFailed}
+		return exitError{Code: exitRunFailed}
 	}
 	return nil
 }
@@ -307,7 +307,7 @@ func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, gr
 	switch {
 	case errors.Is(cause, spec.ErrLeaseLost) || errors.Is(err, spec.ErrLeaseLost):
 		a.log.Warn("the lease on the run was lost: another worker owns it now; stopping without writing", "run_id", run.RunID)
-		return tr.Snapshot(), exitError{exitFailure, "lease lost on run " + run.RunID}
+		return tr.Snapshot(), exitError{Code: exitFailure, Msg: "lease lost on run " + run.RunID}
 	case errors.Is(err, tracker.ErrRunEnded):
 		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", err)
 	case errors.Is(cause, errShutdown) || (err != nil && work.Err() != nil):
@@ -360,7 +360,7 @@ func (a *app) release(runID string, token int64) {
 // worker claims runnable runs and executes them until ctx ends.
 func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Duration, once bool) error {
 	if a.leases == nil {
-		return exitError{exitFailure, "the store has no leases: a worker needs them to share runs safely"}
+		return exitError{Code: exitFailure, Msg: "the store has no leases: a worker needs them to share runs safely"}
 	}
 	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", statuses)
 	for ctx.Err() == nil {
@@ -476,7 +476,7 @@ func (a *app) retry(ctx context.Context, args []string, queueOnly bool) error {
 	path := old.Labels[labelWorkflowFile]
 	wf, err := workflow.Load(path)
 	if err != nil {
-		return exitError{exitFailure, fmt.Sprintf("the workflow of run %s: %v", id, err)}
+		return exitError{Code: exitFailure, Msg: fmt.Sprintf("the workflow of run %s: %v", id, err)}
 	}
 	labels := map[string]string{}
 	for k, v := range old.Labels {

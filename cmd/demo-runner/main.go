@@ -6,29 +6,6 @@
 // 3 the store or the environment failed.
 package main
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/runstate/runstate/internal/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	var exit exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		if exit.msg != "" {
-			fmt.Fprintln(os.Stderr, "demo-runner:", exit.msg)
-		}
-		os.Exit(exit.code)
-	default:
-		fmt.Fprintln(os.Stderr, "demo-runner:", err)
-		os.Exit(exitFailure)
-	}
-}
+func main() { cli.Main("demo-runner", run, exitFailure) }

@@ -92,7 +92,7 @@ type runList struct {
 func (a *app) serve(ctx context.Context, addr string) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return exitError{exitFailure, err.Error()}
+		return exitError{Code: exitFailure, Msg: err.Error()}
 	}
 	a.log.Info("serving", "addr", lis.Addr().String())
 	return a.serveOn(ctx, lis)
@@ -107,7 +107,7 @@ func (a *app) serveOn(ctx context.Context, lis net.Listener) error {
 		srv.Shutdown(shut)
 	}()
 	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return exitError{exitFailure, err.Error()}
+		return exitError{Code: exitFailure, Msg: err.Error()}
 	}
 	return nil
 }

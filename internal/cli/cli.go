@@ -1,0 +1,63 @@
+// Package cli holds what runstate's commands share: running a command with
+// signal handling and typed exit codes, and flag types.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// ExitError ends a command with Code, printing Msg (when set) on stderr.
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit %d: %s", e.Code, e.Msg) }
+
+// Errorf returns an ExitError with a formatted message.
+func Errorf(code int, format string, args ...any) error {
+	return ExitError{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Main runs a command's run function with a context that SIGINT and
+// SIGTERM cancel, and exits with the ExitError's code, or with failure for
+// any other error.
+func Main(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error, failure int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var exit ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		if exit.Msg != "" {
+			fmt.Fprintln(os.Stderr, name+":", exit.Msg)
+		}
+		os.Exit(exit.Code)
+	default:
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(failure)
+	}
+}
+
+// KVFlag collects repeated key=value flags.
+type KVFlag map[string]string
+
+func (k KVFlag) String() string { return fmt.Sprint(map[string]string(k)) }
+
+// Set adds one key=value.
+func (k KVFlag) Set(v string) error {
+	key, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(key) == "" {
+		return fmt.Errorf("%q is not key=value", v)
+	}
+	k[strings.TrimSpace(key)] = val
+	return nil
+}
