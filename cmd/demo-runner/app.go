@@ -199,7 +199,9 @@ func storeError(err error) error {
 	switch {
 	case errors.As(err, &e):
 		return err
-	case spec.CodeOf(err) == spec.CodeInvalidArgument, spec.CodeOf(err) == spec.CodeInvalidTransition:
+	case spec.CodeOf(err) == spec.CodeInvalidArgument, spec.CodeOf(err) == spec.CodeInvalidTransition,
+		spec.CodeOf(err) == spec.CodeNotFound:
+		// The caller asked for something that is not there or not allowed.
 		return exitError{Code: exitUsage, Msg: err.Error()}
 	}
 	return exitError{Code: exitFailure, Msg: err.Error()}

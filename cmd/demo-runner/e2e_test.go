@@ -413,9 +413,12 @@ func TestSignalAndStatusReachARunInAnotherProcess(t *testing.T) {
 	if strings.Join(kinds, " ") != ">queued/worker queued>running/worker running>waiting/worker waiting>running/operator running>success/worker" {
 		t.Errorf("audit trail %v", kinds)
 	}
-	// Signalling a run that is not waiting is refused.
+	// Signalling a run that is not waiting, or one that does not exist, is refused.
 	if _, _, code := demo(t, append(global, "signal", id)...); code != exitUsage {
 		t.Errorf("signalling a finished run: exit %d, want %d", code, exitUsage)
+	}
+	if _, _, code := demo(t, append(global, "status", "no-such-run")...); code != exitUsage {
+		t.Errorf("status of an unknown run: exit %d, want %d", code, exitUsage)
 	}
 }
 
