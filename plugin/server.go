@@ -46,13 +46,9 @@ func Serve(store spec.RunStateStore, opts ...ServeOption) {
 // configuration (a path, a DSN). It returns when the host shuts the plugin
 // down, after closing the store.
 func ServeOpener(open Opener, opts ...ServeOption) {
-	cfg := serveConfig{name: "plugin", version: "unknown"}
-	for _, o := range opts {
-		o(&cfg)
-	}
 	// The host parses stderr lines of this shape as log entries.
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
-	srv := &server{open: open, cfg: cfg}
+	srv := newServer("plugin", open, opts)
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{
@@ -67,13 +63,17 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 // returns the function that closes it. Plugins use Serve; RegisterGRPC is
 // for in-process connections (tests, embedding).
 func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore func()) {
-	cfg := serveConfig{name: "in-process", version: "unknown"}
+	srv := newServer("in-process", open, opts)
+	pb.RegisterRunStateStoreServer(s, srv)
+	return srv.close
+}
+
+func newServer(defaultName string, open Opener, opts []ServeOption) *server {
+	cfg := serveConfig{name: defaultName, version: "unknown"}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := &server{open: open, cfg: cfg}
-	pb.RegisterRunStateStoreServer(s, srv)
-	return srv.close
+	return &server{open: open, cfg: cfg}
 }
 
 // windowSize fixes gRPC's flow-control windows. A fixed window turns off

@@ -107,6 +107,20 @@ func TestTruncateOutput(t *testing.T) {
 	}
 }
 
+func TestTruncateTextKeepsItsLimit(t *testing.T) {
+	for _, limit := range []int{0, 3, 10, 15, 1024} {
+		for _, s := range []string{strings.Repeat("é", 2000), strings.Repeat("x", 2000)} {
+			got := spec.TruncateText(s, limit)
+			if len(got) > limit || !utf8.ValidString(got) {
+				t.Errorf("TruncateText(%d): %d bytes, valid UTF-8 %v", limit, len(got), utf8.ValidString(got))
+			}
+		}
+	}
+	if got := spec.TruncateText("short", 1024); got != "short" {
+		t.Errorf("a text within the limit changed: %q", got)
+	}
+}
+
 func TestLeaseRules(t *testing.T) {
 	now := time.Unix(1000, 0)
 	run := spec.RunSnapshot{RunID: "r", Status: spec.StatusQueued}

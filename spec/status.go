@@ -67,9 +67,13 @@ func ParseRunStatus(s string) (RunStatus, error) {
 	}
 	st := RunStatus(s)
 	if !slices.Contains(runStatuses, st) {
-		return "", InvalidArgument("status", "unknown run status %q (want one of %s, or the aliases created, pending)", s, joinStatuses(runStatuses))
+		return "", unknownStatus("status", s)
 	}
 	return st, nil
+}
+
+func unknownStatus(field, s string) error {
+	return InvalidArgument(field, "unknown run status %q (want one of %s, or the aliases created, pending)", s, joinStatuses(runStatuses))
 }
 
 // Valid reports whether s is a run status (aliases are not).

@@ -235,7 +235,7 @@ func parseStatuses(field string, in []string, def []RunStatus, nonTerminalOnly b
 	for _, s := range in {
 		st, err := ParseRunStatus(s)
 		if err != nil {
-			return nil, InvalidArgument(field, "%v", err.(*Error).Message)
+			return nil, unknownStatus(field, s)
 		}
 		if nonTerminalOnly && st.Terminal() {
 			return nil, InvalidArgument(field, "%s is terminal; only queued, running and waiting runs can be claimed", st)
@@ -372,14 +372,21 @@ func validateText(field, s string, max int, required bool) error {
 	return nil
 }
 
-// TruncateOutput shortens s to at most MaxHostOutputBytes without splitting a
-// UTF-8 sequence, marking the cut, so that a tracker never exceeds the limit.
-func TruncateOutput(s string) string {
-	if len(s) <= MaxHostOutputBytes {
+// TruncateOutput shortens s to at most MaxHostOutputBytes, marking the cut,
+// so that a tracker never exceeds the limit.
+func TruncateOutput(s string) string { return TruncateText(s, MaxHostOutputBytes) }
+
+// TruncateText shortens s to at most max bytes without splitting a UTF-8
+// sequence; a shortened text ends with a mark saying so.
+func TruncateText(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	const mark = "…[truncated]"
-	cut := MaxHostOutputBytes - len(mark)
+	mark := "…[truncated]"
+	if limit < len(mark) {
+		mark = ""
+	}
+	cut := limit - len(mark)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -237,7 +237,7 @@ func (r *Run) HostStarted(ctx context.Context, step, host string) error {
 // spec.MaxHostOutputBytes) and its error text.
 func (r *Run) HostFinished(ctx context.Context, step, host string, status spec.StepStatus, output, errText string) error {
 	out := spec.TruncateOutput(output)
-	errOut := truncate(errText, spec.MaxHostErrorLen)
+	errOut := spec.TruncateText(errText, spec.MaxHostErrorLen)
 	return r.hostTo(ctx, step, host, status, &out, &errOut)
 }
 
@@ -255,15 +255,4 @@ func (r *Run) hostTo(ctx context.Context, step, host string, to spec.StepStatus,
 		p.Steps = []spec.StepPatch{{Name: step, Hosts: []spec.HostPatch{{Host: host, Status: string(to), OutputSummary: output, Error: errText}}}}
 		return false
 	})
-}
-
-// truncate shortens s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

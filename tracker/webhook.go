@@ -183,16 +183,11 @@ func (w *Webhook) hurried() bool {
 
 func (w *Webhook) deliverAll() {
 	defer close(w.done)
-	closing := false
 	for {
 		var ev Event
 		select {
 		case ev = <-w.queue:
 		case <-w.stop:
-			if closing {
-				return
-			}
-			closing = true
 			// Drain what is queued, then end.
 			for {
 				select {

@@ -55,14 +55,18 @@ func (r report) byArea(fn func(area string, title string, results []conformance.
 	}
 }
 
-func count(rs []conformance.Result, o conformance.Outcome) int {
-	n := 0
+// tally counts results by outcome.
+func tally(rs []conformance.Result) map[conformance.Outcome]int {
+	out := map[conformance.Outcome]int{}
 	for _, r := range rs {
-		if r.Outcome == o {
-			n++
-		}
+		out[r.Outcome]++
 	}
-	return n
+	return out
+}
+
+// problem reports whether a result needs a person's attention.
+func problem(r conformance.Result) bool {
+	return r.Outcome == conformance.Fail || r.Outcome == conformance.Error
 }
 
 func writeJSON(w io.Writer, r report) error {
@@ -75,10 +79,11 @@ func writeText(w io.Writer, r report) {
 	fmt.Fprintf(w, "runstate conformance %s: %s (%s)\ncapabilities: leases=%v second_handle=%v controlled_clock=%v\n\n", r.Suite, r.Adapter,
 		r.StoreVersion, r.Capabilities.Leases, r.Capabilities.SecondHandle, r.Capabilities.ControlledClock)
 	r.byArea(func(area, title string, rs []conformance.Result) {
+		c := tally(rs)
 		fmt.Fprintf(w, "%-6s %-30s %3d pass %3d fail %3d skip %3d error\n", area, title,
-			count(rs, conformance.Pass), count(rs, conformance.Fail), count(rs, conformance.Skip), count(rs, conformance.Error))
+			c[conformance.Pass], c[conformance.Fail], c[conformance.Skip], c[conformance.Error])
 		for _, res := range rs {
-			if res.Outcome != conformance.Fail && res.Outcome != conformance.Error {
+			if !problem(res) {
 				continue
 			}
 			fmt.Fprintf(w, "  %s %s — %s\n    rule: %s\n", strings.ToUpper(string(res.Outcome)), res.Rule.ID, res.Rule.Statement, res.Rule.Where())
@@ -106,15 +111,15 @@ func writeMarkdown(w io.Writer, r report) {
 	fmt.Fprintf(w, "| started | %s |\n| duration | %v |\n\n**%s**\n\n", r.Started.Format(time.RFC3339), r.Duration.Round(time.Millisecond), r.summary())
 	fmt.Fprintf(w, "| area | pass | fail | skip | error |\n| --- | --- | --- | --- | --- |\n")
 	r.byArea(func(area, title string, rs []conformance.Result) {
-		fmt.Fprintf(w, "| %s %s | %d | %d | %d | %d |\n", area, title, count(rs, conformance.Pass), count(rs, conformance.Fail),
-			count(rs, conformance.Skip), count(rs, conformance.Error))
+		c := tally(rs)
+		fmt.Fprintf(w, "| %s %s | %d | %d | %d | %d |\n", area, title, c[conformance.Pass], c[conformance.Fail], c[conformance.Skip], c[conformance.Error])
 	})
 	fmt.Fprintf(w, "\n## Results\n\n| rule | outcome | statement |\n| --- | --- | --- |\n")
 	for _, res := range r.Results {
 		fmt.Fprintf(w, "| [%s](%s) | %s | %s |\n", res.Rule.ID, strings.Replace(res.Rule.Where(), ":", "#L", 1), res.Outcome, res.Rule.Statement)
 	}
 	for _, res := range r.Results {
-		if res.Outcome != conformance.Fail && res.Outcome != conformance.Error {
+		if !problem(res) {
 			continue
 		}
 		fmt.Fprintf(w, "\n### %s %s\n\n%s (%s)\n\n", strings.ToUpper(string(res.Outcome)), res.Rule.ID, res.Rule.Statement, res.Rule.Where())
@@ -181,8 +186,8 @@ func writeJUnit(w io.Writer, r report) error {
 		out.Properties = append(out.Properties, junitProperty{"env." + k, r.Environment[k]})
 	}
 	r.byArea(func(area, title string, rs []conformance.Result) {
-		s := junitSuite{Name: area + " " + title, Tests: len(rs), Failures: count(rs, conformance.Fail),
-			Errors: count(rs, conformance.Error), Skipped: count(rs, conformance.Skip)}
+		c := tally(rs)
+		s := junitSuite{Name: area + " " + title, Tests: len(rs), Failures: c[conformance.Fail], Errors: c[conformance.Error], Skipped: c[conformance.Skip]}
 		for _, res := range rs {
 			c := junitCase{Name: res.Rule.ID + " " + res.Rule.Statement, Classname: "runstate." + area, Time: res.Duration.Seconds()}
 			var body strings.Builder

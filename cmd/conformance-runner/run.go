@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -97,11 +96,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.listRules, "list-rules", false, "print every selected rule with its statement and exit")
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
 	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, exitError{Code: exitPass}
-		}
-		return o, exitError{Code: exitUsage}
+	if err := cli.Parse(fs, args, exitPass, exitUsage); err != nil {
+		return o, err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -139,15 +135,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	rep := report{Suite: conformance.Version, Adapter: target.Name, StoreVersion: target.StoreVersion,
 		Capabilities: target.Capabilities, Config: plugin.Redacted(o.config, o.secret), Environment: environment(),
-		Started: time.Now().UTC(), Counts: map[conformance.Outcome]int{}}
+		Started: time.Now().UTC()}
 	fmt.Fprintf(stderr, "certifying %s against %d rules\n", target.Name, len(rules))
 	rep.Results = conformance.RunRules(ctx, target, rules, func(r conformance.Result) {
 		fmt.Fprintf(stderr, "%-5s %-10s %v\n", strings.ToUpper(string(r.Outcome)), r.Rule.ID, r.Duration.Round(time.Millisecond))
 	})
 	rep.Duration = time.Since(rep.Started)
-	for _, r := range rep.Results {
-		rep.Counts[r.Outcome]++
-	}
+	rep.Counts = tally(rep.Results)
 	if err := writeReports(stdout, o, rep); err != nil {
 		return exitError{Code: exitHarness, Msg: err.Error()}
 	}

@@ -93,11 +93,8 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 	fs.IntVar(&g.notifyAttempts, "notify-attempts", 5, "delivery attempts per notification before it is dead-lettered")
 	fs.DurationVar(&g.notifyBackoff, "notify-backoff", 200*time.Millisecond, "wait before the second delivery attempt, doubled for each further one")
 	fs.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return g, nil, exitError{Code: exitOK}
-		}
-		return g, nil, exitError{Code: exitUsage}
+	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
+		return g, nil, err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/internal/workflow"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
@@ -42,11 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cmd.flags != nil {
 		cmd.flags(fs)
 	}
-	if err := fs.Parse(rest); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return exitError{Code: exitUsage}
+	if err := cli.Parse(fs, rest, exitOK, exitUsage); err != nil {
+		return err
 	}
 	a, err := start(ctx, g, stdout, stderr)
 	if err != nil {
@@ -106,22 +104,14 @@ func commands(o *options) map[string]command {
 	}
 	return map[string]command{
 		"run": {usage: "FILE", flags: runFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			path, wf, err := workflowArg(args)
-			if err != nil {
-				return err
-			}
-			run, err := a.create(ctx, path, wf, o.priority, o.labels, "")
+			run, err := a.createFromFile(ctx, args, o)
 			if err != nil {
 				return err
 			}
 			return a.runForeground(ctx, run)
 		}},
 		"submit": {usage: "FILE", flags: runFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			path, wf, err := workflowArg(args)
-			if err != nil {
-				return err
-			}
-			run, err := a.create(ctx, path, wf, o.priority, o.labels, "")
+			run, err := a.createFromFile(ctx, args, o)
 			if err != nil {
 				return err
 			}
@@ -219,6 +209,15 @@ func runIDArg(args []string) (string, error) {
 		return "", usageError("name one run id")
 	}
 	return args[0], nil
+}
+
+// createFromFile queues a run of the workflow file named in args.
+func (a *app) createFromFile(ctx context.Context, args []string, o *options) (spec.RunSnapshot, error) {
+	path, wf, err := workflowArg(args)
+	if err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	return a.create(ctx, path, wf, o.priority, o.labels, "")
 }
 
 // create queues a run of the workflow at path.

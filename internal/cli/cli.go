@@ -5,6 +5,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,6 +46,19 @@ func Main(name string, run func(ctx context.Context, args []string, stdout, stde
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(failure)
 	}
+}
+
+// Parse parses args into fs: a request for help ends the command with
+// helpCode (after fs printed its usage), any other error with usageCode.
+func Parse(fs *flag.FlagSet, args []string, helpCode, usageCode int) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return ExitError{Code: helpCode}
+	}
+	return ExitError{Code: usageCode}
 }
 
 // KVFlag collects repeated key=value flags.
