@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint bench conformance crash proto plugins
+.PHONY: run test lint bench conformance crash soak fuzz mutation proto plugins
 
 # The main job: run the bundled example workflow on the default (Badger) store.
 run:
@@ -28,6 +28,36 @@ conformance:
 # The Badger crash test with 200 SIGKILLs instead of the 20 of the regular suite.
 crash:
 	RUNSTATE_CRASH_KILLS=200 $(GO) test -count=1 -run TestCrash -v ./adapters/badger/
+
+# The many-workers chaos test for 10 minutes with 8 workers per store
+# (MySQL, MySQL through its plugin, and Badger shared through the socket of
+# whichever worker holds it), instead of the regular suite's
+# 20 seconds with 4; then the stalled-worker tests for 40 and 20 rounds.
+soak:
+	RUNSTATE_SOAK=10m $(GO) test -count=1 -timeout 40m -run TestManyWorkersShareOneStoreUnderChaos -v ./cmd/demo-runner/
+	RUNSTATE_STALL_ROUNDS=40 $(GO) test -count=1 -timeout 30m -run TestAStalled -v ./cmd/demo-runner/
+
+# Each fuzz target for FUZZTIME (the saved corpora in testdata/fuzz run with
+# every plain `go test` too). A failing input is saved under testdata/fuzz.
+FUZZTIME ?= 30s
+FUZZ_TARGETS = spec:FuzzPrepareCreate spec:FuzzApplyUpdate spec:FuzzCursors \
+	plugin:FuzzCreateOverTheWire plugin:FuzzUpdateOverTheWire \
+	plugin:FuzzSnapshotOverTheWire plugin:FuzzErrorOverTheWire
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) ./$$pkg; \
+	done
+
+# Mutation testing of the contract (spec) and the reference store
+# (adapters/memory) with a pinned gremlins: prints each package's test
+# efficacy, the share of mutants the tests kill.
+GREMLINS_VERSION = v0.6.0
+mutation:
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./spec
+	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./adapters/memory
 
 # Regenerates plugin/proto from runstate.proto with pinned generators
 # (protoc from Debian's protobuf-compiler 3.21.12).

@@ -16,9 +16,11 @@ func init() {
 	register("AUD-004", "A refused write (conflict, missing diagnostic, lease lost, invalid argument, forbidden step move) records no audit event.", none, checkNoEventOnRefusal)
 	register("AUD-005", "Under concurrent writers every run's events match its accepted transitions one to one, with gap-free sequence numbers.", none, checkAuditUnderConcurrency)
 	register("AUD-006", "Audit events page by sequence number without gaps or repeats; the audit of an unknown run is NOT_FOUND.", none, checkAuditPaging)
+	register("AUD-007", "Every audit event records the lease token its write carried (0 for an unfenced write), also for rejected transitions.", leases, checkEventLeaseToken)
+	register("AUD-008", "An actor given without a kind is recorded as operator, with its id, on create and update.", none, checkUnnamedActors)
 }
 
-func checkCreateEvent(c *C) {
+func checkCreateEvent(c *checkState) {
 	actor := spec.Actor{Kind: spec.ActorOperator, ID: "alice"}
 	before := time.Now().Add(-time.Minute)
 	run := c.create(spec.CreateRunParams{Actor: actor, Reason: "nightly build"})
@@ -36,7 +38,7 @@ func checkCreateEvent(c *C) {
 	}
 }
 
-func checkTransitionEvents(c *C) {
+func checkTransitionEvents(c *checkState) {
 	run := c.newRun()
 	path := []spec.RunStatus{spec.StatusRunning, spec.StatusWaiting, spec.StatusRunning, spec.StatusFailed}
 	from := spec.StatusQueued
@@ -63,7 +65,7 @@ func checkTransitionEvents(c *C) {
 	}
 }
 
-func checkNoEventWithoutTransition(c *C) {
+func checkNoEventWithoutTransition(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h"}}}})
 	n := len(c.events(run.RunID))
 	for _, p := range []spec.UpdateRunParams{
@@ -79,7 +81,7 @@ func checkNoEventWithoutTransition(c *C) {
 	}
 }
 
-func checkNoEventOnRefusal(c *C) {
+func checkNoEventOnRefusal(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
 	before := c.state(run.RunID)
 	refusals := map[string]spec.UpdateRunParams{
@@ -99,7 +101,7 @@ func checkNoEventOnRefusal(c *C) {
 	}
 }
 
-func checkAuditUnderConcurrency(c *C) {
+func checkAuditUnderConcurrency(c *checkState) {
 	const runs, racers = 6, 6
 	stores := c.handles(runs * racers)
 	ids := make([]string, runs)
@@ -149,39 +151,103 @@ func checkAuditUnderConcurrency(c *C) {
 	}
 }
 
-func checkAuditPaging(c *C) {
+func checkAuditPaging(c *checkState) {
 	run := c.newRun()
 	for range 5 {
 		run = c.move(c.move(run, spec.StatusRunning), spec.StatusWaiting)
 	}
-	want := 11
-	var got []int64
-	var after int64
-	for pages := 0; ; pages++ {
-		page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: after, Limit: 4})
-		if err != nil {
-			c.Fatalf("paging the audit to succeed", "%s", describeErr(err))
+	const want = 11
+	// Page sizes that end on a partial page, on a full one (11), and past the end.
+	for _, limit := range []int{1, 4, 11, 12} {
+		var got []int64
+		var after int64
+		for pages := 0; ; pages++ {
+			page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: after, Limit: limit})
+			if err != nil {
+				c.Fatalf("paging the audit to succeed", "%s", describeErr(err))
+			}
+			if len(page.Events) > limit || pages > want {
+				c.Fatalf(fmt.Sprintf("pages of at most %d that end", limit), "page of %d", len(page.Events))
+			}
+			if page.More && len(page.Events) < limit {
+				c.Errorf(fmt.Sprintf("a page of %d with more to come to be full", limit), "%d events, more", len(page.Events))
+			}
+			if pages > 0 && len(page.Events) == 0 {
+				c.Errorf(fmt.Sprintf("more reported only when events follow (limit %d)", limit), "an empty page after a page that said more")
+			}
+			for _, e := range page.Events {
+				got = append(got, e.Seq)
+			}
+			if !page.More {
+				break
+			}
+			after = page.Events[len(page.Events)-1].Seq
 		}
-		if len(page.Events) > 4 || pages > want {
-			c.Fatalf("pages of at most 4 that end", "page of %d", len(page.Events))
+		if len(got) != want {
+			c.Errorf(fmt.Sprintf("%d events over all pages of %d", want, limit), "%v", got)
 		}
-		for _, e := range page.Events {
-			got = append(got, e.Seq)
+		for i, s := range got {
+			if s != int64(i+1) {
+				c.Errorf(fmt.Sprintf("sequence 1..11 without gaps or repeats in pages of %d", limit), "%v", got)
+				break
+			}
 		}
-		if !page.More {
-			break
-		}
-		after = page.Events[len(page.Events)-1].Seq
 	}
-	if len(got) != want {
-		c.Errorf(fmt.Sprintf("%d events over all pages", want), "%v", got)
+	// after_seq in the middle and past the end.
+	page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: 9})
+	if err != nil || len(page.Events) != 2 || page.Events[0].Seq != 10 || page.More {
+		c.Errorf("events 10 and 11 after seq 9, no more", "%s %s", jsonOf(page), describeErr(err))
 	}
-	for i, s := range got {
-		if s != int64(i+1) {
-			c.Errorf("sequence 1..11 without gaps or repeats", "%v", got)
-			break
-		}
+	if page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: 11}); err != nil || len(page.Events) != 0 || page.More {
+		c.Errorf("no events after the last one", "%s %s", jsonOf(page), describeErr(err))
 	}
-	_, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: "no-such-run"})
+	_, err = c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: "no-such-run"})
 	c.expectErr(err, spec.ErrNotFound, "the audit of an unknown run")
+}
+
+func checkEventLeaseToken(c *checkState) {
+	run := c.newRun()
+	first := c.claim(run.RunID, owner("w1"))
+	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: first.Lease.Token}); err != nil {
+		c.Fatalf("release to succeed", "%s", describeErr(err))
+	}
+	cl := c.claim(run.RunID, owner("w2")) // a token other than 1, so 1 cannot pass by chance
+	fenced := transition(run, spec.StatusRunning)
+	fenced.LeaseToken = cl.Lease.Token
+	run = c.update(fenced)
+	unfenced := c.update(transition(run, spec.StatusWaiting))
+	bad := transition(unfenced, spec.StatusSuccess) // waiting -> success is forbidden
+	bad.LeaseToken = cl.Lease.Token
+	_, err := c.store.UpdateRun(c.ctx, bad)
+	c.expectErr(err, spec.ErrInvalidTransition, "a fenced forbidden transition")
+	want := []int64{0, cl.Lease.Token, 0, cl.Lease.Token, cl.Lease.Token}
+	evs := c.events(run.RunID)
+	var got []int64
+	for _, e := range evs {
+		got = append(got, e.LeaseToken)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		c.Errorf(fmt.Sprintf("lease tokens %v on created, fenced running, unfenced waiting, rejected and failed events", want), "%v in %s", got, jsonOf(evs))
+	}
+}
+
+func checkUnnamedActors(c *checkState) {
+	run := c.create(spec.CreateRunParams{Actor: spec.Actor{ID: "cron"}, Reason: "nightly"})
+	p := transition(run, spec.StatusRunning)
+	p.Actor = spec.Actor{ID: "alice"}
+	c.update(p)
+	evs := c.events(run.RunID)
+	want := []spec.Actor{{Kind: spec.ActorOperator, ID: "cron"}, {Kind: spec.ActorOperator, ID: "alice"}}
+	for i, w := range want {
+		if i >= len(evs) || evs[i].Actor != w {
+			c.Errorf(fmt.Sprintf("event %d by %s/%s", i+1, w.Kind, w.ID), "%s", jsonOf(evs))
+			return
+		}
+	}
+	// A retry is a create like any other.
+	done := c.runIn(spec.StatusFailed, spec.CreateRunParams{})
+	retry := c.create(spec.CreateRunParams{RetryOf: done.RunID, Actor: spec.Actor{ID: "bob"}})
+	if evs := c.events(retry.RunID); len(evs) != 1 || evs[0].Actor != (spec.Actor{Kind: spec.ActorOperator, ID: "bob"}) {
+		c.Errorf("a retry's created event by operator/bob", "%s", jsonOf(evs))
+	}
 }

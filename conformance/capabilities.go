@@ -12,7 +12,7 @@ func init() {
 	register("CAP-003", "A declared controlled clock moves the store's clock by exactly the time advanced.", Capabilities{ControlledClock: true}, checkControlledClock)
 }
 
-func checkLeasesDeclared(c *C) {
+func checkLeasesDeclared(c *checkState) {
 	_, implements := c.store.(spec.LeaseStore)
 	if declared := c.target.Capabilities.Leases; declared != implements {
 		c.Errorf("the leases capability declared exactly when the store implements spec.LeaseStore",
@@ -20,7 +20,7 @@ func checkLeasesDeclared(c *C) {
 	}
 }
 
-func checkSecondHandle(c *C) {
+func checkSecondHandle(c *checkState) {
 	other := c.second()
 	a := c.newRun()
 	if got, err := other.GetRun(c.ctx, a.RunID); err != nil || got.Version != a.Version {
@@ -42,7 +42,7 @@ func checkSecondHandle(c *C) {
 	}
 }
 
-func checkControlledClock(c *C) {
+func checkControlledClock(c *checkState) {
 	first := c.newRun()
 	c.h.Advance(time.Hour)
 	second := c.newRun()

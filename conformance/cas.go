@@ -14,7 +14,7 @@ func init() {
 	register("CAS-004", "A stale update that also asks for a forbidden transition is a version conflict, not an invalid transition: the run is not failed.", none, checkConflictBeforeTransition)
 }
 
-func checkVersionSteps(c *C) {
+func checkVersionSteps(c *checkState) {
 	run := c.create(spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
 	if run.Version != 1 {
 		c.Errorf("version 1 on create", "%d", run.Version)
@@ -41,7 +41,7 @@ func checkVersionSteps(c *C) {
 	}
 }
 
-func checkStaleVersion(c *C) {
+func checkStaleVersion(c *checkState) {
 	run := c.move(c.newRun(), spec.StatusRunning)
 	for _, stale := range []int64{run.Version - 1, run.Version + 1, run.Version + 100} {
 		before := c.state(run.RunID)
@@ -58,8 +58,20 @@ func checkStaleVersion(c *C) {
 	}
 }
 
-func checkRacingWriters(c *C) {
-	const writers = 16
+// A check-then-write window can be a few instructions wide: the race is
+// repeated so that such a window is hit reliably, not once in a while.
+func checkRacingWriters(c *checkState) {
+	const writers, rounds = 16, 20
+	for round := range rounds {
+		if !raceWriters(c, writers, round) {
+			return // one failed round says it; more would repeat it
+		}
+	}
+}
+
+// raceWriters races writers from one version of a fresh run and reports
+// whether exactly one won.
+func raceWriters(c *checkState, writers, round int) bool {
 	run := c.move(c.newRun(), spec.StatusRunning)
 	before := c.state(run.RunID)
 	stores := c.handles(writers)
@@ -72,18 +84,21 @@ func checkRacingWriters(c *C) {
 		}
 		_, errs[i] = stores[i].UpdateRun(c.ctx, p)
 	})
+	ok := true
 	wins := 0
 	for i, err := range errs {
 		switch {
 		case err == nil:
 			wins++
 		case !errors.Is(err, spec.ErrVersionConflict):
-			c.Errorf("losers to get VERSION_CONFLICT", "writer %d: %s", i, describeErr(err))
+			c.Errorf("losers to get VERSION_CONFLICT", "round %d, writer %d: %s", round+1, i, describeErr(err))
+			ok = false
 		}
 	}
 	after := c.state(run.RunID)
 	if wins != 1 || after.snap.Version != run.Version+1 {
-		c.Errorf("exactly one winner and version+1", "%d winners, version %d -> %d", wins, run.Version, after.snap.Version)
+		c.Errorf("exactly one winner and version+1", "round %d: %d winners, version %d -> %d", round+1, wins, run.Version, after.snap.Version)
+		ok = false
 	}
 	added := len(after.events) - len(before.events)
 	wantEvents := 0
@@ -91,11 +106,13 @@ func checkRacingWriters(c *C) {
 		wantEvents = 1
 	}
 	if added != wantEvents {
-		c.Errorf(fmt.Sprintf("%d audit event(s) for the one accepted write", wantEvents), "%d", added)
+		c.Errorf(fmt.Sprintf("%d audit event(s) for the one accepted write", wantEvents), "round %d: %d", round+1, added)
+		ok = false
 	}
+	return ok
 }
 
-func checkConflictBeforeTransition(c *C) {
+func checkConflictBeforeTransition(c *checkState) {
 	run := c.move(c.newRun(), spec.StatusRunning)
 	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("moved on")})
 	before := c.state(run.RunID)

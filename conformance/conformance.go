@@ -12,6 +12,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -80,6 +81,39 @@ type Target struct {
 	LeaseTTL time.Duration
 	// CheckTimeout bounds one check (default 2 minutes).
 	CheckTimeout time.Duration
+	// AllowStoredRuns lets checks run on a store that holds runs already.
+	// Checks create runs and claim runnable ones, so by default a check
+	// whose store is not empty ends with Error before it writes: the
+	// harness may have been pointed at a real database.
+	AllowStoredRuns bool
+}
+
+// ErrStoreNotEmpty reports a harness whose store holds runs already;
+// checked with errors.Is.
+var ErrStoreNotEmpty = errors.New("the store is not empty")
+
+// CheckEmpty makes one harness of target, as a check would, and reports
+// ErrStoreNotEmpty when its store holds runs. It writes nothing: a runner
+// calls it before the first check, so that a store pointed at real data is
+// refused before anything is written to it.
+func CheckEmpty(ctx context.Context, target Target) error {
+	h, err := target.NewHarness(ctx)
+	if err != nil {
+		return err
+	}
+	err = storeIsEmpty(ctx, h.Store())
+	return errors.Join(err, h.Close(ctx))
+}
+
+func storeIsEmpty(ctx context.Context, st spec.RunStateStore) error {
+	page, err := st.ListRuns(ctx, spec.ListRunsParams{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("listing the store's runs to see that it is empty: %w", err)
+	}
+	if len(page.Runs) > 0 {
+		return fmt.Errorf("%w: it holds run %s (and maybe more)", ErrStoreNotEmpty, page.Runs[0].RunID)
+	}
+	return nil
 }
 
 // Outcome is the verdict of one check.
@@ -113,6 +147,17 @@ type Result struct {
 	Failures []Failure     `json:"failures,omitempty"`
 	Detail   string        `json:"detail,omitempty"`
 	Duration time.Duration `json:"duration"`
+	// Attachments are files a check made to explain its result, such as
+	// the visualisation of a history that is not linearizable.
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// Attachment is a file a check made; reports write it next to themselves.
+type Attachment struct {
+	Name string `json:"name"`
+	Data []byte `json:"-"`
+	// Path is where a report wrote the file; empty until one has.
+	Path string `json:"path,omitempty"`
 }
 
 // RunRules runs rules against target one after another, calling progress
@@ -145,11 +190,23 @@ func runRule(ctx context.Context, target Target, rule Rule) Result {
 	if timeout == 0 {
 		timeout = 2 * time.Minute
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	h, err := target.NewHarness(ctx)
 	if err != nil {
 		return Result{Outcome: Error, Detail: "harness: " + err.Error()}
+	}
+	if !target.AllowStoredRuns {
+		if err := storeIsEmpty(ctx, h.Store()); err != nil {
+			h.Close(context.WithoutCancel(ctx))
+			detail := "harness: " + err.Error()
+			if errors.Is(err, ErrStoreNotEmpty) {
+				detail += "; a check creates and claims runs, so it runs only on an empty store: give every check its own " +
+					"(with a plugin, {{tempdir}} or {{unique}} in its configuration), or the runs may be an earlier check's"
+			}
+			return Result{Outcome: Error, Detail: detail}
+		}
 	}
 	c := newC(ctx, target, rule, h)
 	done := make(chan struct{})
@@ -165,56 +222,102 @@ func runRule(ctx context.Context, target Target, rule Rule) Result {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		c.broke(fmt.Sprintf("check did not finish within %v", timeout))
+		why := fmt.Sprintf("check did not finish within %v", timeout)
+		if parent.Err() != nil {
+			why = "check cancelled: " + parent.Err().Error()
+		}
+		c.broke(why)
+		// Its calls carry the cancelled context, so a check normally ends
+		// at once. The harness is closed only after it has: closing a store
+		// under a running check would turn its next call into a crash or a
+		// false verdict. A check that does not end is abandoned with its
+		// harness open.
+		select {
+		case <-done:
+		case <-time.After(abandonAfter):
+			c.mu.Lock()
+			c.harnessErr = fmt.Sprintf("%s, and did not stop within %v of being cancelled: abandoned, with its store left open until it stops", why, abandonAfter)
+			c.mu.Unlock()
+			go func() { <-done; h.Close(context.WithoutCancel(ctx)) }()
+			return c.result()
+		}
 	}
 	if err := h.Close(context.WithoutCancel(ctx)); err != nil {
 		c.broke("closing harness: " + err.Error())
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.harnessErr != "":
-		return Result{Outcome: Error, Detail: c.harnessErr, Failures: slices.Clone(c.failures)}
-	case len(c.failures) > 0:
-		return Result{Outcome: Fail, Failures: slices.Clone(c.failures)}
-	}
-	return Result{Outcome: Pass}
+	return c.result()
 }
 
-// C is what a check works with: the store, helpers, and failure reporting.
+// abandonAfter is how long a cancelled check may take to stop.
+var abandonAfter = 10 * time.Second
+
+// result is the verdict so far; an abandoned check may still add to c.
+func (c *checkState) result() Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := Result{Outcome: Pass, Detail: strings.Join(c.notes, "; "), Attachments: slices.Clone(c.attachments)}
+	switch {
+	case c.harnessErr != "":
+		res.Outcome, res.Detail, res.Failures = Error, c.harnessErr, slices.Clone(c.failures)
+	case len(c.failures) > 0:
+		res.Outcome, res.Failures = Fail, slices.Clone(c.failures)
+	}
+	return res
+}
+
+// checkState is what a check works with: the store, helpers, and failure reporting.
 // Failing methods are safe to call from several goroutines; Fatalf ends
 // only the goroutine that calls it, like testing.T.FailNow.
-type C struct {
+type checkState struct {
 	ctx    context.Context
 	target Target
 	rule   Rule
 	h      Harness
 	store  spec.RunStateStore
 
-	mu         sync.Mutex
-	failures   []Failure
-	harnessErr string
+	mu          sync.Mutex
+	failures    []Failure
+	harnessErr  string
+	notes       []string
+	attachments []Attachment
+
+	secondMu sync.Mutex // guards other; not mu, which failure reports take
+	other    spec.RunStateStore
 }
 
-func newC(ctx context.Context, target Target, rule Rule, h Harness) *C {
-	return &C{ctx: ctx, target: target, rule: rule, h: h, store: h.Store()}
+// note records what a passing check measured, for the report.
+func (c *checkState) note(detail string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notes = append(c.notes, detail)
+}
+
+// attach records a file that explains the check's result.
+func (c *checkState) attach(name string, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attachments = append(c.attachments, Attachment{Name: name, Data: data})
+}
+
+func newC(ctx context.Context, target Target, rule Rule, h Harness) *checkState {
+	return &checkState{ctx: ctx, target: target, rule: rule, h: h, store: h.Store()}
 }
 
 // Errorf records a failure of the check's rule: what the rule expects and
 // what the store did.
-func (c *C) Errorf(expected, seenFormat string, args ...any) {
+func (c *checkState) Errorf(expected, seenFormat string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failures = append(c.failures, Failure{Rule: c.rule.ID, Expected: expected, Seen: fmt.Sprintf(seenFormat, args...)})
 }
 
 // Fatalf records a failure and ends the calling goroutine.
-func (c *C) Fatalf(expected, seenFormat string, args ...any) {
+func (c *checkState) Fatalf(expected, seenFormat string, args ...any) {
 	c.Errorf(expected, seenFormat, args...)
 	runtime.Goexit()
 }
 
-func (c *C) broke(detail string) {
+func (c *checkState) broke(detail string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.harnessErr == "" {
@@ -223,7 +326,7 @@ func (c *C) broke(detail string) {
 }
 
 // harnessFatal records a harness error and ends the calling goroutine.
-func (c *C) harnessFatal(format string, args ...any) {
+func (c *checkState) harnessFatal(format string, args ...any) {
 	c.broke(fmt.Sprintf(format, args...))
 	runtime.Goexit()
 }

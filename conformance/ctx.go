@@ -8,10 +8,10 @@ import (
 )
 
 func init() {
-	register("CTX-001", "A call whose context is already canceled returns an error matching context.Canceled and changes nothing.", none, checkCanceledContext)
+	register("CTX-001", "Every call whose context is already canceled returns an error matching context.Canceled and changes nothing.", none, checkCanceledContext)
 }
 
-func checkCanceledContext(c *C) {
+func checkCanceledContext(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
 	before := c.state(run.RunID)
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -29,10 +29,32 @@ func checkCanceledContext(c *C) {
 	expect(err, "GetRun")
 	_, err = c.store.ListRuns(ctx, spec.ListRunsParams{})
 	expect(err, "ListRuns")
-	if ls, ok := c.store.(spec.LeaseStore); ok {
+	_, err = c.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: run.RunID})
+	expect(err, "ListAuditEvents")
+	if c.target.Capabilities.Leases {
+		ls := c.leases()
+		held := c.claim(c.runIn(spec.StatusRunning, spec.CreateRunParams{RunID: "held"}).RunID, owner("w0"))
+		before = c.state(run.RunID)
+		heldBefore := c.state(held.Run.RunID)
+		_, err = ls.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})
+		expect(err, "ClaimRun")
 		_, err = ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
 		expect(err, "ClaimNextRun")
+		_, err = ls.RenewLease(ctx, spec.RenewLeaseParams{RunID: held.Run.RunID, Token: held.Lease.Token, TTL: c.ttl()})
+		expect(err, "RenewLease")
+		err = ls.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: held.Run.RunID, Token: held.Lease.Token})
+		expect(err, "ReleaseLease")
+		_, err = ls.ListRunnableRuns(ctx, spec.ListRunnableParams{})
+		expect(err, "ListRunnableRuns")
+		c.expectUnchanged(heldBefore, "after lease calls with a canceled context")
+		// The lease stands: neither renewed (nothing to see) nor released.
+		_, err = ls.ClaimRun(c.ctx, spec.ClaimRunParams{RunID: held.Run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: anyLive})
+		c.expectErr(err, spec.ErrLeaseHeld, "claiming after a release with a canceled context (the lease must stand)")
+		_, err = ls.ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: []string{"running"}})
+		if err != nil {
+			c.Errorf("the run a canceled claim named to be unleased and claimable", "%s", describeErr(err))
+		}
 	}
 	c.expectUnchanged(before, "after calls with a canceled context")
-	c.expectNothingStored("after a create with a canceled context", run.RunID)
+	c.expectNothingStored("after a create with a canceled context", run.RunID, "held")
 }

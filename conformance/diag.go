@@ -7,11 +7,11 @@ import (
 func init() {
 	register("DIAG-001", "Entering failed, denied or timeout without a diagnostic fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkDiagnosticRequired)
 	register("DIAG-002", "A diagnostic without error_code or message fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkDiagnosticComplete)
-	register("DIAG-003", "Entering interrupted without interrupted_reason fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkInterruptedReason)
+	register("DIAG-003", "Entering interrupted without a non-blank interrupted_reason fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkInterruptedReason)
 	register("DIAG-004", "A diagnostic and an interrupted_reason are stored and returned intact, and the transition's audit event carries the error_code.", none, checkDiagnosticStored)
 }
 
-func checkDiagnosticRequired(c *C) {
+func checkDiagnosticRequired(c *checkState) {
 	for _, to := range []spec.RunStatus{spec.StatusFailed, spec.StatusDenied, spec.StatusTimeout} {
 		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
 		before := c.state(run.RunID)
@@ -23,7 +23,7 @@ func checkDiagnosticRequired(c *C) {
 	}
 }
 
-func checkDiagnosticComplete(c *C) {
+func checkDiagnosticComplete(c *checkState) {
 	cases := map[string]spec.Diagnostic{
 		"no error_code": {Message: "boom", Retryable: true},
 		"no message":    {ErrorCode: "E_BOOM"},
@@ -40,17 +40,19 @@ func checkDiagnosticComplete(c *C) {
 	}
 }
 
-func checkInterruptedReason(c *C) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	before := c.state(run.RunID)
-	p := transition(run, spec.StatusInterrupted)
-	p.InterruptedReason = ""
-	_, err := c.store.UpdateRun(c.ctx, p)
-	c.expectErr(err, spec.ErrMissingDiagnostic, "entering interrupted without a reason")
-	c.expectUnchanged(before, "after entering interrupted without a reason was refused")
+func checkInterruptedReason(c *checkState) {
+	for _, reason := range []string{"", " ", "\t\n"} {
+		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+		before := c.state(run.RunID)
+		p := transition(run, spec.StatusInterrupted)
+		p.InterruptedReason = reason
+		_, err := c.store.UpdateRun(c.ctx, p)
+		c.expectErr(err, spec.ErrMissingDiagnostic, "entering interrupted with reason "+jsonOf(reason))
+		c.expectUnchanged(before, "after entering interrupted with reason "+jsonOf(reason)+" was refused")
+	}
 }
 
-func checkDiagnosticStored(c *C) {
+func checkDiagnosticStored(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
 	d := spec.Diagnostic{ErrorCode: "E_DISK_FULL", Message: "no space left on /var", Retryable: true,
 		SourceStep: "build", SourceHost: "web-1", Details: map[string]string{"free_bytes": "0", "mount": "/var"}}

@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/runstate/runstate/spec"
@@ -12,13 +13,14 @@ func init() {
 	register("FSM-001", "Every transition the table allows succeeds and moves the run to the requested status.", none, checkAllowedPairs)
 	register("FSM-002", "Every transition the table forbids fails with INVALID_STATE_TRANSITION naming from and to.", none, checkForbiddenPairsError)
 	register("FSM-003", "A forbidden transition leaves a terminal run exactly as it was.", none, checkForbiddenFromTerminal)
-	register("FSM-004", "A forbidden transition moves a non-terminal run to failed with diagnostic error_code INVALID_STATE_TRANSITION.", none, checkForbiddenFromNonTerminal)
-	register("FSM-005", "A forbidden transition records exactly one rejected audit event (plus, for a non-terminal run, the event of its move to failed).", none, checkForbiddenAudit)
-	register("FSM-006", "Input aliases created and pending mean queued; stored and returned status is queued.", none, checkAliases)
+	register("FSM-004", "A forbidden transition moves a non-terminal run to failed with diagnostic error_code INVALID_STATE_TRANSITION; the rest of the patch is not applied and running steps and hosts fail with it.", none, checkForbiddenFromNonTerminal)
+	register("FSM-005", "A forbidden transition records exactly one rejected audit event at the version it was refused at (plus, for a non-terminal run, the event of its move to failed at the new version), with the write's actor, reason and token.", none, checkForbiddenAudit)
+	register("FSM-006", "Input aliases created and pending (lower case) mean queued on create and in status filters; stored and returned status is queued.", none, checkAliases)
 	register("FSM-007", "Step statuses follow the step table; a forbidden step transition fails with INVALID_STATE_TRANSITION and changes nothing.", none, checkStepPairs(false))
 	register("FSM-008", "Host statuses follow the step table; a forbidden host transition fails with INVALID_STATE_TRANSITION and changes nothing.", none, checkStepPairs(true))
-	register("FSM-009", "started_at is set when a run, step or host first enters running; finished_at when it enters a terminal status.", none, checkTimestamps)
-	register("FSM-010", "A terminal run accepts no further write of any kind.", none, checkTerminalFrozen)
+	register("FSM-009", "Every time a write sets is that write's updated_at: created_at on create, started_at when first running, finished_at when terminal, for the run, its steps and hosts.", none, checkTimestamps)
+	register("FSM-010", "A terminal run accepts no further write of any kind; each refused write records one rejected event.", none, checkTerminalFrozen)
+	register("FSM-011", "UpdateRun decides in the order of the spec: token, version, terminal run, table, diagnostic, steps; the earlier check's error wins.", none, checkOrderOfChecks)
 }
 
 // pair is the observed outcome of one (from, to) update on a fresh run.
@@ -36,7 +38,7 @@ func (p pair) newEvents() []spec.AuditEvent {
 }
 
 // eachPair tries all 81 (from, to) pairs on fresh runs, in table order.
-func (c *C) eachPair(filter func(from, to spec.RunStatus) bool, fn func(pair)) {
+func (c *checkState) eachPair(filter func(from, to spec.RunStatus) bool, fn func(pair)) {
 	for _, from := range spec.RunStatuses() {
 		for _, to := range spec.RunStatuses() {
 			if !filter(from, to) {
@@ -54,7 +56,7 @@ func (c *C) eachPair(filter func(from, to spec.RunStatus) bool, fn func(pair)) {
 func allowed(from, to spec.RunStatus) bool   { return spec.CanTransition(from, to) }
 func forbidden(from, to spec.RunStatus) bool { return !spec.CanTransition(from, to) }
 
-func checkAllowedPairs(c *C) {
+func checkAllowedPairs(c *checkState) {
 	c.eachPair(allowed, func(p pair) {
 		if p.err != nil {
 			c.Errorf(p.String()+" to succeed", "%s", describeErr(p.err))
@@ -67,7 +69,7 @@ func checkAllowedPairs(c *C) {
 	})
 }
 
-func checkForbiddenPairsError(c *C) {
+func checkForbiddenPairsError(c *checkState) {
 	c.eachPair(forbidden, func(p pair) {
 		if !c.expectErr(p.err, spec.ErrInvalidTransition, p.String()) {
 			return
@@ -79,7 +81,7 @@ func checkForbiddenPairsError(c *C) {
 	})
 }
 
-func checkForbiddenFromTerminal(c *C) {
+func checkForbiddenFromTerminal(c *checkState) {
 	c.eachPair(func(from, to spec.RunStatus) bool { return from.Terminal() && forbidden(from, to) }, func(p pair) {
 		if a, b := jsonOf(p.before.snap), jsonOf(p.after.snap); a != b {
 			c.Errorf(p.String()+" to leave the terminal run unchanged", "%s became %s", a, b)
@@ -87,22 +89,57 @@ func checkForbiddenFromTerminal(c *C) {
 	})
 }
 
-func checkForbiddenFromNonTerminal(c *C) {
+func checkForbiddenFromNonTerminal(c *checkState) {
 	c.eachPair(func(from, to spec.RunStatus) bool { return !from.Terminal() && forbidden(from, to) }, func(p pair) {
 		s := p.after.snap
-		if s.Status != spec.StatusFailed || s.Diagnostic == nil || s.Diagnostic.ErrorCode != string(spec.CodeInvalidTransition) {
-			c.Errorf(p.String()+" to move the run to failed with diagnostic INVALID_STATE_TRANSITION",
+		if s.Status != spec.StatusFailed || s.Diagnostic == nil || s.Diagnostic.ErrorCode != string(spec.CodeInvalidTransition) || s.Diagnostic.Retryable {
+			c.Errorf(p.String()+" to move the run to failed with a non-retryable diagnostic INVALID_STATE_TRANSITION",
 				"status %s diagnostic %s", s.Status, jsonOf(s.Diagnostic))
 			return
 		}
-		if s.Version != p.before.snap.Version+1 || s.FinishedAt.IsZero() {
-			c.Errorf(p.String()+" to bump the version once and set finished_at", "version %d (was %d), finished_at %v",
-				s.Version, p.before.snap.Version, s.FinishedAt)
+		if s.Version != p.before.snap.Version+1 || s.FinishedAt.IsZero() || !s.FinishedAt.Equal(s.UpdatedAt) {
+			c.Errorf(p.String()+" to bump the version once and set finished_at to the write's time", "version %d (was %d), finished_at %v, updated_at %v",
+				s.Version, p.before.snap.Version, s.FinishedAt, s.UpdatedAt)
 		}
 	})
+	// The rest of the patch is not applied; running steps and hosts fail
+	// with the run, the others keep their state.
+	for _, from := range []spec.RunStatus{spec.StatusQueued, spec.StatusRunning, spec.StatusWaiting} {
+		run := c.runIn(from, spec.CreateRunParams{Message: "before", Priority: 3, Labels: map[string]string{"k": "v"},
+			Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2"}}, {Name: "later", Hosts: []string{"h1"}}}})
+		if from != spec.StatusQueued {
+			run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{
+				{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}}}}})
+		}
+		to := spec.StatusSuccess
+		if from == spec.StatusRunning {
+			to = spec.StatusQueued
+		}
+		p := transition(run, to)
+		p.Message, p.Priority, p.Labels = ptr("after"), ptr(9), map[string]string{"k": "changed"}
+		p.Steps = []spec.StepPatch{{Name: "later", Status: "skipped"}}
+		_, err := c.store.UpdateRun(c.ctx, p)
+		c.expectErr(err, spec.ErrInvalidTransition, fmt.Sprintf("%s -> %s with a patch", from, to))
+		got := c.get(run.RunID)
+		if got.Message != "before" || got.Priority != 3 || got.Labels["k"] != "v" {
+			c.Errorf(fmt.Sprintf("%s -> %s: the rest of the patch (message, priority, labels) not applied", from, to),
+				"message %q priority %d labels %v", got.Message, got.Priority, got.Labels)
+		}
+		build, _ := got.Step("build")
+		later, _ := got.Step("later")
+		want := map[string]spec.StepStatus{"build": spec.StepQueued, "build/h1": spec.StepQueued, "build/h2": spec.StepQueued, "later": spec.StepQueued}
+		if from != spec.StatusQueued {
+			want["build"], want["build/h1"] = spec.StepFailed, spec.StepFailed
+		}
+		have := map[string]spec.StepStatus{"build": build.Status, "build/h1": build.Hosts[0].Status, "build/h2": build.Hosts[1].Status, "later": later.Status}
+		if fmt.Sprint(have) != fmt.Sprint(want) || (from != spec.StatusQueued && (!build.FinishedAt.Equal(got.FinishedAt) || !build.Hosts[0].FinishedAt.Equal(got.FinishedAt))) {
+			c.Errorf(fmt.Sprintf("%s -> %s: running steps and hosts failed with the run at its finished_at, the others unchanged (%v)", from, to, want),
+				"%v, %s", have, jsonOf(got.Steps))
+		}
+	}
 }
 
-func checkForbiddenAudit(c *C) {
+func checkForbiddenAudit(c *checkState) {
 	c.eachPair(forbidden, func(p pair) {
 		evs := p.newEvents()
 		want := 1
@@ -114,20 +151,27 @@ func checkForbiddenAudit(c *C) {
 			return
 		}
 		rej := evs[0]
-		if rej.Kind != spec.AuditRejected || rej.From != p.from || rej.To != p.to || rej.ErrorCode != string(spec.CodeInvalidTransition) {
-			c.Errorf(p.String()+": a rejected event from "+string(p.from)+" to "+string(p.to)+" with error_code INVALID_STATE_TRANSITION", "%s", jsonOf(rej))
+		if rej.Kind != spec.AuditRejected || rej.From != p.from || rej.To != p.to || rej.ErrorCode != string(spec.CodeInvalidTransition) ||
+			rej.Version != p.before.snap.Version || !sameWriter(rej) {
+			c.Errorf(p.String()+": a rejected event from "+string(p.from)+" to "+string(p.to)+
+				" with error_code INVALID_STATE_TRANSITION, the version refused at and the write's actor and reason", "%s", jsonOf(rej))
 		}
 		if want == 2 {
 			ev := evs[1]
 			if ev.Kind != spec.AuditTransition || ev.From != p.from || ev.To != spec.StatusFailed ||
-				ev.ErrorCode != string(spec.CodeInvalidTransition) || ev.Version != p.after.snap.Version {
-				c.Errorf(p.String()+": then a transition event to failed at the new version", "%s", jsonOf(ev))
+				ev.ErrorCode != string(spec.CodeInvalidTransition) || ev.Version != p.after.snap.Version || !sameWriter(ev) {
+				c.Errorf(p.String()+": then a transition event to failed at the new version, with the write's actor and reason", "%s", jsonOf(ev))
 			}
 		}
 	})
 }
 
-func checkAliases(c *C) {
+// sameWriter reports whether e carries the actor and reason transition() writes with.
+func sameWriter(e spec.AuditEvent) bool {
+	return e.Actor == worker && e.Reason == "conformance check"
+}
+
+func checkAliases(c *checkState) {
 	for _, alias := range []string{"created", "pending"} {
 		run := c.create(spec.CreateRunParams{Status: alias})
 		if run.Status != spec.StatusQueued || c.get(run.RunID).Status != spec.StatusQueued {
@@ -142,7 +186,7 @@ func checkAliases(c *C) {
 
 // checkStepPairs tries every (from, to) pair of the step table on a step,
 // or on a host within a step.
-func checkStepPairs(host bool) func(*C) {
+func checkStepPairs(host bool) func(*checkState) {
 	patch := func(run spec.RunSnapshot, to spec.StepStatus) spec.UpdateRunParams {
 		sp := spec.StepPatch{Name: "build"}
 		if host {
@@ -170,7 +214,7 @@ func checkStepPairs(host bool) func(*C) {
 	if host {
 		level = "host"
 	}
-	return func(c *C) {
+	return func(c *checkState) {
 		for _, from := range spec.StepStatuses() {
 			for _, to := range spec.StepStatuses() {
 				run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"web-1"}}}})
@@ -193,6 +237,9 @@ func checkStepPairs(host bool) func(*C) {
 					if errors.As(err, &e) && (e.Step != "build" || e.From != string(from) || e.To != string(to) || (host && e.Host != "web-1")) {
 						c.Errorf(what+": the error to name step, host, from and to", "%+v", e)
 					}
+					if host && !strings.Contains(err.Error(), "web-1") {
+						c.Errorf(what+": the error's message to name the host", "%q", err.Error())
+					}
 				}
 				c.expectUnchanged(before, "after "+what+" is refused")
 			}
@@ -200,7 +247,7 @@ func checkStepPairs(host bool) func(*C) {
 	}
 }
 
-func checkTimestamps(c *C) {
+func checkTimestamps(c *checkState) {
 	tick := func() { c.pass(2 * time.Millisecond) } // distinct microsecond timestamps
 	run := c.create(spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"web-1"}}}})
 	if !run.StartedAt.IsZero() || !run.FinishedAt.IsZero() || run.CreatedAt.IsZero() || !run.UpdatedAt.Equal(run.CreatedAt) {
@@ -222,23 +269,23 @@ func checkTimestamps(c *C) {
 		{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "web-1", Status: "running"}}}}})
 	st, _ := run.Step("build")
 	h, _ := st.Host("web-1")
-	if !st.StartedAt.After(started) || !h.StartedAt.Equal(st.StartedAt) || !st.FinishedAt.IsZero() {
-		c.Errorf("step and host started_at set when they enter running", "%s", jsonOf(st))
+	if !st.StartedAt.After(started) || !st.StartedAt.Equal(run.UpdatedAt) || !h.StartedAt.Equal(st.StartedAt) || !st.FinishedAt.IsZero() {
+		c.Errorf("step and host started_at = the updated_at of the write that made them running", "%s, updated_at %v", jsonOf(st), run.UpdatedAt)
 	}
 	tick()
 	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "success", Steps: []spec.StepPatch{
 		{Name: "build", Status: "success", Hosts: []spec.HostPatch{{Host: "web-1", Status: "success"}}}}})
 	st, _ = run.Step("build")
 	h, _ = st.Host("web-1")
-	if !run.FinishedAt.After(st.StartedAt) || !st.FinishedAt.Equal(run.FinishedAt) || !h.FinishedAt.Equal(run.FinishedAt) {
-		c.Errorf("finished_at set on the run, step and host as they finish", "%s", jsonOf(run))
+	if !run.FinishedAt.After(st.StartedAt) || !run.FinishedAt.Equal(run.UpdatedAt) || !st.FinishedAt.Equal(run.FinishedAt) || !h.FinishedAt.Equal(run.FinishedAt) {
+		c.Errorf("finished_at of the run, step and host = the updated_at of the write that finished them", "%s", jsonOf(run))
 	}
 	if got := c.get(run.RunID); jsonOf(got) != jsonOf(run) {
 		c.Errorf("GetRun to return what UpdateRun returned", "%s vs %s", jsonOf(got), jsonOf(run))
 	}
 }
 
-func checkTerminalFrozen(c *C) {
+func checkTerminalFrozen(c *checkState) {
 	for _, st := range spec.RunStatuses() {
 		if !st.Terminal() {
 			continue
@@ -250,13 +297,87 @@ func checkTerminalFrozen(c *C) {
 			"a step":     {Steps: []spec.StepPatch{{Name: "build", Status: "running"}}},
 			"labels":     {Labels: map[string]string{"late": "yes"}},
 		} {
-			p.RunID, p.ExpectedVersion = run.RunID, run.Version
+			p.RunID, p.ExpectedVersion, p.Actor, p.Reason = run.RunID, run.Version, worker, "late write"
 			before := c.state(run.RunID)
 			_, err := c.store.UpdateRun(c.ctx, p)
-			c.expectErr(err, spec.ErrInvalidTransition, "writing "+name+" to a "+string(st)+" run")
-			if after := c.get(run.RunID); jsonOf(after) != jsonOf(before.snap) {
-				c.Errorf("the "+string(st)+" run unchanged after "+name+" was refused", "%s", jsonOf(after))
+			if c.expectErr(err, spec.ErrInvalidTransition, "writing "+name+" to a "+string(st)+" run") {
+				var e *spec.Error
+				if errors.As(err, &e) && (e.From != string(st) || e.To != string(st)) {
+					c.Errorf("writing "+name+" to a "+string(st)+" run: the error from and to "+string(st), "%+v", e)
+				}
 			}
+			after := c.state(run.RunID)
+			if jsonOf(after.snap) != jsonOf(before.snap) {
+				c.Errorf("the "+string(st)+" run unchanged after "+name+" was refused", "%s", jsonOf(after.snap))
+			}
+			added := after.events[min(len(before.events), len(after.events)):]
+			if len(added) != 1 || added[0].Kind != spec.AuditRejected || added[0].From != st || added[0].To != st ||
+				added[0].Version != run.Version || added[0].Reason != "late write" {
+				c.Errorf("one rejected event "+string(st)+" -> "+string(st)+" for "+name+" written to a "+string(st)+" run", "%s", jsonOf(added))
+			}
+		}
+	}
+}
+
+// checkOrderOfChecks tries updates that fail two checks of §1.6 at once:
+// the earlier check decides, and only its effect happens.
+func checkOrderOfChecks(c *checkState) {
+	type attempt struct {
+		name  string
+		setup func() (spec.RunSnapshot, spec.UpdateRunParams)
+		want  error
+		moved bool // the run is moved to failed (a forbidden transition decided)
+	}
+	stale := func(p spec.UpdateRunParams) spec.UpdateRunParams { p.ExpectedVersion--; return p }
+	attempts := []attempt{
+		{"a stale token and a stale version", func() (spec.RunSnapshot, spec.UpdateRunParams) {
+			run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+			first := c.claim(run.RunID, owner("w1"))
+			c.expire()
+			c.claim(run.RunID, owner("w2"))
+			run = c.get(run.RunID)
+			p := stale(transition(run, spec.StatusWaiting))
+			p.LeaseToken = first.Lease.Token
+			return run, p
+		}, spec.ErrLeaseLost, false},
+		{"a stale version on a terminal run", func() (spec.RunSnapshot, spec.UpdateRunParams) {
+			run := c.runIn(spec.StatusSuccess, spec.CreateRunParams{})
+			return run, stale(transition(run, spec.StatusRunning))
+		}, spec.ErrVersionConflict, false},
+		{"a stale version and a forbidden transition", func() (spec.RunSnapshot, spec.UpdateRunParams) {
+			run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+			return run, stale(transition(run, spec.StatusQueued))
+		}, spec.ErrVersionConflict, false},
+		{"a forbidden transition without the diagnostic it would need", func() (spec.RunSnapshot, spec.UpdateRunParams) {
+			run := c.runIn(spec.StatusQueued, spec.CreateRunParams{})
+			return run, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed", Actor: worker}
+		}, spec.ErrInvalidTransition, true},
+		{"a forbidden transition and a forbidden step move", func() (spec.RunSnapshot, spec.UpdateRunParams) {
+			run := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
+			p := transition(run, spec.StatusSuccess)
+			p.Steps = []spec.StepPatch{{Name: "build", Status: "success"}} // queued -> success is forbidden too
+			return run, p
+		}, spec.ErrInvalidTransition, true},
+		{"a missing diagnostic and a forbidden step move", func() (spec.RunSnapshot, spec.UpdateRunParams) {
+			run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
+			return run, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed", Actor: worker,
+				Steps: []spec.StepPatch{{Name: "build", Status: "success"}}}
+		}, spec.ErrMissingDiagnostic, false},
+	}
+	if !c.target.Capabilities.Leases {
+		attempts = attempts[1:] // tokens need leases
+	}
+	for _, a := range attempts {
+		run, p := a.setup()
+		before := c.state(run.RunID)
+		_, err := c.store.UpdateRun(c.ctx, p)
+		c.expectErr(err, a.want, a.name)
+		after := c.get(run.RunID)
+		switch {
+		case a.moved && after.Status != spec.StatusFailed:
+			c.Errorf(a.name+": the forbidden transition decides, moving the run to failed", "%s", after.Status)
+		case !a.moved:
+			c.expectUnchanged(before, "after "+a.name)
 		}
 	}
 }

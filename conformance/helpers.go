@@ -13,26 +13,33 @@ import (
 )
 
 // Context returns the check's context.
-func (c *C) Context() context.Context { return c.ctx }
+func (c *checkState) Context() context.Context { return c.ctx }
 
 // leases returns the store's LeaseStore. A target that declares Leases but
 // does not implement the interface fails the rule.
-func (c *C) leases() spec.LeaseStore {
+func (c *checkState) leases() spec.LeaseStore {
 	return c.leaseStoreOf(c.store)
 }
 
-// second opens a second handle, as another worker process would.
-func (c *C) second() spec.RunStateStore {
-	s, err := c.h.OpenHandle(c.ctx)
-	if err != nil {
-		c.harnessFatal("opening a second handle: %v", err)
+// second returns the check's second handle, as another worker process
+// would hold it. It is opened once per check: a check that races in rounds
+// must not open (and keep, until the harness closes) a pool per round.
+func (c *checkState) second() spec.RunStateStore {
+	c.secondMu.Lock()
+	defer c.secondMu.Unlock()
+	if c.other == nil {
+		s, err := c.h.OpenHandle(c.ctx)
+		if err != nil {
+			c.harnessFatal("opening a second handle: %v", err)
+		}
+		c.other = s
 	}
-	return s
+	return c.other
 }
 
 // handles returns n handles alternating between the primary and, when the
 // target has one, a second handle; concurrency checks spread workers over them.
-func (c *C) handles(n int) []spec.RunStateStore {
+func (c *checkState) handles(n int) []spec.RunStateStore {
 	out := make([]spec.RunStateStore, n)
 	var other spec.RunStateStore = c.store
 	if c.target.Capabilities.SecondHandle {
@@ -48,7 +55,7 @@ func (c *C) handles(n int) []spec.RunStateStore {
 }
 
 // leaseStoreOf returns s as a LeaseStore; a handle without it fails the rule.
-func (c *C) leaseStoreOf(s spec.RunStateStore) spec.LeaseStore {
+func (c *checkState) leaseStoreOf(s spec.RunStateStore) spec.LeaseStore {
 	ls, ok := s.(spec.LeaseStore)
 	if !ok {
 		c.Fatalf("every handle of a store declaring the leases capability to implement spec.LeaseStore", "%T does not", s)
@@ -59,7 +66,7 @@ func (c *C) leaseStoreOf(s spec.RunStateStore) spec.LeaseStore {
 // parallel runs fn(0) … fn(n-1) in goroutines released at the same moment
 // and waits for all of them. A panic in one becomes a harness error instead
 // of crashing the process; Fatalf ends only that goroutine.
-func (c *C) parallel(n int, fn func(i int)) {
+func (c *checkState) parallel(n int, fn func(i int)) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -79,7 +86,7 @@ func (c *C) parallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-func (c *C) ttl() time.Duration {
+func (c *checkState) ttl() time.Duration {
 	if c.target.LeaseTTL > 0 {
 		return c.target.LeaseTTL
 	}
@@ -88,7 +95,7 @@ func (c *C) ttl() time.Duration {
 
 // pass lets d go by on the store's clock: advancing it when controlled,
 // sleeping otherwise.
-func (c *C) pass(d time.Duration) {
+func (c *checkState) pass(d time.Duration) {
 	if c.target.Capabilities.ControlledClock {
 		c.h.Advance(d)
 		return
@@ -101,11 +108,11 @@ func (c *C) pass(d time.Duration) {
 }
 
 // expire lets a lease of c.ttl() run out, with a margin for real clocks.
-func (c *C) expire() { c.pass(c.ttl() + c.ttl()/2 + 50*time.Millisecond) }
+func (c *checkState) expire() { c.pass(c.ttl() + c.ttl()/2 + 50*time.Millisecond) }
 
 const workflow = "conformance"
 
-func (c *C) create(p spec.CreateRunParams) spec.RunSnapshot {
+func (c *checkState) create(p spec.CreateRunParams) spec.RunSnapshot {
 	if p.WorkflowName == "" {
 		p.WorkflowName = workflow
 	}
@@ -116,9 +123,9 @@ func (c *C) create(p spec.CreateRunParams) spec.RunSnapshot {
 	return run
 }
 
-func (c *C) newRun() spec.RunSnapshot { return c.create(spec.CreateRunParams{}) }
+func (c *checkState) newRun() spec.RunSnapshot { return c.create(spec.CreateRunParams{}) }
 
-func (c *C) update(p spec.UpdateRunParams) spec.RunSnapshot {
+func (c *checkState) update(p spec.UpdateRunParams) spec.RunSnapshot {
 	run, err := c.store.UpdateRun(c.ctx, p)
 	if err != nil {
 		c.Fatalf("UpdateRun to succeed", "%s for %s", describeErr(err), jsonOf(p))
@@ -127,12 +134,12 @@ func (c *C) update(p spec.UpdateRunParams) spec.RunSnapshot {
 }
 
 // move transitions run to status to, with whatever the status requires.
-func (c *C) move(run spec.RunSnapshot, to spec.RunStatus) spec.RunSnapshot {
+func (c *checkState) move(run spec.RunSnapshot, to spec.RunStatus) spec.RunSnapshot {
 	return c.update(transition(run, to))
 }
 
 // runIn creates a run and drives it to status along the shortest allowed path.
-func (c *C) runIn(status spec.RunStatus, p spec.CreateRunParams) spec.RunSnapshot {
+func (c *checkState) runIn(status spec.RunStatus, p spec.CreateRunParams) spec.RunSnapshot {
 	run := c.create(p)
 	for _, st := range pathTo(status) {
 		run = c.move(run, st)
@@ -140,7 +147,7 @@ func (c *C) runIn(status spec.RunStatus, p spec.CreateRunParams) spec.RunSnapsho
 	return run
 }
 
-func (c *C) get(id string) spec.RunSnapshot {
+func (c *checkState) get(id string) spec.RunSnapshot {
 	run, err := c.store.GetRun(c.ctx, id)
 	if err != nil {
 		c.Fatalf("GetRun to succeed", "%s", describeErr(err))
@@ -149,7 +156,7 @@ func (c *C) get(id string) spec.RunSnapshot {
 }
 
 // events returns every audit event of a run, following pages.
-func (c *C) events(id string) []spec.AuditEvent {
+func (c *checkState) events(id string) []spec.AuditEvent {
 	var out []spec.AuditEvent
 	var after int64
 	for {
@@ -171,10 +178,10 @@ type runState struct {
 	events []spec.AuditEvent
 }
 
-func (c *C) state(id string) runState { return runState{c.get(id), c.events(id)} }
+func (c *checkState) state(id string) runState { return runState{c.get(id), c.events(id)} }
 
 // expectUnchanged reports a failure when the run differs from before.
-func (c *C) expectUnchanged(before runState, after string) {
+func (c *checkState) expectUnchanged(before runState, after string) {
 	now := c.state(before.snap.RunID)
 	if a, b := jsonOf(before.snap), jsonOf(now.snap); a != b {
 		c.Errorf("the run unchanged "+after, "snapshot changed from %s to %s", a, b)
@@ -186,16 +193,16 @@ func (c *C) expectUnchanged(before runState, after string) {
 
 // expectErr reports whether err matches want with errors.Is, recording a
 // failure otherwise.
-func (c *C) expectErr(err error, want *spec.Error, doing string) bool {
+func (c *checkState) expectErr(err error, want error, doing string) bool {
 	if errors.Is(err, want) {
 		return true
 	}
-	c.Errorf(fmt.Sprintf("%s to fail with %s", doing, want.Code), "%s", describeErr(err))
+	c.Errorf(fmt.Sprintf("%s to fail with %s", doing, spec.CodeOf(want)), "%s", describeErr(err))
 	return false
 }
 
 // expectInvalid checks an ErrInvalidArgument that names the offending field.
-func (c *C) expectInvalid(err error, doing string) {
+func (c *checkState) expectInvalid(err error, doing string) {
 	if !c.expectErr(err, spec.ErrInvalidArgument, doing) {
 		return
 	}

@@ -26,12 +26,14 @@ func init() {
 	register("LEASE-014", "Lease operations change neither the run's version nor its audit trail.", leases, checkLeaseNoVersion)
 	register("LEASE-015", "An expired lease nobody has claimed since still belongs to its owner: it can be renewed and its token still fences.", leases, checkExpiredUnclaimed)
 	register("LEASE-016", "Every claim of a run carries a token larger than all earlier tokens of that run, across releases and expiries.", leases, checkTokenMonotonic)
+	register("LEASE-018", "A lease has expired at exactly acquired_at + TTL: another owner can claim the run then, and the runnable listing includes it.", Capabilities{Leases: true, ControlledClock: true}, checkExpiryBoundary)
+	register("LEASE-019", "A write without a token is accepted while another owner holds a live lease, governed by compare-and-set alone; the lease stands.", leases, checkUnfencedWrites)
 }
 
 // anyLive names every non-terminal status, for claims that are not about statuses.
 var anyLive = []string{"queued", "running", "waiting"}
 
-func (c *C) claim(runID string, o spec.Owner) spec.Claim {
+func (c *checkState) claim(runID string, o spec.Owner) spec.Claim {
 	cl, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: runID, Owner: o, TTL: c.ttl(), Statuses: anyLive})
 	if err != nil {
 		c.Fatalf("ClaimRun of "+runID+" by "+o.String()+" to succeed", "%s", describeErr(err))
@@ -39,7 +41,7 @@ func (c *C) claim(runID string, o spec.Owner) spec.Claim {
 	return cl
 }
 
-func checkExclusiveClaim(c *C) {
+func checkExclusiveClaim(c *checkState) {
 	run := c.newRun()
 	cl := c.claim(run.RunID, owner("w1"))
 	if cl.Lease.Token < 1 || cl.Lease.Owner != owner("w1") || cl.Lease.RunID != run.RunID || cl.Run.RunID != run.RunID ||
@@ -61,7 +63,7 @@ func checkExclusiveClaim(c *C) {
 	c.expectErr(err, spec.ErrNotFound, "claim-next while the only run is leased")
 }
 
-func checkConcurrentClaimNext(c *C) {
+func checkConcurrentClaimNext(c *checkState) {
 	const workers, runs = 8, 40
 	want := map[string]bool{}
 	for range runs {
@@ -97,12 +99,12 @@ func checkConcurrentClaimNext(c *C) {
 	}
 }
 
-func checkClaimOrder(c *C) {
+func checkClaimOrder(c *checkState) {
 	// Created in this order; claim order is priority desc, then oldest.
 	specs := []struct {
 		id   string
 		prio int
-	}{{"low-old", 1}, {"high-old", 10}, {"mid", 5}, {"high-new", 10}, {"low-new", 1}}
+	}{{"low-old", 1}, {"high-old", 10}, {"mid", 5}, {"high-new", 10}, {"low-new", 1}, {"high-newer", 10}, {"high-newest", 10}, {"low-newest", 1}}
 	for _, s := range specs {
 		c.create(spec.CreateRunParams{RunID: s.id, Priority: s.prio})
 		c.pass(2 * time.Millisecond)
@@ -115,13 +117,13 @@ func checkClaimOrder(c *C) {
 		}
 		got = append(got, cl.Run.RunID)
 	}
-	want := []string{"high-old", "high-new", "mid", "low-old", "low-new"}
+	want := []string{"high-old", "high-new", "high-newer", "high-newest", "mid", "low-old", "low-new", "low-newest"}
 	if jsonOf(got) != jsonOf(want) {
 		c.Errorf(fmt.Sprintf("claim order %v", want), "%v", got)
 	}
 }
 
-func checkRenew(c *C) {
+func checkRenew(c *checkState) {
 	run := c.newRun()
 	cl := c.claim(run.RunID, owner("w1"))
 	c.pass(c.ttl() / 2)
@@ -138,7 +140,7 @@ func checkRenew(c *C) {
 	c.expectErr(err, spec.ErrLeaseHeld, "claiming a renewed lease after its first expiry")
 }
 
-func checkExpiryTakeover(c *C) {
+func checkExpiryTakeover(c *checkState) {
 	run := c.newRun()
 	first := c.claim(run.RunID, owner("w1"))
 	c.expire()
@@ -152,7 +154,7 @@ func checkExpiryTakeover(c *C) {
 	}
 }
 
-func checkFencedWrites(c *C) {
+func checkFencedWrites(c *checkState) {
 	run := c.move(c.newRun(), spec.StatusRunning)
 	old := c.claim(run.RunID, owner("w1")).Lease.Token
 	c.expire()
@@ -177,7 +179,7 @@ func checkFencedWrites(c *C) {
 	c.expectErr(err, spec.ErrLeaseLost, "a fenced write to a run never leased")
 }
 
-func checkStaleRenewRelease(c *C) {
+func checkStaleRenewRelease(c *checkState) {
 	run := c.newRun()
 	old := c.claim(run.RunID, owner("w1")).Lease.Token
 	c.expire()
@@ -197,7 +199,7 @@ func checkStaleRenewRelease(c *C) {
 	c.expectErr(err, spec.ErrLeaseLost, "renewing a released lease")
 }
 
-func checkTerminalNotClaimable(c *C) {
+func checkTerminalNotClaimable(c *checkState) {
 	for _, st := range spec.RunStatuses() {
 		if !st.Terminal() {
 			continue
@@ -216,7 +218,7 @@ func checkTerminalNotClaimable(c *C) {
 	}
 }
 
-func checkRelease(c *C) {
+func checkRelease(c *checkState) {
 	run := c.move(c.newRun(), spec.StatusRunning)
 	run = c.move(run, spec.StatusWaiting)
 	cl := c.claim(run.RunID, owner("w1"))
@@ -237,7 +239,7 @@ func checkRelease(c *C) {
 	c.expectErr(err, spec.ErrLeaseLost, "a write with a released token")
 }
 
-func checkListRunnable(c *C) {
+func checkListRunnable(c *checkState) {
 	mk := func(id string, prio int, status spec.RunStatus, labels map[string]string) string {
 		c.pass(2 * time.Millisecond)
 		return c.runIn(status, spec.CreateRunParams{RunID: id, Priority: prio, Labels: labels}).RunID
@@ -284,7 +286,7 @@ func checkListRunnable(c *C) {
 	c.expectInvalid(err, "listing runnable runs in a terminal status")
 }
 
-func checkClaimStatuses(c *C) {
+func checkClaimStatuses(c *checkState) {
 	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{Priority: 9})
 	waiting := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Priority: 1})
 	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: running.RunID, Owner: owner("w1"), TTL: c.ttl()})
@@ -302,7 +304,7 @@ func checkClaimStatuses(c *C) {
 	c.expectInvalid(err, "claiming with a terminal status among the statuses")
 }
 
-func checkIncarnations(c *C) {
+func checkIncarnations(c *checkState) {
 	run := c.newRun()
 	old := c.claim(run.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-1"})
 	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w2", Incarnation: "boot-1"}, TTL: c.ttl()})
@@ -313,6 +315,16 @@ func checkIncarnations(c *C) {
 	if reborn.Lease.Token <= old.Lease.Token {
 		c.Errorf("the new incarnation's token larger", "%d after %d", reborn.Lease.Token, old.Lease.Token)
 	}
+	// Incarnations are not ordered: an "older" name may take over too, and
+	// the empty incarnation is one of them.
+	back := c.claim(run.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-0"})
+	empty := c.claim(run.RunID, spec.Owner{Worker: "w1"})
+	if back.Lease.Token <= reborn.Lease.Token || empty.Lease.Token <= back.Lease.Token {
+		c.Errorf("every takeover by another incarnation with a larger token", "%d, %d, %d", reborn.Lease.Token, back.Lease.Token, empty.Lease.Token)
+	}
+	// A worker whose id extends another's is another worker.
+	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w1x", Incarnation: "boot-9"}, TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseHeld, "worker w1x claiming over w1's live lease")
 	other := c.newRun()
 	c.claim(other.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-2"})
 	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w1", Incarnation: "boot-3"}, TTL: c.ttl()})
@@ -321,7 +333,7 @@ func checkIncarnations(c *C) {
 	}
 }
 
-func checkClaimNextEmpty(c *C) {
+func checkClaimNextEmpty(c *checkState) {
 	_, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
 	c.expectErr(err, spec.ErrNotFound, "claim-next on an empty store")
 	c.create(spec.CreateRunParams{WorkflowName: "build"})
@@ -329,7 +341,7 @@ func checkClaimNextEmpty(c *C) {
 	c.expectErr(err, spec.ErrNotFound, "claim-next when no run matches the filter")
 }
 
-func checkLeaseNoVersion(c *C) {
+func checkLeaseNoVersion(c *checkState) {
 	run := c.newRun()
 	before := c.state(run.RunID)
 	cl := c.claim(run.RunID, owner("w1"))
@@ -345,7 +357,7 @@ func checkLeaseNoVersion(c *C) {
 	}
 }
 
-func checkExpiredUnclaimed(c *C) {
+func checkExpiredUnclaimed(c *checkState) {
 	run := c.move(c.newRun(), spec.StatusRunning)
 	cl, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})
 	if err != nil {
@@ -364,7 +376,7 @@ func checkExpiredUnclaimed(c *C) {
 	c.expectErr(err, spec.ErrLeaseHeld, "claiming a lease renewed after expiry")
 }
 
-func checkTokenMonotonic(c *C) {
+func checkTokenMonotonic(c *checkState) {
 	run := c.newRun()
 	var last int64
 	step := func(what string, tok int64) {
@@ -390,4 +402,40 @@ func checkTokenMonotonic(c *C) {
 		c.Fatalf("claim-next to succeed", "%s", describeErr(err))
 	}
 	step("claim-next", cl.Lease.Token)
+}
+
+func checkExpiryBoundary(c *checkState) {
+	run := c.newRun()
+	cl := c.claim(run.RunID, owner("w1"))
+	c.h.Advance(cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt) - time.Microsecond)
+	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()})
+	c.expectErr(err, spec.ErrLeaseHeld, "claiming a microsecond before expires_at")
+	if page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{}); err != nil || len(page.Runs) != 0 {
+		c.Errorf("the run not runnable a microsecond before expires_at", "%d runnable, %s", len(page.Runs), describeErr(err))
+	}
+	c.h.Advance(time.Microsecond) // now exactly expires_at
+	if page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{}); err != nil || len(page.Runs) != 1 {
+		c.Errorf("the run runnable at exactly expires_at", "%d runnable, %s", len(page.Runs), describeErr(err))
+	}
+	if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()}); err != nil {
+		c.Errorf("another owner to claim the run at exactly expires_at", "%s", describeErr(err))
+	}
+}
+
+func checkUnfencedWrites(c *checkState) {
+	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	cl := c.claim(run.RunID, owner("w1"))
+	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("an operator's note")})
+	stale := transition(run, spec.StatusCanceled)
+	stale.ExpectedVersion--
+	_, err := c.store.UpdateRun(c.ctx, stale)
+	c.expectErr(err, spec.ErrVersionConflict, "an unfenced write with a stale version while the run is leased")
+	canceled := c.update(transition(run, spec.StatusCanceled))
+	if canceled.Status != spec.StatusCanceled {
+		c.Errorf("an operator to cancel a leased run without a token", "%s", canceled.Status)
+	}
+	_, err = c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	if err != nil {
+		c.Errorf("the holder's lease to stand after unfenced writes (renewable)", "%s", describeErr(err))
+	}
 }

@@ -3,6 +3,7 @@ package conformance
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,7 @@ func init() {
 }
 
 // listAll pages through ListRuns and returns the run_ids in order.
-func (c *C) listAll(p spec.ListRunsParams) []string {
+func (c *checkState) listAll(p spec.ListRunsParams) []string {
 	var ids []string
 	for pages := 0; ; pages++ {
 		page, err := c.store.ListRuns(c.ctx, p)
@@ -41,7 +42,7 @@ func (c *C) listAll(p spec.ListRunsParams) []string {
 }
 
 // expectIDs compares listed ids with the expected set, ignoring order.
-func (c *C) expectIDs(what string, got, want []string) {
+func (c *checkState) expectIDs(what string, got, want []string) {
 	g, w := slices.Clone(got), slices.Clone(want)
 	slices.Sort(g)
 	slices.Sort(w)
@@ -50,7 +51,7 @@ func (c *C) expectIDs(what string, got, want []string) {
 	}
 }
 
-func checkListByStatus(c *C) {
+func checkListByStatus(c *checkState) {
 	byStatus := map[spec.RunStatus][]string{}
 	for _, st := range spec.RunStatuses() {
 		for range 2 {
@@ -68,23 +69,21 @@ func checkListByStatus(c *C) {
 	}
 }
 
-func checkListByWorkflow(c *C) {
+func checkListByWorkflow(c *checkState) {
 	var deploys []string
-	for i := range 6 {
-		wf := "build"
-		if i%3 == 0 {
-			wf = "deploy"
-		}
+	// Near misses: a prefix, a suffix, another case, an extension.
+	for _, wf := range []string{"deploy", "build", "deploy", "deplo", "pre-deploy", "Deploy", "deploy-prod", "deploy", "deploy "} {
 		run := c.create(spec.CreateRunParams{WorkflowName: wf})
 		if wf == "deploy" {
 			deploys = append(deploys, run.RunID)
 		}
 	}
-	c.expectIDs("workflow deploy", c.listAll(spec.ListRunsParams{WorkflowName: "deploy"}), deploys)
+	c.expectIDs("workflow deploy (exactly)", c.listAll(spec.ListRunsParams{WorkflowName: "deploy"}), deploys)
 	c.expectIDs("workflow nothing", c.listAll(spec.ListRunsParams{WorkflowName: "nothing"}), nil)
+	c.expectIDs("workflow dep", c.listAll(spec.ListRunsParams{WorkflowName: "dep"}), nil)
 }
 
-func checkListByLabels(c *C) {
+func checkListByLabels(c *checkState) {
 	a := c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "web"}}).RunID
 	b := c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "db"}}).RunID
 	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "dev", "team": "web"}})
@@ -92,9 +91,18 @@ func checkListByLabels(c *C) {
 	c.expectIDs("labels env=prod", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod"}}), []string{a, b})
 	c.expectIDs("labels env=prod,team=web", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod", "team": "web"}}), []string{a})
 	c.expectIDs("labels env=staging", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "staging"}}), nil)
+	// Near misses of key and value: a prefix, an extension, another case.
+	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "production", "team": "web"}})
+	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "pro", "team": "web"}})
+	c.create(spec.CreateRunParams{Labels: map[string]string{"Env": "prod", "team": "web"}})
+	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "Prod", "team": "web"}})
+	c.create(spec.CreateRunParams{Labels: map[string]string{"environment": "prod", "team": "web"}})
+	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod ", "team": "web"}})
+	c.expectIDs("labels env=prod among near misses", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod"}}), []string{a, b})
+	c.expectIDs("labels env=prod,team=web among near misses", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod", "team": "web"}}), []string{a})
 }
 
-func checkListByCreated(c *C) {
+func checkListByCreated(c *checkState) {
 	var runs []spec.RunSnapshot
 	for range 5 {
 		runs = append(runs, c.newRun())
@@ -113,7 +121,7 @@ func checkListByCreated(c *C) {
 	c.expectIDs("created before run2", c.listAll(spec.ListRunsParams{CreatedBefore: runs[1].CreatedAt}), ids(runs[:1]))
 }
 
-func checkListPaging(c *C) {
+func checkListPaging(c *checkState) {
 	var want []spec.RunSnapshot
 	for i := range 23 {
 		want = append(want, c.create(spec.CreateRunParams{RunID: fmt.Sprintf("page-%02d", (i*7)%23)}))
@@ -138,7 +146,7 @@ func checkListPaging(c *C) {
 	}
 }
 
-func checkListPagingUnderInserts(c *C) {
+func checkListPagingUnderInserts(c *checkState) {
 	var existing []string
 	for range 60 {
 		existing = append(existing, c.newRun().RunID)
@@ -161,21 +169,65 @@ func checkListPagingUnderInserts(c *C) {
 			}
 		}
 	})
+	c.expectOncePerRun("while another handle creates runs", got, existing)
+	if !c.target.Capabilities.ControlledClock {
+		return
+	}
+	// With the clock stopped, runs created between pages sort before the
+	// cursor or after it by run_id alone (same created_at): a store that
+	// pages by offset, in either direction, shifts its pages and repeats or
+	// skips runs.
+	c.pass(time.Second) // past the runs above: the range below holds only these
+	var before []string
+	for i := range 20 {
+		id := fmt.Sprintf("m%02d", i)
+		before = append(before, c.create(spec.CreateRunParams{RunID: id}).RunID)
+	}
+	p := spec.ListRunsParams{Limit: 5, CreatedFrom: c.get(before[0]).CreatedAt}
+	var listed []string
+	for n := 0; ; n++ {
+		page, err := c.store.ListRuns(c.ctx, p)
+		if err != nil {
+			c.Fatalf("ListRuns to succeed", "%s", describeErr(err))
+		}
+		for _, r := range page.Runs {
+			listed = append(listed, r.RunID)
+		}
+		if page.NextCursor == "" || n > 50 {
+			break
+		}
+		for j := range 3 { // runs that sort before every run listed so far, and after every one
+			c.create(spec.CreateRunParams{RunID: fmt.Sprintf("a%02d-%d", n, j)})
+			c.create(spec.CreateRunParams{RunID: fmt.Sprintf("z%02d-%d", n, j)})
+		}
+		p.Cursor = page.NextCursor
+	}
+	var kept []string
+	for _, id := range listed {
+		if strings.HasPrefix(id, "m") {
+			kept = append(kept, id)
+		}
+	}
+	c.expectOncePerRun("while runs that sort before the cursor are created", kept, before)
+}
+
+// expectOncePerRun checks that got lists every run of want exactly once.
+func (c *checkState) expectOncePerRun(while string, got, want []string) {
 	seen := map[string]int{}
 	for _, id := range got {
 		seen[id]++
 		if seen[id] == 2 {
-			c.Errorf("no run listed twice while inserts happen", "%s repeated", id)
+			c.Errorf("no run listed twice "+while, "%s repeated", id)
 		}
 	}
-	for _, id := range existing {
+	for _, id := range want {
 		if seen[id] == 0 {
-			c.Errorf("every run that existed before paging began to be listed", "%s skipped", id)
+			c.Errorf("every run that existed before paging began to be listed "+while, "%s skipped", id)
 		}
 	}
 }
 
-func checkListCombinedAndInvalid(c *C) {
+func checkListCombinedAndInvalid(c *checkState) {
 	want := c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}}).RunID
 	c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "dev"}})
 	c.create(spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}})
@@ -189,8 +241,40 @@ func checkListCombinedAndInvalid(c *C) {
 		"a negative limit":    {Limit: -1},
 		"a limit over 1000":   {Limit: spec.MaxPageLimit + 1},
 		"an empty range":      {CreatedFrom: time.Unix(100, 0), CreatedBefore: time.Unix(100, 0)},
+		"a reversed range":    {CreatedFrom: time.Unix(200, 0), CreatedBefore: time.Unix(100, 0)},
 	} {
 		_, err := c.store.ListRuns(c.ctx, p)
 		c.expectInvalid(err, "ListRuns with "+name)
+	}
+	for name, p := range map[string]spec.ListAuditParams{
+		"a negative after_seq": {RunID: want, AfterSeq: -1},
+		"a negative limit":     {RunID: want, Limit: -1},
+		"a limit over 1000":    {RunID: want, Limit: spec.MaxPageLimit + 1},
+	} {
+		_, err := c.store.ListAuditEvents(c.ctx, p)
+		c.expectInvalid(err, "ListAuditEvents with "+name)
+	}
+	if !c.target.Capabilities.Leases {
+		return
+	}
+	// The two listings' cursors are not interchangeable.
+	for range 3 {
+		c.newRun()
+	}
+	runsPage, err := c.store.ListRuns(c.ctx, spec.ListRunsParams{Limit: 1})
+	if err != nil || runsPage.NextCursor == "" {
+		c.Fatalf("a first page of ListRuns with a cursor", "%s %s", jsonOf(runsPage), describeErr(err))
+	}
+	runnablePage, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Limit: 1})
+	if err != nil || runnablePage.NextCursor == "" {
+		c.Fatalf("a first page of the runnable listing with a cursor", "%s %s", jsonOf(runnablePage), describeErr(err))
+	}
+	_, err = c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Cursor: runsPage.NextCursor})
+	c.expectInvalid(err, "the runnable listing with a ListRuns cursor")
+	_, err = c.store.ListRuns(c.ctx, spec.ListRunsParams{Cursor: runnablePage.NextCursor})
+	c.expectInvalid(err, "ListRuns with a runnable-listing cursor")
+	for name, p := range map[string]spec.ListRunnableParams{"a made-up cursor": {Cursor: "bm90LWEtY3Vyc29y"}, "a limit over 1000": {Limit: spec.MaxPageLimit + 1}} {
+		_, err := c.leases().ListRunnableRuns(c.ctx, p)
+		c.expectInvalid(err, "the runnable listing with "+name)
 	}
 }

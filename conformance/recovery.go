@@ -14,30 +14,43 @@ func init() {
 	register("REC-001", "Recovery (policy interrupt) moves an orphaned running run to interrupted with reason CRASH_RECOVERY, finished at recovery time, by actor recovery.", none, checkRecoverInterrupt)
 	register("REC-002", "Recovery (policy fail) moves an orphaned running run to failed with a retryable CRASH_RECOVERY diagnostic.", none, checkRecoverFail)
 	register("REC-003", "Recovery moves the running steps and hosts of a recovered run like the run; other steps and hosts keep their state.", none, checkRecoverSteps)
-	register("REC-004", "Recovery leaves queued and waiting runs claimable with status, priority and version unchanged, and reports them re-queued.", none, checkRecoverRequeue)
+	register("REC-004", "Recovery leaves unheld queued and waiting runs exactly as they are, unreported; it releases those an earlier incarnation of its worker holds and reports them re-queued.", none, checkRecoverRequeue)
 	register("REC-005", "Recovery never touches a run under another worker's live lease.", leases, checkRecoverSkipsLeased)
 	register("REC-006", "Recovery does not wait for leases held by an earlier incarnation of its own worker.", leases, checkRecoverOwnIncarnation)
 	register("REC-007", "Recovery is idempotent: a second pass changes nothing.", none, checkRecoverIdempotent)
 	register("REC-008", "Recovery never modifies a terminal run.", none, checkRecoverTerminal)
 	register("REC-009", "Two recoveries running at once settle each orphaned run exactly once.", none, checkRecoverConcurrent)
 	register("REC-010", "A run that finishes while recovery is in progress keeps its final state.", none, checkRecoverRace)
-	register("REC-011", "Recovery (policy takeover) leaves orphaned running runs running and claimable only by claims that name running.", leases, checkRecoverTakeover)
-	register("REC-012", "Recovery reports and logs each run with its new state, then a summary of counts and duration, and hands the report to its metrics hook.", none, checkRecoverReport)
+	register("REC-011", "Recovery (policy takeover) leaves orphaned running runs running and claimable only by claims that name running, releasing an earlier incarnation's lease.", leases, checkRecoverTakeover)
+	register("REC-012", "Recovery reports and logs each run it changed with its new state, then a summary of counts and duration, and hands the report to its metrics hook.", none, checkRecoverReport)
 }
 
-func (c *C) recover(store spec.RunStateStore, policy spec.RecoveryPolicy, o spec.Owner) spec.RecoveryReport {
-	rep, err := spec.Recover(c.ctx, store, spec.RecoveryOptions{Policy: policy, Owner: o, LeaseTTL: c.ttl() * 10, Logger: discardLogger})
+func (c *checkState) recover(store spec.RunStateStore, policy spec.RecoveryPolicy, o spec.Owner) spec.RecoveryReport {
+	rep, err := c.recoverWith(store, spec.RecoveryOptions{Policy: policy, Owner: o, LeaseTTL: c.ttl() * 10, Logger: discardLogger})
 	if err != nil {
 		c.Fatalf("recovery to succeed", "%s", describeErr(err))
 	}
 	return rep
 }
 
+// recoverWith runs recovery the way the target's capabilities call for:
+// Recover on a store with leases, RecoverExclusive on one without.
+func (c *checkState) recoverWith(store spec.RunStateStore, opts spec.RecoveryOptions) (spec.RecoveryReport, error) {
+	if !c.target.Capabilities.Leases {
+		return spec.RecoverExclusive(c.ctx, store, opts)
+	}
+	full, ok := store.(spec.Store)
+	if !ok {
+		c.Fatalf("every handle of a store declaring the leases capability to implement spec.Store", "%T does not", store)
+	}
+	return spec.Recover(c.ctx, full, opts)
+}
+
 var discardLogger = slog.New(slog.DiscardHandler)
 
 var recoverer = spec.Owner{Worker: "recoverer", Incarnation: "boot-2"}
 
-func checkRecoverInterrupt(c *C) {
+func checkRecoverInterrupt(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
 	c.pass(5 * time.Millisecond)
 	t0 := time.Now()
@@ -54,14 +67,18 @@ func checkRecoverInterrupt(c *C) {
 		c.Errorf("finished_at within the recovery pass", "%v not in [%v, %v]", got.FinishedAt, t0, t1)
 	}
 	evs := c.events(run.RunID)
-	if last := evs[len(evs)-1]; last.Kind != spec.AuditTransition || last.From != spec.StatusRunning || last.To != spec.StatusInterrupted || last.Actor.Kind != spec.ActorRecovery {
-		c.Errorf("a running -> interrupted audit event by actor recovery", "%s", jsonOf(last))
+	if last := evs[len(evs)-1]; last.Kind != spec.AuditTransition || last.From != spec.StatusRunning || last.To != spec.StatusInterrupted ||
+		last.Actor != (spec.Actor{Kind: spec.ActorRecovery, ID: recoverer.String()}) {
+		c.Errorf("a running -> interrupted audit event by actor recovery, named after the recovering owner "+recoverer.String(), "%s", jsonOf(last))
 	}
 }
 
-func checkRecoverFail(c *C) {
+func checkRecoverFail(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	c.recover(c.store, spec.RecoverFail, recoverer)
+	rep := c.recover(c.store, spec.RecoverFail, recoverer)
+	if rep.Failed != 1 || rep.Interrupted != 0 || len(rep.Runs) != 1 || rep.Runs[0].Outcome != spec.OutcomeFailed {
+		c.Errorf("a report of one run failed", "%s", jsonOf(rep))
+	}
 	got := c.get(run.RunID)
 	if got.Status != spec.StatusFailed || got.Diagnostic == nil || got.Diagnostic.ErrorCode != spec.ReasonCrashRecovery ||
 		!got.Diagnostic.Retryable || got.Diagnostic.Message == "" || got.FinishedAt.IsZero() {
@@ -73,7 +90,7 @@ func checkRecoverFail(c *C) {
 	}
 }
 
-func checkRecoverSteps(c *C) {
+func checkRecoverSteps(c *checkState) {
 	for _, tc := range []struct {
 		policy spec.RecoveryPolicy
 		want   spec.StepStatus
@@ -109,33 +126,49 @@ func checkRecoverSteps(c *C) {
 	}
 }
 
-func checkRecoverRequeue(c *C) {
+func checkRecoverRequeue(c *checkState) {
 	q := c.create(spec.CreateRunParams{Priority: 7})
 	w := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Priority: -3})
-	before := []runState{c.state(q.RunID), c.state(w.RunID)}
-	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
-	for _, b := range before {
-		c.expectUnchanged(b, "after recovery re-queued it")
-	}
-	if rep.Requeued != 2 || len(rep.Runs) != 2 {
-		c.Errorf("both runs reported re-queued", "%s", jsonOf(rep))
-	}
-	for _, r := range rep.Runs {
-		if r.Outcome != spec.OutcomeRequeued || r.From != r.To {
-			c.Errorf("re-queued runs reported with their unchanged status", "%s", jsonOf(r))
+	unheld := []runState{c.state(q.RunID), c.state(w.RunID)}
+	var held spec.RunSnapshot // waiting, under a live lease of the recoverer's previous incarnation
+	if c.target.Capabilities.Leases {
+		// A queued run whose lease expired holds nothing either.
+		expired := c.create(spec.CreateRunParams{Priority: 5})
+		c.claim(expired.RunID, owner("gone"))
+		c.expire()
+		unheld = append(unheld, c.state(expired.RunID))
+		held = c.runIn(spec.StatusWaiting, spec.CreateRunParams{})
+		previous := spec.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
+		if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: held.RunID, Owner: previous, TTL: time.Minute}); err != nil {
+			c.Fatalf("claim to succeed", "%s", describeErr(err))
 		}
 	}
-	if ls, ok := c.store.(spec.LeaseStore); ok {
-		for _, want := range []string{q.RunID, w.RunID} {
-			cl, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
-			if err != nil || cl.Run.RunID != want {
-				c.Errorf("re-queued runs claimable in priority order", "claimed %q, want %q: %s", cl.Run.RunID, want, describeErr(err))
-			}
+	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	for _, b := range unheld {
+		c.expectUnchanged(b, "after recovery met an unheld queued or waiting run")
+	}
+	if !c.target.Capabilities.Leases {
+		if len(rep.Runs) != 0 || rep.Requeued != 0 {
+			c.Errorf("unheld queued and waiting runs not reported", "%s", jsonOf(rep))
+		}
+		return
+	}
+	if rep.Requeued != 1 || len(rep.Runs) != 1 || rep.Runs[0].RunID != held.RunID || rep.Runs[0].Outcome != spec.OutcomeRequeued ||
+		rep.Runs[0].From != spec.StatusWaiting || rep.Runs[0].To != spec.StatusWaiting {
+		c.Errorf("only the run the previous incarnation held reported (not the unheld ones, nor the one whose lease expired), re-queued waiting -> waiting", "%s", jsonOf(rep))
+	}
+	if got := c.get(held.RunID); got.Version != held.Version || got.Status != spec.StatusWaiting || got.Priority != 0 {
+		c.Errorf("the re-queued run with status, priority and version unchanged", "%s", jsonOf(got))
+	}
+	for _, want := range []string{q.RunID, unheld[2].snap.RunID, held.RunID, w.RunID} {
+		cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+		if err != nil || cl.Run.RunID != want {
+			c.Errorf("all four runs claimable, in priority order", "claimed %q, want %q: %s", cl.Run.RunID, want, describeErr(err))
 		}
 	}
 }
 
-func checkRecoverSkipsLeased(c *C) {
+func checkRecoverSkipsLeased(c *checkState) {
 	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
 	queued := c.newRun()
 	for _, r := range []spec.RunSnapshot{running, queued} {
@@ -155,7 +188,7 @@ func checkRecoverSkipsLeased(c *C) {
 	c.expectErr(err, spec.ErrLeaseHeld, "claiming after recovery (the live worker's lease must stand)")
 }
 
-func checkRecoverOwnIncarnation(c *C) {
+func checkRecoverOwnIncarnation(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
 	previous := spec.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
 	if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: previous, TTL: time.Minute, Statuses: []string{"running"}}); err != nil {
@@ -167,7 +200,7 @@ func checkRecoverOwnIncarnation(c *C) {
 	}
 }
 
-func checkRecoverIdempotent(c *C) {
+func checkRecoverIdempotent(c *checkState) {
 	var ids []string
 	for _, st := range []spec.RunStatus{spec.StatusQueued, spec.StatusRunning, spec.StatusRunning, spec.StatusWaiting, spec.StatusSuccess} {
 		ids = append(ids, c.runIn(st, spec.CreateRunParams{}).RunID)
@@ -189,7 +222,7 @@ func checkRecoverIdempotent(c *C) {
 	}
 }
 
-func checkRecoverTerminal(c *C) {
+func checkRecoverTerminal(c *checkState) {
 	var before []runState
 	for _, st := range spec.RunStatuses() {
 		if st.Terminal() {
@@ -207,7 +240,7 @@ func checkRecoverTerminal(c *C) {
 	}
 }
 
-func checkRecoverConcurrent(c *C) {
+func checkRecoverConcurrent(c *checkState) {
 	const n = 20
 	var ids []string
 	for range n {
@@ -234,7 +267,7 @@ func checkRecoverConcurrent(c *C) {
 	}
 }
 
-func checkRecoverRace(c *C) {
+func checkRecoverRace(c *checkState) {
 	// finish completes a run through the real store the moment recovery has
 	// looked at it, as a worker finishing its run would.
 	finish := func(ctx context.Context, id string) {
@@ -283,34 +316,47 @@ func checkRecoverRace(c *C) {
 	}
 }
 
-func checkRecoverTakeover(c *C) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	dead, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("dead"), TTL: c.ttl(), Statuses: []string{"running"}})
+func checkRecoverTakeover(c *checkState) {
+	expired := c.runIn(spec.StatusRunning, spec.CreateRunParams{Priority: 1})
+	dead, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: expired.RunID, Owner: owner("dead"), TTL: c.ttl(), Statuses: []string{"running"}})
 	if err != nil {
 		c.Fatalf("claim to succeed", "%s", describeErr(err))
 	}
 	c.expire()
-	before := c.state(run.RunID)
+	earlier := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	previous := spec.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
+	left, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: earlier.RunID, Owner: previous, TTL: time.Minute, Statuses: []string{"running"}})
+	if err != nil {
+		c.Fatalf("claim to succeed", "%s", describeErr(err))
+	}
+	before := []runState{c.state(expired.RunID), c.state(earlier.RunID)}
 	rep := c.recover(c.store, spec.RecoverTakeover, recoverer)
-	c.expectUnchanged(before, "after takeover recovery")
-	if rep.Requeued != 1 || rep.Interrupted != 0 {
-		c.Errorf("the run reported re-queued for takeover", "%s", jsonOf(rep))
+	for _, b := range before {
+		c.expectUnchanged(b, "after takeover recovery")
+	}
+	if rep.Requeued != 1 || rep.Interrupted != 0 || len(rep.Runs) != 1 || rep.Runs[0].RunID != earlier.RunID {
+		c.Errorf("only the run the previous incarnation held reported, re-queued for takeover", "%s", jsonOf(rep))
 	}
 	_, err = c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
 	c.expectErr(err, spec.ErrNotFound, "claim-next with default statuses after takeover recovery")
-	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
-	if err != nil || cl.Run.RunID != run.RunID || cl.Lease.Token <= dead.Lease.Token {
-		c.Errorf("a worker naming running to take the run over with a larger token", "%s %s", jsonOf(cl.Lease), describeErr(err))
+	for _, want := range []struct {
+		id    string
+		token int64
+	}{{expired.RunID, dead.Lease.Token}, {earlier.RunID, left.Lease.Token}} {
+		cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
+		if err != nil || cl.Run.RunID != want.id || cl.Lease.Token <= want.token {
+			c.Errorf("a worker naming running to take "+want.id+" over with a larger token", "%s %s", jsonOf(cl.Lease), describeErr(err))
+		}
 	}
 }
 
-func checkRecoverReport(c *C) {
+func checkRecoverReport(c *checkState) {
 	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{}).RunID
 	queued := c.newRun().RunID
 	c.runIn(spec.StatusSuccess, spec.CreateRunParams{})
 	logs := &logRecorder{}
 	var finished []spec.RecoveryReport
-	rep, err := spec.Recover(c.ctx, c.store, spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
+	rep, err := c.recoverWith(c.store, spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
 		OnFinish: func(r spec.RecoveryReport) { finished = append(finished, r) }})
 	if err != nil {
 		c.Fatalf("recovery to succeed", "%s", describeErr(err))
@@ -322,11 +368,11 @@ func checkRecoverReport(c *C) {
 	if r := byID[running]; r.To != spec.StatusInterrupted || r.Outcome != spec.OutcomeInterrupted || r.From != spec.StatusRunning {
 		c.Errorf("the running run reported running -> interrupted", "%s", jsonOf(r))
 	}
-	if r := byID[queued]; r.To != spec.StatusQueued || r.Outcome != spec.OutcomeRequeued {
-		c.Errorf("the queued run reported re-queued", "%s", jsonOf(r))
+	if r, ok := byID[queued]; ok {
+		c.Errorf("the unheld queued run, which recovery does not change, not reported", "%s", jsonOf(r))
 	}
-	if len(rep.Runs) != 2 || rep.Interrupted != 1 || rep.Requeued != 1 || rep.Failed != 0 || rep.Duration < 0 {
-		c.Errorf("a report of 2 runs: 1 interrupted, 1 re-queued", "%s", jsonOf(rep))
+	if len(rep.Runs) != 1 || rep.Interrupted != 1 || rep.Requeued != 0 || rep.Failed != 0 || rep.Duration < 0 {
+		c.Errorf("a report of 1 run: 1 interrupted", "%s", jsonOf(rep))
 	}
 	if len(finished) != 1 || jsonOf(finished[0]) != jsonOf(rep) {
 		c.Errorf("OnFinish called once with the report", "%d calls", len(finished))
@@ -339,12 +385,57 @@ func checkRecoverReport(c *C) {
 			perRun[fmt.Sprint(id)] = true
 		}
 		if _, ok := l["interrupted"]; ok {
-			summary = fmt.Sprint(l["interrupted"]) == "1" && fmt.Sprint(l["requeued"]) == "1" && l["duration"] != nil
+			summary = fmt.Sprint(l["interrupted"]) == "1" && fmt.Sprint(l["requeued"]) == "0" && l["duration"] != nil
 		}
 	}
-	if !perRun[running] || !perRun[queued] || !summary {
-		c.Errorf("a log line per run and a summary with counts and duration", "%v", lines)
+	if !perRun[running] || perRun[queued] || !summary {
+		c.Errorf("a log line for the interrupted run, none for the unchanged queued run, and a summary with counts and duration", "%v", lines)
 	}
+	if c.target.Capabilities.Leases {
+		// A run left alone (held by a live worker) is logged at debug level only.
+		held := c.runIn(spec.StatusRunning, spec.CreateRunParams{}).RunID
+		c.claim(held, owner("alive"))
+		logs := &logRecorder{}
+		if _, err := c.recoverWith(c.store, spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs)}); err != nil {
+			c.Fatalf("recovery to succeed", "%s", describeErr(err))
+		}
+		for _, l := range logs.lines() {
+			if fmt.Sprint(l["run_id"]) == held && l["level"] != slog.LevelDebug {
+				c.Errorf("the run recovery left alone logged at debug level only", "%v", l)
+			}
+		}
+	}
+	// A recovery that fails says so at error level, and still reports.
+	failing := listFails{c.store}
+	logs = &logRecorder{}
+	finished = nil
+	_, err = c.recoverWith(failing.store(), spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
+		OnFinish: func(r spec.RecoveryReport) { finished = append(finished, r) }})
+	stopped := false
+	for _, l := range logs.lines() {
+		stopped = stopped || (l["level"] == slog.LevelError && l["error"] != nil)
+	}
+	if err == nil || len(finished) != 1 || !stopped {
+		c.Errorf("a recovery whose listing fails to return the error, log it at error level and hand its report to OnFinish",
+			"%s, %d reports, log %v", describeErr(err), len(finished), logs.lines())
+	}
+}
+
+// listFails is a store whose ListRuns fails, keeping its LeaseStore side.
+type listFails struct{ spec.RunStateStore }
+
+func (s listFails) ListRuns(context.Context, spec.ListRunsParams) (spec.RunPage, error) {
+	return spec.RunPage{}, spec.Unavailable("listing failed on purpose", nil)
+}
+
+func (s listFails) store() spec.RunStateStore {
+	if ls, ok := s.RunStateStore.(spec.LeaseStore); ok {
+		return struct {
+			listFails
+			spec.LeaseStore
+		}{s, ls}
+	}
+	return s
 }
 
 // logRecorder is a slog.Handler that keeps every record's attributes.
@@ -357,7 +448,7 @@ func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
 func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
 func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	m := map[string]any{"msg": r.Message}
+	m := map[string]any{"msg": r.Message, "level": r.Level}
 	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.Any(); return true })
 	l.mu.Lock()
 	defer l.mu.Unlock()

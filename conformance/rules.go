@@ -12,27 +12,25 @@ import (
 type Rule struct {
 	// ID is stable across releases: AREA-NNN.
 	ID string `json:"id"`
-	// Area groups rules: FSM, CAS, DIAG, AUD, RUN, LIST, LEASE, REC, BAD, CTX.
+	// Area groups rules: FSM, CAS, DIAG, AUD, RUN, LIST, LEASE, REC, BAD, CTX, LIN, CAP.
 	Area string `json:"area"`
 	// Statement is the rule in one line.
 	Statement string `json:"statement"`
 	// Requires lists the capabilities the check needs.
 	Requires Capabilities `json:"requires"`
 	// Line is where docs/spec.md defines the rule (0 if it does not).
-	Line  int `json:"spec_line"`
-	check func(*C)
+	Line int `json:"spec_line"`
+	// URL links to the rule's definition in the published docs/spec.md, by
+	// an anchor that does not move when the document changes.
+	URL   string `json:"url"`
+	check func(*checkState)
 }
 
-// Where returns the rule's place in the specification, like docs/spec.md:123.
-func (r Rule) Where() string {
-	if r.Line == 0 {
-		return "docs/spec.md (missing)"
-	}
-	return fmt.Sprintf("docs/spec.md:%d", r.Line)
-}
+// Area is a group of rules, such as FSM or LEASE.
+type Area struct{ ID, Title string }
 
 // Areas in the order reports list them, with a title each.
-var Areas = []struct{ ID, Title string }{
+var Areas = []Area{
 	{"FSM", "Status machine"},
 	{"CAS", "Versions and compare-and-set"},
 	{"DIAG", "Failure diagnostics"},
@@ -43,15 +41,16 @@ var Areas = []struct{ ID, Title string }{
 	{"REC", "Crash recovery"},
 	{"BAD", "Bad input"},
 	{"CTX", "Context"},
+	{"LIN", "Linearizability"},
 	{"CAP", "Declared capabilities"},
 }
 
 var registry []Rule
 
 // register adds a rule; called from the area files' init functions.
-func register(id, statement string, requires Capabilities, check func(*C)) {
+func register(id, statement string, requires Capabilities, check func(*checkState)) {
 	area, _, _ := strings.Cut(id, "-")
-	registry = append(registry, Rule{ID: id, Area: area, Statement: statement, Requires: requires, Line: specLines[id], check: check})
+	registry = append(registry, Rule{ID: id, Area: area, Statement: statement, Requires: requires, Line: specLines[id], URL: docs.RuleURL(id), check: check})
 }
 
 // specLines locates each rule in the embedded docs/spec.md.
@@ -66,7 +65,7 @@ var (
 func Rules() []Rule {
 	out := slices.Clone(registry)
 	areaIndex := func(a string) int {
-		return slices.IndexFunc(Areas, func(x struct{ ID, Title string }) bool { return x.ID == a })
+		return slices.IndexFunc(Areas, func(x Area) bool { return x.ID == a })
 	}
 	slices.SortFunc(out, func(a, b Rule) int {
 		if d := areaIndex(a.Area) - areaIndex(b.Area); d != 0 {

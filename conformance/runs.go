@@ -19,7 +19,7 @@ func init() {
 	register("RUN-009", "An update changes only the fields it sets: labels are replaced, unknown steps and hosts are added as queued, host output and errors are stored.", none, checkPatchSemantics)
 }
 
-func checkGeneratedIDs(c *C) {
+func checkGeneratedIDs(c *checkState) {
 	seen := map[string]bool{}
 	for range 50 {
 		run := c.newRun()
@@ -33,7 +33,7 @@ func checkGeneratedIDs(c *C) {
 	}
 }
 
-func checkCallerIDs(c *C) {
+func checkCallerIDs(c *checkState) {
 	for _, id := range []string{"a", "build-42", "Tenant_7:job.123-retry", strings.Repeat("z", spec.MaxRunIDLen)} {
 		run := c.create(spec.CreateRunParams{RunID: id})
 		if run.RunID != id || c.get(id).RunID != id {
@@ -42,7 +42,7 @@ func checkCallerIDs(c *C) {
 	}
 }
 
-func checkDuplicateID(c *C) {
+func checkDuplicateID(c *checkState) {
 	run := c.create(spec.CreateRunParams{RunID: "dup-1", Message: "first"})
 	run = c.move(run, spec.StatusRunning)
 	before := c.state(run.RunID)
@@ -51,7 +51,7 @@ func checkDuplicateID(c *C) {
 	c.expectUnchanged(before, "after a duplicate create")
 }
 
-func checkUnknownRun(c *C) {
+func checkUnknownRun(c *checkState) {
 	const id = "never-created"
 	_, err := c.store.GetRun(c.ctx, id)
 	c.expectErr(err, spec.ErrNotFound, "GetRun of an unknown run")
@@ -69,7 +69,7 @@ func checkUnknownRun(c *C) {
 	}
 }
 
-func checkCreateRoundTrip(c *C) {
+func checkCreateRoundTrip(c *checkState) {
 	p := spec.CreateRunParams{
 		RunID: "round-trip", WorkflowName: "deploy web", Message: "deploy v1.2 — ünïcode ✓", Priority: -7,
 		Labels: map[string]string{"env": "prod", "team/owner": "platform"},
@@ -90,7 +90,7 @@ func checkCreateRoundTrip(c *C) {
 	}
 }
 
-func checkRetries(c *C) {
+func checkRetries(c *checkState) {
 	first := c.runIn(spec.StatusFailed, spec.CreateRunParams{})
 	before := c.state(first.RunID)
 	second := c.create(spec.CreateRunParams{RetryOf: first.RunID})
@@ -109,7 +109,7 @@ func checkRetries(c *C) {
 	c.expectInvalid(err, "retrying an unknown run")
 }
 
-func checkInitialStatus(c *C) {
+func checkInitialStatus(c *checkState) {
 	for _, st := range spec.RunStatuses() {
 		if st == spec.StatusQueued {
 			continue
@@ -121,7 +121,7 @@ func checkInitialStatus(c *C) {
 	}
 }
 
-func checkSnapshotIsolation(c *C) {
+func checkSnapshotIsolation(c *checkState) {
 	run := c.create(spec.CreateRunParams{Labels: map[string]string{"k": "v"}, Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h"}}}})
 	want := jsonOf(c.get(run.RunID))
 	run.Labels["k"] = "changed"
@@ -135,7 +135,7 @@ func checkSnapshotIsolation(c *C) {
 	}
 }
 
-func checkPatchSemantics(c *C) {
+func checkPatchSemantics(c *checkState) {
 	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Message: "m", Priority: 3, Labels: map[string]string{"a": "1", "b": "2"},
 		Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
 	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Labels: map[string]string{"c": "3"},

@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +24,22 @@ func Run(t *testing.T, target Target) {
 			}
 			for _, f := range res.Failures {
 				t.Errorf("%s (%s)", f, rule.Statement)
+			}
+			if res.Outcome == Fail {
+				t.Logf("%s is defined at docs/spec.md:%d, %s", rule.ID, rule.Line, rule.URL)
+			}
+			if len(res.Attachments) > 0 && res.Outcome != Pass {
+				dir, err := os.MkdirTemp("", "runstate-conformance-"+rule.ID+"-")
+				if err == nil {
+					for _, a := range res.Attachments {
+						if os.WriteFile(filepath.Join(dir, a.Name), a.Data, 0o644) == nil {
+							t.Logf("%s: see %s", rule.ID, filepath.Join(dir, a.Name))
+						}
+					}
+				}
+			}
+			if res.Outcome == Pass && res.Detail != "" {
+				t.Logf("%s: %s", rule.ID, res.Detail)
 			}
 		})
 	}

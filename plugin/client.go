@@ -39,6 +39,7 @@ type Options struct {
 // spec interfaces it implements; Close stops the plugin process.
 type Client struct {
 	name, version string
+	peer          string // the other side, in messages: "plugin memory"
 	rpc           pb.RunStateStoreClient
 	leases        bool
 	proc          *goplugin.Client // nil for an in-process connection
@@ -88,7 +89,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		proc.Kill()
 		return nil, spec.Unavailable(fmt.Sprintf("plugin %s serves no runstate store", name), err)
 	}
-	c := newClient(name, raw.(pb.RunStateStoreClient), proc)
+	c := newClient(name, "plugin "+name, raw.(pb.RunStateStoreClient), proc)
 	if err := c.open(ctx, opts.Config); err != nil {
 		c.Close()
 		return nil, err
@@ -100,7 +101,15 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 // NewInProcess returns a client of a store served on conn by RegisterGRPC,
 // within one process: the same protocol without a child process, for tests.
 func NewInProcess(ctx context.Context, conn grpc.ClientConnInterface, config map[string]string) (*Client, error) {
-	c := newClient("in-process", pb.NewRunStateStoreClient(conn), nil)
+	return Connect(ctx, conn, "in-process store", config)
+}
+
+// Connect returns a client of the store served on conn by RegisterGRPC or
+// RegisterShared, sending it config. peer names the server in errors
+// ("the store served at /path/store.sock"). Closing the client does not
+// close conn.
+func Connect(ctx context.Context, conn grpc.ClientConnInterface, peer string, config map[string]string) (*Client, error) {
+	c := newClient(peer, peer, pb.NewRunStateStoreClient(conn), nil)
 	if err := c.open(ctx, config); err != nil {
 		c.Close()
 		return nil, err
@@ -108,8 +117,8 @@ func NewInProcess(ctx context.Context, conn grpc.ClientConnInterface, config map
 	return c, nil
 }
 
-func newClient(name string, rpc pb.RunStateStoreClient, proc *goplugin.Client) *Client {
-	c := &Client{name: name, rpc: rpc, proc: proc, exited: make(chan struct{})}
+func newClient(name, peer string, rpc pb.RunStateStoreClient, proc *goplugin.Client) *Client {
+	c := &Client{name: name, peer: peer, rpc: rpc, proc: proc, exited: make(chan struct{})}
 	c.life, c.end = context.WithCancel(context.Background())
 	if proc != nil {
 		c.watching.Add(1)
@@ -158,17 +167,6 @@ func (c *Client) open(ctx context.Context, config map[string]string) error {
 	return nil
 }
 
-// PID is the plugin process's id (0 for an in-process connection).
-func (c *Client) PID() int {
-	if c.proc == nil {
-		return 0
-	}
-	if rc := c.proc.ReattachConfig(); rc != nil {
-		return rc.Pid
-	}
-	return 0
-}
-
 // Leases reports whether the plugin's store implements spec.LeaseStore.
 func (c *Client) Leases() bool { return c.leases }
 
@@ -204,10 +202,10 @@ func (c *Client) Close() error {
 // the plugin process exits.
 func (c *Client) call(ctx context.Context) (context.Context, func(), error) {
 	if c.dead() {
-		return nil, nil, spec.Unavailable(fmt.Sprintf("plugin %s has exited", c.name), nil)
+		return nil, nil, spec.Unavailable(c.peer+" has exited", nil)
 	}
 	if c.life.Err() != nil {
-		return nil, nil, spec.Unavailable(fmt.Sprintf("plugin %s is closed", c.name), nil)
+		return nil, nil, spec.Unavailable(c.peer+" is closed", nil)
 	}
 	ctx2, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.life, cancel)
@@ -220,9 +218,9 @@ func (c *Client) err(ctx context.Context, err error) error {
 		return nil
 	}
 	if ctx.Err() == nil && (c.dead() || c.life.Err() != nil) {
-		return spec.Unavailable(fmt.Sprintf("plugin %s has exited", c.name), err)
+		return spec.Unavailable(c.peer+" has exited", err)
 	}
-	return fromStatus(err, c.name, c.dead)
+	return fromStatus(err, c.peer, c.dead)
 }
 
 // do runs one call against the plugin. Every method validates its input

@@ -120,12 +120,14 @@ func fromRunPage(p *pb.RunPage) spec.RunPage {
 
 func eventPB(e spec.AuditEvent) *pb.AuditEvent {
 	return &pb.AuditEvent{RunId: e.RunID, Seq: e.Seq, Kind: string(e.Kind), From: string(e.From), To: string(e.To),
-		Time: ts(e.Time), Actor: actorPB(e.Actor), Reason: e.Reason, ErrorCode: e.ErrorCode, Version: e.Version}
+		Time: ts(e.Time), Actor: actorPB(e.Actor), Reason: e.Reason, ErrorCode: e.ErrorCode, Version: e.Version,
+		LeaseToken: e.LeaseToken}
 }
 
 func fromEvent(e *pb.AuditEvent) spec.AuditEvent {
 	return spec.AuditEvent{RunID: e.RunId, Seq: e.Seq, Kind: spec.AuditKind(e.Kind), From: spec.RunStatus(e.From),
-		To: spec.RunStatus(e.To), Time: fromTS(e.Time), Actor: fromActor(e.Actor), Reason: e.Reason, ErrorCode: e.ErrorCode, Version: e.Version}
+		To: spec.RunStatus(e.To), Time: fromTS(e.Time), Actor: fromActor(e.Actor), Reason: e.Reason, ErrorCode: e.ErrorCode, Version: e.Version,
+		LeaseToken: e.LeaseToken}
 }
 
 func leasePB(l spec.Lease) *pb.Lease {

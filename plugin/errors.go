@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -37,31 +38,48 @@ func toStatus(err error) error {
 		return status.FromContextError(err).Err()
 	}
 	var se *spec.Error
-	if !errors.As(err, &se) {
+	if !errors.As(err, &se) && spec.CodeOf(err) != "" {
+		// A bare sentinel (perhaps wrapped): its code is its identity.
+		se = &spec.Error{Code: spec.CodeOf(err), Message: strings.TrimPrefix(err.Error(), "runstate: ")}
+	}
+	if se == nil {
 		// Not a contract error: its text is all there is; it stays untyped
 		// on the host too (spec.CodeOf gives "").
-		st, _ := status.New(codes.Unknown, err.Error()).WithDetails(&pb.ErrorDetail{Message: err.Error()})
-		return st.Err()
+		text := wireText(err.Error())
+		return mustDetail(status.New(codes.Unknown, text), &pb.ErrorDetail{Message: text})
 	}
 	code, ok := grpcCodes[se.Code]
 	if !ok {
 		code = codes.Unknown
 	}
-	d := &pb.ErrorDetail{Code: string(se.Code), Message: se.Message, RunId: se.RunID, Field: se.Field, From: se.From, To: se.To,
-		Step: se.Step, Host: se.Host, ExpectedVersion: se.ExpectedVersion, CurrentVersion: se.CurrentVersion}
+	d := &pb.ErrorDetail{Code: wireText(string(se.Code)), Message: wireText(se.Message), RunId: wireText(se.RunID),
+		Field: wireText(se.Field), From: wireText(se.From), To: wireText(se.To), Step: wireText(se.Step), Host: wireText(se.Host),
+		ExpectedVersion: se.ExpectedVersion, CurrentVersion: se.CurrentVersion}
 	if se.Cause != nil {
-		d.Cause = se.Cause.Error()
+		d.Cause = wireText(se.Cause.Error())
 	}
-	st, derr := status.New(code, se.Error()).WithDetails(d)
-	if derr != nil {
-		return status.Error(code, se.Error())
-	}
-	return st.Err()
+	return mustDetail(status.New(code, wireText(se.Error())), d)
 }
 
-// fromStatus rebuilds, on the host, the error a plugin returned. dead
-// reports whether the plugin process has exited.
-func fromStatus(err error, plugin string, dead func() bool) error {
+// wireText makes s sendable: protobuf strings must be valid UTF-8, and an
+// error whose text is not (a driver echoing a raw byte, say) must still
+// arrive as itself, with the bad bytes replaced.
+func wireText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// mustDetail attaches d to st. With wireText's input it cannot fail; if it
+// ever did, the status alone still carries the gRPC code, never success.
+func mustDetail(st *status.Status, d *pb.ErrorDetail) error {
+	withDetail, err := st.WithDetails(d)
+	if err != nil {
+		return st.Err()
+	}
+	return withDetail.Err()
+}
+
+// fromStatus rebuilds, on the host, the error a plugin returned. peer
+// names the other side in messages ("plugin memory"); dead reports whether
+// the plugin process has exited.
+func fromStatus(err error, peer string, dead func() bool) error {
 	if err == nil {
 		return nil
 	}
@@ -72,7 +90,7 @@ func fromStatus(err error, plugin string, dead func() bool) error {
 	for _, d := range st.Details() {
 		if ed, ok := d.(*pb.ErrorDetail); ok {
 			if ed.Code == "" {
-				return fmt.Errorf("plugin %s: %s", plugin, ed.Message)
+				return fmt.Errorf("%s: %s", peer, ed.Message)
 			}
 			e := &spec.Error{Code: spec.Code(ed.Code), Message: ed.Message, RunID: ed.RunId, Field: ed.Field, From: ed.From, To: ed.To,
 				Step: ed.Step, Host: ed.Host, ExpectedVersion: ed.ExpectedVersion, CurrentVersion: ed.CurrentVersion}
@@ -84,15 +102,15 @@ func fromStatus(err error, plugin string, dead func() bool) error {
 	}
 	switch st.Code() {
 	case codes.Canceled:
-		return fmt.Errorf("plugin %s: %w", plugin, context.Canceled)
+		return fmt.Errorf("%s: %w", peer, context.Canceled)
 	case codes.DeadlineExceeded:
-		return fmt.Errorf("plugin %s: %w", plugin, context.DeadlineExceeded)
+		return fmt.Errorf("%s: %w", peer, context.DeadlineExceeded)
 	}
 	if dead() {
-		return spec.Unavailable(fmt.Sprintf("plugin %s has exited", plugin), err)
+		return spec.Unavailable(peer+" has exited", err)
 	}
 	if st.Code() == codes.Unavailable {
-		return spec.Unavailable(fmt.Sprintf("plugin %s is unreachable", plugin), err)
+		return spec.Unavailable(peer+" is unreachable", err)
 	}
-	return fmt.Errorf("plugin %s: %w", plugin, err)
+	return fmt.Errorf("%s: %w", peer, err)
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,6 +33,17 @@ var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg)
 func bin(t testing.TB, pkg string) string { return binaries.Path(t, pkg) }
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv("RUNSTATE_TEST_PLUGIN_HOST"); path != "" {
+		// A host process for TestAPluginDiesWithItsHost: it starts the
+		// plugin, says its pid, and waits to be killed.
+		c, err := plugin.Open(context.Background(), path, plugin.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(3)
+		}
+		fmt.Println(c.PID())
+		select {}
+	}
 	code := m.Run()
 	binaries.Cleanup()
 	os.Exit(code)
@@ -58,7 +71,9 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return map[string]string{"dsn": srv.DSN(name)}, func() { srv.DropDatabase(context.Background(), name) }, nil
+		// Pools are per process and the suite's packages share one server:
+		// 16 connections per handle serve the 16 racing writers of CAS-003.
+		return map[string]string{"dsn": srv.DSN(name), "max_open_conns": "16"}, func() { srv.DropDatabase(context.Background(), name) }, nil
 	}))
 }
 
@@ -119,6 +134,38 @@ func TestKilledPluginTurnsUnavailableQuickly(t *testing.T) {
 	if !errors.Is(err, spec.ErrUnavailable) || time.Since(start) > time.Second {
 		t.Fatalf("a call after the death: %v after %v", err, time.Since(start))
 	}
+}
+
+// A plugin whose host is killed (SIGKILL: the host can do nothing) ends
+// itself, instead of living on with its store and its connections open.
+func TestAPluginDiesWithItsHost(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := exec.Command(exe)
+	host.Env = append(os.Environ(), "RUNSTATE_TEST_PLUGIN_HOST="+bin(t, memoryPkg))
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil || pid <= 0 {
+		host.Process.Kill()
+		t.Fatalf("the host did not start the plugin: %v", err)
+	}
+	host.Process.Kill()
+	host.Wait()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	t.Fatalf("plugin process %d outlived its killed host", pid)
 }
 
 func TestDeadlinesCrossTheBoundary(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -49,6 +50,14 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 	// The host parses stderr lines of this shape as log entries.
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
 	srv := newServer("plugin", open, opts)
+	go watchHost(os.Getppid(), time.Second/5, func() {
+		// A host that was killed cannot stop its plugin: the plugin stops
+		// itself, closing its store (and its connections), instead of
+		// living on as an orphan.
+		slog.Warn("the host process is gone; closing the store and exiting")
+		srv.close()
+		os.Exit(0)
+	})
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{
@@ -59,6 +68,17 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 	srv.close()
 }
 
+// watchHost calls gone once the process's parent is no longer host: when
+// the host dies, the plugin is handed to another parent.
+func watchHost(host int, every time.Duration, gone func()) {
+	for range time.Tick(every) {
+		if os.Getppid() != host {
+			gone()
+			return
+		}
+	}
+}
+
 // RegisterGRPC serves the store open makes on s, within this process, and
 // returns the function that closes it. Plugins use Serve; RegisterGRPC is
 // for in-process connections (tests, embedding).
@@ -66,6 +86,16 @@ func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore 
 	srv := newServer("in-process", open, opts)
 	pb.RegisterRunStateStoreServer(s, srv)
 	return srv.close
+}
+
+// RegisterShared serves store, which the caller has opened and will close,
+// on s to any number of clients within or outside this process. Every
+// client's Open succeeds without opening anything (its config is ignored).
+func RegisterShared(s *grpc.Server, store spec.RunStateStore, opts ...ServeOption) {
+	srv := newServer("shared", nil, opts)
+	srv.store = store
+	srv.leases, _ = store.(spec.LeaseStore)
+	pb.RegisterRunStateStoreServer(s, srv)
 }
 
 func newServer(defaultName string, open Opener, opts []ServeOption) *server {
@@ -91,7 +121,7 @@ func grpcServer(opts []grpc.ServerOption) *grpc.Server {
 // server is the gRPC service over the plugin's store.
 type server struct {
 	pb.UnimplementedRunStateStoreServer
-	open Opener
+	open Opener // nil for a shared store, which its owner opened and closes
 	cfg  serveConfig
 
 	mu     sync.RWMutex
@@ -113,6 +143,9 @@ func (s *server) close() {
 func (s *server) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.open == nil { // shared: Open only reports the store
+		return &pb.OpenResponse{Name: s.cfg.name, Version: s.cfg.version, Leases: s.leases != nil}, nil
+	}
 	if s.store != nil {
 		return nil, toStatus(spec.InvalidArgument("open", "the plugin's store is open already"))
 	}

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 )
 
@@ -13,6 +14,7 @@ import (
 func NewRun(p CreateRunParams, retried *RunSnapshot, now time.Time) (RunSnapshot, AuditEvent, error) {
 	now = Timestamp(now)
 	attempt := 1
+	// A retry names a terminal run and is its next attempt (RUN-006).
 	if p.RetryOf != "" {
 		if retried == nil {
 			return RunSnapshot{}, AuditEvent{}, InvalidArgument("retry_of", "run %s does not exist", p.RetryOf)
@@ -23,6 +25,8 @@ func NewRun(p CreateRunParams, retried *RunSnapshot, now time.Time) (RunSnapshot
 		}
 		attempt = retried.Attempt + 1
 	}
+	// Queued at version 1, attempt 1, with every field given; one time for
+	// created_at and updated_at (RUN-005, CAS-001, FSM-009).
 	s := RunSnapshot{
 		RunID: p.RunID, WorkflowName: p.WorkflowName, Status: StatusQueued, Message: p.Message,
 		Priority: p.Priority, Labels: maps.Clone(p.Labels), CreatedAt: now, UpdatedAt: now,
@@ -35,6 +39,7 @@ func NewRun(p CreateRunParams, retried *RunSnapshot, now time.Time) (RunSnapshot
 		}
 		s.Steps = append(s.Steps, step)
 	}
+	// The created event: seq 1, to queued, version 1 (AUD-001).
 	ev := AuditEvent{RunID: s.RunID, Seq: 1, Kind: AuditCreated, To: StatusQueued, Time: now,
 		Actor: p.Actor, Reason: p.Reason, Version: 1}
 	return s, ev, nil
@@ -43,7 +48,7 @@ func NewRun(p CreateRunParams, retried *RunSnapshot, now time.Time) (RunSnapshot
 // UpdateOutcome is the decision ApplyUpdate takes. A store persists it
 // atomically: when Write is set it replaces the snapshot (compare-and-set on
 // the version it read) and appends Events, numbering them after the run's
-// last Seq; then it returns Snapshot and Err as the result of UpdateRun.
+// last Seq (AUD-002, AUD-005); then it returns Snapshot and Err as the result of UpdateRun.
 type UpdateOutcome struct {
 	// Snapshot is the run after the update (the unchanged run when nothing is written).
 	Snapshot RunSnapshot
@@ -67,24 +72,34 @@ func (o UpdateOutcome) Result() (RunSnapshot, error) {
 // the run's current snapshot and lease at the store's time now. It
 // implements the fencing, compare-and-set, transition, diagnostic and audit
 // rules; the store only loads, persists atomically and numbers events.
+// The checks run in the order of spec §1.6 and the first that fails
+// decides (FSM-011): fence, version, terminal run, table, diagnostic, steps.
 func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.Time) UpdateOutcome {
-	now = Timestamp(now)
+	now = Timestamp(now) // one time for everything this write sets (FSM-009)
+	// keep is a refused write: nothing written and no event (AUD-004), except
+	// the rejected event of a terminal run below.
 	keep := UpdateOutcome{Snapshot: cur}
+	// A stale token is LEASE_LOST; no token is governed by the version alone
+	// (LEASE-006, LEASE-019).
 	if err := lease.CheckFence(cur.RunID, p.LeaseToken); err != nil {
 		keep.Err = err
 		return keep
 	}
+	// A stale version is a conflict, even for a forbidden transition or a
+	// terminal run (CAS-002, CAS-004).
 	if cur.Version != p.ExpectedVersion {
 		keep.Err = VersionConflict(cur.RunID, p.ExpectedVersion, cur.Version)
 		return keep
 	}
 	to := RunStatus(p.Status)
+	// Every event carries the write's actor, reason and lease token (FSM-005, AUD-007).
 	event := func(kind AuditKind, from, to RunStatus, code string, version int64) AuditEvent {
 		return AuditEvent{RunID: cur.RunID, Kind: kind, From: from, To: to, Time: now,
-			Actor: p.Actor, Reason: p.Reason, ErrorCode: code, Version: version}
+			Actor: p.Actor, Reason: p.Reason, ErrorCode: code, Version: version, LeaseToken: p.LeaseToken}
 	}
 
-	// A terminal run never changes: any write to it is a rejected transition.
+	// A terminal run never changes: any write to it is a rejected transition,
+	// recorded at the run's version (FSM-003, FSM-010, FSM-005).
 	if cur.Status.Terminal() {
 		if to == "" {
 			to = cur.Status
@@ -93,7 +108,11 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 		keep.Err = InvalidTransition(cur.RunID, cur.Status, to)
 		return keep
 	}
+	// A forbidden transition is refused (FSM-002) with a rejected event and
+	// the event of the run's move to failed (FSM-005).
 	if to != "" && !CanTransition(cur.Status, to) {
+		// The rest of the patch is not applied: the run fails for the
+		// attempt, and what it was executing fails with it (FSM-004).
 		failed := cur.Clone()
 		failed.Status = StatusFailed
 		failed.FinishedAt = now
@@ -101,6 +120,10 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 		failed.Version++
 		failed.Diagnostic = &Diagnostic{ErrorCode: string(CodeInvalidTransition), Retryable: false,
 			Message: fmt.Sprintf("invalid transition %s -> %s was attempted", cur.Status, to)}
+		if err := applySteps(&failed, StepsFollowingRun(cur, StepFailed), now); err != nil {
+			keep.Err = err // cannot happen: running steps may always fail
+			return keep
+		}
 		return UpdateOutcome{
 			Snapshot: failed, Write: true,
 			Events: []AuditEvent{
@@ -110,6 +133,7 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 			Err: InvalidTransition(cur.RunID, cur.Status, to),
 		}
 	}
+	// Failed, denied and timeout need a complete diagnostic (DIAG-001, DIAG-002).
 	if p.Diagnostic != nil || to.RequiresDiagnostic() {
 		if missing := diagnosticMissing(p.Diagnostic); missing != "" {
 			keep.Err = &Error{Code: CodeMissingDiagnostic, RunID: cur.RunID, Field: "diagnostic",
@@ -117,12 +141,15 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 			return keep
 		}
 	}
-	if to == StatusInterrupted && p.InterruptedReason == "" {
+	// Interrupted needs a non-blank interrupted_reason (DIAG-003).
+	if to == StatusInterrupted && strings.TrimSpace(p.InterruptedReason) == "" {
 		keep.Err = &Error{Code: CodeMissingDiagnostic, RunID: cur.RunID, Field: "interrupted_reason",
 			Message: fmt.Sprintf("run %s: interrupted_reason is required when entering interrupted", cur.RunID)}
 		return keep
 	}
 
+	// Step and host moves are checked last (FSM-007, FSM-008); the update
+	// changes only the fields it sets (RUN-009).
 	next := cur.Clone()
 	if err := applySteps(&next, p.Steps, now); err != nil {
 		keep.Err = err
@@ -134,20 +161,24 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 	if p.Priority != nil {
 		next.Priority = *p.Priority
 	}
-	if p.Labels != nil {
+	if p.Labels != nil { // given labels replace the run's (RUN-009)
 		next.Labels = maps.Clone(p.Labels)
 		if len(next.Labels) == 0 {
 			next.Labels = nil
 		}
 	}
-	if p.Diagnostic != nil {
+	if p.Diagnostic != nil { // stored as written (DIAG-004)
 		d := *p.Diagnostic
 		d.Details = maps.Clone(p.Diagnostic.Details)
 		next.Diagnostic = &d
 	}
-	next.Version++
+	next.Version++ // exactly one per accepted write (CAS-001)
 	next.UpdatedAt = now
 	out := UpdateOutcome{Snapshot: next, Write: true}
+	// An allowed transition moves the run to the status asked for (FSM-001)
+	// and records one transition event with the diagnostic's error_code
+	// (AUD-002, DIAG-004); a write without a status change records none
+	// (AUD-003). started_at is set once, finished_at on a terminal status (FSM-009).
 	if to != "" {
 		next.Status = to
 		if to == StatusRunning && next.StartedAt.IsZero() {
@@ -176,7 +207,9 @@ func enteringWhat(to RunStatus) string {
 	return " in a diagnostic"
 }
 
-// applySteps applies step and host patches to s, enforcing the step table.
+// applySteps applies step and host patches to s, enforcing the step table
+// (FSM-007, FSM-008). Unknown steps and hosts are added as queued first, and
+// host output and errors are stored (RUN-009).
 func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
 	hostStates := 0
 	for _, st := range s.Steps {
@@ -224,6 +257,8 @@ func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
 	return nil
 }
 
+// moveStep moves one step or host by the step table; a refusal names the
+// step, host, from and to (FSM-007, FSM-008). It sets the times of FSM-009.
 func moveStep(runID, step, host string, status *StepStatus, started, finished *time.Time, to StepStatus, now time.Time) error {
 	if !CanStepTransition(*status, to) {
 		where := fmt.Sprintf("step %q", step)

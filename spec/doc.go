@@ -9,8 +9,8 @@
 // Semantics that do not depend on the storage medium are implemented here
 // once, so that adapters only store and fetch:
 //
-//   - [ValidateCreate], [ValidateUpdate] and the other Validate functions check
-//     input before a store touches its data.
+//   - [PrepareCreate], [PrepareUpdate] and the other Prepare functions check
+//     input (and fill in defaults) before a store touches its data.
 //   - [NewRun] builds the first snapshot and audit event of a run.
 //   - [ApplyUpdate] decides the outcome of an update against the current
 //     snapshot: the new snapshot, its audit events and the error to return.

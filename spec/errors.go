@@ -27,37 +27,39 @@ const (
 )
 
 // Sentinel errors, checked with errors.Is. Every error a store returns for
-// one of these conditions matches the sentinel, whatever its details.
+// one of these conditions matches the sentinel, whatever its details. They
+// are values (a Code and nothing more), so no caller can change what one
+// matches.
 var (
 	// ErrNotFound: the run does not exist, or no runnable run matched a claim-next.
-	ErrNotFound = &Error{Code: CodeNotFound}
+	ErrNotFound error = sentinel(CodeNotFound)
 	// ErrAlreadyExists: a run with the requested run_id exists already.
-	ErrAlreadyExists = &Error{Code: CodeAlreadyExists}
+	ErrAlreadyExists error = sentinel(CodeAlreadyExists)
 	// ErrVersionConflict: the update's expected version is not the current
 	// one. Nothing was written; Error.CurrentVersion holds the current version.
-	ErrVersionConflict = &Error{Code: CodeVersionConflict}
+	ErrVersionConflict error = sentinel(CodeVersionConflict)
 	// ErrInvalidTransition: the transition table does not allow the requested
 	// status change (INVALID_STATE_TRANSITION). Error.From and Error.To name it.
-	ErrInvalidTransition = &Error{Code: CodeInvalidTransition}
+	ErrInvalidTransition error = sentinel(CodeInvalidTransition)
 	// ErrMissingDiagnostic: entering failed, denied or timeout without a
 	// complete Diagnostic, or interrupted without an interrupted_reason.
-	ErrMissingDiagnostic = &Error{Code: CodeMissingDiagnostic}
+	ErrMissingDiagnostic error = sentinel(CodeMissingDiagnostic)
 	// ErrInvalidArgument: the input is malformed or out of limits; Error.Field names it.
-	ErrInvalidArgument = &Error{Code: CodeInvalidArgument}
+	ErrInvalidArgument error = sentinel(CodeInvalidArgument)
 	// ErrLeaseHeld: another owner holds a live lease on the run.
-	ErrLeaseHeld = &Error{Code: CodeLeaseHeld}
+	ErrLeaseHeld error = sentinel(CodeLeaseHeld)
 	// ErrLeaseLost: the lease token is not the run's current one, or the lease
 	// was released. The caller no longer owns the run.
-	ErrLeaseLost = &Error{Code: CodeLeaseLost}
+	ErrLeaseLost error = sentinel(CodeLeaseLost)
 	// ErrNotClaimable: the run is terminal, or its status is not among those
 	// the claim asked for.
-	ErrNotClaimable = &Error{Code: CodeNotClaimable}
+	ErrNotClaimable error = sentinel(CodeNotClaimable)
 	// ErrUnavailable: the store cannot serve the call (closed, unreachable,
 	// dead plugin). Retrying later may succeed; Unwrap gives the cause.
-	ErrUnavailable = &Error{Code: CodeUnavailable}
+	ErrUnavailable error = sentinel(CodeUnavailable)
 	// ErrPermissionDenied: the store refused the caller's credentials or
 	// rights. Retrying with the same credentials will not help.
-	ErrPermissionDenied = &Error{Code: CodePermissionDenied}
+	ErrPermissionDenied error = sentinel(CodePermissionDenied)
 )
 
 // Error is the error type of the contract. Only Code decides identity; the
@@ -84,7 +86,7 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		b.WriteString(e.Message)
 	} else {
-		b.WriteString(strings.ToLower(strings.ReplaceAll(string(e.Code), "_", " ")))
+		b.WriteString(e.Code.words())
 	}
 	if e.RunID != "" && !strings.Contains(e.Message, e.RunID) {
 		fmt.Fprintf(&b, " (run %s)", e.RunID)
@@ -95,22 +97,39 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is an *Error with the same Code, so that
-// errors.Is(err, ErrNotFound) holds for every not-found error.
+// Is reports whether target is a sentinel or an *Error with the same Code,
+// so that errors.Is(err, ErrNotFound) holds for every not-found error.
 func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	switch t := target.(type) {
+	case sentinel:
+		return Code(t) == e.Code
+	case *Error:
+		return t.Code == e.Code
+	}
+	return false
 }
+
+// sentinel is the type of the Err* values.
+type sentinel Code
+
+func (s sentinel) Error() string { return "runstate: " + Code(s).words() }
+
+// words is the code as a phrase: "not found".
+func (c Code) words() string { return strings.ToLower(strings.ReplaceAll(string(c), "_", " ")) }
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Cause }
 
-// CodeOf returns the Code of the first *Error in err's chain, or "" when
-// err is nil or carries no Code.
+// CodeOf returns the Code of the first *Error (or sentinel) in err's
+// chain, or "" when err is nil or carries no Code.
 func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
+	}
+	var s sentinel
+	if errors.As(err, &s) {
+		return Code(s)
 	}
 	return ""
 }

@@ -5,11 +5,11 @@ import (
 )
 
 // NewRunID returns a new ULID: unique, and sortable by creation time.
-// ulid.Make is safe for concurrent use and monotonic within a process.
+// ulid.Make is safe for concurrent use and monotonic within a process (RUN-001).
 func NewRunID() string { return ulid.Make().String() }
 
 // ValidateRunID checks a caller-supplied run_id: 1 to MaxRunIDLen characters
-// of A-Z a-z 0-9 . _ : -
+// of A-Z a-z 0-9 . _ : - (RUN-002, BAD-001)
 func ValidateRunID(id string) error { return validateToken("run_id", id, MaxRunIDLen, "") }
 
 // validateToken checks a restricted identifier: non-empty, at most max bytes,

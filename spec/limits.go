@@ -2,7 +2,7 @@ package spec
 
 import "time"
 
-// Size limits. Stores reject larger input with ErrInvalidArgument; they never
+// Size limits. Stores reject larger input with ErrInvalidArgument (BAD-005); they never
 // truncate silently. (A tracker truncates host output with TruncateOutput
 // before writing.) Lengths are in bytes of UTF-8 text.
 const (
@@ -36,5 +36,5 @@ const (
 	MaxPageLimit     = 1000
 )
 
-// MaxLeaseTTL bounds a lease's duration; any positive duration up to it is valid.
+// MaxLeaseTTL bounds a lease's duration; any positive duration up to it is valid (BAD-004).
 const MaxLeaseTTL = 24 * time.Hour

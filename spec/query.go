@@ -17,7 +17,9 @@ type RunFilter struct {
 	CreatedFrom, CreatedBefore time.Time
 }
 
-// Matches reports whether s passes every part of the filter.
+// Matches reports whether s passes every part of the filter, combined with
+// AND (LIST-007): statuses (LIST-001), workflow name (LIST-002), created
+// range [from, before) (LIST-004) and every label pair (LIST-003).
 func (f RunFilter) Matches(s RunSnapshot) bool {
 	if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, s.Status) {
 		return false
@@ -43,7 +45,7 @@ func labelsMatch(have, want map[string]string) bool {
 	return true
 }
 
-// RunPosition is a run's place in ListRuns order.
+// RunPosition is a run's place in ListRuns order: created_at, then run_id (LIST-005).
 type RunPosition struct {
 	CreatedAt time.Time
 	RunID     string
@@ -67,11 +69,13 @@ func (p RunPosition) Less(q RunPosition) bool { return p.Compare(q) < 0 }
 type RunQuery struct {
 	Filter RunFilter
 	Limit  int
-	// After, when non-nil, starts the page after this position.
+	// After, when non-nil, starts the page after this position: keyset
+	// paging, so runs created meanwhile cause no skips or repeats (LIST-006).
 	After *RunPosition
 }
 
-// PrepareListRuns validates p.
+// PrepareListRuns validates p: an empty created range, a page size out of
+// range or a cursor no ListRuns issued is ErrInvalidArgument (LIST-007).
 func PrepareListRuns(p ListRunsParams) (RunQuery, error) {
 	var q RunQuery
 	var err error
@@ -104,6 +108,9 @@ func PrepareListRuns(p ListRunsParams) (RunQuery, error) {
 			return q, badCursor()
 		}
 		q.After = &RunPosition{CreatedAt: created, RunID: f[1]}
+		if q.After.Cursor() != p.Cursor {
+			return q, badCursor() // another spelling of a position: not one a listing returned
+		}
 	}
 	return q, nil
 }
@@ -114,7 +121,7 @@ func (p RunPosition) Cursor() string {
 }
 
 // RunnablePosition is a run's place in claim order: priority descending,
-// then created_at and run_id ascending.
+// then created_at and run_id ascending (LEASE-003).
 type RunnablePosition struct {
 	Priority  int
 	CreatedAt time.Time
@@ -155,23 +162,26 @@ type RunnableQuery struct {
 }
 
 // Runnable reports whether s is runnable under q given its lease: it
-// matches q and no live lease holds it.
+// matches q and no live lease holds it (LEASE-010).
 func (q RunnableQuery) Runnable(s RunSnapshot, lease LeaseState, now time.Time) bool {
 	return q.matches(s) && !lease.Live(now)
 }
 
 // ClaimableBy reports whether claim-next by owner may take s: like Runnable,
-// except that a lease of an earlier incarnation of owner's worker does not count.
+// except that a lease of an earlier incarnation of owner's worker does not count (LEASE-012).
 func (q RunnableQuery) ClaimableBy(s RunSnapshot, lease LeaseState, owner Owner, now time.Time) bool {
 	return q.matches(s) && !lease.BlocksClaim(owner, now)
 }
 
+// matches passes terminal runs by (LEASE-008).
 func (q RunnableQuery) matches(s RunSnapshot) bool {
 	return !s.Status.Terminal() && slices.Contains(q.Statuses, s.Status) &&
 		(q.WorkflowName == "" || q.WorkflowName == s.WorkflowName) && labelsMatch(s.Labels, q.Labels)
 }
 
 // PrepareRunnable validates a runnable filter; limit and cursor are optional.
+// Statuses default to queued and waiting (LEASE-011); a terminal one is
+// ErrInvalidArgument (LEASE-010), as is a cursor it did not issue (LIST-007).
 func PrepareRunnable(f RunnableFilter, limit int, cursor string) (RunnableQuery, error) {
 	var q RunnableQuery
 	var err error
@@ -201,6 +211,9 @@ func PrepareRunnable(f RunnableFilter, limit int, cursor string) (RunnableQuery,
 			return q, badCursor()
 		}
 		q.After = &RunnablePosition{Priority: prio, CreatedAt: created, RunID: parts[2]}
+		if q.After.Cursor() != cursor {
+			return q, badCursor()
+		}
 	}
 	return q, nil
 }

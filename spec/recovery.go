@@ -14,13 +14,13 @@ type RecoveryPolicy string
 // Recovery policies.
 const (
 	// RecoverInterrupt moves orphaned running runs to interrupted with reason
-	// CRASH_RECOVERY (seed 000). The default; it suits a single process.
+	// CRASH_RECOVERY (seed 000, REC-001). The default; it suits a single process.
 	RecoverInterrupt RecoveryPolicy = "interrupt"
-	// RecoverFail moves them to failed with a retryable CRASH_RECOVERY diagnostic (seed 003).
+	// RecoverFail moves them to failed with a retryable CRASH_RECOVERY diagnostic (seed 003, REC-002).
 	RecoverFail RecoveryPolicy = "fail"
 	// RecoverTakeover leaves them running and releases them, so a worker that
 	// claims running runs continues them under a new lease (seed 004). It
-	// suits shared stores whose steps are safe to resume.
+	// suits shared stores whose steps are safe to resume (REC-011).
 	RecoverTakeover RecoveryPolicy = "takeover"
 )
 
@@ -35,10 +35,10 @@ const DefaultRecoveryLeaseTTL = 30 * time.Second
 type RecoveryOptions struct {
 	// Policy defaults to RecoverInterrupt.
 	Policy RecoveryPolicy
-	// Owner is the recovering worker. Required when the store is a
-	// LeaseStore: recovery claims each run before settling it, so runs held
-	// by other live workers are left alone, while runs held by an earlier
-	// incarnation of Owner.Worker are taken over. It must be unique to this process.
+	// Owner is the recovering worker; Recover requires it. Recovery claims
+	// each run before settling it, so runs held by other live workers are
+	// left alone, while runs held by an earlier incarnation of Owner.Worker
+	// are taken over. It must be unique to this process.
 	Owner Owner
 	// LeaseTTL defaults to DefaultRecoveryLeaseTTL.
 	LeaseTTL time.Duration
@@ -60,7 +60,9 @@ type RecoveryOutcome string
 const (
 	OutcomeInterrupted RecoveryOutcome = "interrupted"
 	OutcomeFailed      RecoveryOutcome = "failed"
-	// OutcomeRequeued: the run is claimable again with its status and priority.
+	// OutcomeRequeued: recovery released a lease left on the run (or, under
+	// takeover, on an orphaned running run): it is claimable again with its
+	// status and priority.
 	OutcomeRequeued RecoveryOutcome = "requeued"
 	// OutcomeSkipped: a live worker holds the run, or it finished meanwhile; untouched.
 	OutcomeSkipped RecoveryOutcome = "skipped"
@@ -93,19 +95,55 @@ func (r RecoveryReport) Recovered() int { return r.Interrupted + r.Failed + r.Re
 // maxRecoveryAttempts bounds re-reads of one run that keeps changing under recovery.
 const maxRecoveryAttempts = 5
 
-// Recover settles the runs a crashed process left behind, using only the
-// store's interfaces. It considers every non-terminal run without a live
-// lease (runs a live worker holds are skipped):
+// Recover settles the runs that crashed processes left behind in a store
+// that any number of processes share, using only the store's interfaces.
+// The store's leases are what make that safe, so it takes a Store: every
+// run recovery writes to, it claims first, and a run that a live worker
+// holds is left alone (REC-005) while one held by an earlier incarnation of
+// opts.Owner is taken over (REC-006). For a store without leases, see
+// RecoverExclusive.
+//
+// Recovery considers the non-terminal runs:
 //   - running runs become interrupted (or failed, or are released for
 //     takeover, by policy); their running steps and hosts follow;
-//   - queued and waiting runs are left claimable, status and priority unchanged.
+//   - queued and waiting runs stay as they are; a lease an earlier
+//     incarnation of opts.Owner left on one is released, so the run is
+//     claimable at once (reported re-queued). A run nobody holds is
+//     claimable already: recovery writes nothing to it and does not report it.
 //
-// Every write is a compare-and-set, fenced by recovery's own lease when the
-// store has leases, so a run that finishes meanwhile is never overwritten,
-// a second pass changes nothing, and two processes recovering at once settle
-// each run exactly once.
-func Recover(ctx context.Context, store RunStateStore, opts RecoveryOptions) (RecoveryReport, error) {
-	r, err := newRecoverer(store, opts)
+// Every write is a compare-and-set fenced by recovery's own lease, so a run
+// that finishes meanwhile is never overwritten (REC-010), a second pass
+// changes nothing (REC-007), and two processes recovering at once settle
+// each run exactly once (REC-009).
+func Recover(ctx context.Context, store Store, opts RecoveryOptions) (RecoveryReport, error) {
+	if store == nil {
+		return RecoveryReport{}, InvalidArgument("store", "recovery needs a store")
+	}
+	if err := ValidateOwner(opts.Owner); err != nil {
+		return RecoveryReport{}, err
+	}
+	return recoverRuns(ctx, store, store, opts)
+}
+
+// RecoverExclusive settles the runs of a store without leases. Without
+// leases nothing tells a run that a live process executes from one a
+// crashed process left behind, so the caller asserts, by calling this,
+// that no other process uses the store. It refuses a store that has leases:
+// Recover is the safe choice there, and a wrapper that hides a store's
+// leases would otherwise make recovery interrupt runs live workers hold.
+func RecoverExclusive(ctx context.Context, store RunStateStore, opts RecoveryOptions) (RecoveryReport, error) {
+	if store == nil {
+		return RecoveryReport{}, InvalidArgument("store", "recovery needs a store")
+	}
+	if _, ok := store.(LeaseStore); ok {
+		return RecoveryReport{}, InvalidArgument("store",
+			"the store has leases: recover it with Recover, which leaves alone the runs live workers hold")
+	}
+	return recoverRuns(ctx, store, nil, opts)
+}
+
+func recoverRuns(ctx context.Context, store RunStateStore, leases LeaseStore, opts RecoveryOptions) (RecoveryReport, error) {
+	r, err := newRecoverer(store, leases, opts)
 	if err != nil {
 		return RecoveryReport{}, err
 	}
@@ -120,6 +158,7 @@ func Recover(ctx context.Context, store RunStateStore, opts RecoveryOptions) (Re
 	} else {
 		r.log.Info("crash recovery finished", attrs...)
 	}
+	// After the summary line, the report goes to the metrics hook (REC-012).
 	if opts.OnFinish != nil {
 		opts.OnFinish(report)
 	}
@@ -128,13 +167,13 @@ func Recover(ctx context.Context, store RunStateStore, opts RecoveryOptions) (Re
 
 type recoverer struct {
 	store  RunStateStore
-	leases LeaseStore
+	leases LeaseStore // nil: the caller asserted exclusive use
 	opts   RecoveryOptions
 	log    *slog.Logger
 	clock  Clock
 }
 
-func newRecoverer(store RunStateStore, opts RecoveryOptions) (*recoverer, error) {
+func newRecoverer(store RunStateStore, leases LeaseStore, opts RecoveryOptions) (*recoverer, error) {
 	switch opts.Policy {
 	case "":
 		opts.Policy = RecoverInterrupt
@@ -142,13 +181,7 @@ func newRecoverer(store RunStateStore, opts RecoveryOptions) (*recoverer, error)
 	default:
 		return nil, InvalidArgument("policy", "unknown recovery policy %q (want interrupt, fail or takeover)", opts.Policy)
 	}
-	r := &recoverer{store: store, opts: opts, log: opts.Logger, clock: opts.Clock}
-	if ls, ok := store.(LeaseStore); ok {
-		r.leases = ls
-		if err := ValidateOwner(opts.Owner); err != nil {
-			return nil, err
-		}
-	}
+	r := &recoverer{store: store, leases: leases, opts: opts, log: opts.Logger, clock: opts.Clock}
 	if r.opts.LeaseTTL == 0 {
 		r.opts.LeaseTTL = DefaultRecoveryLeaseTTL
 	}
@@ -161,39 +194,95 @@ func newRecoverer(store RunStateStore, opts RecoveryOptions) (*recoverer, error)
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
-	if r.opts.Actor.Kind == "" {
-		r.opts.Actor = Actor{Kind: ActorRecovery, ID: opts.Owner.String()}
+	if r.opts.Actor.Kind == "" { // actor recovery (REC-001)
+		r.opts.Actor = Actor{Kind: ActorRecovery}
+		if opts.Owner.Worker != "" {
+			r.opts.Actor.ID = opts.Owner.String()
+		}
 	}
 	return r, nil
 }
 
-func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
-	statuses := make([]string, 0, 3)
-	for _, s := range NonTerminalRunStatuses() {
-		statuses = append(statuses, string(s))
+func statusNames(list []RunStatus) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = string(s)
 	}
-	cursor := ""
-	for {
-		// Keyset paging by (created_at, run_id) is unaffected by the status
-		// changes recovery itself makes, so no run is skipped or seen twice.
-		page, err := r.store.ListRuns(ctx, ListRunsParams{Statuses: statuses, Limit: MaxPageLimit, Cursor: cursor})
+	return out
+}
+
+func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
+	// Terminal runs are never listed, so never touched (REC-008).
+	// First every non-terminal run, then which of them nobody holds: a run
+	// claimed in between is then seen held, never mistaken for free. Only
+	// what the decision needs is kept of each run: recovery's memory follows
+	// the number of non-terminal runs, not their size.
+	var candidates []listedRun
+	for cursor := ""; ; {
+		// Keyset paging by (created_at, run_id) is unaffected by status
+		// changes meanwhile, so no run is skipped or seen twice.
+		page, err := r.store.ListRuns(ctx, ListRunsParams{Statuses: statusNames(NonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
 		if err != nil {
 			return fmt.Errorf("list non-terminal runs: %w", err)
 		}
 		for _, run := range page.Runs {
-			rec, err := r.settle(ctx, run)
-			if err != nil {
-				return fmt.Errorf("recover run %s: %w", run.RunID, err)
-			}
-			report.add(rec)
-			r.log.Info("recovered run", "run_id", rec.RunID, "from", rec.From, "to", rec.To,
-				"outcome", rec.Outcome, "priority", rec.Priority, "detail", rec.Detail)
+			candidates = append(candidates, listedRun{RunID: run.RunID, Status: run.Status, Priority: run.Priority})
 		}
-		if page.NextCursor == "" {
-			return nil
+		if cursor = page.NextCursor; cursor == "" {
+			break
 		}
-		cursor = page.NextCursor
 	}
+	free, err := r.unheld(ctx)
+	if err != nil {
+		return err
+	}
+	for _, run := range candidates {
+		orphanedRunning := run.Status == StatusRunning && r.opts.Policy != RecoverTakeover
+		if !orphanedRunning && (r.leases == nil || free[run.RunID]) {
+			continue // claimable already: nothing to do (REC-004, REC-011)
+		}
+		rec, err := r.settle(ctx, run)
+		if err != nil {
+			return fmt.Errorf("recover run %s: %w", run.RunID, err)
+		}
+		report.add(rec)
+		// One line per run; runs left alone only at debug level (REC-012).
+		attrs := []any{"run_id", rec.RunID, "from", rec.From, "to", rec.To, "outcome", rec.Outcome, "priority", rec.Priority}
+		if rec.Outcome == OutcomeSkipped {
+			r.log.Debug("recovery left a run alone", append(attrs, "detail", rec.Detail)...)
+		} else {
+			r.log.Info("recovered run", attrs...)
+		}
+	}
+	return nil
+}
+
+// unheld returns the non-terminal runs without a live lease (none without leases).
+func (r *recoverer) unheld(ctx context.Context) (map[string]bool, error) {
+	free := map[string]bool{}
+	if r.leases == nil {
+		return free, nil
+	}
+	for cursor := ""; ; {
+		page, err := r.leases.ListRunnableRuns(ctx, ListRunnableParams{
+			Filter: RunnableFilter{Statuses: statusNames(NonTerminalRunStatuses())}, Limit: MaxPageLimit, Cursor: cursor})
+		if err != nil {
+			return nil, fmt.Errorf("list runs without a live lease: %w", err)
+		}
+		for _, run := range page.Runs {
+			free[run.RunID] = true
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return free, nil
+		}
+	}
+}
+
+// listedRun is what recovery keeps of a run it listed.
+type listedRun struct {
+	RunID    string
+	Status   RunStatus
+	Priority int
 }
 
 func (rep *RecoveryReport) add(rec RecoveredRun) {
@@ -211,23 +300,33 @@ func (rep *RecoveryReport) add(rec RecoveredRun) {
 }
 
 // settle recovers one run listed as non-terminal.
-func (r *recoverer) settle(ctx context.Context, listed RunSnapshot) (RecoveredRun, error) {
+func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun, error) {
+	asListed := RunSnapshot{RunID: listed.RunID, Status: listed.Status, Priority: listed.Priority}
 	skip := func(run RunSnapshot, why string) RecoveredRun {
 		return RecoveredRun{RunID: run.RunID, From: listed.Status, To: run.Status, Priority: run.Priority, Outcome: OutcomeSkipped, Detail: why}
 	}
-	cur := listed
+	var cur RunSnapshot
 	var token int64
-	if r.leases != nil {
+	if r.leases == nil {
+		var err error
+		if cur, err = r.store.GetRun(ctx, listed.RunID); errors.Is(err, ErrNotFound) {
+			return skip(asListed, "removed meanwhile"), nil
+		} else if err != nil {
+			return RecoveredRun{}, err
+		}
+	} else {
 		claim, err := r.leases.ClaimRun(ctx, ClaimRunParams{RunID: listed.RunID, Owner: r.opts.Owner,
-			TTL: r.opts.LeaseTTL, Statuses: []string{string(StatusQueued), string(StatusRunning), string(StatusWaiting)}})
+			TTL: r.opts.LeaseTTL, Statuses: statusNames(NonTerminalRunStatuses())})
 		switch {
-		case errors.Is(err, ErrLeaseHeld):
-			return skip(listed, "held by a live lease of another worker"), nil
+		case errors.Is(err, ErrLeaseHeld): // another worker's live lease (REC-005)
+			return skip(asListed, "held by a live lease of another worker"), nil
 		case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrNotFound):
-			return skip(listed, "finished or removed meanwhile"), nil
+			return skip(asListed, "finished or removed meanwhile"), nil
 		case err != nil:
 			return RecoveredRun{}, err
 		}
+		// The claim took over any lease of an earlier incarnation of
+		// opts.Owner without waiting (REC-006).
 		cur, token = claim.Run, claim.Lease.Token
 		defer func() {
 			// Releasing makes a re-queued run claimable at once; after a
@@ -238,9 +337,11 @@ func (r *recoverer) settle(ctx context.Context, listed RunSnapshot) (RecoveredRu
 		}()
 	}
 	for attempt := 0; ; attempt++ {
-		if cur.Status.Terminal() {
+		if cur.Status.Terminal() { // REC-008, REC-010
 			return skip(cur, "finished meanwhile"), nil
 		}
+		// Left unchanged (with leases, the deferred release frees it) and
+		// reported re-queued (REC-004, REC-011).
 		if cur.Status != StatusRunning || r.opts.Policy == RecoverTakeover {
 			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: cur.Status, Priority: cur.Priority, Outcome: OutcomeRequeued}, nil
 		}
@@ -263,32 +364,44 @@ func (r *recoverer) settle(ctx context.Context, listed RunSnapshot) (RecoveredRu
 	}
 }
 
+// settlePatch moves an orphaned running run, with its running steps and
+// hosts, to interrupted or failed by CRASH_RECOVERY (REC-001, REC-002, REC-003).
 func (r *recoverer) settlePatch(cur RunSnapshot, token int64) UpdateRunParams {
 	to, stepTo := StatusInterrupted, StepInterrupted
 	if r.opts.Policy == RecoverFail {
 		to, stepTo = StatusFailed, StepFailed
 	}
 	p := UpdateRunParams{RunID: cur.RunID, ExpectedVersion: cur.Version, LeaseToken: token, Status: string(to),
-		Actor: r.opts.Actor, Reason: ReasonCrashRecovery + ": the run was running when its worker stopped"}
+		Actor: r.opts.Actor, Reason: ReasonCrashRecovery + ": the run was running when its worker stopped",
+		Steps: StepsFollowingRun(cur, stepTo)}
 	if to == StatusInterrupted {
 		p.InterruptedReason = ReasonCrashRecovery
 	} else {
 		p.Diagnostic = &Diagnostic{ErrorCode: ReasonCrashRecovery, Retryable: true,
 			Message: "the run was running when its worker stopped; crash recovery marked it failed"}
 	}
-	for _, st := range cur.Steps {
+	return p
+}
+
+// StepsFollowingRun returns the step patches that move run's running steps
+// and hosts to to, for a write that ends the run: when a run is
+// interrupted, fails or is canceled, the steps and hosts it was executing
+// end with it, and the others keep their state (REC-003).
+func StepsFollowingRun(run RunSnapshot, to StepStatus) []StepPatch {
+	var out []StepPatch
+	for _, st := range run.Steps {
 		sp := StepPatch{Name: st.Name}
 		if st.Status == StepRunning {
-			sp.Status = string(stepTo)
+			sp.Status = string(to)
 		}
 		for _, h := range st.Hosts {
 			if h.Status == StepRunning {
-				sp.Hosts = append(sp.Hosts, HostPatch{Host: h.Host, Status: string(stepTo)})
+				sp.Hosts = append(sp.Hosts, HostPatch{Host: h.Host, Status: string(to)})
 			}
 		}
 		if sp.Status != "" || len(sp.Hosts) > 0 {
-			p.Steps = append(p.Steps, sp)
+			out = append(out, sp)
 		}
 	}
-	return p
+	return out
 }

@@ -1,29 +1,43 @@
 package spec_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/spec"
 )
 
 func TestErrorsMatchByCode(t *testing.T) {
-	sentinels := []*spec.Error{spec.ErrNotFound, spec.ErrAlreadyExists, spec.ErrVersionConflict, spec.ErrInvalidTransition,
+	sentinels := []error{spec.ErrNotFound, spec.ErrAlreadyExists, spec.ErrVersionConflict, spec.ErrInvalidTransition,
 		spec.ErrMissingDiagnostic, spec.ErrInvalidArgument, spec.ErrLeaseHeld, spec.ErrLeaseLost, spec.ErrNotClaimable, spec.ErrUnavailable, spec.ErrPermissionDenied}
+	codes := map[spec.Code]bool{}
 	for _, s := range sentinels {
-		detailed := &spec.Error{Code: s.Code, Message: "details", RunID: "r1"}
+		code := spec.CodeOf(s)
+		if code == "" || codes[code] || !errors.Is(s, s) {
+			t.Fatalf("sentinel %v: code %q, seen before %v", s, code, codes[code])
+		}
+		codes[code] = true
+		detailed := &spec.Error{Code: code, Message: "details", RunID: "r1"}
 		wrapped := fmt.Errorf("adapter: %w", detailed)
 		for _, other := range sentinels {
 			if got, want := errors.Is(wrapped, other), other == s; got != want {
-				t.Errorf("errors.Is(%s error, %s) = %v", s.Code, other.Code, got)
+				t.Errorf("errors.Is(%s error, %v) = %v", code, other, got)
 			}
 		}
-		if spec.CodeOf(wrapped) != s.Code {
-			t.Errorf("CodeOf = %q, want %q", spec.CodeOf(wrapped), s.Code)
+		if spec.CodeOf(wrapped) != code {
+			t.Errorf("CodeOf = %q, want %q", spec.CodeOf(wrapped), code)
+		}
+		// A sentinel is a value: nothing a caller holds can change it.
+		var e *spec.Error
+		if errors.As(s, &e) {
+			t.Errorf("sentinel %v is a shared *spec.Error, which a caller could change", s)
 		}
 	}
 	if spec.CodeOf(errors.New("plain")) != "" || spec.CodeOf(nil) != "" {
@@ -141,5 +155,104 @@ func TestLeaseRules(t *testing.T) {
 	released, _ := l.Release("r", 1)
 	if released.Live(now) || !errors.Is(released.CheckFence("r", 1), spec.ErrLeaseLost) {
 		t.Error("a released lease must be dead and fence nothing")
+	}
+}
+
+func TestErrorMessagesSayWhatHappened(t *testing.T) {
+	for _, tc := range []struct {
+		err  *spec.Error
+		want string
+	}{
+		{&spec.Error{Code: spec.CodeNotFound, RunID: "r1"}, "runstate: not found (run r1)"},
+		{&spec.Error{Code: spec.CodeLeaseLost, Message: "run r1: the lease was released", RunID: "r1"}, "runstate: run r1: the lease was released"},
+		{&spec.Error{Code: spec.CodeUnavailable, Message: "store down", Cause: errors.New("dial tcp: refused")}, "runstate: store down: dial tcp: refused"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestTruncateTextBoundaries(t *testing.T) {
+	mark := "…[truncated]"
+	if got := spec.TruncateText("abcdef", 6); got != "abcdef" {
+		t.Errorf("a text exactly at the limit changed: %q", got)
+	}
+	if got := spec.TruncateText(strings.Repeat("x", 30), 20); got != strings.Repeat("x", 20-len(mark))+mark {
+		t.Errorf("cut with a mark: %q", got)
+	}
+	// A limit that cannot hold the mark cuts without one.
+	if got := spec.TruncateText(strings.Repeat("x", 40), len(mark)-1); got != strings.Repeat("x", len(mark)-1) {
+		t.Errorf("a short limit: %q", got)
+	}
+	if got := spec.TruncateText(strings.Repeat("x", 40), len(mark)); got != mark {
+		t.Errorf("a limit the size of the mark: %q", got)
+	}
+	// Text that is not UTF-8 is cut without reading before its start.
+	if got := spec.TruncateText(strings.Repeat("\x80", 40), len(mark)+1); got != mark {
+		t.Errorf("invalid UTF-8: %q", got)
+	}
+	// Never split a rune: "é" is two bytes.
+	if got := spec.TruncateText("é"+strings.Repeat("x", 30), len(mark)+1); got != mark {
+		t.Errorf("a cut inside a rune must step back: %q", got)
+	}
+}
+
+// conflicting is a store whose updates always lose to another writer.
+type conflicting struct{ spec.RunStateStore }
+
+func (s conflicting) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	return spec.RunSnapshot{}, spec.VersionConflict(p.RunID, p.ExpectedVersion, p.ExpectedVersion+1)
+}
+
+type countingGets struct {
+	spec.RunStateStore
+	gets *int
+}
+
+func (s countingGets) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	*s.gets++
+	return s.RunStateStore.GetRun(ctx, id)
+}
+
+// Recovery decides afresh after a conflict, but gives up on a run that
+// keeps changing instead of retrying forever.
+func TestRecoveryGivesUpOnARunThatKeepsChanging(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	run, _ := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	gets := 0
+	leaseless := struct{ spec.RunStateStore }{countingGets{conflicting{store}, &gets}}
+	_, err := spec.RecoverExclusive(ctx, leaseless, spec.RecoveryOptions{Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, spec.ErrVersionConflict) {
+		t.Fatalf("recovery of a run that keeps changing: %v", err)
+	}
+	// One read to decide, then one after each of the first four conflicts.
+	if gets != 5 {
+		t.Errorf("%d reads of the run, want 5", gets)
+	}
+}
+
+// releaseFails is a store whose releases fail.
+type releaseFails struct{ *memory.Store }
+
+func (s releaseFails) ReleaseLease(context.Context, spec.ReleaseLeaseParams) error {
+	return spec.Unavailable("release failed on purpose", nil)
+}
+
+// A release that fails after recovery settled a run is reported in the log.
+func TestRecoveryLogsAFailedRelease(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	run, _ := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	var log strings.Builder
+	_, err := spec.Recover(ctx, releaseFails{store}, spec.RecoveryOptions{Owner: spec.Owner{Worker: "r"}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(log.String(), "could not release") != 1 {
+		t.Errorf("log:\n%s", log.String())
 	}
 }

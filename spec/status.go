@@ -32,7 +32,7 @@ var runStatuses = []RunStatus{
 }
 
 // statusAliases are accepted on input and stored as their target
-// ("created" from seed 001, "pending" from seed 003).
+// ("created" from seed 001, "pending" from seed 003). Rule FSM-006.
 var statusAliases = map[string]RunStatus{
 	"created": StatusQueued,
 	"pending": StatusQueued,
@@ -40,6 +40,7 @@ var statusAliases = map[string]RunStatus{
 
 // runTransitions is the run-level transition table: the one place it is
 // written down. Everything else, including the conformance suite, reads it.
+// ApplyUpdate accepts exactly these pairs and refuses the rest (FSM-001, FSM-002).
 var runTransitions = map[RunStatus][]RunStatus{
 	StatusQueued:  {StatusRunning, StatusCanceled},
 	StatusRunning: {StatusWaiting, StatusSuccess, StatusFailed, StatusDenied, StatusTimeout, StatusCanceled, StatusInterrupted},
@@ -55,14 +56,15 @@ func NonTerminalRunStatuses() []RunStatus {
 }
 
 // DefaultRunnableStatuses are the statuses claim-next and the runnable listing
-// consider when the caller names none: queued and waiting. A worker that takes
+// consider when the caller names none: queued and waiting (LEASE-011). A worker that takes
 // over orphaned running runs (recovery policy takeover) adds running.
 func DefaultRunnableStatuses() []RunStatus { return []RunStatus{StatusQueued, StatusWaiting} }
 
-// ParseRunStatus returns the status s names, resolving input aliases.
-// An unknown name is an ErrInvalidArgument.
+// ParseRunStatus returns the status s names, resolving the input aliases
+// created and pending (FSM-006). Names are case-sensitive (BAD-002): "Queued" or
+// "PENDING" is an unknown name, an ErrInvalidArgument.
 func ParseRunStatus(s string) (RunStatus, error) {
-	if target, ok := statusAliases[strings.ToLower(s)]; ok {
+	if target, ok := statusAliases[s]; ok {
 		return target, nil
 	}
 	st := RunStatus(s)
@@ -82,7 +84,7 @@ func (s RunStatus) Valid() bool { return slices.Contains(runStatuses, s) }
 // Terminal reports whether s is a terminal status.
 func (s RunStatus) Terminal() bool { return s.Valid() && !slices.Contains(NonTerminalRunStatuses(), s) }
 
-// RequiresDiagnostic reports whether entering s requires a Diagnostic (seed 001).
+// RequiresDiagnostic reports whether entering s requires a Diagnostic (seed 001, DIAG-001).
 func (s RunStatus) RequiresDiagnostic() bool {
 	return s == StatusFailed || s == StatusDenied || s == StatusTimeout
 }
@@ -111,7 +113,7 @@ var stepStatuses = []StepStatus{
 	StepQueued, StepRunning, StepSuccess, StepFailed, StepSkipped, StepCanceled, StepInterrupted,
 }
 
-// stepTransitions is the step- and host-level table. Besides running's
+// stepTransitions is the step- and host-level table (FSM-007, FSM-008). Besides running's
 // outcomes, a step that never started may be skipped or canceled.
 var stepTransitions = map[StepStatus][]StepStatus{
 	StepQueued:  {StepRunning, StepSkipped, StepCanceled},
@@ -122,9 +124,10 @@ var stepTransitions = map[StepStatus][]StepStatus{
 func StepStatuses() []StepStatus { return slices.Clone(stepStatuses) }
 
 // ParseStepStatus returns the step status s names; "pending" and "created"
-// are accepted as aliases of queued, as for runs.
+// are accepted as aliases of queued, as for runs. An unknown name is an
+// ErrInvalidArgument (BAD-002).
 func ParseStepStatus(s string) (StepStatus, error) {
-	if _, ok := statusAliases[strings.ToLower(s)]; ok {
+	if _, ok := statusAliases[s]; ok {
 		return StepQueued, nil
 	}
 	st := StepStatus(s)

@@ -106,6 +106,10 @@ type AuditEvent struct {
 	// Version is the run's version after the event: unchanged for a
 	// rejected attempt on a terminal run.
 	Version int64 `json:"version"`
+	// LeaseToken is the lease token the write carried (0 for an unfenced
+	// write): which lease the writer acted under, for telling apart two
+	// incarnations of one worker, or a worker from the one that took over.
+	LeaseToken int64 `json:"lease_token,omitempty"`
 }
 
 // Owner identifies a lease holder. Worker is stable across restarts of the

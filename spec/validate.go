@@ -10,14 +10,16 @@ import (
 // queued, an empty RunID becomes a new ULID, an empty actor kind operator.
 // Stores call it before reading or writing anything.
 func PrepareCreate(p *CreateRunParams) error {
+	// A generated ULID, or a valid caller-supplied id (RUN-001, RUN-002, BAD-001).
 	if p.RunID == "" {
 		p.RunID = NewRunID()
 	} else if err := ValidateRunID(p.RunID); err != nil {
 		return err
 	}
-	if err := validateText("workflow_name", p.WorkflowName, MaxWorkflowNameLen, true); err != nil {
+	if err := validateText("workflow_name", p.WorkflowName, MaxWorkflowNameLen, true); err != nil { // BAD-003
 		return err
 	}
+	// Created only as queued, or an alias of it (RUN-007, FSM-006).
 	if p.Status != "" {
 		st, err := ParseRunStatus(p.Status)
 		if err != nil {
@@ -54,7 +56,7 @@ func PrepareCreate(p *CreateRunParams) error {
 	if hosts > MaxHostStates {
 		return InvalidArgument("hosts", "%d host states in all steps, the limit is %d", hosts, MaxHostStates)
 	}
-	if p.RetryOf != "" {
+	if p.RetryOf != "" { // BAD-001, RUN-006
 		if err := validateToken("retry_of", p.RetryOf, MaxRunIDLen, ""); err != nil {
 			return err
 		}
@@ -70,6 +72,7 @@ func PrepareCreate(p *CreateRunParams) error {
 
 // PrepareUpdate validates p and normalises it in place (status aliases,
 // actor kind). It checks the input alone; ApplyUpdate checks it against the run.
+// A meaningless update is an ErrInvalidArgument (BAD-007).
 func PrepareUpdate(p *UpdateRunParams) error {
 	if err := ValidateRunID(p.RunID); err != nil {
 		return err
@@ -105,7 +108,7 @@ func PrepareUpdate(p *UpdateRunParams) error {
 	if err := validateText("interrupted_reason", p.InterruptedReason, MaxReasonLen, false); err != nil {
 		return err
 	}
-	if p.InterruptedReason != "" && RunStatus(p.Status) != StatusInterrupted {
+	if p.InterruptedReason != "" && RunStatus(p.Status) != StatusInterrupted { // BAD-007
 		return InvalidArgument("interrupted_reason", "is only set together with status interrupted")
 	}
 	if p.Labels != nil {
@@ -176,10 +179,10 @@ func prepareStepPatch(sp *StepPatch, seen map[string]bool) error {
 	return nil
 }
 
-// PrepareGet validates a run_id given to GetRun.
+// PrepareGet validates a run_id given to GetRun (BAD-001).
 func PrepareGet(runID string) error { return ValidateRunID(runID) }
 
-// ValidateOwner checks a lease owner.
+// ValidateOwner checks a lease owner: a non-blank worker (BAD-004).
 func ValidateOwner(o Owner) error {
 	if err := validateText("owner.worker", o.Worker, MaxOwnerLen, true); err != nil {
 		return err
@@ -187,7 +190,7 @@ func ValidateOwner(o Owner) error {
 	return validateText("owner.incarnation", o.Incarnation, MaxOwnerLen, false)
 }
 
-// ValidateTTL checks a lease duration: positive and at most MaxLeaseTTL.
+// ValidateTTL checks a lease duration: positive and at most MaxLeaseTTL (BAD-004).
 func ValidateTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return InvalidArgument("ttl", "is %v; a lease lasts a positive duration", ttl)
@@ -198,7 +201,7 @@ func ValidateTTL(ttl time.Duration) error {
 	return nil
 }
 
-// ValidateToken checks a lease token given to renew or release.
+// ValidateToken checks a lease token given to renew or release: positive (BAD-004).
 func ValidateToken(token int64) error {
 	if token <= 0 {
 		return InvalidArgument("token", "is %d; lease tokens are positive", token)
@@ -206,7 +209,8 @@ func ValidateToken(token int64) error {
 	return nil
 }
 
-// PrepareAuditQuery validates p and returns the effective page size.
+// PrepareAuditQuery validates p and returns the effective page size; a
+// negative after_seq or a limit out of range is ErrInvalidArgument (LIST-007).
 func PrepareAuditQuery(p ListAuditParams) (limit int, err error) {
 	if err := ValidateRunID(p.RunID); err != nil {
 		return 0, err
@@ -217,6 +221,7 @@ func PrepareAuditQuery(p ListAuditParams) (limit int, err error) {
 	return pageLimit(p.Limit)
 }
 
+// pageLimit resolves a page size: 0 for the default, else 1 to MaxPageLimit (LIST-007).
 func pageLimit(n int) (int, error) {
 	switch {
 	case n == 0:
@@ -227,6 +232,9 @@ func pageLimit(n int) (int, error) {
 	return n, nil
 }
 
+// parseStatuses parses a status filter: aliases resolve (FSM-006), unknown
+// names are refused (BAD-002), and so are terminal ones where only
+// non-terminal runs qualify (LEASE-010).
 func parseStatuses(field string, in []string, def []RunStatus, nonTerminalOnly bool) ([]RunStatus, error) {
 	if len(in) == 0 {
 		return def, nil
@@ -281,6 +289,7 @@ func validateDiagnostic(d *Diagnostic) error {
 
 // diagnosticMissing reports what a Diagnostic lacks to be usable by an
 // orchestrator (seed 001: error_code, message, retryable); "" when complete.
+// A blank error_code or message is missing (DIAG-002).
 func diagnosticMissing(d *Diagnostic) string {
 	switch {
 	case d == nil:
@@ -312,7 +321,7 @@ func validateStepName(name string, seen map[string]bool) error {
 	if err := validateText("step name", name, MaxStepNameLen, true); err != nil {
 		return err
 	}
-	if seen[name] {
+	if seen[name] { // BAD-007
 		return InvalidArgument("steps", "step %q appears twice", name)
 	}
 	seen[name] = true
@@ -343,6 +352,8 @@ func validateHostName(step, host string, seen map[string]bool) error {
 	return nil
 }
 
+// prepareActor records an actor without a kind as operator (AUD-008) and
+// refuses an unknown kind (BAD-007).
 func prepareActor(a *Actor) error {
 	switch a.Kind {
 	case "":
@@ -354,8 +365,8 @@ func prepareActor(a *Actor) error {
 	return validateText("actor.id", a.ID, MaxActorIDLen, false)
 }
 
-// validateText checks free text: valid UTF-8 without NUL bytes, at most max
-// bytes, and non-blank when required.
+// validateText checks free text: valid UTF-8 without NUL bytes (BAD-006), at
+// most max bytes, and non-blank when required (BAD-005), naming the field.
 func validateText(field, s string, max int, required bool) error {
 	if required && strings.TrimSpace(s) == "" {
 		return InvalidArgument(field, "must not be empty")

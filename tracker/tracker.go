@@ -1,9 +1,9 @@
 // Package tracker bridges a workflow engine's events to a runstate store:
 // it creates the run, writes run, step and host state as execution goes
 // (compare-and-set patches, fenced by the run's lease when it has one, host
-// output truncated to the contract's limit) and fans every change out to
-// notifiers. An engine that reports through a tracker never writes to a
-// store itself.
+// output truncated to the contract's limit), keeps the lease, and fans every
+// change out to notifiers. An engine that reports through a tracker never
+// writes to a store itself.
 package tracker
 
 import (
@@ -11,13 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/runstate/runstate/spec"
 )
 
-// Event is one change, with the fields of seed 002's callback payload.
+// Event is one change, with the fields of the callback payload
+// (docs/spec.md, seed coverage: callbacks).
 type Event struct {
 	RunID        string    `json:"run_id"`
 	WorkflowName string    `json:"workflow_name"`
@@ -41,6 +43,11 @@ type Options struct {
 	// Actor is recorded in the audit trail (default: a worker).
 	Actor  spec.Actor
 	Logger *slog.Logger
+	// Leases is the store's lease side, required to attach a run with a
+	// lease: the tracker renews the lease, and checks it wherever a write
+	// would change nothing, so that no step of a leased run goes ahead
+	// without a write or a check carrying its token.
+	Leases spec.LeaseStore
 }
 
 // Tracker writes runs to a store and notifies.
@@ -84,19 +91,43 @@ func (t *Tracker) Create(ctx context.Context, p spec.CreateRunParams) (spec.RunS
 	return s, err
 }
 
-// Attach returns the handle an engine drives a run through. token is the
-// run's lease token (0 when the run is not leased).
-func (t *Tracker) Attach(run spec.RunSnapshot, token int64) *Run {
-	return &Run{t: t, snap: run, token: token}
+// Lease is the lease a run is executed under; the zero Lease means none
+// (a store without leases, used by one process).
+type Lease struct {
+	Token int64
+	// TTL is the lease duration each renewal asks for.
+	TTL time.Duration
+}
+
+// Attach returns the handle an engine drives a run through.
+func (t *Tracker) Attach(run spec.RunSnapshot, lease Lease) (*Run, error) {
+	if lease.Token != 0 {
+		if t.opts.Leases == nil {
+			return nil, errors.New("tracker: a run attached with a lease needs Options.Leases")
+		}
+		if err := spec.ValidateTTL(lease.TTL); err != nil {
+			return nil, err
+		}
+	}
+	return &Run{t: t, id: run.RunID, snap: run, lease: lease, changed: make(chan struct{})}, nil
 }
 
 // Run is one run being executed. Its methods are safe for concurrent use
 // (hosts of a step report in parallel); writes are serialised.
 type Run struct {
 	t     *Tracker
-	mu    sync.Mutex
-	snap  spec.RunSnapshot
-	token int64
+	id    string // the run's ID, which never changes
+	lease Lease
+
+	mu   sync.Mutex
+	snap spec.RunSnapshot
+
+	leaseMu sync.Mutex
+	// validUntil is when the lease ends at the earliest, on this process's
+	// monotonic clock: the start of the last renewal that succeeded plus
+	// the TTL. Zero until the first renewal.
+	validUntil time.Time
+	changed    chan struct{} // closed and replaced when validUntil moves
 }
 
 // Snapshot returns the run as last written or read.
@@ -106,12 +137,21 @@ func (r *Run) Snapshot() spec.RunSnapshot {
 	return r.snap.Clone()
 }
 
+// Token is the lease token the run's writes carry (0: not leased).
+func (r *Run) Token() int64 { return r.lease.Token }
+
+// Lease is the lease the run is executed under (zero: none).
+func (r *Run) Lease() Lease { return r.lease }
+
 // patch prepares an update against the current snapshot; skip says there is
 // nothing to write (the run is already where the caller wants it).
 type patch func(cur spec.RunSnapshot, p *spec.UpdateRunParams) (skip bool)
 
 // write applies a patch, re-reading once after a version conflict (an
 // operator's write in between) and applying it again on the new version.
+// When there is nothing to write, the lease is checked instead: whoever
+// calls a tracker method is about to act on the run, and another worker may
+// have written the very state this one wanted (after taking the run over).
 func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -119,9 +159,9 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 		if r.snap.Status.Terminal() {
 			return fmt.Errorf("%w: it is %s", ErrRunEnded, r.snap.Status)
 		}
-		p := spec.UpdateRunParams{RunID: r.snap.RunID, ExpectedVersion: r.snap.Version, LeaseToken: r.token, Actor: r.t.opts.Actor}
+		p := spec.UpdateRunParams{RunID: r.snap.RunID, ExpectedVersion: r.snap.Version, LeaseToken: r.lease.Token, Actor: r.t.opts.Actor}
 		if fn(r.snap, &p) {
-			return nil
+			return r.Confirm(ctx)
 		}
 		next, err := r.t.store.UpdateRun(ctx, p)
 		if err == nil {
@@ -140,14 +180,99 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 
 // Refresh re-reads the run from the store.
 func (r *Run) Refresh(ctx context.Context) (spec.RunSnapshot, error) {
-	s, err := r.t.store.GetRun(ctx, r.Snapshot().RunID)
+	s, err := r.t.store.GetRun(ctx, r.id)
 	if err != nil {
 		return s, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.snap = s
-	return s.Clone(), nil
+	if s.Version >= r.snap.Version {
+		r.snap = s
+	}
+	return r.snap.Clone(), nil
+}
+
+// Confirm proves, with a renewal carrying the run's token, that the lease
+// is still this worker's, and extends it. An engine calls it right before a
+// side effect outside the store: a refused renewal (spec.ErrLeaseLost)
+// stops it before the side effect. A run without a lease has nothing to
+// confirm.
+// It does not wait for the run's writes: hosts confirm side by side.
+func (r *Run) Confirm(ctx context.Context) error {
+	if r.lease.Token == 0 {
+		return nil
+	}
+	return r.renew(ctx)
+}
+
+// renew extends the lease and records how long it is valid for certain.
+// A renewal that takes longer than the lease proves nothing, so it is not
+// waited for longer than that.
+func (r *Run) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.lease.TTL)
+	defer cancel()
+	start := time.Now()
+	_, err := r.t.opts.Leases.RenewLease(ctx, spec.RenewLeaseParams{RunID: r.id, Token: r.lease.Token, TTL: r.lease.TTL})
+	if err != nil {
+		return err
+	}
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	if until := start.Add(r.lease.TTL); until.After(r.validUntil) {
+		r.validUntil = until
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+	return nil
+}
+
+// LeaseValidUntil returns when the lease ends at the earliest (monotonic
+// time; zero before the first renewal), and a channel that closes when
+// that moves. ok is false for a run without a lease, which has no end.
+func (r *Run) LeaseValidUntil() (until time.Time, changed <-chan struct{}, ok bool) {
+	if r.lease.Token == 0 {
+		return time.Time{}, nil, false
+	}
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	return r.validUntil, r.changed, true
+}
+
+// KeepLease renews the lease every interval until ctx ends, and watches the
+// run. It calls stop with spec.ErrLeaseLost when a renewal is refused
+// (another worker owns the run now) and with ErrRunEnded when someone else
+// ended the run, then returns. A renewal that fails otherwise is tried
+// again at the next tick: the lease is lost only if none succeeds for a
+// whole TTL and someone else claims the run.
+func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(error)) {
+	if r.lease.Token == 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Renewals do not wait for the run's writes, nor writes for them.
+		err := r.renew(ctx)
+		switch {
+		case errors.Is(err, spec.ErrLeaseLost):
+			stop(err)
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				r.t.opts.Logger.Warn("lease renewal failed; retrying", "run_id", r.id, "error", err)
+			}
+			continue
+		}
+		if cur, err := r.t.store.GetRun(ctx, r.id); err == nil && cur.Status.Terminal() {
+			stop(fmt.Errorf("%w: it is %s", ErrRunEnded, cur.Status))
+			return
+		}
+	}
 }
 
 // Begin moves the run to running.
@@ -158,14 +283,42 @@ func (r *Run) Wait(ctx context.Context, why string) error {
 	return r.move(ctx, spec.StatusWaiting, nil, why)
 }
 
-// Resume moves a waiting run back to running; a run something else already
-// resumed is left as it is.
-func (r *Run) Resume(ctx context.Context) error { return r.move(ctx, spec.StatusRunning, nil, "") }
+// Resume moves a waiting run back to running and consumes the signal that
+// resumed it; stepDone, when set, is the wait step to mark success in the
+// same write. On a run that is already running only stepDone is marked, or,
+// with nothing to write, the lease is checked.
+func (r *Run) Resume(ctx context.Context, stepDone string) error {
+	return r.write(ctx, stepDone, "", "", func(cur spec.RunSnapshot, p *spec.UpdateRunParams) bool {
+		if st, ok := cur.Step(stepDone); stepDone != "" && (!ok || st.Status != spec.StepSuccess) {
+			p.Steps = []spec.StepPatch{{Name: stepDone, Status: string(spec.StepSuccess)}}
+		}
+		if cur.Status == spec.StatusRunning {
+			return len(p.Steps) == 0 // only the step is left to finish, if anything
+		}
+		p.Status = string(spec.StatusRunning)
+		p.Labels = withoutSignal(cur.Labels)
+		if cur.Message != "" {
+			p.Reason = "resumed: " + cur.Message
+		}
+		return false
+	})
+}
 
 // Finish ends the run in a terminal status; failed, denied and timeout
-// need a diagnostic.
+// need a diagnostic. Steps and hosts still running end with the run: as
+// failed when it fails (failed, denied, timeout), canceled or interrupted
+// like it; a run never finishes with a step left running.
 func (r *Run) Finish(ctx context.Context, status spec.RunStatus, diag *spec.Diagnostic, message string) error {
-	return r.move(ctx, status, diag, message)
+	stepTo := spec.StepStatus(status)
+	if status.RequiresDiagnostic() {
+		stepTo = spec.StepFailed
+	}
+	return r.moveWith(ctx, status, diag, message, func(cur spec.RunSnapshot) []spec.StepPatch {
+		if status == spec.StatusSuccess {
+			return nil
+		}
+		return spec.StepsFollowingRun(cur, stepTo)
+	})
 }
 
 // Interrupt ends the run as interrupted, for reason (a code such as
@@ -173,25 +326,18 @@ func (r *Run) Finish(ctx context.Context, status spec.RunStatus, diag *spec.Diag
 func (r *Run) Interrupt(ctx context.Context, reason string) error {
 	return r.write(ctx, "", "", reason, func(cur spec.RunSnapshot, p *spec.UpdateRunParams) bool {
 		p.Status, p.InterruptedReason = string(spec.StatusInterrupted), reason
-		for _, st := range cur.Steps {
-			sp := spec.StepPatch{Name: st.Name}
-			if st.Status == spec.StepRunning {
-				sp.Status = string(spec.StepInterrupted)
-			}
-			for _, h := range st.Hosts {
-				if h.Status == spec.StepRunning {
-					sp.Hosts = append(sp.Hosts, spec.HostPatch{Host: h.Host, Status: string(spec.StepInterrupted)})
-				}
-			}
-			if sp.Status != "" || len(sp.Hosts) > 0 {
-				p.Steps = append(p.Steps, sp)
-			}
-		}
+		p.Steps = spec.StepsFollowingRun(cur, spec.StepInterrupted)
 		return false
 	})
 }
 
 func (r *Run) move(ctx context.Context, to spec.RunStatus, diag *spec.Diagnostic, message string) error {
+	return r.moveWith(ctx, to, diag, message, nil)
+}
+
+// moveWith moves the run to status to; steps, when set, patches its steps
+// in the same write.
+func (r *Run) moveWith(ctx context.Context, to spec.RunStatus, diag *spec.Diagnostic, message string, steps func(spec.RunSnapshot) []spec.StepPatch) error {
 	errText := ""
 	if diag != nil {
 		errText = diag.ErrorCode + ": " + diag.Message
@@ -203,6 +349,9 @@ func (r *Run) move(ctx context.Context, to spec.RunStatus, diag *spec.Diagnostic
 		p.Status, p.Diagnostic = string(to), diag
 		if message != "" {
 			p.Message = &message
+		}
+		if steps != nil {
+			p.Steps = steps(cur)
 		}
 		return false
 	})
@@ -255,4 +404,16 @@ func (r *Run) hostTo(ctx context.Context, step, host string, to spec.StepStatus,
 		p.Steps = []spec.StepPatch{{Name: step, Hosts: []spec.HostPatch{{Host: host, Status: string(to), OutputSummary: output, Error: errText}}}}
 		return false
 	})
+}
+
+// withoutSignal returns the labels to write to drop the signal label (an
+// empty map when it was the only one, which clears them), or nil when there
+// is no signal, so that the patch leaves the labels alone.
+func withoutSignal(labels map[string]string) map[string]string {
+	if _, ok := labels[LabelSignal]; !ok {
+		return nil
+	}
+	out := maps.Clone(labels)
+	delete(out, LabelSignal)
+	return out
 }

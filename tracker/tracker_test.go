@@ -32,7 +32,11 @@ func newRun(t *testing.T, store spec.RunStateStore, notifiers ...tracker.Notifie
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr, tr.Attach(s, 0)
+	run, err := tr.Attach(s, tracker.Lease{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, run
 }
 
 func TestWritesSurviveAnOperatorsWriteInBetween(t *testing.T) {
@@ -79,26 +83,97 @@ func TestARunEndedElsewhereStopsTheEngine(t *testing.T) {
 	}
 }
 
-func TestALostLeaseRefusesTheZombiesWrites(t *testing.T) {
+// takenOver stages a takeover: zombie claims a run and begins it; its lease
+// expires; another worker claims the run with a larger token.
+func takenOver(t *testing.T) (store *memory.Store, zombie *tracker.Run, taker spec.Claim) {
+	t.Helper()
 	ctx := context.Background()
 	clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := memory.New(memory.WithClock(clock))
-	tr := tracker.New(store, tracker.Options{})
-	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "build"}}})
+	store = memory.New(memory.WithClock(clock))
+	tr := tracker.New(store, tracker.Options{Leases: store})
+	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
 	cl, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	zombie := tr.Attach(cl.Run, cl.Lease.Token)
+	if zombie, err = tr.Attach(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	if err := zombie.Begin(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Second)
-	if _, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "b"}, TTL: time.Minute, Statuses: []string{"running"}}); err != nil {
+	taker, err = store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "b"}, TTL: time.Minute, Statuses: []string{"running"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := zombie.StepStarted(ctx, "build"); !errors.Is(err, spec.ErrLeaseLost) {
+	return store, zombie, taker
+}
+
+func TestALostLeaseRefusesTheZombiesWrites(t *testing.T) {
+	_, zombie, _ := takenOver(t)
+	if err := zombie.StepStarted(context.Background(), "build"); !errors.Is(err, spec.ErrLeaseLost) {
 		t.Fatalf("the zombie's write: %v", err)
+	}
+}
+
+// The worker that took the run over has already written what the zombie
+// was about to write. The zombie has nothing to write, and must still not
+// go ahead: its lease is checked instead.
+func TestAWriteThatChangesNothingStillChecksTheLease(t *testing.T) {
+	ctx := context.Background()
+	store, zombie, taker := takenOver(t)
+	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: taker.Run.RunID, ExpectedVersion: taker.Run.Version, LeaseToken: taker.Lease.Token,
+		Steps: []spec.StepPatch{{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zombie.Refresh(ctx); err != nil { // the zombie sees the taker's state
+		t.Fatal(err)
+	}
+	for name, write := range map[string]func() error{
+		"Begin":       func() error { return zombie.Begin(ctx) },
+		"StepStarted": func() error { return zombie.StepStarted(ctx, "build") },
+		"HostStarted": func() error { return zombie.HostStarted(ctx, "build", "h1") },
+		"Resume":      func() error { return zombie.Resume(ctx, "") },
+		"Confirm":     func() error { return zombie.Confirm(ctx) },
+	} {
+		if err := write(); !errors.Is(err, spec.ErrLeaseLost) {
+			t.Errorf("%s with nothing to write, after a takeover: %v, want LEASE_LOST", name, err)
+		}
+	}
+}
+
+func TestKeepLeaseStopsWorkWhenTheLeaseIsLostOrTheRunEnded(t *testing.T) {
+	ctx := context.Background()
+	_, zombie, _ := takenOver(t)
+	stopped := make(chan error, 1)
+	zombie.KeepLease(ctx, time.Millisecond, func(err error) { stopped <- err })
+	if err := <-stopped; !errors.Is(err, spec.ErrLeaseLost) {
+		t.Errorf("renewing a lease taken over: %v", err)
+	}
+
+	store := memory.New()
+	tr := tracker.New(store, tracker.Options{Leases: store})
+	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
+	cl, _ := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Minute})
+	run, _ := tr.Attach(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: time.Minute})
+	if _, err := (tracker.Operator{Store: store, Actor: spec.Actor{Kind: spec.ActorOperator}}).Cancel(ctx, s.RunID, "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	run.KeepLease(ctx, time.Millisecond, func(err error) { stopped <- err })
+	if err := <-stopped; !errors.Is(err, tracker.ErrRunEnded) {
+		t.Errorf("keeping the lease of a canceled run: %v", err)
+	}
+	if until, _, ok := run.LeaseValidUntil(); !ok || until.IsZero() {
+		t.Errorf("the renewal before the run was seen canceled set no validity: %v %v", until, ok)
+	}
+}
+
+func TestAttachingALeasedRunNeedsTheLeaseStore(t *testing.T) {
+	store := memory.New()
+	tr := tracker.New(store, tracker.Options{})
+	if _, err := tr.Attach(spec.RunSnapshot{RunID: "r"}, tracker.Lease{Token: 3, TTL: time.Minute}); err == nil {
+		t.Fatal("a leased run was attached to a tracker without Options.Leases")
 	}
 }
 

@@ -70,12 +70,7 @@ type Store struct {
 	stopGC  chan struct{}
 	gcDone  chan struct{}
 
-	// claiming holds the runs that claim-next calls in flight have picked.
-	// Badger allows one process per directory, so these are all claimants:
-	// others pass such runs by instead of colliding on the head of the queue
-	// and retrying. Badger's conflict detection still decides every claim.
-	claimingMu sync.Mutex
-	claiming   map[string]bool
+	locks runLocks
 
 	head queueHead
 }
@@ -89,7 +84,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if strings.TrimSpace(opts.Dir) == "" {
 		return nil, spec.InvalidArgument("dir", "the Badger data directory must be set")
 	}
-	s := &Store{clock: opts.Clock, log: opts.Logger, dir: opts.Dir, claiming: map[string]bool{},
+	s := &Store{clock: opts.Clock, log: opts.Logger, dir: opts.Dir,
 		head: queueHead{start: map[string][]byte{}}}
 	if s.clock == nil {
 		s.clock = spec.SystemClock{}
@@ -158,7 +153,8 @@ func (s *Store) Close() error {
 	return interpretError(s.db.Close())
 }
 
-// enter admits an operation; the caller must call s.leave.
+// enter admits an operation after checking its context (CTX-001); the
+// caller must call s.leave.
 func (s *Store) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -176,7 +172,9 @@ func (s *Store) leave() { s.closeMu.RUnlock() }
 func (s *Store) now() time.Time { return spec.Timestamp(s.clock.Now()) }
 
 // update runs fn in a read-write transaction, retrying Badger conflicts
-// with a short jittered backoff. fn runs afresh on every attempt.
+// with a short jittered backoff. fn runs afresh on every attempt, so of
+// writers racing from one version exactly one wins (CAS-003), and each call
+// takes effect atomically at its commit (LIN-001, LIN-002).
 func (s *Store) update(ctx context.Context, fn func(t *tx) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -283,7 +281,7 @@ var ErrDirectoryInUse = errors.New("the badger directory is in use by another pr
 
 // interpretOpenError explains why a directory could not be opened.
 func interpretOpenError(dir string, err error) error {
-	if errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "Cannot acquire directory lock") {
+	if errors.Is(err, syscall.EWOULDBLOCK) || directoryLocked(dir) {
 		return spec.Unavailable(fmt.Sprintf("badger directory %s is in use by another process; one process at a time may open it", dir),
 			fmt.Errorf("%w: %v", ErrDirectoryInUse, err))
 	}

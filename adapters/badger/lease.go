@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -129,7 +130,7 @@ func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim
 		return spec.Claim{}, err
 	}
 	var out spec.Claim
-	err = s.update(ctx, func(txn *tx) error {
+	err = s.updateRun(ctx, c.RunID, func(txn *tx) error {
 		r, ok, err := getRun(txn, c.RunID)
 		if err != nil {
 			return err
@@ -160,58 +161,83 @@ func (s *Store) take(txn *tx, c leasedRun, p spec.PreparedClaim) (spec.Claim, er
 	return spec.Claim{Lease: l.Lease(id), Run: c.run.Run}, nil
 }
 
-// ClaimNextRun implements spec.LeaseStore.
+// ClaimNextRun implements spec.LeaseStore. It passes over runs whose lock
+// another call holds (a writer, another claimer) and locks the one it
+// takes. When passing over leaves nothing, it waits for those locks and
+// looks again, so that it never answers that nothing is runnable while a
+// matching run was runnable (LEASE-017).
 func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
 	q, err := spec.PrepareClaimNext(p)
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	var picked []string
-	defer func() { s.unreserve(picked) }()
-	var out spec.Claim
-	err = s.update(ctx, func(txn *tx) error {
-		s.unreserve(picked) // a retried attempt picks afresh
-		picked = nil
-		now := s.now()
-		best, err := runnableRuns(txn.Txn, &s.head, q, now, &p.Owner, 1, func(c leasedRun) bool {
-			if !q.ClaimableBy(c.run.Run, c.lease, p.Owner, now) || !s.reserve(c.run.Run.RunID) {
-				return false
+	for {
+		out, busy, err := s.claimNext(ctx, q, p)
+		if len(busy) == 0 || !errors.Is(err, spec.ErrNotFound) {
+			return out, err
+		}
+		for _, done := range busy {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return spec.Claim{}, ctx.Err()
 			}
-			picked = append(picked, c.run.Run.RunID)
-			return true
-		})
-		if err != nil {
+		}
+	}
+}
+
+// claimNext makes one attempt of claim-next. When it finds nothing, busy
+// holds the locks of matching runs it passed over. It locks only the run it
+// takes, and keeps that lock across Badger's conflict retries, so that a
+// retry of the same pick cannot lose to the same writer again. Concurrent
+// claimers never take the same run (LEASE-002).
+func (s *Store) claimNext(ctx context.Context, q spec.RunnableQuery, p spec.ClaimNextParams) (out spec.Claim, busy []<-chan struct{}, err error) {
+	var locked string
+	defer func() {
+		if locked != "" {
+			s.locks.unlock(locked)
+		}
+	}()
+	err = s.update(ctx, func(txn *tx) error {
+		for {
+			busy = nil
+			now := s.now()
+			best, err := runnableRuns(txn.Txn, &s.head, q, now, &p.Owner, 1, func(c leasedRun) bool {
+				id := c.run.Run.RunID
+				if !q.ClaimableBy(c.run.Run, c.lease, p.Owner, now) {
+					return false
+				}
+				if held := s.locks.heldBy(id); held != nil && id != locked {
+					busy = append(busy, held)
+					return false
+				}
+				return true
+			})
+			if err != nil {
+				return err
+			}
+			if len(best) == 0 { // LEASE-013
+				return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
+			}
+			id := best[0].run.Run.RunID
+			if id != locked {
+				if locked != "" {
+					s.locks.unlock(locked)
+					locked = ""
+				}
+				if s.locks.tryLock(id) != nil {
+					continue // taken between the look and the lock: pick again
+				}
+				locked = id
+			}
+			out, err = s.take(txn, best[0], spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses})
 			return err
 		}
-		if len(best) == 0 {
-			return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
-		}
-		out, err = s.take(txn, best[0], spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses})
-		return err
 	})
 	if err == nil {
 		s.head.advance(s.db, queuePrefix(out.Run.Status))
 	}
-	return out, err
-}
-
-// reserve marks a run as picked by a claim in flight; false when another has it.
-func (s *Store) reserve(id string) bool {
-	s.claimingMu.Lock()
-	defer s.claimingMu.Unlock()
-	if s.claiming[id] {
-		return false
-	}
-	s.claiming[id] = true
-	return true
-}
-
-func (s *Store) unreserve(ids []string) {
-	s.claimingMu.Lock()
-	defer s.claimingMu.Unlock()
-	for _, id := range ids {
-		delete(s.claiming, id)
-	}
+	return out, busy, err
 }
 
 // RenewLease implements spec.LeaseStore.
@@ -238,7 +264,7 @@ func (s *Store) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) err
 
 // changeLease reads a run's lease, applies change and stores the result.
 func (s *Store) changeLease(ctx context.Context, runID string, change func(spec.LeaseState) (spec.LeaseState, error)) error {
-	return s.update(ctx, func(txn *tx) error {
+	return s.updateRun(ctx, runID, func(txn *tx) error {
 		r, ok, err := getRun(txn, runID)
 		if err != nil {
 			return err

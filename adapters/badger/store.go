@@ -87,7 +87,8 @@ func moveIndexes(txn *tx, old *indexed, new indexed) error {
 }
 
 // writeRun stores next (old nil for a new run) with its index changes and
-// appends events, numbering them after next.LastSeq.
+// appends events, numbering them after next.LastSeq, in the same
+// transaction (AUD-002, AUD-005).
 func writeRun(txn *tx, old *indexed, next storedRun, lease spec.LeaseState, events []spec.AuditEvent) error {
 	if err := moveIndexes(txn, old, indexed{next.Run, lease}); err != nil {
 		return err
@@ -118,7 +119,7 @@ func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Run
 	var out spec.RunSnapshot
 	err := s.update(ctx, func(txn *tx) error {
 		if _, exists, err := getRun(txn, p.RunID); err != nil || exists {
-			if exists {
+			if exists { // RUN-003
 				return spec.AlreadyExists(p.RunID)
 			}
 			return err
@@ -152,7 +153,7 @@ func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.Run
 		return spec.RunSnapshot{}, err
 	}
 	var out spec.UpdateOutcome
-	err := s.update(ctx, func(txn *tx) error {
+	err := s.updateRun(ctx, p.RunID, func(txn *tx) error {
 		cur, ok, err := getRun(txn, p.RunID)
 		if err != nil {
 			return err
@@ -188,7 +189,7 @@ func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, err
 	var out storedRun
 	err := s.view(ctx, func(txn *bdb.Txn) error {
 		r, ok, err := getRun(txn, runID)
-		if err == nil && !ok {
+		if err == nil && !ok { // RUN-004
 			err = spec.NotFound(runID)
 		}
 		out = r
@@ -215,6 +216,7 @@ func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPa
 			}
 			found = append(found, runs...)
 		}
+		// In (created_at, run_id) order; the last page has no cursor (LIST-005).
 		slices.SortFunc(found, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
 		if len(found) > q.Limit {
 			found = found[:q.Limit]
@@ -310,6 +312,7 @@ func (s *Store) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (sp
 		}
 		it := txn.NewIterator(bdb.IteratorOptions{Prefix: auditPrefix(p.RunID), PrefetchValues: true, PrefetchSize: min(limit+1, 100)})
 		defer it.Close()
+		// Seq order from after_seq on, without gaps or repeats (AUD-006).
 		for it.Seek(auditKey(p.RunID, p.AfterSeq+1)); it.Valid(); it.Next() {
 			if len(page.Events) == limit {
 				page.More = true

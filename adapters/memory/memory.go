@@ -16,7 +16,8 @@ import (
 var _ spec.Store = (*Store)(nil)
 
 // Store keeps runs in a map guarded by one mutex, so every operation is
-// atomic and linearisable. The zero value is not usable; call New.
+// atomic and linearisable (CAS-003, AUD-005, LEASE-002, LIN-001, LIN-002).
+// The zero value is not usable; call New.
 type Store struct {
 	clock spec.Clock
 
@@ -54,7 +55,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// lock checks the context, takes the mutex and checks the store is open.
+// lock checks the context (CTX-001), takes the mutex and checks the store is open.
 // On success the caller must unlock.
 func (s *Store) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -68,8 +69,8 @@ func (s *Store) lock(ctx context.Context) error {
 	return nil
 }
 
-// lockRun locks the store and returns runID's record. On success the caller
-// must unlock.
+// lockRun locks the store and returns runID's record, or ErrNotFound
+// (RUN-004). On success the caller must unlock.
 func (s *Store) lockRun(ctx context.Context, runID string) (*record, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Run
 		return spec.RunSnapshot{}, err
 	}
 	defer s.mu.Unlock()
-	if _, ok := s.runs[p.RunID]; ok {
+	if _, ok := s.runs[p.RunID]; ok { // RUN-003
 		return spec.RunSnapshot{}, spec.AlreadyExists(p.RunID)
 	}
 	var retried *spec.RunSnapshot
@@ -140,7 +141,7 @@ func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, err
 		return spec.RunSnapshot{}, err
 	}
 	defer s.mu.Unlock()
-	return r.snap.Clone(), nil
+	return r.snap.Clone(), nil // a copy: snapshots are values (RUN-008)
 }
 
 // ListRuns implements spec.RunStateStore.
@@ -160,7 +161,7 @@ func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPa
 		}
 	}
 	slices.SortFunc(match, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
-	page, more := cut(match, q.Limit)
+	page, more := cut(match, q.Limit) // the last page has no cursor (LIST-005)
 	out := spec.RunPage{Runs: page}
 	if more {
 		out.NextCursor = spec.PositionOf(page[len(page)-1]).Cursor()
@@ -179,7 +180,7 @@ func (s *Store) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (sp
 		return spec.AuditPage{}, err
 	}
 	defer s.mu.Unlock()
-	// Seq n is at index n-1.
+	// Seq n is at index n-1: pages by seq without gaps or repeats (AUD-006).
 	from := min(int(p.AfterSeq), len(r.events))
 	events, more := cutCopy(r.events[from:], limit)
 	return spec.AuditPage{Events: events, More: more}, nil
@@ -226,7 +227,7 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 			best = r
 		}
 	}
-	if best == nil {
+	if best == nil { // LEASE-013
 		return spec.Claim{}, &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
 	}
 	return s.claim(best, p.Owner, p.TTL, q.Statuses)

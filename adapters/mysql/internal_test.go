@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -23,4 +24,11 @@ func openInternal(t *testing.T) *Store {
 	}
 	t.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
 	return s
+}
+
+// The queue numbers the statements spell out are the ones writes store.
+func TestQueueNumbersAgree(t *testing.T) {
+	if fmt.Sprint(queueUnleased) != inQueueUnleased || fmt.Sprint(queueLeased) != inQueueLeased {
+		t.Fatalf("queue %d/%d written, %s/%s searched", queueUnleased, queueLeased, inQueueUnleased, inQueueLeased)
+	}
 }

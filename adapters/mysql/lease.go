@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -63,12 +64,12 @@ func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim
 // runnableFilter appends the status, workflow and label conditions of q.
 func runnableFilter(b *strings.Builder, args []any, q spec.RunnableQuery) []any {
 	if q.WorkflowName != "" {
-		b.WriteString(` AND r.workflow_name = ?`)
-		args = append(args, q.WorkflowName)
+		b.WriteString(byWorkflow)
+		args = append(args, q.WorkflowName, q.WorkflowName)
 	}
 	for _, k := range slices.Sorted(maps.Keys(q.Labels)) {
 		b.WriteString(hasLabel)
-		args = append(args, k, q.Labels[k])
+		args = append(args, k, q.Labels[k], q.Labels[k])
 	}
 	return args
 }
@@ -86,11 +87,17 @@ type statement struct {
 	args  []any
 }
 
-// claimCandidates returns the one statement of claim-next that locks and
-// reads its candidates: the head of the unleased queue, the first expired
-// lease and the first lease of an earlier incarnation of owner's worker.
-func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner) (statement, error) {
-	shift := s.shiftMicros()
+// claimCandidates returns the statement of claim-next that locks and reads
+// its candidates: the head of the unleased queue, the first expired lease
+// and the first lease of an earlier incarnation of owner's worker. With
+// skipLocked it passes over rows that other transactions hold; without, it
+// waits for them.
+func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner, skipLocked bool) (statement, error) {
+	shift := s.clockParam()
+	lock := forClaimWaiting
+	if skipLocked {
+		lock = forClaimSkipping
+	}
 	var b strings.Builder
 	var args []any
 	for i, part := range []statement{
@@ -103,7 +110,7 @@ func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner) (stateme
 		}
 		b.WriteString("(" + part.query)
 		args = runnableFilter(&b, append(args, part.args...), q)
-		b.WriteString(forClaim + ")")
+		b.WriteString(lock + ")")
 	}
 	query, args, err := sqlx.In(b.String(), args...)
 	if err != nil {
@@ -112,45 +119,90 @@ func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner) (stateme
 	return statement{s.db.Rebind(query), args}, nil
 }
 
-// ClaimNextRun implements spec.LeaseStore: one statement locks the best
-// candidate of each kind, skipping rows other claimers hold, and the best
-// of those is claimed.
+// ClaimNextRun implements spec.LeaseStore. A first statement locks the best
+// candidate of each kind, skipping rows that other transactions hold, and
+// the best of those is claimed. SKIP LOCKED also skips a matching run that
+// a writer or a claimer with another filter holds only for an instant, so
+// when the first statement finds nothing, a second one waits (at most
+// claimWaitLimit) for the held rows before claim-next answers that nothing
+// is runnable (LEASE-017).
 func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
 	q, err := spec.PrepareClaimNext(p)
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	candidates, err := s.claimCandidates(q, p.Owner)
-	if err != nil {
-		return spec.Claim{}, err
+	var passes [2]statement
+	for i, skipLocked := range []bool{true, false} {
+		if passes[i], err = s.claimCandidates(q, p.Owner, skipLocked); err != nil {
+			return spec.Claim{}, err
+		}
 	}
 	var out spec.Claim
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var rows []runRow
-		if err := tx.SelectContext(ctx, &rows, candidates.query, candidates.args...); err != nil {
-			return err
-		}
-		best := -1
-		var bestPos spec.RunnablePosition
-		for i, row := range rows {
-			run, err := row.run()
+		for i, candidates := range passes {
+			var rows []runRow
+			if i == 1 {
+				waited, err := s.selectWaiting(ctx, tx, candidates)
+				if err != nil {
+					return err
+				}
+				rows = waited
+			} else if err := tx.SelectContext(ctx, &rows, candidates.query, candidates.args...); err != nil {
+				return err
+			}
+			best, err := bestClaimable(rows, q, p.Owner)
 			if err != nil {
 				return err
 			}
-			if !q.ClaimableBy(run, row.lease(), p.Owner, spec.Timestamp(row.Now)) {
-				continue
-			}
-			if pos := spec.RunnablePositionOf(run); best < 0 || pos.Less(bestPos) {
-				best, bestPos = i, pos
+			if best >= 0 {
+				out, err = claimLocked(ctx, tx, rows[best], spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses})
+				return err
 			}
 		}
-		if best < 0 {
-			return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
-		}
-		out, err = claimLocked(ctx, tx, rows[best], spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses})
-		return err
+		return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"} // LEASE-013
 	})
 	return out, err
+}
+
+// claimWaitLimit bounds how long claim-next's second pass waits for a row
+// another transaction holds. A run's row is held for milliseconds by a
+// write; one held longer is answered UNAVAILABLE, never "nothing runnable".
+const claimWaitLimit = 3 * time.Second
+
+// selectWaiting runs the waiting pass with lock waits bounded by
+// claimWaitLimit for this statement only.
+func (s *Store) selectWaiting(ctx context.Context, tx *sqlx.Tx, candidates statement) ([]runRow, error) {
+	if _, err := tx.ExecContext(ctx, qSetLockWait, int(claimWaitLimit/time.Second)); err != nil {
+		return nil, err
+	}
+	defer tx.ExecContext(context.WithoutCancel(ctx), qResetLockWait)
+	var rows []runRow
+	err := tx.SelectContext(ctx, &rows, candidates.query, candidates.args...)
+	if isErrorNumber(err, errLockWaitTimeout) {
+		// Not retried: the row stayed locked for the whole limit.
+		return nil, spec.Unavailable(fmt.Sprintf("claim-next: a matching run's row stayed locked by another transaction for %v; try again", claimWaitLimit), nil)
+	}
+	return rows, err
+}
+
+// bestClaimable returns the index of the row owner may claim that comes
+// first in claim order, or -1.
+func bestClaimable(rows []runRow, q spec.RunnableQuery, owner spec.Owner) (int, error) {
+	best := -1
+	var bestPos spec.RunnablePosition
+	for i, row := range rows {
+		run, err := row.run()
+		if err != nil {
+			return -1, err
+		}
+		if !q.ClaimableBy(run, row.lease(), owner, spec.Timestamp(row.Now)) {
+			continue
+		}
+		if pos := spec.RunnablePositionOf(run); best < 0 || pos.Less(bestPos) {
+			best, bestPos = i, pos
+		}
+	}
+	return best, nil
 }
 
 // RenewLease implements spec.LeaseStore.
@@ -210,9 +262,8 @@ func (s *Store) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams)
 		sql  string
 		args []any
 	}{
-		{`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE r.queue = 1 AND r.status IN (?)`, []any{statusArgs(q)}},
-		{`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE r.queue = 2 AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`,
-			[]any{s.shiftMicros(), statusArgs(q)}},
+		{qListUnleased, []any{statusArgs(q)}},
+		{qListExpired, []any{s.clockParam(), statusArgs(q)}},
 	} {
 		var b strings.Builder
 		b.WriteString(head.sql)

@@ -81,13 +81,13 @@ func migrate(ctx context.Context, db *sqlx.DB) error {
 	}
 	defer conn.Close()
 	var got sql.NullInt64
-	if err := conn.GetContext(ctx, &got, `SELECT GET_LOCK(CONCAT('runstate.migrate.', DATABASE()), 60)`); err != nil {
+	if err := conn.GetContext(ctx, &got, qMigrationLock); err != nil {
 		return err
 	}
 	if !got.Valid || got.Int64 != 1 {
 		return spec.Unavailable("another process held the runstate migration lock for 60s", nil)
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(CONCAT('runstate.migrate.', DATABASE()))`)
+	defer conn.ExecContext(context.WithoutCancel(ctx), qMigrationUnlock)
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS runstate_schema_migrations (
 		version INT NOT NULL PRIMARY KEY,
 		name VARCHAR(255) NOT NULL,
@@ -95,7 +95,7 @@ func migrate(ctx context.Context, db *sqlx.DB) error {
 		return err
 	}
 	var applied []int
-	if err := conn.SelectContext(ctx, &applied, `SELECT version FROM runstate_schema_migrations ORDER BY version`); err != nil {
+	if err := conn.SelectContext(ctx, &applied, qAppliedMigrations); err != nil {
 		return err
 	}
 	if n := len(applied); n > 0 && applied[n-1] > all[len(all)-1].version {
@@ -110,7 +110,7 @@ func migrate(ctx context.Context, db *sqlx.DB) error {
 				return fmt.Errorf("migration %s: %w", m.name, err)
 			}
 		}
-		if _, err := conn.ExecContext(ctx, `INSERT INTO runstate_schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))`, m.version, m.name); err != nil {
+		if _, err := conn.ExecContext(ctx, qRecordMigration, m.version, m.name); err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
 	}

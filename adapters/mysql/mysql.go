@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,21 +38,38 @@ type Options struct {
 	DSN string
 	// MaxOpenConns bounds the connection pool (default 32).
 	MaxOpenConns int
+	// StalledSessionTimeout is how long the server keeps a session that
+	// sends nothing (default 10s, in whole seconds; the server's
+	// wait_timeout). It ends such a session and rolls back its transaction:
+	// a worker that stalls inside a transaction (a paused VM, SIGSTOP) holds
+	// its row locks, and so blocks the takeover of its runs, no longer than
+	// this. A wait_timeout in the DSN wins.
+	StalledSessionTimeout time.Duration
+	// ScratchDatabase makes the DSN's database a scratch one, for a
+	// database per conformance check: Open creates it and Close drops it.
+	// Open refuses a database that exists already, so that no existing
+	// data can ever be dropped.
+	ScratchDatabase bool
 	// Logger receives the adapter's messages; defaults to slog.Default().
 	Logger *slog.Logger
-	// TimeShift, when set, is added to the database clock. Tests use it to
-	// move time without sleeping; production leaves it nil. The SQL is the
-	// same either way: the shift is a bound parameter that is 0 in production.
-	TimeShift func() time.Duration
+	// Clock, when set, replaces the database clock. Tests use it to move time
+	// without sleeping; production leaves it nil, and the database server's
+	// clock decides. The SQL is the same either way: the time is a bound
+	// parameter that is NULL in production.
+	Clock spec.Clock
 }
 
 // Store is a runstate store in a MySQL database.
 type Store struct {
 	db     *sqlx.DB
 	log    *slog.Logger
-	shift  func() time.Duration
-	where  string // user@address/database, for messages
+	clock  spec.Clock // nil: the database clock
+	where  string     // user@address/database, for messages
 	closed atomic.Bool
+	// scratch is the server (no database) of a database Open created, which
+	// Close drops; nil otherwise.
+	scratch *gomysql.Config
+	dbName  string
 }
 
 // maxRetries bounds the retries of a transaction that hit a deadlock or a
@@ -74,17 +93,38 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second // a server that is down fails fast
 	}
+	stalled := opts.StalledSessionTimeout
+	if stalled <= 0 {
+		stalled = 10 * time.Second
+	}
+	stalled = max(time.Second, stalled.Round(time.Second))
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, set := cfg.Params["wait_timeout"]; !set {
+		cfg.Params["wait_timeout"] = strconv.Itoa(int(stalled / time.Second))
+	}
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, spec.InvalidArgument("dsn", "%v", err)
 	}
-	s := &Store{db: sqlx.NewDb(sql.OpenDB(connector), "mysql"), log: opts.Logger, shift: opts.TimeShift,
-		where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}
+	s := &Store{db: sqlx.NewDb(sql.OpenDB(connector), "mysql"), log: opts.Logger, clock: opts.Clock,
+		where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName), dbName: cfg.DBName}
+	if opts.ScratchDatabase {
+		server := cfg.Clone()
+		server.DBName = ""
+		if err := onServer(ctx, server, qCreateDatabase+quoteName(cfg.DBName)); err != nil {
+			s.db.Close()
+			if isErrorNumber(err, errDatabaseExists) {
+				return nil, spec.InvalidArgument("dsn", "names database %s, which exists: a scratch database is created by Open and dropped by Close, "+
+					"so it must not exist beforehand (name a new one, e.g. runs_{{unique}} with conformance-runner)", cfg.DBName)
+			}
+			return nil, s.openError(err)
+		}
+		s.scratch = server
+	}
 	if s.log == nil {
 		s.log = slog.Default()
-	}
-	if s.shift == nil {
-		s.shift = func() time.Duration { return 0 }
 	}
 	maxOpen := opts.MaxOpenConns
 	if maxOpen <= 0 {
@@ -93,13 +133,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.db.SetMaxOpenConns(maxOpen)
 	s.db.SetMaxIdleConns(maxOpen)
 	s.db.SetConnMaxLifetime(30 * time.Minute)
+	s.db.SetConnMaxIdleTime(stalled / 2) // retired before the server ends it
 	if err := s.db.PingContext(ctx); err != nil {
-		s.db.Close()
-		return nil, s.openError(err)
+		return nil, errors.Join(s.openError(err), s.Close())
 	}
 	if err := migrate(ctx, s.db); err != nil {
-		s.db.Close()
-		return nil, s.openError(err)
+		return nil, errors.Join(s.openError(err), s.Close())
 	}
 	return s, nil
 }
@@ -113,16 +152,39 @@ func (s *Store) openError(err error) error {
 	return err
 }
 
-// Close closes the connection pool; later calls return spec.ErrUnavailable.
+// Close closes the connection pool, and drops the database if Open created
+// it (Options.ScratchDatabase); later calls return spec.ErrUnavailable.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	return interpretError(s.db.Close())
+	err := interpretError(s.db.Close())
+	if s.scratch != nil {
+		// A plugin host allows its plugin 2 s to stop: the drop is one statement.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if dropErr := onServer(ctx, s.scratch, qDropDatabase+quoteName(s.dbName)); dropErr != nil {
+			err = errors.Join(err, spec.Unavailable(fmt.Sprintf("the scratch database %s of %s was not dropped; drop it by hand", s.dbName, s.where), dropErr))
+		}
+	}
+	return err
 }
 
-// DB returns the connection pool, for tools and tests that inspect the schema.
-func (s *Store) DB() *sqlx.DB { return s.db }
+// onServer runs one statement on a connection of its own, outside the
+// store's database.
+func onServer(ctx context.Context, server *gomysql.Config, stmt string) error {
+	connector, err := gomysql.NewConnector(server)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, stmt)
+	return err
+}
+
+// quoteName quotes an identifier for MySQL.
+func quoteName(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
 
 func (s *Store) open() error {
 	if s.closed.Load() {
@@ -131,8 +193,14 @@ func (s *Store) open() error {
 	return nil
 }
 
-// shiftMicros is the TimeShift bound into every clock expression.
-func (s *Store) shiftMicros() int64 { return s.shift().Microseconds() }
+// clockParam is the time bound into every clock expression: NULL, for the
+// database's own clock, unless Options.Clock is set.
+func (s *Store) clockParam() any {
+	if s.clock == nil {
+		return nil
+	}
+	return spec.Timestamp(s.clock.Now())
+}
 
 // inTx runs fn in a READ COMMITTED transaction and commits it when fn
 // returns nil. Deadlocks and lock wait timeouts are retried; a lost
@@ -142,7 +210,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil { // CTX-001
 			return err
 		}
 		err := s.tryTx(ctx, fn)
@@ -180,6 +248,7 @@ const (
 	errTableDenied     = 1142
 	errColumnDenied    = 1143
 	errUnknownDatabase = 1049
+	errDatabaseExists  = 1007
 	errServerShutdown  = 1053
 	errInterrupted     = 1317
 	errConnKilled      = 1927 // MariaDB: KILL CONNECTION from another session
@@ -188,8 +257,12 @@ const (
 const connectionLost = "connection to the mysql server failed or was lost; re-read before retrying, the call may or may not have committed"
 
 func retryable(err error) bool {
+	return isErrorNumber(err, errDeadlock) || isErrorNumber(err, errLockWaitTimeout)
+}
+
+func isErrorNumber(err error, number uint16) bool {
 	var me *gomysql.MySQLError
-	return errors.As(err, &me) && (me.Number == errDeadlock || me.Number == errLockWaitTimeout)
+	return errors.As(err, &me) && me.Number == number
 }
 
 // interpretError maps driver and server errors to the contract's, in one

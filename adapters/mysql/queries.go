@@ -4,8 +4,23 @@ package mysql
 // the only text assembled at run time is a repetition of fixed fragments
 // (one placeholder per status, one EXISTS per label), never input.
 
-// clock is the database clock plus the store's TimeShift (0 in production).
-const clock = `UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND`
+// Queues: the queue column says where claims look for a run, so that each
+// claim candidate search reads one index range.
+const (
+	queueNone     = 0 // terminal: never claimed again
+	queueUnleased = 1 // no lease, or a released one: the head of claim_order
+	queueLeased   = 2 // a lease that may expire: found by lease_expiry
+)
+
+// clock is the database clock, or the time of the store's Options.Clock
+// when a test set one (a bound parameter that is NULL in production).
+const clock = `CAST(COALESCE(?, UTC_TIMESTAMP(6)) AS DATETIME(6))`
+
+// The queue numbers as SQL text, for the statements below.
+const (
+	inQueueUnleased = "1"
+	inQueueLeased   = "2"
+)
 
 const (
 	qNow = `SELECT ` + clock
@@ -31,13 +46,18 @@ const (
 	qDeleteLabels = `DELETE FROM runstate_labels WHERE run_id = ?`
 	qInsertLabel  = `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES (?, ?, ?, ?)`
 	qInsertEvent  = `INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, ?)`
-	qListEvents   = `SELECT event FROM runstate_audit WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+	qListEvents   = `SELECT event FROM runstate_audit WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?` // AUD-006
 
-	// Listing fragments, combined by listSQL and runnableSQL.
+	// Listing fragments, combined by listSQL and runnableSQL. Text filters
+	// compare lengths too: MySQL's binary collations pad with spaces, so
+	// "deploy " = "deploy" unless the lengths differ. ListRuns orders by
+	// (created_at, run_id) (LIST-005) and continues after a keyset position
+	// (LIST-006); claim order is priority, created_at, run_id (LEASE-003).
 	fromRuns      = ` FROM runstate_runs r`
 	byCreated     = ` ORDER BY r.created_at, r.run_id`
 	afterCreated  = ` AND (r.created_at > ? OR (r.created_at = ? AND r.run_id > ?))`
-	hasLabel      = ` AND EXISTS (SELECT 1 FROM runstate_labels l WHERE l.run_id = r.run_id AND l.label_key = ? AND l.label_value = ?)`
+	hasLabel      = ` AND EXISTS (SELECT 1 FROM runstate_labels l WHERE l.run_id = r.run_id AND l.label_key = ? AND l.label_value = ? AND LENGTH(l.label_value) = LENGTH(?))`
+	byWorkflow    = ` AND r.workflow_name = ? AND LENGTH(r.workflow_name) = LENGTH(?)`
 	byClaimOrder  = ` ORDER BY r.priority DESC, r.created_at, r.run_id`
 	afterClaimPos = ` AND (r.priority < ? OR (r.priority = ? AND (r.created_at > ? OR (r.created_at = ? AND r.run_id > ?))))`
 
@@ -45,11 +65,37 @@ const (
 	// head of the unleased queue (claim_order, no sorting), the expired
 	// leases (lease_expiry) and the leases of the claimant worker's earlier
 	// incarnations (by_lease_owner); the last two sort only their few rows.
-	// SKIP LOCKED passes over rows other claimers hold.
+	// The first pass skips rows other transactions hold (SKIP LOCKED); the
+	// second, run only when the first finds nothing, waits for them. Each
+	// candidate is locked, so concurrent claimers never share a run
+	// (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
 	// The head is pinned to claim_order: reading whole rows, the optimizer
 	// may otherwise prefer a scan and a sort when many runs are queued.
-	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (claim_order) WHERE r.queue = 1 AND r.status IN (?)`
-	qExpiredLease = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = 2 AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
-	qEarlierLife  = `SELECT ` + runColumns + fromRuns + ` WHERE r.lease_worker = ? AND r.queue = 2 AND r.lease_incarnation <> ? AND r.status IN (?)`
-	forClaim      = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
+	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (claim_order) WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
+	qExpiredLease = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
+	qEarlierLife  = `SELECT ` + runColumns + fromRuns + ` WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
+
+	// Listings read snapshots with their order keys.
+	listColumns   = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
+	qListRuns     = listColumns + ` WHERE TRUE`
+	byStatus      = ` AND r.status = ?`
+	qListUnleased = listColumns + ` WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
+	qListExpired  = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
+
+	// Migrations run under a lock of the database, one process at a time.
+	qMigrationLock     = `SELECT GET_LOCK(CONCAT('runstate.migrate.', DATABASE()), 60)`
+	qMigrationUnlock   = `SELECT RELEASE_LOCK(CONCAT('runstate.migrate.', DATABASE()))`
+	qAppliedMigrations = `SELECT version FROM runstate_schema_migrations ORDER BY version`
+	qRecordMigration   = `INSERT INTO runstate_schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))`
+
+	// Scratch databases (Options.ScratchDatabase), followed by the quoted name.
+	qCreateDatabase = `CREATE DATABASE `
+	qDropDatabase   = `DROP DATABASE IF EXISTS `
+	// The waiting pass waits for row locks at most this many seconds, then
+	// the session's default applies again.
+	qSetLockWait   = `SET SESSION innodb_lock_wait_timeout = ?`
+	qResetLockWait = `SET SESSION innodb_lock_wait_timeout = DEFAULT`
+
+	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
+	forClaimWaiting  = byClaimOrder + ` LIMIT 1 FOR UPDATE`
 )

@@ -50,17 +50,17 @@ func decodeRun(snapshot string) (spec.RunSnapshot, error) {
 func queueOf(s spec.RunSnapshot, l spec.LeaseState) int {
 	switch {
 	case s.Status.Terminal():
-		return 0
+		return queueNone
 	case l.Token == 0 || l.Released:
-		return 1
+		return queueUnleased
 	}
-	return 2
+	return queueLeased
 }
 
-// lockRun reads and locks a run for a write; ErrNotFound when it is missing.
+// lockRun reads and locks a run for a write; ErrNotFound when it is missing (RUN-004).
 func (s *Store) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
 	var r runRow
-	err := tx.GetContext(ctx, &r, qLockRun, s.shiftMicros(), id)
+	err := tx.GetContext(ctx, &r, qLockRun, s.clockParam(), id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, spec.NotFound(id)
 	}
@@ -69,7 +69,7 @@ func (s *Store) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (runRow, er
 
 func (s *Store) now(ctx context.Context, q sqlx.QueryerContext) (time.Time, error) {
 	var now time.Time
-	err := sqlx.GetContext(ctx, q, &now, qNow, s.shiftMicros())
+	err := sqlx.GetContext(ctx, q, &now, qNow, s.clockParam())
 	return spec.Timestamp(now), err
 }
 
@@ -132,7 +132,7 @@ func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Run
 		}
 		_, err = tx.ExecContext(ctx, qInsertRun, run.RunID, run.WorkflowName, run.Status, run.Priority, run.CreatedAt,
 			run.Version, 1, b, queueOf(run, spec.LeaseState{}))
-		if spec.CodeOf(interpretError(err)) == spec.CodeAlreadyExists {
+		if spec.CodeOf(interpretError(err)) == spec.CodeAlreadyExists { // RUN-003
 			return spec.AlreadyExists(run.RunID)
 		}
 		if err != nil {
@@ -156,7 +156,9 @@ func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Run
 // UpdateRun implements spec.RunStateStore: the row is locked, the outcome
 // decided by spec.ApplyUpdate on the database's time, and the snapshot,
 // version and audit rows committed together. The UPDATE repeats the
-// version and lease-token checks in its WHERE clause.
+// version and lease-token checks in its WHERE clause. Of writers racing
+// from one version exactly one wins (CAS-003); the audit rows commit with
+// the change (AUD-005), so reads never see one without the other (LIN-001).
 func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
 	if err := spec.PrepareUpdate(&p); err != nil {
 		return spec.RunSnapshot{}, err
@@ -234,18 +236,18 @@ func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, err
 func listSQL(q spec.RunQuery, st spec.RunStatus) (string, []any) {
 	var b strings.Builder
 	var args []any
-	b.WriteString(`SELECT r.snapshot, r.created_at, r.run_id` + fromRuns + ` WHERE TRUE`)
+	b.WriteString(qListRuns)
 	if st != "" {
-		b.WriteString(` AND r.status = ?`)
+		b.WriteString(byStatus)
 		args = append(args, st)
 	}
 	if q.Filter.WorkflowName != "" {
-		b.WriteString(` AND r.workflow_name = ?`)
-		args = append(args, q.Filter.WorkflowName)
+		b.WriteString(byWorkflow)
+		args = append(args, q.Filter.WorkflowName, q.Filter.WorkflowName)
 	}
 	for _, k := range slices.Sorted(maps.Keys(q.Filter.Labels)) {
 		b.WriteString(hasLabel)
-		args = append(args, k, q.Filter.Labels[k])
+		args = append(args, k, q.Filter.Labels[k], q.Filter.Labels[k])
 	}
 	if !q.Filter.CreatedFrom.IsZero() {
 		b.WriteString(` AND r.created_at >= ?`)
@@ -287,6 +289,7 @@ func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPa
 		}
 		runs = append(runs, found...)
 	}
+	// Merged in (created_at, run_id) order; the last page has no cursor (LIST-005).
 	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
 	page := spec.RunPage{Runs: runs}
 	if len(runs) > q.Limit {

@@ -2,7 +2,7 @@
 // contract of docs/spec.md and reports the verdict per rule.
 //
 // Exit codes: 0 every selected rule passed (skips allowed), 1 a rule failed,
-// 2 usage error, 3 the harness broke.
+// 2 usage error or a store that holds runs, 3 the harness broke.
 package main
 
 import "github.com/runstate/runstate/internal/cli"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -86,19 +87,29 @@ func writeText(w io.Writer, r report) {
 			if !problem(res) {
 				continue
 			}
-			fmt.Fprintf(w, "  %s %s — %s\n    rule: %s\n", strings.ToUpper(string(res.Outcome)), res.Rule.ID, res.Rule.Statement, res.Rule.Where())
+			fmt.Fprintf(w, "  %s %s — %s\n    rule: %s\n", strings.ToUpper(string(res.Outcome)), res.Rule.ID, res.Rule.Statement, res.Rule.URL)
 			if res.Detail != "" {
 				fmt.Fprintf(w, "    %s\n", res.Detail)
 			}
 			for _, f := range res.Failures {
 				fmt.Fprintf(w, "    expected %s\n    saw      %s\n", f.Expected, f.Seen)
 			}
+			for _, a := range res.Attachments {
+				fmt.Fprintf(w, "    see %s\n", attachmentPlace(a))
+			}
+		}
+		for _, res := range rs {
+			if res.Outcome == conformance.Skip {
+				fmt.Fprintf(w, "  SKIP %s — %s\n", res.Rule.ID, res.Detail)
+			}
 		}
 	})
 	fmt.Fprintf(w, "\n%s in %v\n", r.summary(), r.Duration.Round(time.Millisecond))
 }
 
-func writeMarkdown(w io.Writer, r report) {
+// writeMarkdown writes the Markdown report; markdownDir is where it goes,
+// for links to attachments.
+func writeMarkdown(w io.Writer, r report, markdownDir string) {
 	fmt.Fprintf(w, "# runstate conformance report\n\n| | |\n| --- | --- |\n")
 	fmt.Fprintf(w, "| suite | %s |\n| adapter | %s |\n| adapter version | %s |\n", r.Suite, r.Adapter, r.StoreVersion)
 	fmt.Fprintf(w, "| capabilities | leases=%v, second_handle=%v, controlled_clock=%v |\n", r.Capabilities.Leases, r.Capabilities.SecondHandle, r.Capabilities.ControlledClock)
@@ -114,22 +125,49 @@ func writeMarkdown(w io.Writer, r report) {
 		c := tally(rs)
 		fmt.Fprintf(w, "| %s %s | %d | %d | %d | %d |\n", area, title, c[conformance.Pass], c[conformance.Fail], c[conformance.Skip], c[conformance.Error])
 	})
-	fmt.Fprintf(w, "\n## Results\n\n| rule | outcome | statement |\n| --- | --- | --- |\n")
+	fmt.Fprintf(w, "\n## Results\n\n| rule | outcome | statement | why skipped |\n| --- | --- | --- | --- |\n")
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "| [%s](%s) | %s | %s |\n", res.Rule.ID, strings.Replace(res.Rule.Where(), ":", "#L", 1), res.Outcome, res.Rule.Statement)
+		why := ""
+		if res.Outcome == conformance.Skip {
+			why = res.Detail
+		}
+		fmt.Fprintf(w, "| [%s](%s) | %s | %s | %s |\n", res.Rule.ID, res.Rule.URL, res.Outcome, res.Rule.Statement, why)
 	}
 	for _, res := range r.Results {
 		if !problem(res) {
 			continue
 		}
-		fmt.Fprintf(w, "\n### %s %s\n\n%s (%s)\n\n", strings.ToUpper(string(res.Outcome)), res.Rule.ID, res.Rule.Statement, res.Rule.Where())
+		fmt.Fprintf(w, "\n### %s %s\n\n%s ([%s](%s))\n\n", strings.ToUpper(string(res.Outcome)), res.Rule.ID, res.Rule.Statement, res.Rule.ID, res.Rule.URL)
 		if res.Detail != "" {
 			fmt.Fprintf(w, "```\n%s\n```\n", res.Detail)
 		}
 		for _, f := range res.Failures {
 			fmt.Fprintf(w, "- expected %s\n  - saw `%s`\n", f.Expected, strings.ReplaceAll(f.Seen, "`", "'"))
 		}
+		for _, a := range res.Attachments {
+			if a.Path != "" {
+				fmt.Fprintf(w, "- see [%s](%s)\n", filepath.Base(a.Path), linkFrom(markdownDir, a.Path))
+			} else {
+				fmt.Fprintf(w, "- %s\n", attachmentPlace(a))
+			}
+		}
 	}
+}
+
+// linkFrom is a relative link from dir to path, or path when there is none.
+func linkFrom(dir, path string) string {
+	if rel, err := filepath.Rel(dir, path); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return path
+}
+
+// attachmentPlace says where an attachment was written, or how to get it.
+func attachmentPlace(a conformance.Attachment) string {
+	if a.Path != "" {
+		return a.Path
+	}
+	return a.Name + " (not written: pass --attachments DIR, or --markdown or --junit)"
 }
 
 // JUnit XML, as CI systems read it: one testsuite per area.
@@ -191,7 +229,7 @@ func writeJUnit(w io.Writer, r report) error {
 		for _, res := range rs {
 			c := junitCase{Name: res.Rule.ID + " " + res.Rule.Statement, Classname: "runstate." + area, Time: res.Duration.Seconds()}
 			var body strings.Builder
-			fmt.Fprintf(&body, "%s\n", res.Rule.Where())
+			fmt.Fprintf(&body, "%s\n", res.Rule.URL)
 			for _, f := range res.Failures {
 				fmt.Fprintf(&body, "expected %s\nsaw %s\n", f.Expected, f.Seen)
 			}

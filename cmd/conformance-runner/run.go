@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -21,13 +23,14 @@ import (
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
+	"github.com/runstate/runstate/spec"
 )
 
 // Exit codes.
 const (
 	exitPass    = 0 // every selected rule passed (skips allowed)
 	exitFail    = 1 // at least one rule failed
-	exitUsage   = 2 // the command line is wrong
+	exitUsage   = 2 // the command line is wrong, or names a store that holds runs
 	exitHarness = 3 // the harness broke: the store could not be started or a check could not run
 )
 
@@ -63,9 +66,14 @@ Stores:
   --plugin PATH              a store plugin binary, started afresh for every check. Its store must
                              start empty: give each check its own place with {{tempdir}} (a new
                              directory) or {{unique}} (a new token) in --config values, e.g.
-                             --config dir={{tempdir}}
+                             --config dir={{tempdir}}, or for the MySQL plugin
+                             --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
 
-Exit codes: 0 all selected rules pass, 1 a rule failed, 2 usage error, 3 the harness broke.
+Checks create runs and claim runnable ones: a store that holds runs before the first check is
+refused (exit 2) before anything is written, unless --allow-stored-runs is given.
+
+Exit codes: 0 all selected rules pass, 1 a rule failed, 2 usage error (a --config the plugin
+refuses too) or a store that holds runs, 3 the harness broke.
 
 Flags:
 `
@@ -74,7 +82,8 @@ type options struct {
 	adapter, pluginPath, format, junit, markdown string
 	config                                       configFlag
 	secret, run, skip                            listFlag
-	realClock, listRules                         bool
+	realClock, listRules, allowStoredRuns        bool
+	attachments                                  string
 	ttl, timeout                                 time.Duration
 }
 
@@ -94,6 +103,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
 	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
 	fs.BoolVar(&o.listRules, "list-rules", false, "print every selected rule with its statement and exit")
+	fs.BoolVar(&o.allowStoredRuns, "allow-stored-runs", false, "run although the store holds runs: checks may change and claim them, and listing checks fail")
+	fs.StringVar(&o.attachments, "attachments", "", "directory for files that explain failures, such as a non-linearizable history (default: beside --markdown or --junit)")
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
 	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
 	if err := cli.Parse(fs, args, exitPass, exitUsage); err != nil {
@@ -131,7 +142,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	target.LeaseTTL, target.CheckTimeout = o.ttl, o.timeout
+	target.LeaseTTL, target.CheckTimeout, target.AllowStoredRuns = o.ttl, o.timeout, o.allowStoredRuns
+	if !o.allowStoredRuns {
+		if err := conformance.CheckEmpty(ctx, target); errors.Is(err, conformance.ErrStoreNotEmpty) {
+			return usageError("refusing to certify %s: %v.\nChecks create runs and claim runnable ones, so they need an empty store; "+
+				"no run has been created or claimed (opening the store may have created its schema). Point the store at a scratch place, e.g. --config dir={{tempdir}}, or with the MySQL plugin "+
+				"--config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true; "+
+				"or pass --allow-stored-runs to run on this store anyway", target.Name, err)
+		} else if err != nil {
+			return exitError{Code: exitHarness, Msg: fmt.Sprintf("cannot see whether the store is empty: %v", err)}
+		}
+	}
 
 	rep := report{Suite: conformance.Version, Adapter: target.Name, StoreVersion: target.StoreVersion,
 		Capabilities: target.Capabilities, Config: plugin.Redacted(o.config, o.secret), Environment: environment(),
@@ -142,6 +163,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	})
 	rep.Duration = time.Since(rep.Started)
 	rep.Counts = tally(rep.Results)
+	if err := writeAttachments(o, rep.Results); err != nil {
+		return exitError{Code: exitHarness, Msg: err.Error()}
+	}
 	if err := writeReports(stdout, o, rep); err != nil {
 		return exitError{Code: exitHarness, Msg: err.Error()}
 	}
@@ -167,7 +191,7 @@ func writeReports(stdout io.Writer, o options, rep report) error {
 		write func(io.Writer) error
 	}{
 		{o.junit, func(w io.Writer) error { return writeJUnit(w, rep) }},
-		{o.markdown, func(w io.Writer) error { writeMarkdown(w, rep); return nil }},
+		{o.markdown, func(w io.Writer) error { writeMarkdown(w, rep, filepath.Dir(o.markdown)); return nil }},
 	} {
 		if f.path == "" {
 			continue
@@ -182,6 +206,34 @@ func writeReports(stdout io.Writer, o options, rep report) error {
 		}
 		if err := file.Close(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// writeAttachments writes the files checks made into the attachments
+// directory (by default the directory of the Markdown or JUnit report),
+// each named after its rule, and records where in the results.
+func writeAttachments(o options, results []conformance.Result) error {
+	dir := o.attachments
+	for _, report := range []string{o.markdown, o.junit} {
+		if dir == "" && report != "" {
+			dir = filepath.Dir(report)
+		}
+	}
+	if dir == "" || !slices.ContainsFunc(results, func(r conformance.Result) bool { return len(r.Attachments) > 0 }) {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := range results {
+		for j := range results[i].Attachments {
+			a := &results[i].Attachments[j]
+			a.Path = filepath.Join(dir, results[i].Rule.ID+"-"+filepath.Base(a.Name))
+			if err := os.WriteFile(a.Path, a.Data, 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -231,7 +283,9 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 	}
 	config := templated(o.config)
 	name, version, leases, err := plugintest.Describe(ctx, o.pluginPath, config)
-	if err != nil {
+	if errors.Is(err, spec.ErrInvalidArgument) {
+		return conformance.Target{}, usageError("the plugin refused its --config: %v", err)
+	} else if err != nil {
 		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}
 	}
 	return plugintest.ProcessTarget(name, version, o.pluginPath, conformance.Capabilities{Leases: leases}, config), nil

@@ -3,19 +3,27 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/runstate/runstate/adapters/badger"
+	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/docs"
 	"github.com/runstate/runstate/plugin/plugintest"
+	"github.com/runstate/runstate/spec"
 )
 
 func exitCode(err error) int {
@@ -31,10 +39,12 @@ func exitCode(err error) int {
 
 const (
 	memoryPkg = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
+	badgerPkg = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
+	mysqlPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
 	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
 )
 
-var binaries = plugintest.NewBinaries(memoryPkg, testPkg)
+var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg)
 
 func bin(t *testing.T, pkg string) string { return binaries.Path(t, pkg) }
 
@@ -48,8 +58,11 @@ func TestMain(m *testing.M) {
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := exitCode(run(context.Background(), args, &out, &errOut))
-	return out.String(), errOut.String(), code
+	err := run(context.Background(), args, &out, &errOut)
+	if err != nil {
+		errOut.WriteString(err.Error()) // as main prints it
+	}
+	return out.String(), errOut.String(), exitCode(err)
 }
 
 var summaryLine = regexp.MustCompile(`(?m)^(\d+) passed, (\d+) failed, (\d+) skipped, (\d+) errors`)
@@ -138,7 +151,7 @@ func TestBrokenPluginFailsNamingRules(t *testing.T) {
 			t.Errorf("the report does not name %s:\n%s", id, out)
 		}
 	}
-	if !strings.Contains(out, "docs/spec.md:") || !strings.Contains(out, "expected ") || !strings.Contains(out, "saw ") {
+	if !strings.Contains(out, docs.RuleURL("CAS-002")) || !strings.Contains(out, "expected ") || !strings.Contains(out, "saw ") {
 		t.Errorf("failures lack their place in the spec, expectation or observation:\n%s", out)
 	}
 	if got := summary(t, out); got[1] != 3 || got[0] != 2 {
@@ -183,23 +196,171 @@ func TestBuiltInAdapters(t *testing.T) {
 	}
 }
 
-// The out-of-tree example, built from its own module as a third party
-// would build it, passes the whole suite through the command.
-func TestExampleStorePasses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a separate module and sleeps through real lease TTLs")
+// A store that holds runs is refused before anything is written to it:
+// it may be a real database, whose runnable runs the checks would claim.
+func TestRefusesAStoreThatHoldsRuns(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := badger.Open(ctx, badger.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "runstate-plugin-filestore")
-	build := exec.Command("go", "build", "-o", path, "./cmd/runstate-plugin-filestore")
-	build.Dir = filepath.Join("..", "..", "examples", "filestore")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the example: %v\n%s", err, out)
+	real, err := st.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "payroll", Steps: []spec.StepSpec{{Name: "pay"}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	out, _, code := runCLI(t, "--plugin", path, "--config", "path={{tempdir}}/runs.json")
+	st.Close()
+
+	_, stderr, code := runCLI(t, "--plugin", bin(t, badgerPkg), "--config", "dir="+dir)
+	if code != exitUsage || !strings.Contains(stderr, real.RunID) || !strings.Contains(stderr, "no run has been created or claimed") ||
+		!strings.Contains(stderr, "{{tempdir}}") || !strings.Contains(stderr, "--allow-stored-runs") {
+		t.Fatalf("exit %d, want %d with a way out:\n%s", code, exitUsage, stderr)
+	}
+	if runs := storedRuns(t, dir); len(runs) != 1 || runs[0].Version != real.Version {
+		t.Fatalf("the refused store changed: %+v", runs)
+	}
+
+	// Asked explicitly, it runs, and checks do write.
+	out, _, code := runCLI(t, "--plugin", bin(t, badgerPkg), "--config", "dir="+dir, "--allow-stored-runs", "--run", "CAS-001")
 	if code != exitPass {
-		t.Fatalf("exit %d\n%s", code, out)
+		t.Fatalf("--allow-stored-runs: exit %d\n%s", code, out)
 	}
-	if got := summary(t, out); got[1] != 0 || got[3] != 0 || got[0] < len(conformance.Rules())-2 {
-		t.Fatalf("summary %v", got)
+	if runs := storedRuns(t, dir); len(runs) < 2 {
+		t.Fatalf("with --allow-stored-runs the check wrote nothing: %d runs", len(runs))
+	}
+}
+
+func storedRuns(t *testing.T, dir string) []spec.RunSnapshot {
+	t.Helper()
+	st, err := badger.Open(context.Background(), badger.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	page, err := st.ListRuns(context.Background(), spec.ListRunsParams{Limit: spec.MaxPageLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.Runs
+}
+
+// The docs' scratch-database example works with the reference MySQL
+// plugin: each check's plugin creates its own database and drops it after.
+func TestMySQLPluginOnScratchDatabases(t *testing.T) {
+	srv := testserver.Find(t)
+	prefix := fmt.Sprintf("rsconf_%d_", os.Getpid())
+	// The template goes into the DSN as a user types it (FormatDSN would
+	// escape its braces).
+	server, _, _ := strings.Cut(srv.DSN(""), "/")
+	dsn := server + "/" + prefix + "{{unique}}"
+	out, stderr, code := runCLI(t, "--plugin", bin(t, mysqlPkg), "--config", "dsn="+dsn,
+		"--config", "scratch_database=true", "--config", "max_open_conns=8", "--run", "FSM,CAS,LEASE-001")
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	if left := databases(t, srv, prefix); len(left) > 0 {
+		t.Errorf("scratch databases left behind: %v", left)
+	}
+
+	// A scratch database that exists already is refused as configuration.
+	existing, err := srv.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.DropDatabase(context.Background(), existing)
+	_, stderr, code = runCLI(t, "--plugin", bin(t, mysqlPkg), "--config", "dsn="+server+"/"+existing, "--config", "scratch_database=true")
+	if code != exitUsage || !strings.Contains(stderr, "exists") {
+		t.Errorf("scratch_database on an existing database: exit %d, want %d\n%s", code, exitUsage, stderr)
+	}
+	if !slices.Contains(databases(t, srv, existing), existing) {
+		t.Errorf("the existing database %s was dropped", existing)
+	}
+
+	// Without scratch_database the missing database is a configuration
+	// error, named as such.
+	_, stderr, code = runCLI(t, "--plugin", bin(t, mysqlPkg), "--config", "dsn="+dsn, "--run", "CAS-001")
+	if code != exitUsage || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("a missing database: exit %d\n%s", code, stderr)
+	}
+}
+
+// The template gives every check its own value.
+func TestTemplatesAreFreshForEveryCheck(t *testing.T) {
+	config := templated(map[string]string{"dsn": "u@tcp(h:3306)/runs_{{unique}}", "dir": "{{tempdir}}/db"})
+	seen := map[string]bool{}
+	for range 3 {
+		c, cleanup, err := config(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(c["dsn"], "{{") || strings.Contains(c["dir"], "{{") || seen[c["dsn"]] || seen[c["dir"]] {
+			t.Fatalf("not expanded afresh: %v", c)
+		}
+		seen[c["dsn"]], seen[c["dir"]] = true, true
+		cleanup()
+		if _, err := os.Stat(filepath.Dir(c["dir"])); !os.IsNotExist(err) {
+			t.Errorf("the check's directory %s outlived it: %v", filepath.Dir(c["dir"]), err)
+		}
+	}
+}
+
+func databases(t *testing.T, srv *testserver.Server, prefix string) []string {
+	t.Helper()
+	db, err := sql.Open("mysql", srv.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE ?", prefix+"%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Files a check made to explain a failure are written beside the reports
+// and linked from them.
+func TestAttachmentsAreWrittenBesideTheReports(t *testing.T) {
+	dir := t.TempDir()
+	rule, skipped := conformance.Rules()[0], conformance.Rules()[1]
+	rep := report{Results: []conformance.Result{{Rule: rule, Outcome: conformance.Fail,
+		Failures:    []conformance.Failure{{Rule: rule.ID, Expected: "x", Seen: "y"}},
+		Attachments: []conformance.Attachment{{Name: "history.html", Data: []byte("<html>")}}},
+		{Rule: skipped, Outcome: conformance.Skip, Detail: "needs capability second_handle"}}}
+	rep.Counts = tally(rep.Results)
+	o := options{markdown: filepath.Join(dir, "report.md")}
+	if err := writeAttachments(o, rep.Results); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, rule.ID+"-history.html")
+	if data, err := os.ReadFile(want); err != nil || string(data) != "<html>" || rep.Results[0].Attachments[0].Path != want {
+		t.Fatalf("attachment at %q: %q, %v", rep.Results[0].Attachments[0].Path, data, err)
+	}
+	var text bytes.Buffer
+	if err := writeReports(&text, o, rep); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(o.markdown)
+	if !strings.Contains(string(md), "]("+rule.ID+"-history.html)") || !strings.Contains(text.String(), want) {
+		t.Errorf("reports do not point at the attachment:\n%s\n%s", md, text.String())
+	}
+	if !strings.Contains(string(md), "]("+rule.URL+")") || !strings.Contains(rule.URL, "#"+strings.ToLower(rule.ID)) {
+		t.Errorf("the Markdown report does not link %s by its anchor (%s):\n%s", rule.ID, rule.URL, md)
+	}
+	if !strings.Contains(string(md), "| skip | "+skipped.Statement+" | needs capability second_handle |") ||
+		!strings.Contains(text.String(), "SKIP "+skipped.ID+" — needs capability second_handle") {
+		t.Errorf("the reports do not say why %s was skipped:\n%s\n%s", skipped.ID, md, text.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/runstate/runstate/internal/cli"
+	"github.com/runstate/runstate/internal/workflow"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 )
@@ -51,6 +53,8 @@ type globals struct {
 	lease, renew                               time.Duration
 	notifyAttempts                             int
 	notifyBackoff                              time.Duration
+	exclusive                                  bool
+	workerIDGiven                              bool // --worker-id was given, not defaulted
 }
 
 const usageText = `demo-runner runs workflow files on a runstate store.
@@ -64,15 +68,18 @@ Commands:
   status RUN_ID     print a run's snapshot, with steps and hosts (JSON)
   list              list runs (--status, --workflow, --label k=v, --limit, --cursor) (JSON)
   audit RUN_ID      print a run's audit trail (JSON)
-  cancel RUN_ID     cancel a run
+  cancel RUN_ID     cancel a run (--reason)
   signal RUN_ID     resume a run waiting in a wait step
   retry RUN_ID      run again, as a new run, a finished run whose diagnostic allows it
-  recover           print the report of the crash recovery this start ran (JSON)
+  recover           run crash recovery now and print its report (JSON)
   serve             HTTP JSON API, Prometheus /metrics and /healthz
   deadletters       list webhook notifications that could not be delivered (JSON)
 
-Every start runs crash recovery first. Exit codes: 0 success, 1 the run did not
-succeed, 2 usage error, 3 the store or the environment failed.
+run, worker and retry run crash recovery first; queries never write. Every
+command works beside the others, also on the default Badger store, which one
+process holds and shares with the rest. Exit codes: 0 success, 1 the run did
+not succeed (or was left waiting), 2 usage error, 3 the store or the
+environment failed.
 
 Global flags:
 `
@@ -85,7 +92,7 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 	fs.StringVar(&g.dataDir, "data-dir", ".runstate", "where the default store and the webhook dead letters live")
 	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN or plugin:PATH (default badger:DATA-DIR/store)")
 	fs.Var(g.pluginConfig, "plugin-config", "configuration of a plugin store, key=value (repeatable)")
-	fs.StringVar(&g.workerID, "worker-id", "", "this worker's name, stable across restarts and unique among live workers (default: host name)")
+	fs.StringVar(&g.workerID, "worker-id", "", "this worker's name, stable across restarts and unique among live processes (default: the host name, or host-2, host-3, … when another process here has it)")
 	fs.StringVar(&g.policy, "recovery", "interrupt", "crash recovery policy: interrupt, fail or takeover")
 	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed (see docs/leases.md)")
 	fs.DurationVar(&g.renew, "renew", 0, "lease renewal cadence (default a third of --lease)")
@@ -93,6 +100,7 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 	fs.IntVar(&g.notifyAttempts, "notify-attempts", 5, "delivery attempts per notification before it is dead-lettered")
 	fs.DurationVar(&g.notifyBackoff, "notify-backoff", 200*time.Millisecond, "wait before the second delivery attempt, doubled for each further one")
 	fs.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&g.exclusive, "exclusive", false, "this process is the only one using the store: allows crash recovery on a store without leases")
 	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
 		return g, nil, err
 	}
@@ -109,26 +117,29 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 	if g.lease <= 0 || g.renew <= 0 || g.renew >= g.lease {
 		return g, nil, usageError("--renew (%v) must be positive and shorter than --lease (%v)", g.renew, g.lease)
 	}
+	g.workerIDGiven = g.workerID != ""
 	if g.workerID == "" {
 		g.workerID, _ = os.Hostname()
 	}
 	return g, fs.Args(), nil
 }
 
-// app is what a command works with once the store is open and recovered.
+// app is what a command works with once the store is open.
 type app struct {
-	g        globals
-	log      *slog.Logger
-	store    spec.RunStateStore
-	leases   spec.LeaseStore // nil when the store has none
-	owner    spec.Owner
-	tracker  *tracker.Tracker
-	metrics  *metrics
-	recovery spec.RecoveryReport
-	hooks    []*tracker.Webhook
-	dead     *tracker.FileDeadLetters
-	stdout   io.Writer
-	closers  []func() error
+	g          globals
+	log        *slog.Logger
+	store      spec.RunStateStore
+	leased     spec.Store // the store with its leases; nil when it has none
+	owner      spec.Owner
+	tracker    *tracker.Tracker
+	operator   tracker.Operator
+	metrics    *metrics
+	recovery   spec.RecoveryReport
+	hooks      []*tracker.Webhook
+	dead       *tracker.FileDeadLetters
+	supervisor []string
+	stdout     io.Writer
+	closers    []func() error
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {
@@ -139,8 +150,21 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// start opens the store, runs crash recovery and prepares the tracker.
-func start(ctx context.Context, g globals, stdout, stderr io.Writer) (*app, error) {
+// role says what a command needs of the store.
+type role struct {
+	// store: the command opens the store at all.
+	store bool
+	// hold: it runs for long, so it holds a Badger directory and shares it.
+	hold bool
+	// recover: it claims runs, to execute them or to settle them: crash
+	// recovery runs first, and its worker id must be its own among the
+	// live processes.
+	recover bool
+}
+
+// start opens the store, runs crash recovery when the command takes runs
+// on, and prepares the tracker.
+func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*app, error) {
 	log, err := newLogger(g.logLevel, stderr)
 	if err != nil {
 		return nil, err
@@ -150,20 +174,36 @@ func start(ctx context.Context, g globals, stdout, stderr io.Writer) (*app, erro
 	a := &app{g: g, log: log, stdout: stdout, metrics: newMetrics(),
 		owner: spec.Owner{Worker: g.workerID, Incarnation: fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b))},
 		dead:  &tracker.FileDeadLetters{Path: filepath.Join(g.dataDir, "deadletters.jsonl")}}
+	if !r.store {
+		return a, nil
+	}
 	if err := os.MkdirAll(g.dataDir, 0o755); err != nil {
 		return nil, exitError{Code: exitFailure, Msg: err.Error()}
 	}
-	st, err := openStore(ctx, g.store, g.pluginConfig, log)
-	if err != nil {
-		return nil, err
+	if r.recover {
+		id, lock, err := lockWorkerID(storeIdentity(g.store), g.workerID, g.workerIDGiven)
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, lock.release)
+		a.owner.Worker = id
 	}
-	a.store, a.closers = st, append(a.closers, st.close)
-	a.leases, _ = st.RunStateStore.(spec.LeaseStore)
-	a.recovery, err = spec.Recover(ctx, a.store, spec.RecoveryOptions{Policy: spec.RecoveryPolicy(g.policy), Owner: a.owner,
-		Logger: log, OnFinish: a.metrics.observeRecovery})
+	st, err := openStore(ctx, g.store, g.pluginConfig, log, r.hold)
 	if err != nil {
-		a.close()
 		return nil, storeError(err)
+	}
+	a.store, a.leased = st.store, st.leased
+	a.closers = append([]func() error{st.close}, a.closers...) // the worker id lock goes last
+	if r.recover {
+		if err := a.recoverRuns(ctx); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		a.supervisor = []string{exe, workflow.SupervisorArg}
+	} else {
+		log.Warn("step commands run without a supervisor: they would outlive this process if it were killed", "error", err)
 	}
 	var notifiers []tracker.Notifier
 	for _, url := range g.notify {
@@ -172,9 +212,43 @@ func start(ctx context.Context, g globals, stdout, stderr io.Writer) (*app, erro
 		notifiers = append(notifiers, h)
 	}
 	a.tracker = tracker.New(a.store, tracker.Options{Notifiers: append(notifiers, a.metrics), Logger: log,
-		Actor: spec.Actor{Kind: spec.ActorWorker, ID: a.owner.String()}})
+		Actor: spec.Actor{Kind: spec.ActorWorker, ID: a.owner.String()}, Leases: a.leased})
+	a.operator = tracker.Operator{Store: a.store, Actor: spec.Actor{Kind: spec.ActorOperator, ID: operatorName()}}
 	return a, nil
 }
+
+// operatorName names the person behind operator commands: user@host.
+func operatorName() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// recoverRuns runs crash recovery. On a store with leases it is safe
+// beside any number of live workers; a store without them is recovered
+// only when --exclusive says no other process uses it.
+func (a *app) recoverRuns(ctx context.Context) error {
+	opts := spec.RecoveryOptions{Policy: spec.RecoveryPolicy(a.g.policy), Owner: a.owner, Logger: a.log, OnFinish: a.metrics.observeRecovery}
+	var err error
+	switch {
+	case a.leased != nil:
+		a.recovery, err = spec.Recover(ctx, a.leased, opts)
+	case a.g.exclusive:
+		a.recovery, err = spec.RecoverExclusive(ctx, a.store, opts)
+	default:
+		return errNoLeasesNoRecovery
+	}
+	if err != nil {
+		return storeError(err)
+	}
+	return nil
+}
+
+var errNoLeasesNoRecovery = exitError{Code: exitUsage, Msg: "the store has no leases, so crash recovery cannot tell a live process's " +
+	"runs from a crashed one's: pass --exclusive if no other process uses this store"}
 
 // close delivers what notifications it can within 10s, then closes the store.
 func (a *app) close() {
@@ -190,15 +264,16 @@ func (a *app) close() {
 	}
 }
 
-// storeError gives store failures their exit code; bad input stays usage.
+// storeError gives store failures their exit code; bad input, and asking
+// for what is not there or not allowed, stays usage.
 func storeError(err error) error {
 	var e exitError
 	switch {
 	case errors.As(err, &e):
 		return err
-	case spec.CodeOf(err) == spec.CodeInvalidArgument, spec.CodeOf(err) == spec.CodeInvalidTransition,
+	case errors.Is(err, tracker.ErrFinished), errors.Is(err, tracker.ErrNotWaiting),
+		spec.CodeOf(err) == spec.CodeInvalidArgument, spec.CodeOf(err) == spec.CodeInvalidTransition,
 		spec.CodeOf(err) == spec.CodeNotFound:
-		// The caller asked for something that is not there or not allowed.
 		return exitError{Code: exitUsage, Msg: err.Error()}
 	}
 	return exitError{Code: exitFailure, Msg: err.Error()}
@@ -228,14 +303,17 @@ func newMetrics() *metrics {
 			Help: "Run state changes this process wrote, by resulting status."}, []string{"status"}),
 	}
 	m.reg.MustRegister(m.recovered, m.recoveryTime, m.transitions, collectors.NewGoCollector())
+	for _, outcome := range []spec.RecoveryOutcome{spec.OutcomeInterrupted, spec.OutcomeFailed, spec.OutcomeRequeued, spec.OutcomeSkipped} {
+		m.recovered.WithLabelValues(string(outcome)) // every series exists from the start, at 0
+	}
 	return m
 }
 
 func (m *metrics) observeRecovery(r spec.RecoveryReport) {
-	m.recovered.WithLabelValues("interrupted").Add(float64(r.Interrupted))
-	m.recovered.WithLabelValues("failed").Add(float64(r.Failed))
-	m.recovered.WithLabelValues("requeued").Add(float64(r.Requeued))
-	m.recovered.WithLabelValues("skipped").Add(float64(r.Skipped))
+	m.recovered.WithLabelValues(string(spec.OutcomeInterrupted)).Add(float64(r.Interrupted))
+	m.recovered.WithLabelValues(string(spec.OutcomeFailed)).Add(float64(r.Failed))
+	m.recovered.WithLabelValues(string(spec.OutcomeRequeued)).Add(float64(r.Requeued))
+	m.recovered.WithLabelValues(string(spec.OutcomeSkipped)).Add(float64(r.Skipped))
 	m.recoveryTime.Observe(r.Duration.Seconds())
 }
 

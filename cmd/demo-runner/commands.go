@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +25,8 @@ type command struct {
 	usage string
 	fn    func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error
 	flags func(fs *flag.FlagSet)
+	// role says what the command needs of the store, once its flags are parsed.
+	role func() role
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,19 +49,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := cli.Parse(fs, rest, exitOK, exitUsage); err != nil {
 		return err
 	}
-	a, err := start(ctx, g, stdout, stderr)
+	r := role{store: true}
+	if cmd.role != nil {
+		r = cmd.role()
+	}
+	a, err := start(ctx, g, r, stdout, stderr)
 	if err != nil {
-		if forwardable[name] && heldElsewhere(err) {
-			return forward(ctx, g, name, fs.Args(), o.list, stdout)
-		}
-		return storeError(err)
+		return err
 	}
 	defer a.close()
-	if name == "run" || name == "worker" || name == "serve" || name == "retry" {
-		a.serveSocket(ctx)
-	}
 	return cmd.fn(ctx, a, fs, fs.Args())
 }
+
+// Roles of the commands that are not plain queries.
+var (
+	executes = func() role { return role{store: true, hold: true, recover: true} }
+	holds    = func() role { return role{store: true, hold: true} }
+)
 
 // options are the subcommands' flags; one invocation parses one command's.
 type options struct {
@@ -103,7 +110,7 @@ func commands(o *options) map[string]command {
 		fs.Var(o.labels, "label", "label key=value (repeatable)")
 	}
 	return map[string]command{
-		"run": {usage: "FILE", flags: runFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+		"run": {usage: "FILE", flags: runFlags, role: executes, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			run, err := a.createFromFile(ctx, args, o)
 			if err != nil {
 				return err
@@ -118,7 +125,7 @@ func commands(o *options) map[string]command {
 			fmt.Fprintln(a.stdout, run.RunID)
 			return nil
 		}},
-		"worker": {usage: "", flags: func(fs *flag.FlagSet) {
+		"worker": {usage: "", role: executes, flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&o.statuses, "statuses", "queued,waiting", "statuses this worker claims (add running under the takeover policy)")
 			fs.DurationVar(&o.poll, "poll", time.Second, "how often an idle worker looks for runs")
 			fs.DurationVar(&o.grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
@@ -158,25 +165,42 @@ func commands(o *options) map[string]command {
 		"cancel": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&o.reason, "reason", "canceled by an operator", "why, for the audit trail")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.printMove(a.operatorMoveArgs(ctx, args, spec.StatusCanceled, nil, o.reason))
+			id, err := runIDArg(args)
+			if err != nil {
+				return err
+			}
+			return a.printMove(a.operator.Cancel(ctx, id, o.reason))
 		}},
 		"signal": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.printMove(a.operatorMoveArgs(ctx, args, spec.StatusRunning, []spec.RunStatus{spec.StatusWaiting}, "signalled by an operator"))
+			id, err := runIDArg(args)
+			if err != nil {
+				return err
+			}
+			run, err := a.operator.Signal(ctx, id)
+			if err == nil {
+				a.log.Info("run signalled: the worker holding it resumes it (or the next worker to claim it)", "run_id", id)
+			}
+			return a.printMove(run, err)
 		}},
 		"retry": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&o.queueOnly, "queue", false, "only queue the new run, for a worker")
+		}, role: func() role {
+			if o.queueOnly {
+				return role{store: true}
+			}
+			return executes()
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			return a.retry(ctx, args, o.queueOnly)
 		}},
-		"recover": {usage: "", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.printJSON(a.recovery)
+		"recover": {usage: "", role: func() role { return role{store: true, recover: true} }, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			return a.printJSON(a.recovery) // start recovered
 		}},
-		"serve": {usage: "", flags: func(fs *flag.FlagSet) {
+		"serve": {usage: "", role: holds, flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			return a.serve(ctx, o.addr)
 		}},
-		"deadletters": {usage: "", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+		"deadletters": {usage: "", role: func() role { return role{} }, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
 			list, err := a.dead.List()
 			if err != nil {
 				return exitError{Code: exitFailure, Msg: err.Error()}
@@ -238,8 +262,8 @@ func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, pri
 // runForeground claims a run this process just created and executes it.
 func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
 	var token int64
-	if a.leases != nil {
-		cl, err := a.leases.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
+	if a.leased != nil {
+		cl, err := a.leased.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
 		if errors.Is(err, spec.ErrLeaseHeld) {
 			// On a shared store a worker claimed the new run first: it runs there.
 			a.log.Info("a worker took the run before this process could; it runs there", "run_id", run.RunID)
@@ -262,59 +286,78 @@ func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
 	return nil
 }
 
-// execute runs a claimed run under its lease, renewing it. When ctx ends
-// (a signal), the run may go on for grace; then it is interrupted. A lost
-// lease stops the work at once: another worker owns the run now.
+// execute runs a claimed run under its lease, which the tracker keeps
+// renewed. When ctx ends (a signal), a run waiting in a wait step is left
+// waiting at once; anything else may go on for grace and is then
+// interrupted. A lost lease stops the work at once: another worker owns
+// the run now. A run someone else ended stops it too.
 func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, grace time.Duration) (spec.RunSnapshot, error) {
-	tr := a.tracker.Attach(run, token)
+	tr, err := a.tracker.Attach(run, tracker.Lease{Token: token, TTL: a.g.lease})
+	if err != nil {
+		return run, exitError{Code: exitFailure, Msg: err.Error()}
+	}
 	wf, err := workflow.Load(run.Labels[labelWorkflowFile])
 	if err != nil {
-		d := &spec.Diagnostic{ErrorCode: "WORKFLOW_UNREADABLE", Message: err.Error()}
-		if run.Status == spec.StatusQueued {
-			tr.Begin(context.WithoutCancel(ctx))
-		}
-		if ferr := tr.Finish(context.WithoutCancel(ctx), spec.StatusFailed, d, ""); ferr != nil {
-			return run, storeError(ferr)
-		}
-		a.release(run.RunID, token)
-		return tr.Snapshot(), nil
+		return a.unreadable(ctx, tr, token, err)
 	}
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopWork(nil)
-	go func() { // the signal, then the grace period
+	park := make(chan struct{})
+	go func() { // the signal: waits park at once; the rest gets the grace period
 		select {
 		case <-ctx.Done():
 		case <-work.Done():
 			return
 		}
+		close(park)
 		select {
 		case <-time.After(grace):
 			stopWork(errShutdown)
 		case <-work.Done():
 		}
 	}()
-	renewed := make(chan struct{})
-	if token != 0 {
-		go a.renew(work, stopWork, run.RunID, token, renewed)
-	} else {
-		close(renewed)
-	}
-	err = workflow.Execute(work, tr, wf, workflow.Options{Progress: func(f string, args ...any) { a.log.Info(fmt.Sprintf(f, args...)) }})
+	keeping := make(chan struct{})
+	go func() { defer close(keeping); tr.KeepLease(work, a.g.renew, stopWork) }()
+	err = workflow.Execute(work, tr, wf, workflow.Options{Park: park, Supervisor: a.supervisor,
+		Progress: func(f string, args ...any) { a.log.Info(fmt.Sprintf(f, args...)) }})
+	// Why the work ended, read before this function ends it itself.
 	cause := context.Cause(work)
 	stopWork(nil)
-	<-renewed
+	<-keeping
+	status := tr.Snapshot().Status
 	switch {
+	case err == nil:
+		// The workflow reached its end (whatever stopped the work after that).
+	case errors.Is(err, workflow.ErrLeaseLapsed):
+		// The worker could not renew in time, so a step's command was ended.
+		// If the run is still this worker's, it is settled as crash recovery
+		// would settle it under the fleet's policy.
+		a.log.Warn("the lease was not renewed in time: the step's command was ended", "run_id", run.RunID, "token", token)
+		a.settleLapsed(tr)
 	case errors.Is(cause, spec.ErrLeaseLost) || errors.Is(err, spec.ErrLeaseLost):
-		a.log.Warn("the lease on the run was lost: another worker owns it now; stopping without writing", "run_id", run.RunID)
-		return tr.Snapshot(), exitError{Code: exitFailure, Msg: "lease lost on run " + run.RunID}
-	case errors.Is(err, tracker.ErrRunEnded):
-		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", err)
-	case errors.Is(cause, errShutdown) || (err != nil && work.Err() != nil):
+		return tr.Snapshot(), a.leaseLost(run.RunID, token)
+	case errors.Is(cause, tracker.ErrRunEnded) || errors.Is(err, tracker.ErrRunEnded):
+		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", cmp.Or(err, cause))
+	case status == spec.StatusWaiting && (errors.Is(err, workflow.ErrParked) || errors.Is(cause, errShutdown)):
+		// Waiting is not executing: the run is left as it is, for the
+		// next worker to claim (after a signal it goes on at once).
+		a.log.Info("leaving the run waiting for a signal: a worker continues it", "run_id", run.RunID)
+	case errors.Is(cause, errShutdown) && status == spec.StatusRunning:
 		a.log.Warn("stopping before the run finished: interrupting it", "run_id", run.RunID)
 		if ierr := tr.Interrupt(context.Background(), "WORKER_SHUTDOWN: the worker stopped before the run finished"); ierr != nil {
 			a.log.Error("could not interrupt the run", "run_id", run.RunID, "error", ierr)
 		}
-	case err != nil:
+	case errors.Is(cause, errShutdown) && status == spec.StatusQueued:
+		a.log.Info("stopping before the run began: leaving it for another worker", "run_id", run.RunID)
+	default:
+		// The store failed under the run: write nothing more, and let the
+		// run go so that another worker or recovery can settle it.
+		a.log.Error("the run stopped on a store error; releasing it", "run_id", run.RunID, "error", err)
+		if errors.Is(a.release(run.RunID, token), spec.ErrLeaseLost) {
+			// The store answered again, and the run is another worker's:
+			// this worker stalled or was cut off past its lease.
+			return tr.Snapshot(), a.leaseLost(run.RunID, token)
+		}
 		return tr.Snapshot(), storeError(err)
 	}
 	a.release(run.RunID, token)
@@ -322,60 +365,88 @@ func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, gr
 	return final, nil
 }
 
-var errShutdown = errors.New("the process is shutting down")
+// leaseLost reports that another worker owns the run now.
+func (a *app) leaseLost(runID string, token int64) error {
+	a.log.Warn("the lease on the run was lost: another worker owns it now; stopping without writing", "run_id", runID, "token", token)
+	return exitError{Code: exitFailure, Msg: "lease lost on run " + runID}
+}
 
-// renew extends the lease every --renew until work ends; a lost lease ends it.
-func (a *app) renew(work context.Context, stop context.CancelCauseFunc, runID string, token int64, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(a.g.renew)
-	defer t.Stop()
-	for {
-		select {
-		case <-work.Done():
-			return
-		case <-t.C:
-		}
-		_, err := a.leases.RenewLease(work, spec.RenewLeaseParams{RunID: runID, Token: token, TTL: a.g.lease})
-		switch {
-		case err == nil:
-		case errors.Is(err, spec.ErrLeaseLost):
-			stop(err)
-			return
-		case work.Err() == nil:
-			a.log.Warn("lease renewal failed; retrying", "run_id", runID, "error", err)
-		}
+// settleLapsed ends a run whose step command was ended because the lease
+// was not renewed in time, as recovery would under --recovery: under
+// takeover it is left running for another worker; otherwise it is
+// interrupted (fenced: only while the lease is still this worker's).
+func (a *app) settleLapsed(tr *tracker.Run) {
+	if spec.RecoveryPolicy(a.g.policy) == spec.RecoverTakeover {
+		return
+	}
+	err := tr.Interrupt(context.Background(), "LEASE_LAPSED: the worker could not renew its lease in time, so the step's command was ended")
+	if err != nil {
+		a.log.Warn("could not interrupt the run (another worker may own it now)", "run_id", tr.Snapshot().RunID, "error", err)
 	}
 }
 
-func (a *app) release(runID string, token int64) {
-	if token == 0 || a.leases == nil {
-		return
+// unreadable ends a run whose workflow file cannot be read: failed, with a
+// diagnostic, through the statuses the table allows.
+func (a *app) unreadable(ctx context.Context, tr *tracker.Run, token int64, cause error) (spec.RunSnapshot, error) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	switch tr.Snapshot().Status {
+	case spec.StatusQueued:
+		err = tr.Begin(ctx)
+	case spec.StatusWaiting:
+		err = tr.Resume(ctx, "")
 	}
-	if err := a.leases.ReleaseLease(context.Background(), spec.ReleaseLeaseParams{RunID: runID, Token: token}); err != nil {
+	if err == nil {
+		err = tr.Finish(ctx, spec.StatusFailed, &spec.Diagnostic{ErrorCode: "WORKFLOW_UNREADABLE", Message: cause.Error()}, "")
+	}
+	if err != nil {
+		return tr.Snapshot(), storeError(err)
+	}
+	a.release(tr.Snapshot().RunID, token)
+	return tr.Snapshot(), nil
+}
+
+var errShutdown = errors.New("the process is shutting down")
+
+func (a *app) release(runID string, token int64) error {
+	if token == 0 || a.leased == nil {
+		return nil
+	}
+	err := a.leased.ReleaseLease(context.Background(), spec.ReleaseLeaseParams{RunID: runID, Token: token})
+	if err != nil && !errors.Is(err, spec.ErrLeaseLost) {
 		a.log.Warn("could not release the lease", "run_id", runID, "error", err)
 	}
+	return err
 }
 
 // worker claims runnable runs and executes them until ctx ends.
 func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Duration, once bool) error {
-	if a.leases == nil {
+	if a.leased == nil {
 		return exitError{Code: exitFailure, Msg: "the store has no leases: a worker needs them to share runs safely"}
 	}
 	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", statuses)
+	idle := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(poll):
+		}
+	}
 	for ctx.Err() == nil {
-		cl, err := a.leases.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: spec.RunnableFilter{Statuses: statuses}})
+		cl, err := a.leased.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: spec.RunnableFilter{Statuses: statuses}})
 		switch {
 		case errors.Is(err, spec.ErrNotFound):
 			if once {
 				return nil
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(poll):
-			}
+			idle()
 			continue
 		case err != nil && ctx.Err() != nil:
 			return nil
+		case errors.Is(err, spec.ErrUnavailable):
+			// The store, or the process serving it, is away for a moment.
+			a.log.Warn("the store is unavailable; trying again", "error", err)
+			idle()
+			continue
 		case err != nil:
 			return storeError(err)
 		}
@@ -407,51 +478,12 @@ func (a *app) auditTrail(ctx context.Context, id string) ([]spec.AuditEvent, err
 	}
 }
 
-func (a *app) operatorMoveArgs(ctx context.Context, args []string, to spec.RunStatus, from []spec.RunStatus, reason string) (spec.RunSnapshot, error) {
-	id, err := runIDArg(args)
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	return a.operatorMove(ctx, id, to, from, reason)
-}
-
 func (a *app) printMove(run spec.RunSnapshot, err error) error {
 	if err != nil {
 		return storeError(err)
 	}
 	fmt.Fprintf(a.stdout, "%s %s\n", run.RunID, run.Status)
 	return nil
-}
-
-// operatorMove moves a run to status as an operator, when it is in one of
-// from (any non-terminal status when from is nil).
-func (a *app) operatorMove(ctx context.Context, id string, to spec.RunStatus, from []spec.RunStatus, reason string) (spec.RunSnapshot, error) {
-	for attempt := 0; attempt < 5; attempt++ {
-		run, err := a.store.GetRun(ctx, id)
-		if err != nil {
-			return run, err
-		}
-		if from != nil && !containsStatus(from, run.Status) {
-			return run, &spec.Error{Code: spec.CodeInvalidTransition, RunID: id, From: string(run.Status), To: string(to),
-				Message: fmt.Sprintf("run %s is %s; only a run that is %v can be moved to %s this way", id, run.Status, from, to)}
-		}
-		updated, err := a.store.UpdateRun(ctx, spec.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: string(to),
-			Reason: reason, Actor: spec.Actor{Kind: spec.ActorOperator, ID: a.owner.Worker}})
-		if errors.Is(err, spec.ErrVersionConflict) {
-			continue // it changed meanwhile: look again
-		}
-		return updated, err
-	}
-	return spec.RunSnapshot{}, spec.Unavailable("run "+id+" kept changing; try again", nil)
-}
-
-func containsStatus(list []spec.RunStatus, s spec.RunStatus) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // retry starts a new run of a finished run's workflow, pointing at it.
@@ -479,7 +511,9 @@ func (a *app) retry(ctx context.Context, args []string, queueOnly bool) error {
 	}
 	labels := map[string]string{}
 	for k, v := range old.Labels {
-		labels[k] = v
+		if k != tracker.LabelSignal {
+			labels[k] = v
+		}
 	}
 	run, err := a.create(ctx, path, wf, old.Priority, labels, old.RunID)
 	if err != nil {

@@ -1,11 +1,22 @@
 // Command demo-runner runs workflow files on any runstate store: in the
 // foreground, or queued and taken by workers under leases; with crash
-// recovery at every start, webhooks, and an HTTP API.
+// recovery where a process takes runs on, webhooks, and an HTTP API.
 //
 // Exit codes: 0 success, 1 the run did not succeed, 2 usage error,
 // 3 the store or the environment failed.
 package main
 
-import "github.com/runstate/runstate/internal/cli"
+import (
+	"os"
 
-func main() { cli.Main("demo-runner", run, exitFailure) }
+	"github.com/runstate/runstate/internal/cli"
+	"github.com/runstate/runstate/internal/workflow"
+)
+
+func main() {
+	// Each step command runs under this same binary as its supervisor.
+	if len(os.Args) > 1 && os.Args[1] == workflow.SupervisorArg {
+		os.Exit(workflow.Supervise(os.Args[2:]))
+	}
+	cli.Main("demo-runner", run, exitFailure)
+}

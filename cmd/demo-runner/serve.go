@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/tracker"
 )
 
 // httpStatus maps the contract's codes to HTTP.
@@ -67,7 +68,7 @@ func (a *app) handler() http.Handler {
 		a.reply(w, events, err)
 	})
 	mux.HandleFunc("POST /runs/{id}/signal", func(w http.ResponseWriter, r *http.Request) {
-		run, err := a.operatorMove(r.Context(), r.PathValue("id"), spec.StatusRunning, []spec.RunStatus{spec.StatusWaiting}, "signalled by an operator")
+		run, err := a.operator.Signal(r.Context(), r.PathValue("id"))
 		a.reply(w, run, err)
 	})
 	mux.HandleFunc("POST /runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +76,7 @@ func (a *app) handler() http.Handler {
 		if reason == "" {
 			reason = "canceled by an operator"
 		}
-		run, err := a.operatorMove(r.Context(), r.PathValue("id"), spec.StatusCanceled, nil, reason)
+		run, err := a.operator.Cancel(r.Context(), r.PathValue("id"), reason)
 		a.reply(w, run, err)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
@@ -116,12 +117,19 @@ func (a *app) serveOn(ctx context.Context, lis net.Listener) error {
 func (a *app) reply(w http.ResponseWriter, v any, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
+		code := string(spec.CodeOf(err))
 		status, ok := httpStatus[spec.CodeOf(err)]
+		switch {
+		case errors.Is(err, tracker.ErrFinished):
+			code, status, ok = "RUN_FINISHED", http.StatusConflict, true
+		case errors.Is(err, tracker.ErrNotWaiting):
+			code, status, ok = "RUN_NOT_WAITING", http.StatusConflict, true
+		}
 		if !ok {
 			status = http.StatusInternalServerError
 		}
 		w.WriteHeader(status)
-		v = map[string]any{"error": map[string]string{"code": string(spec.CodeOf(err)), "message": err.Error()}}
+		v = map[string]any{"error": map[string]string{"code": code, "message": err.Error()}}
 	}
 	json.NewEncoder(w).Encode(v)
 }

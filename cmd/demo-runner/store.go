@@ -9,29 +9,38 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/internal/badgershare"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/spec"
 )
 
-// openedStore is the store a command works on.
+// openedStore is the store a command works on. leased is the same store
+// with its leases, nil exactly when it has none: no wrapper stands between
+// a store and its leases.
 type openedStore struct {
-	spec.RunStateStore
-	close func() error
+	store  spec.RunStateStore
+	leased spec.Store
+	close  func() error
+}
+
+func storeWithLeases(s spec.Store, close func() error) *openedStore {
+	return &openedStore{store: s, leased: s, close: close}
 }
 
 // openStore opens the store named by --store: memory, badger:PATH,
 // mysql:DSN or plugin:PATH (configured by --plugin-config). It logs which
 // store is in use and warns when it keeps nothing after the process ends.
-func openStore(ctx context.Context, name string, pluginConfig map[string]string, log *slog.Logger) (*openedStore, error) {
+// hold says the command runs for long: on Badger it then holds the
+// directory when it can and shares it with the machine's other processes.
+func openStore(ctx context.Context, name string, pluginConfig map[string]string, log *slog.Logger, hold bool) (*openedStore, error) {
 	kind, arg, _ := strings.Cut(name, ":")
 	switch kind {
 	case "memory":
 		log.Warn("using the memory store: it is not persistent, runs are lost when this process exits", "store", "memory")
 		s := memory.New()
-		return &openedStore{s, s.Close}, nil
+		return storeWithLeases(s, s.Close), nil
 	case "badger":
 		if arg == "" {
 			return nil, usageError("--store badger:PATH needs a directory")
@@ -39,14 +48,21 @@ func openStore(ctx context.Context, name string, pluginConfig map[string]string,
 		if err := os.MkdirAll(arg, 0o755); err != nil {
 			return nil, err
 		}
-		s, err := badger.Open(ctx, badger.Options{Dir: arg, Logger: log})
+		s, err := badgershare.Open(ctx, badgershare.Options{Dir: arg, Serve: hold, Logger: log})
 		if err != nil {
 			return nil, err
 		}
-		log.Info("using store", "store", "badger", "dir", arg)
-		return &openedStore{s, s.Close}, nil
+		how := "through the process that holds it"
+		if s.Held() {
+			how = "holding the directory"
+		}
+		log.Info("using store", "store", "badger", "dir", arg, "access", how, "socket", s.Socket())
+		return storeWithLeases(s, s.Close), nil
 	case "mysql":
-		s, err := mysql.Open(ctx, mysql.Options{DSN: arg, Logger: log})
+		// A demo-runner process executes one run at a time: a few
+		// connections serve it, and a fleet of them fits the server's
+		// max_connections (docs/mysql.md).
+		s, err := mysql.Open(ctx, mysql.Options{DSN: arg, Logger: log, MaxOpenConns: 4})
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +71,7 @@ func openStore(ctx context.Context, name string, pluginConfig map[string]string,
 			where = fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)
 		}
 		log.Info("using store", "store", "mysql", "database", where)
-		return &openedStore{s, s.Close}, nil
+		return storeWithLeases(s, s.Close), nil
 	case "plugin":
 		if arg == "" {
 			return nil, usageError("--store plugin:PATH needs the plugin binary")
@@ -69,7 +85,22 @@ func openStore(ctx context.Context, name string, pluginConfig map[string]string,
 		if c.Name() == "memory" {
 			log.Warn("the plugin keeps runs in memory: they are lost when the plugin exits")
 		}
-		return &openedStore{c.Store(), c.Close}, nil
+		if full, ok := c.Store().(spec.Store); ok {
+			return storeWithLeases(full, c.Close), nil
+		}
+		return &openedStore{store: c.Store(), close: c.Close}, nil
 	}
 	return nil, usageError("--store %q: want memory, badger:PATH, mysql:DSN or plugin:PATH", name)
+}
+
+// storeIdentity names the store --store points at, the same way from any
+// working directory: worker ids are unique per store.
+func storeIdentity(name string) string {
+	kind, arg, _ := strings.Cut(name, ":")
+	if kind == "badger" {
+		if dir, err := badgershare.Resolve(arg); err == nil {
+			return kind + ":" + dir
+		}
+	}
+	return name
 }

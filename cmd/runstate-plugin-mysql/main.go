@@ -1,5 +1,8 @@
 // Command runstate-plugin-mysql serves a MySQL store as a plugin.
-// Configuration: dsn (required, secret), max_open_conns.
+// Configuration: dsn (required, secret), max_open_conns, and
+// scratch_database=true: the plugin creates the DSN's database, which must
+// not exist, and drops it when it stops (for a database per conformance
+// check: dsn=…/runs_{{unique}}).
 package main
 
 import (
@@ -13,7 +16,7 @@ import (
 
 func main() {
 	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
-		if err := plugin.CheckConfig(cfg, []string{"dsn"}, []string{"max_open_conns"}); err != nil {
+		if err := plugin.CheckConfig(cfg, []string{"dsn"}, []string{"max_open_conns", "scratch_database"}); err != nil {
 			return nil, err
 		}
 		opts := mysql.Options{DSN: cfg["dsn"]}
@@ -23,6 +26,13 @@ func main() {
 				return nil, spec.InvalidArgument("max_open_conns", "%q is not a positive number", v)
 			}
 			opts.MaxOpenConns = n
+		}
+		switch v := cfg["scratch_database"]; v {
+		case "", "false":
+		case "true":
+			opts.ScratchDatabase = true
+		default:
+			return nil, spec.InvalidArgument("scratch_database", "%q: want true or false", v)
 		}
 		return mysql.Open(ctx, opts)
 	}, plugin.WithName("mysql", "mysql/innodb"))

@@ -115,11 +115,31 @@ type Options struct {
 	Progress func(format string, args ...any)
 	// Poll is how often a waiting run looks for its signal (default 200ms).
 	Poll time.Duration
+	// Park, when it closes, makes a wait step stop waiting: Execute returns
+	// ErrParked and the run stays waiting, for the caller to release. A
+	// waiting run executes nothing, so a worker that is shutting down
+	// leaves it for another instead of interrupting it.
+	Park <-chan struct{}
+	// Supervisor is the command that runs each host command under a step
+	// supervisor (see Supervise), for example
+	// {os.Executable(), SupervisorArg}. The supervisor ends the command when
+	// this process dies and when the run's lease is not renewed in time.
+	// Without one, commands run directly and outlive a killed worker.
+	Supervisor []string
 }
+
+// ErrParked: a wait step stopped waiting because Options.Park closed; the
+// run is still waiting, with its step running.
+var ErrParked = errors.New("workflow: the waiting run was parked")
 
 // Execute runs w as run. It returns nil when the run reached its end
 // (whatever the status), tracker.ErrRunEnded when someone else ended it,
-// spec.ErrLeaseLost when another worker took it over, or ctx's error.
+// spec.ErrLeaseLost when another worker took it over, ErrParked when it
+// was left waiting, or ctx's error.
+//
+// Every side effect is preceded by a write or a lease check carrying the
+// run's token (docs/leases.md): a worker that wakes after another took its
+// run over stops before it starts anything.
 func Execute(ctx context.Context, run *tracker.Run, w Workflow, opts Options) error {
 	if opts.Progress == nil {
 		opts.Progress = func(string, ...any) {}
@@ -128,8 +148,12 @@ func Execute(ctx context.Context, run *tracker.Run, w Workflow, opts Options) er
 		opts.Poll = 200 * time.Millisecond
 	}
 	e := &execution{run: run, opts: opts, id: run.Snapshot().RunID}
-	if err := run.Begin(ctx); err != nil {
-		return err
+	// A waiting run (parked, then claimed again) goes on waiting in its
+	// wait step; otherwise the run is, or becomes, running.
+	if run.Snapshot().Status != spec.StatusWaiting {
+		if err := run.Begin(ctx); err != nil {
+			return err
+		}
 	}
 	e.say("running workflow %s", w.Name)
 	for _, s := range w.Steps {
@@ -222,23 +246,19 @@ func (e *execution) shell(ctx context.Context, s Step) (failedHost, failure stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := e.run.HostStarted(ctx, s.Name, host); err != nil {
-				mu.Lock()
-				firstErr = cmp(firstErr, err)
-				mu.Unlock()
-				return
-			}
-			out, runErr := runCommand(ctx, s, host, e.id)
-			status, errText := spec.StepSuccess, ""
-			if runErr != nil {
-				status, errText = spec.StepFailed, runErr.Error()
-			}
-			err := e.run.HostFinished(ctx, s.Name, host, status, out, errText)
+			runErr, err := e.host(ctx, s, host)
 			mu.Lock()
 			defer mu.Unlock()
-			firstErr = cmp(firstErr, err)
+			if err != nil {
+				firstErr = cmp(firstErr, err)
+				return
+			}
 			if runErr != nil && failedHost == "" {
 				failedHost, failure = host, fmt.Sprintf("host %s: %v", host, runErr)
+			}
+			status := spec.StepSuccess
+			if runErr != nil {
+				status = spec.StepFailed
 			}
 			e.say("step %s host %s %s", s.Name, host, status)
 		}()
@@ -250,6 +270,41 @@ func (e *execution) shell(ctx context.Context, s Step) (failedHost, failure stri
 	return failedHost, failure, firstErr
 }
 
+// host runs a shell step on one host and records the outcome: runErr is
+// the command's failure, err a failure to record it or to go ahead at all.
+func (e *execution) host(ctx context.Context, s Step, host string) (runErr, err error) {
+	if err := e.run.HostStarted(ctx, s.Name, host); err != nil {
+		return nil, err
+	}
+	var out string
+	for attempt := 1; ; attempt++ {
+		// The last check before the side effect: the lease is still this
+		// worker's, and stays so at least until the supervisor's deadline.
+		if err := e.run.Confirm(ctx); err != nil {
+			return nil, err
+		}
+		out, runErr = e.runCommand(ctx, s, host)
+		// A check that took longer than the lease proves nothing: check again.
+		if !errors.Is(runErr, errLeaseWindowClosed) {
+			break
+		}
+		if attempt == 3 {
+			return nil, fmt.Errorf("%w: %v", spec.ErrLeaseLost, runErr)
+		}
+	}
+	if errors.Is(runErr, ErrLeaseLapsed) {
+		// The command was ended for the lease, not for what it did: the
+		// host's outcome is not the command's, and the run is no longer
+		// certainly this worker's to write.
+		return nil, runErr
+	}
+	status, errText := spec.StepSuccess, ""
+	if runErr != nil {
+		status, errText = spec.StepFailed, runErr.Error()
+	}
+	return runErr, e.run.HostFinished(ctx, s.Name, host, status, out, errText)
+}
+
 func cmp(a, b error) error {
 	if a != nil {
 		return a
@@ -258,12 +313,16 @@ func cmp(a, b error) error {
 }
 
 // runCommand runs a shell step on one host (here: locally, with the host's
-// name in RUNSTATE_HOST) and returns its combined output.
-func runCommand(ctx context.Context, s Step, host, runID string) (string, error) {
+// name in RUNSTATE_HOST) and returns its combined output. The command
+// learns its run, step, host and lease token from the environment; the
+// token is how it fences systems outside the store (docs/leases.md).
+func (e *execution) runCommand(ctx context.Context, s Step, host string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", s.Command)
-	cmd.Env = append(os.Environ(), "RUNSTATE_HOST="+host, "RUNSTATE_RUN_ID="+runID, "RUNSTATE_STEP="+s.Name)
+	argv := append(slices.Clone(e.opts.Supervisor), "sh", "-c", s.Command)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "RUNSTATE_HOST="+host, "RUNSTATE_RUN_ID="+e.id, "RUNSTATE_STEP="+s.Name,
+		fmt.Sprintf("RUNSTATE_LEASE_TOKEN=%d", e.run.Token()))
 	// The command runs in its own process group, and a timeout or a
 	// cancellation kills the whole group: killing only the shell would leave
 	// its children running, holding the output pipe open.
@@ -272,27 +331,41 @@ func runCommand(ctx context.Context, s Step, host, runID string) (string, error)
 	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	var err error
+	if len(e.opts.Supervisor) > 0 {
+		// The command is ended a little before the lease can end, for the
+		// time ending it takes.
+		err = superviseCommand(cmd, e.run, min(e.run.Lease().TTL/10, time.Second))
+	} else {
+		err = cmd.Run()
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("timed out after %v", s.Timeout)
 	}
 	return out.String(), err
 }
 
-// wait parks the run in waiting until a signal resumes it or the timeout
-// passes, when it resumes itself and ends in timeout.
+// wait parks the run in waiting until a signal for this step resumes it
+// or the timeout passes, when it resumes itself and ends in timeout. The
+// timeout counts from when the step started, across workers.
 func (e *execution) wait(ctx context.Context, s Step) (bool, error) {
 	if err := e.run.Wait(ctx, "waiting in step "+s.Name+" for a signal"); err != nil {
 		return false, err
 	}
 	e.say("step %s waiting for a signal (at most %v): demo-runner signal %s", s.Name, s.Timeout, e.id)
 	deadline := time.Now().Add(s.Timeout)
+	snap := e.run.Snapshot()
+	if st, ok := snap.Step(s.Name); ok && !st.StartedAt.IsZero() {
+		deadline = st.StartedAt.Add(s.Timeout)
+	}
 	t := time.NewTicker(e.opts.Poll)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
+		case <-e.opts.Park:
+			return false, ErrParked
 		case <-t.C:
 		}
 		cur, err := e.run.Refresh(ctx)
@@ -302,14 +375,17 @@ func (e *execution) wait(ctx context.Context, s Step) (bool, error) {
 		switch {
 		case cur.Status.Terminal():
 			return false, fmt.Errorf("%w: it is %s", tracker.ErrRunEnded, cur.Status)
-		case cur.Status == spec.StatusRunning: // signalled
-			if err := e.run.StepFinished(ctx, s.Name, spec.StepSuccess); err != nil {
+		case tracker.Signalled(cur, s.Name) || cur.Status == spec.StatusRunning:
+			// Resume is a write fenced by this worker's lease (or, when the
+			// run is running already, a check of it): a worker that lost
+			// the run while it waited stops here.
+			if err := e.run.Resume(ctx, s.Name); err != nil { // the wait step ends with it
 				return false, err
 			}
 			e.say("step %s signalled", s.Name)
 			return false, nil
 		case time.Now().After(deadline):
-			if err := e.run.Resume(ctx); err != nil {
+			if err := e.run.Resume(ctx, ""); err != nil {
 				return false, err
 			}
 			return true, e.fail(ctx, s, spec.StatusTimeout, &spec.Diagnostic{ErrorCode: "WAIT_TIMEOUT",

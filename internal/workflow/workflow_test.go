@@ -3,7 +3,6 @@ package workflow_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/internal/proctest"
 	"github.com/runstate/runstate/internal/workflow"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
@@ -36,6 +36,23 @@ func TestParseRefusesBadWorkflows(t *testing.T) {
 	}
 }
 
+func TestMain(m *testing.M) {
+	// The tests' supervisor is this test binary, as the demo runner's is itself.
+	if len(os.Args) > 1 && os.Args[1] == workflow.SupervisorArg {
+		os.Exit(workflow.Supervise(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func supervisor(t *testing.T) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe, workflow.SupervisorArg}
+}
+
 // execute runs a workflow on a fresh memory store and returns the final run.
 func execute(t *testing.T, yaml string, during func(store spec.RunStateStore, id string)) (spec.RunSnapshot, error) {
 	t.Helper()
@@ -52,7 +69,8 @@ func execute(t *testing.T, yaml string, during func(store spec.RunStateStore, id
 	if during != nil {
 		go during(store, s.RunID)
 	}
-	err = workflow.Execute(context.Background(), tr.Attach(s, 0), wf, workflow.Options{Poll: 10 * time.Millisecond})
+	run, _ := tr.Attach(s, tracker.Lease{})
+	err = workflow.Execute(context.Background(), run, wf, workflow.Options{Poll: 10 * time.Millisecond, Supervisor: supervisor(t)})
 	final, _ := store.GetRun(context.Background(), s.RunID)
 	return final, err
 }
@@ -98,11 +116,9 @@ steps:
     duration: 10ms
 `
 	signal := func(store spec.RunStateStore, id string) {
+		op := tracker.Operator{Store: store, Actor: spec.Actor{Kind: spec.ActorOperator}}
 		for {
-			s, _ := store.GetRun(context.Background(), id)
-			if s.Status == spec.StatusWaiting {
-				store.UpdateRun(context.Background(), spec.UpdateRunParams{RunID: id, ExpectedVersion: s.Version, Status: "running",
-					Actor: spec.Actor{Kind: spec.ActorOperator}})
+			if _, err := op.Signal(context.Background(), id); err == nil {
 				return
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -142,6 +158,7 @@ func TestFailStepAndCancellation(t *testing.T) {
 // A timed-out shell step kills the command's whole process group: no child
 // of the shell outlives the step.
 func TestShellTimeoutKillsTheWholeCommand(t *testing.T) {
+	proctest.Require(t)
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	run, err := execute(t, "name: w\nsteps:\n  - name: slow\n    type: shell\n    command: 'sleep 30 & echo $! > "+pidFile+"; wait; echo done'\n    timeout: 200ms\n", nil)
 	if err != nil {
@@ -162,14 +179,4 @@ func TestShellTimeoutKillsTheWholeCommand(t *testing.T) {
 	}
 }
 
-// alive reports whether pid runs: a zombie (killed, not yet reaped by
-// whoever adopted it) does not count.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
-}
+var alive = proctest.Alive

@@ -147,7 +147,9 @@ func (h *processHarness) Close(context.Context) error {
 
 // InProcessTarget serves a fresh memory store (with a manual clock) over an
 // in-memory gRPC connection per check: the whole protocol without a child
-// process, fast enough for every test run.
+// process, fast enough for every test run. It declares leases, which the
+// served memory store implements (CAP-001); a second handle on the same
+// store (CAP-002); and the manual clock the store reads (CAP-003).
 func InProcessTarget() conformance.Target {
 	return conformance.Target{
 		Name:         "memory (in-process gRPC)",

@@ -732,6 +732,7 @@ type AuditEvent struct {
 	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	ErrorCode     string                 `protobuf:"bytes,9,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	Version       int64                  `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
+	LeaseToken    int64                  `protobuf:"varint,11,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,6 +833,13 @@ func (x *AuditEvent) GetErrorCode() string {
 func (x *AuditEvent) GetVersion() int64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetLeaseToken() int64 {
+	if x != nil {
+		return x.LeaseToken
 	}
 	return 0
 }
@@ -2236,7 +2244,7 @@ const file_plugin_proto_runstate_proto_rawDesc = "" +
 	"\x05steps\x18\x10 \x03(\v2\x18.runstate.plugin.v1.StepR\x05steps\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x02\n" +
 	"\n" +
 	"AuditEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
@@ -2250,7 +2258,9 @@ const file_plugin_proto_runstate_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\t \x01(\tR\terrorCode\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\x03R\aversion\"A\n" +
+	" \x01(\x03R\aversion\x12\x1f\n" +
+	"\vlease_token\x18\v \x01(\x03R\n" +
+	"leaseToken\"A\n" +
 	"\x05Owner\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\tR\x06worker\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\"\xdd\x01\n" +

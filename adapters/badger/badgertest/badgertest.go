@@ -30,7 +30,8 @@ func Small(o *bdb.Options) {
 
 // Target returns the Badger adapter's conformance target: a fresh directory
 // under baseDir per check, sync writes on. With manualClock the suite
-// advances the store's clock; otherwise it sleeps through real TTLs.
+// advances the store's clock (CAP-003); otherwise it sleeps through real
+// TTLs. It declares leases, which badger.Store implements (CAP-001).
 //
 // It declares no second handle: a Badger directory belongs to one process,
 // so concurrent workers share one Store, as the checks' goroutines do.

@@ -13,7 +13,9 @@ import (
 
 // Target returns the memory adapter's conformance target. With a manual
 // clock the suite advances time; with the system clock it sleeps through
-// real lease TTLs, as it must for out-of-process stores.
+// real lease TTLs, as it must for out-of-process stores. It declares leases,
+// which memory.Store implements (CAP-001); a second handle, the same store
+// (CAP-002); and, with manualClock, the clock the store reads (CAP-003).
 func Target(manualClock bool) conformance.Target {
 	return conformance.Target{
 		Name:         "memory",

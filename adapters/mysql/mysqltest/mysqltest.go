@@ -5,7 +5,6 @@ package mysqltest
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/runstate/runstate/adapters/mysql"
@@ -16,8 +15,12 @@ import (
 
 // Target is the MySQL adapter's conformance target: each check gets its
 // own database; the second handle is a separate connection pool, as a
-// second worker process would have. With manualClock the suite shifts the
-// database clock the stores read (a bound offset, 0 in production).
+// second worker process would have. With manualClock the suite moves the
+// stores' clock itself (Options.Clock, bound as the database's time);
+// without, the database server's clock decides, as in production. It
+// declares leases, which mysql.Store implements (CAP-001); a second handle
+// on the same database (CAP-002); and, with manualClock, the clock every
+// handle binds as the database's time (CAP-003).
 func Target(s *testserver.Server, manualClock bool) conformance.Target {
 	return conformance.Target{
 		Name:         "mysql",
@@ -29,6 +32,9 @@ func Target(s *testserver.Server, manualClock bool) conformance.Target {
 				return nil, err
 			}
 			h := &harness{server: s, db: name}
+			if manualClock {
+				h.clock = conformance.NewManualClock(time.Now())
+			}
 			if h.store, err = h.open(ctx); err != nil {
 				s.DropDatabase(ctx, name)
 				return nil, err
@@ -41,14 +47,22 @@ func Target(s *testserver.Server, manualClock bool) conformance.Target {
 type harness struct {
 	server  *testserver.Server
 	db      string
-	shift   atomic.Int64
+	clock   *conformance.ManualClock // shared by every handle
 	store   *mysql.Store
 	handles []*mysql.Store
 }
 
 func (h *harness) open(ctx context.Context) (*mysql.Store, error) {
 	return mysql.Open(ctx, mysql.Options{DSN: h.server.DSN(h.db), MaxOpenConns: 16, Logger: slog.New(slog.DiscardHandler),
-		TimeShift: func() time.Duration { return time.Duration(h.shift.Load()) }})
+		Clock: h.storeClock()})
+}
+
+// storeClock is the manual clock, or nil (the database's) without one.
+func (h *harness) storeClock() spec.Clock {
+	if h.clock == nil {
+		return nil
+	}
+	return h.clock
 }
 
 func (h *harness) Store() spec.RunStateStore { return h.store }
@@ -61,7 +75,7 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 	return s, err
 }
 
-func (h *harness) Advance(d time.Duration) { h.shift.Add(int64(d)) }
+func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
 
 func (h *harness) Close(ctx context.Context) error {
 	for _, s := range append(h.handles, h.store) {

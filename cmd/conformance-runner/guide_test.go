@@ -1,0 +1,103 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/runstate/runstate/conformance"
+)
+
+// fence is one fenced block of a Markdown document.
+type fence struct{ lang, body string }
+
+var fenceRE = regexp.MustCompile("(?ms)^```([a-z]*)\n(.*?)^```$")
+
+func fences(md string) []fence {
+	var out []fence
+	for _, m := range fenceRE.FindAllStringSubmatch(md, -1) {
+		out = append(out, fence{m[1], m[2]})
+	}
+	return out
+}
+
+// TestIntegratorsGuideAsWritten follows docs/integrators.md literally, in a
+// fresh module outside this repository: its shell blocks run in order in
+// one shell, its Go files are written where their first line says, and the
+// runner it ends with must print the summary the guide shows.
+func TestIntegratorsGuideAsWritten(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a separate module and sleeps through real lease TTLs")
+	}
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, err := os.ReadFile(filepath.Join(repo, "docs", "integrators.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join(repo, "examples", "filestore", "filestore.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The guide's first block says where the checkout is: under $HOME. A
+	// home of the test's own holds it, as a link to this repository; Go
+	// keeps its caches where they are.
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(repo, filepath.Join(home, "src", "runstate")); err != nil {
+		t.Fatal(err)
+	}
+	script := []string{"set -euo pipefail"}
+	wantSummary := ""
+	for _, f := range fences(string(guide)) {
+		first, _, _ := strings.Cut(f.body, "\n")
+		switch {
+		case f.lang == "sh":
+			script = append(script, f.body)
+		case f.lang == "go" && strings.HasPrefix(first, "// ") && strings.HasSuffix(first, ".go"):
+			path := strings.TrimPrefix(first, "// ")
+			script = append(script, "mkdir -p "+filepath.Dir(path)+"\ncat > "+path+" <<'GUIDE_EOF'\n"+f.body+"GUIDE_EOF")
+		case f.lang == "go" && strings.HasPrefix(first, "func Test"):
+			// How a test calls the suite: compiled by this repository's own tests.
+		case f.lang == "go":
+			if !strings.Contains(string(example), f.body) {
+				t.Errorf("the guide quotes code that examples/filestore/filestore.go does not have:\n%s", f.body)
+			}
+		case f.lang == "text" && summaryLine.MatchString(f.body):
+			wantSummary = summaryLine.FindString(f.body)
+		}
+	}
+	if wantSummary == "" {
+		t.Fatal("the guide shows no summary line to expect")
+	}
+
+	cmd := exec.Command("bash", "-c", strings.Join(script, "\n"))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	for _, v := range []string{"GOPATH", "GOCACHE", "GOMODCACHE", "GOENV"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, v+"="+strings.TrimSpace(string(out)))
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("following the guide failed: %v\n%s", err, out)
+	}
+	if got := summaryLine.FindString(string(out)); got != wantSummary {
+		t.Fatalf("the guide promises %q; the runner printed %q\n%s", wantSummary, got, out)
+	}
+	md, err := os.ReadFile(filepath.Join(cmd.Dir, "mystore", "report.md"))
+	if err != nil || !strings.Contains(string(md), "]("+conformance.Rules()[0].URL+")") {
+		t.Errorf("the Markdown report the guide asks for is missing or does not link rules by anchor: %v", err)
+	}
+}

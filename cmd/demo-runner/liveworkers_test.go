@@ -1,0 +1,143 @@
+package main
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+const slowWorkflow = `
+name: slow
+steps:
+  - name: work
+    type: shell
+    command: sleep 3
+  - name: finish
+    type: sleep
+    duration: 10ms
+`
+
+// docs/leases.md promises that runs held by live workers are never
+// touched. While worker B executes a run, every other command a user may
+// type on the same store — queries, recovery, another run, another worker
+// taking over orphaned runs — leaves B's run alone, and B finishes it. All
+// of them keep the default worker id, as a user would.
+func TestCommandsBesideALiveWorkerNeverTouchItsRun(t *testing.T) {
+	wf := writeWorkflow(t, slowWorkflow)
+	quick := writeWorkflow(t, "name: quick\nsteps:\n  - name: only\n    type: sleep\n    duration: 10ms\n")
+	for _, st := range sharedStores(t) {
+		t.Run(st.name, func(t *testing.T) {
+			global := with(st.args, "--data-dir", t.TempDir())
+			out, errOut, code := demo(t, with(global, "submit", wf)...)
+			if code != 0 {
+				t.Fatalf("submit: %s", errOut)
+			}
+			id := strings.TrimSpace(out)
+			// Every process here keeps the default worker id (the host name):
+			// two live processes must still never share one.
+			b := startDemo(t, with(global, "worker")...)
+			b.await(t, `claimed run" run_id=`+id, 15*time.Second)
+			b.await(t, `step work started`, 10*time.Second)
+
+			for _, args := range [][]string{
+				{"status", id}, {"list"}, {"audit", id},
+				{"recover"},
+				{"--recovery", "takeover", "recover"},
+				{"run", quick},
+				{"worker", "--once"},
+				{"--recovery", "takeover", "worker", "--once", "--statuses", "queued,waiting,running"},
+			} {
+				_, errOut, code := demo(t, with(global, args...)...)
+				if code != 0 {
+					t.Errorf("%v: exit %d\n%s", args, code, errOut)
+				}
+				if strings.Contains(errOut, "recovered run") && strings.Contains(errOut, id) {
+					t.Errorf("%v recovered worker B's live run:\n%s", args, errOut)
+				}
+			}
+			b.await(t, `run done" run_id=`+id+` status=success`, 20*time.Second)
+			if strings.Contains(b.logs(), "ended elsewhere") {
+				t.Errorf("worker B found its run ended elsewhere:\n%s", b.logs())
+			}
+			for _, e := range runAudit(t, global, id) {
+				if e.Actor.Kind == spec.ActorRecovery {
+					t.Errorf("recovery wrote to the run a live worker held: %+v", e)
+				}
+			}
+		})
+	}
+}
+
+// Queries are read-only and quiet: no recovery, no per-run lines. Recovery
+// runs where a process takes runs on, and names only the runs it changed.
+func TestQueriesDoNotRecoverAndRecoveryNamesOnlyWhatItChanged(t *testing.T) {
+	st := sharedStores(t)[0]
+	global := with(st.args, "--data-dir", t.TempDir(), "--worker-id", "box-1")
+	wf := writeWorkflow(t, strings.Replace(slowWorkflow, "sleep 3", "sleep 60", 1))
+	var queued []string
+	for range 3 {
+		out, errOut, code := demo(t, with(global, "submit", "--priority", "5", wf)...)
+		if code != 0 {
+			t.Fatalf("submit: %s", errOut)
+		}
+		queued = append(queued, strings.TrimSpace(out))
+	}
+	// A worker takes the first run and dies with it: its lease stays live
+	// for 30s, so only its own next incarnation may settle the run at once.
+	w := startDemo(t, with(global, "worker")...)
+	held := w.await(t, `claimed run" run_id=(\S+)`, 15*time.Second)[1]
+	w.await(t, `step work started`, 10*time.Second)
+	syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+	w.cmd.Wait()
+	before := runStatus(t, global, held)
+
+	for _, args := range [][]string{{"status", held}, {"list"}, {"audit", held}, {"list", "--status", "queued"}} {
+		_, errOut, code := demo(t, with(global, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, errOut)
+		}
+		if strings.Contains(errOut, "recover") {
+			t.Errorf("the query %v ran recovery:\n%s", args, errOut)
+		}
+	}
+	if after := runStatus(t, global, held); after.Version != before.Version || after.Status != spec.StatusRunning {
+		t.Fatalf("queries changed the run: %s v%d -> %s v%d", before.Status, before.Version, after.Status, after.Version)
+	}
+
+	// Another worker's recovery leaves the held run alone and says nothing per run.
+	_, errOut, code := demo(t, with(global, "--worker-id", "box-2", "recover")...)
+	if code != 0 || strings.Contains(errOut, "recovered run") || !strings.Contains(errOut, "skipped=1") {
+		t.Errorf("recovery by another worker: exit %d\n%s", code, errOut)
+	}
+	// The dead worker's next incarnation settles it at once, in one line;
+	// the queued runs, unchanged, get none.
+	_, errOut, code = demo(t, with(global, "recover")...)
+	if code != 0 || strings.Count(errOut, "recovered run") != 1 || !strings.Contains(errOut, held) || !strings.Contains(errOut, "interrupted=1") {
+		t.Errorf("recovery by the next incarnation: exit %d\n%s", code, errOut)
+	}
+	for _, id := range queued {
+		if id != held && strings.Contains(errOut, id) {
+			t.Errorf("recovery logged the untouched queued run %s:\n%s", id, errOut)
+		}
+	}
+}
+
+// A worker id given explicitly is refused while another live process on
+// this machine uses it for the same store.
+func TestAWorkerIDInUseIsRefused(t *testing.T) {
+	global := []string{"--data-dir", t.TempDir()}
+	w := startDemo(t, with(global, "--worker-id", "box-1", "worker")...)
+	w.await(t, `worker started`, 10*time.Second)
+	_, errOut, code := demo(t, with(global, "--worker-id", "box-1", "worker", "--once")...)
+	if code != exitUsage || !strings.Contains(errOut, `worker id "box-1" is in use`) {
+		t.Fatalf("a second worker box-1: exit %d\n%s", code, errOut)
+	}
+	// The default id steps aside instead: host, host-2, …
+	_, errOut, code = demo(t, with(global, "worker", "--once")...)
+	if code != 0 {
+		t.Fatalf("a worker with the default id beside box-1: exit %d\n%s", code, errOut)
+	}
+}

@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/internal/badgershare"
+	"github.com/runstate/runstate/spec"
+)
+
+// chaosConfig sizes a many-workers test.
+type chaosConfig struct {
+	workers int
+	runs    int           // submitted over the submission phase
+	chaos   time.Duration // how long workers are killed and stopped
+	drain   time.Duration // how long the fleet may take to finish afterwards
+}
+
+// The fleet's lease settings: short, so that takeovers happen often.
+const (
+	chaosLease = 2 * time.Second
+	chaosRenew = 400 * time.Millisecond
+)
+
+// Many workers on one shared store, while a chaos loop SIGKILLs a random
+// worker every few seconds and restarts it, SIGSTOPs another past its
+// lease and continues it, and operators query, cancel, signal and recover
+// beside them. At the end, from the audit trails and from the markers that
+// the step commands write: every run finished or is cleanly runnable; no
+// step ran twice at once; no write under a stale token was accepted; no
+// run a live lease held was interrupted by recovery; no rejected
+// transition anywhere; every acknowledged submit exists.
+//
+// RUNSTATE_SOAK=10m runs it for that long, with 8 workers (make soak).
+func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
+	cfg := chaosConfig{workers: 4, runs: 200, chaos: 20 * time.Second, drain: 60 * time.Second}
+	if d, err := time.ParseDuration(os.Getenv("RUNSTATE_SOAK")); err == nil && d > 0 {
+		cfg = chaosConfig{workers: 8, runs: int(d.Seconds() * 3), chaos: d, drain: 3 * time.Minute}
+	}
+	// The default Badger store too, shared through the socket of whichever
+	// worker holds its directory (and handed on when that one is killed).
+	stores := append(sharedStores(t), sharedStore{name: "badger"})
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			// One policy for the whole fleet (DECISIONS): takeover on MySQL,
+			// interrupt through the plugin and on Badger, so both are exercised.
+			policy := "takeover"
+			if st.name != "mysql" {
+				policy = "interrupt"
+			}
+			runChaos(t, st, policy, cfg)
+		})
+	}
+}
+
+// inspect opens, in the test's own process, the store a fleet shares, to
+// read what the fleet did.
+func inspect(ctx context.Context, t *testing.T, st sharedStore, dir string) spec.Store {
+	t.Helper()
+	if st.dsn != "" {
+		s, err := mysql.Open(ctx, mysql.Options{DSN: st.dsn, MaxOpenConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	// The test lives long: should it find the directory free (its serving
+	// worker just killed), it must serve the fleet, not lock it out.
+	s, err := badgershare.Open(ctx, badgershare.Options{Dir: filepath.Join(dir, "store"), Serve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// workerLife is one worker process's life, as the chaos loop saw it.
+type workerLife struct {
+	id      string
+	pid     int
+	started time.Time
+	ended   time.Time // zero while it runs
+	stops   [][2]time.Time
+	p       *proc
+}
+
+// definitelyRenewing reports whether the process was running (started,
+// not killed, not stopped) throughout [from, to]: it renewed its leases
+// all along, so they were live.
+func (w *workerLife) definitelyRenewing(from, to time.Time) bool {
+	if w.started.After(from) || (!w.ended.IsZero() && w.ended.Before(to)) {
+		return false
+	}
+	for _, s := range w.stops {
+		end := s[1]
+		if end.IsZero() {
+			end = to
+		}
+		if s[0].Before(to) && end.After(from) {
+			return false
+		}
+	}
+	return true
+}
+
+type fleet struct {
+	t      *testing.T
+	global []string
+	policy string
+
+	mu                         sync.Mutex
+	lives                      []*workerLife
+	live                       map[string]*workerLife // by worker id
+	kills, stops, ops, opFails int
+}
+
+func (f *fleet) start(id string) {
+	statuses := "queued,waiting"
+	if f.policy == "takeover" {
+		statuses = "queued,waiting,running"
+	}
+	p := startDemo(f.t, with(f.global, "--worker-id", id, "--recovery", f.policy, "--lease", chaosLease.String(), "--renew", chaosRenew.String(),
+		"worker", "--statuses", statuses, "--poll", "200ms", "--grace", "1s")...)
+	w := &workerLife{id: id, pid: p.cmd.Process.Pid, started: time.Now(), p: p}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lives = append(f.lives, w)
+	f.live[id] = w
+}
+
+func (f *fleet) pick() *workerLife {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, w := range f.live {
+		if len(w.stops) == 0 || !w.stops[len(w.stops)-1][1].IsZero() {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) == 0 {
+		return nil
+	}
+	return f.live[ids[rand.IntN(len(ids))]]
+}
+
+// stalled reports whether a worker is stopped now.
+func (f *fleet) stalled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.live {
+		if len(w.stops) > 0 && w.stops[len(w.stops)-1][1].IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// killAndRestart SIGKILLs a worker (only its process: its step
+// supervisors must end its commands) and starts its next incarnation.
+func (f *fleet) killAndRestart() {
+	w := f.pick()
+	if w == nil {
+		return
+	}
+	syscall.Kill(w.pid, syscall.SIGKILL)
+	w.p.cmd.Wait()
+	f.mu.Lock()
+	w.ended = time.Now()
+	f.kills++
+	f.mu.Unlock()
+	f.start(w.id)
+}
+
+// stall SIGSTOPs a worker for longer than its lease, then continues it.
+func (f *fleet) stall(d time.Duration) {
+	w := f.pick()
+	if w == nil {
+		return
+	}
+	f.mu.Lock()
+	syscall.Kill(w.pid, syscall.SIGSTOP)
+	w.stops = append(w.stops, [2]time.Time{time.Now()})
+	f.stops++
+	f.mu.Unlock()
+	time.Sleep(d)
+	f.mu.Lock()
+	syscall.Kill(w.pid, syscall.SIGCONT)
+	w.stops[len(w.stops)-1][1] = time.Now()
+	f.mu.Unlock()
+}
+
+// operator runs one operator command, as a person beside the fleet would.
+func (f *fleet) operator(args ...string) (string, int) {
+	out, errOut, code := demo(f.t, with(f.global, args...)...)
+	if code != 0 {
+		out += errOut
+	}
+	f.mu.Lock()
+	f.ops++
+	if code == exitFailure {
+		f.opFails++
+	}
+	f.mu.Unlock()
+	return out, code
+}
+
+// signalWaiting signals every waiting run.
+func (f *fleet) signalWaiting() {
+	out, code := f.operator("list", "--status", "waiting", "--limit", "100")
+	if code != 0 {
+		return
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, `"run_id": "`); i >= 0 {
+			id := strings.TrimSuffix(strings.TrimSpace(line[i+len(`"run_id": "`):]), `",`)
+			f.operator("signal", strings.Trim(id, `"`))
+		}
+	}
+}
+
+func runChaos(t *testing.T, st sharedStore, policy string, cfg chaosConfig) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	markers := filepath.Join(dir, "markers")
+	global := with(st.args, "--data-dir", dir)
+	var workflows []string
+	for i, d := range []time.Duration{300 * time.Millisecond, 700 * time.Millisecond, 1200 * time.Millisecond} {
+		workflows = append(workflows, writeWorkflow(t, fmt.Sprintf(`
+name: work-%d
+steps:
+  - name: build
+    type: shell
+    hosts: [h1, h2]
+    command: '%s'
+  - name: settle
+    type: sleep
+    duration: 50ms
+`, i, markCommand(markers, d))))
+	}
+	workflows = append(workflows, writeWorkflow(t, fmt.Sprintf(`
+name: approval
+steps:
+  - name: prepare
+    type: shell
+    command: '%s'
+  - name: approve
+    type: wait
+    timeout: 10m
+  - name: deploy
+    type: shell
+    hosts: [h1, h2]
+    command: '%s'
+`, markCommand(markers, 200*time.Millisecond), markCommand(markers, 500*time.Millisecond))),
+		writeWorkflow(t, fmt.Sprintf(`
+name: failing
+steps:
+  - name: try
+    type: shell
+    command: '%s; exit 1'
+    retryable: true
+  - name: never
+    type: sleep
+    duration: 10ms
+`, markCommand(markers, 300*time.Millisecond))),
+		writeWorkflow(t, "name: refused\nsteps:\n  - name: check\n    type: fail\n    status: denied\n    message: not today\n"))
+
+	f := &fleet{t: t, global: global, policy: policy, live: map[string]*workerLife{}}
+	for i := range cfg.workers {
+		f.start(fmt.Sprintf("w%d", i+1))
+	}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, w := range f.live {
+			syscall.Kill(w.pid, syscall.SIGCONT)
+		}
+	})
+
+	// Submissions, spread over the first part of the chaos.
+	var submitted []string
+	var subMu sync.Mutex
+	submitDone := make(chan struct{})
+	go func() {
+		defer close(submitDone)
+		for range cfg.runs {
+			wf := workflows[rand.IntN(len(workflows))]
+			out, _, code := demo(t, with(global, "submit", "--priority", strconv.Itoa(rand.IntN(5)), wf)...)
+			if code == 0 {
+				subMu.Lock()
+				submitted = append(submitted, strings.TrimSpace(out))
+				subMu.Unlock()
+			}
+			if cfg.chaos > time.Minute {
+				time.Sleep(cfg.chaos / time.Duration(cfg.runs) / 2)
+			}
+		}
+	}()
+
+	// Chaos and operators until the chaos period ends.
+	chaosEnd := time.Now().Add(cfg.chaos)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		var stalls sync.WaitGroup
+		defer stalls.Wait()
+		for time.Now().Before(chaosEnd) {
+			time.Sleep(time.Duration(1000+rand.IntN(1000)) * time.Millisecond)
+			if rand.IntN(2) == 0 || f.stalled() {
+				f.killAndRestart()
+				continue
+			}
+			stalls.Add(1)
+			go func() { defer stalls.Done(); f.stall(chaosLease + time.Second) }()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for time.Now().Before(chaosEnd) {
+			time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+			subMu.Lock()
+			var id string
+			if len(submitted) > 0 {
+				id = submitted[rand.IntN(len(submitted))]
+			}
+			subMu.Unlock()
+			switch n := rand.IntN(10); {
+			case n < 3 && id != "":
+				f.operator("status", id)
+			case n < 5:
+				f.operator("list", "--limit", "50")
+			case n < 8:
+				f.signalWaiting()
+			case n < 9 && id != "":
+				f.operator("cancel", "--reason", "chaos operator", id)
+			default:
+				f.operator("--worker-id", "ops", "--recovery", policy, "recover")
+			}
+		}
+	}()
+	wg.Wait()
+	<-submitDone
+
+	// Drain: no more chaos; waits keep being signalled until nothing is left.
+	store := inspect(ctx, t, st, dir)
+	drainEnd := time.Now().Add(cfg.drain)
+	for time.Now().Before(drainEnd) {
+		page, err := store.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{"queued", "running", "waiting"}, Limit: 1})
+		if err == nil && len(page.Runs) == 0 {
+			break
+		}
+		f.signalWaiting()
+		time.Sleep(500 * time.Millisecond)
+	}
+	f.mu.Lock()
+	for _, w := range f.live {
+		w.p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	f.mu.Unlock()
+	for _, w := range f.live {
+		w.p.cmd.Wait()
+		w.ended = time.Now()
+	}
+	// Leases of the last killed incarnations run out; a final operator
+	// recovery settles what they left, by the fleet's policy.
+	time.Sleep(chaosLease + 500*time.Millisecond)
+	if out, code := f.operator("--worker-id", "ops", "--recovery", policy, "recover"); code != 0 {
+		t.Errorf("the final recovery: exit %d %s", code, out)
+	}
+
+	c := f.check(ctx, store, submitted, markers)
+	t.Logf("%s, policy %s, %d workers: %d runs submitted (%d acknowledged); %d kills, %d stalls, %d operator commands (%d failed as unavailable)",
+		st.name, policy, cfg.workers, cfg.runs, len(submitted), f.kills, f.stops, f.ops, f.opFails)
+	t.Logf("end states: %v; %d step executions", c.states, c.executions)
+	t.Logf("violations: %d not terminal or cleanly runnable, %d overlapping executions, %d stale-token writes accepted, "+
+		"%d live-lease runs interrupted by recovery, %d rejected transitions, %d acknowledged submits missing",
+		c.notSettled, c.overlaps, c.staleWrites, c.liveRecovered, c.rejected, c.missing)
+	for _, e := range c.examples {
+		t.Log("  " + e)
+	}
+	if c.notSettled+c.overlaps+c.staleWrites+c.liveRecovered+c.rejected+c.missing > 0 {
+		t.Errorf("the fleet broke the contract (counts above)")
+	}
+	if f.kills == 0 || f.stops == 0 || len(submitted) < cfg.runs*9/10 {
+		t.Errorf("too little happened to mean anything: %d kills, %d stalls, %d of %d submits acknowledged", f.kills, f.stops, len(submitted), cfg.runs)
+	}
+}
+
+type chaosCounts struct {
+	states                                                              map[spec.RunStatus]int
+	executions                                                          int
+	notSettled, overlaps, staleWrites, liveRecovered, rejected, missing int
+	examples                                                            []string
+}
+
+func (c *chaosCounts) example(format string, args ...any) {
+	if len(c.examples) < 10 {
+		c.examples = append(c.examples, fmt.Sprintf(format, args...))
+	}
+}
+
+// check reads every run's final state and audit trail, and the markers.
+func (f *fleet) check(ctx context.Context, store spec.Store, submitted []string, markers string) chaosCounts {
+	c := chaosCounts{states: map[spec.RunStatus]int{}}
+	runnable := map[string]bool{}
+	statuses := []string{"queued", "waiting"}
+	if f.policy == "takeover" {
+		statuses = append(statuses, "running")
+	}
+	for cursor := ""; ; {
+		page, err := store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: statuses}, Limit: spec.MaxPageLimit, Cursor: cursor})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, r := range page.Runs {
+			runnable[r.RunID] = true
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	lives := map[string]*workerLife{} // by "worker/pid"
+	for _, w := range f.lives {
+		lives[fmt.Sprintf("%s/%d", w.id, w.pid)] = w
+	}
+	for _, id := range submitted {
+		run, err := store.GetRun(ctx, id)
+		if err != nil {
+			c.missing++
+			c.example("acknowledged submit %s: %v", id, err)
+			continue
+		}
+		c.states[run.Status]++
+		if !run.Status.Terminal() && !runnable[id] {
+			c.notSettled++
+			c.example("run %s is %s and not runnable", id, run.Status)
+		}
+		var evs []spec.AuditEvent
+		for after := int64(0); ; {
+			page, err := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id, AfterSeq: after, Limit: spec.MaxPageLimit})
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			evs = append(evs, page.Events...)
+			if !page.More {
+				break
+			}
+			after = page.Events[len(page.Events)-1].Seq
+		}
+		var maxToken int64
+		var holder string // actor of the last fenced write
+		for _, e := range evs {
+			if e.Kind == spec.AuditRejected || e.ErrorCode == string(spec.CodeInvalidTransition) {
+				c.rejected++
+				c.example("run %s: rejected transition %+v", id, e)
+			}
+			if e.LeaseToken > 0 && e.LeaseToken < maxToken {
+				c.staleWrites++
+				c.example("run %s: write under token %d accepted after token %d: %+v", id, e.LeaseToken, maxToken, e)
+			}
+			if e.Actor.Kind == spec.ActorRecovery && e.To.Terminal() && holder != "" {
+				if f.heldLive(holder, e, lives) {
+					c.liveRecovered++
+					c.example("run %s: recovery by %s at %v interrupted the run %s held and kept renewing", id, e.Actor.ID, e.Time, holder)
+				}
+			}
+			if e.LeaseToken > maxToken {
+				maxToken = e.LeaseToken
+			}
+			if e.LeaseToken > 0 && e.Actor.Kind == spec.ActorWorker {
+				holder = e.Actor.ID
+			}
+		}
+	}
+	execs := readExecutions(f.t, markers)
+	c.executions = len(execs)
+	n, examples := overlaps(execs)
+	c.overlaps = n
+	for _, e := range examples {
+		c.example("overlap: %s", e)
+	}
+	return c
+}
+
+// heldLive reports whether the worker incarnation holder (an actor id:
+// worker/pid-random) certainly held a live lease when recovery event e was
+// written: it kept running for a whole lease before it, none of its
+// renewals of the run failed meanwhile (a store that cannot be reached
+// lets leases lapse, as the contract allows), and the recovering process
+// was not a later incarnation of the same worker (which may take its
+// leases over at once).
+func (f *fleet) heldLive(holder string, e spec.AuditEvent, lives map[string]*workerLife) bool {
+	worker, inc, _ := strings.Cut(holder, "/")
+	pid, _, _ := strings.Cut(inc, "-")
+	w := lives[worker+"/"+pid]
+	if w == nil {
+		return false
+	}
+	if recWorker, _, _ := strings.Cut(e.Actor.ID, "/"); recWorker == worker {
+		return false
+	}
+	from := e.Time.Add(-chaosLease)
+	return w.definitelyRenewing(from, e.Time) && !renewalFailed(w.p.logs(), e.RunID, from.Add(-time.Second), e.Time)
+}
+
+// renewalFailed reports whether a worker's log shows that renewing the
+// lease of run failed, or lapsed, between from and to.
+func renewalFailed(log, run string, from, to time.Time) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "run_id="+run) ||
+			!(strings.Contains(line, "lease renewal failed") || strings.Contains(line, "lease was not renewed in time")) {
+			continue
+		}
+		stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err == nil && !at.Before(from) && !at.After(to) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+)
+
+// The stalled-worker sequence, with real processes on MySQL: worker A
+// holds a run parked in a wait step and is stopped past its lease; worker
+// B takes the run over, the run is signalled, and B starts the next step;
+// A is continued — in half the rounds while another transaction holds the
+// run's row. A must never run that step: the markers the step's command
+// writes must show no two executions of it at once, and none by A.
+func TestAStalledWorkerNeverRunsAStepAnotherWorkerRuns(t *testing.T) {
+	rounds := 4
+	if n, _ := strconv.Atoi(os.Getenv("RUNSTATE_STALL_ROUNDS")); n > 0 {
+		rounds = n
+	}
+	dsn := freshDatabase(t)
+	store := []string{"--store", "mysql:" + dsn, "--data-dir", t.TempDir()}
+	// The row is held for 1.5s, less than a lease: B keeps its run
+	// throughout, though its renewals wait for the lock.
+	lease := []string{"--lease", "2s", "--renew", "250ms"}
+	markers := filepath.Join(t.TempDir(), "markers")
+	wf := writeWorkflow(t, `
+name: stall
+steps:
+  - name: approve
+    type: wait
+    timeout: 5m
+  - name: finish
+    type: shell
+    hosts: [h1]
+    command: '`+markCommand(markers, 1500*time.Millisecond)+`'
+`)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	staleStarts := 0
+	for round := range rounds {
+		lockRow := round%2 == 0
+		out, errOut, code := demo(t, with(store, "submit", wf)...)
+		if code != 0 {
+			t.Fatalf("submit: %s", errOut)
+		}
+		id := strings.TrimSpace(out)
+		a := startDemo(t, with(store, append(lease, "--worker-id", "worker-a", "worker")...)...)
+		tokenA := a.await(t, `claimed run" run_id=`+id+` token=(\d+)`, 15*time.Second)[1]
+		a.await(t, `step approve waiting`, 10*time.Second)
+		syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP) // A stalls, holding the run
+
+		b := startDemo(t, with(store, append(lease, "--worker-id", "worker-b", "worker")...)...)
+		b.await(t, `claimed run" run_id=`+id, 15*time.Second)
+		b.await(t, `step approve waiting`, 10*time.Second)
+		if _, errOut, code := demo(t, with(store, "signal", id)...); code != 0 {
+			t.Fatalf("signal: %s", errOut)
+		}
+		b.await(t, `step finish started`, 10*time.Second)
+		waitForExecution(t, markers, id)
+		var tx *sql.Tx
+		if lockRow {
+			if tx, err = db.BeginTx(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec("SELECT version FROM runstate_runs WHERE run_id = ? FOR UPDATE", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT) // A wakes up
+		if lockRow {
+			time.Sleep(1500 * time.Millisecond)
+			tx.Commit()
+		}
+		b.await(t, `run done" run_id=`+id+` status=success`, 20*time.Second)
+		a.await(t, `lease on the run was lost`, 10*time.Second)
+		for _, e := range readExecutions(t, markers) {
+			if e.run == id && strconv.FormatInt(e.token, 10) == tokenA {
+				staleStarts++
+			}
+		}
+		for _, p := range []*proc{a, b} {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			p.cmd.Wait()
+		}
+	}
+	execs := readExecutions(t, markers)
+	n, examples := overlaps(execs)
+	t.Logf("%d rounds (%d with the run's row locked at A's wake-up): %d executions of step finish, %d overlapping pairs, %d started by the stalled worker",
+		rounds, (rounds+1)/2, len(execs), n, staleStarts)
+	if n > 0 || staleStarts > 0 || len(execs) != rounds {
+		t.Errorf("%d overlapping executions and %d by the stalled worker, %d executions in %d rounds: %v", n, staleStarts, len(execs), rounds, examples)
+	}
+}
+
+// waitForExecution waits until a command of run id has written a marker.
+func waitForExecution(t *testing.T, markers, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, e := range readExecutions(t, markers) {
+			if e.run == id {
+				return
+			}
+		}
+	}
+	t.Fatalf("no command of run %s started", id)
+}
+
+// A worker stopped in the middle of a step's command, past its lease,
+// while another worker takes the run over (policy takeover) and runs the
+// step again: the stopped worker's command must be gone before the other
+// one starts, although the stopped worker can do nothing about it. Its
+// supervisor ends it when the lease's deadline passes.
+func TestAStalledWorkersCommandEndsBeforeAnotherWorkerRunsTheStep(t *testing.T) {
+	rounds := 2
+	if n, _ := strconv.Atoi(os.Getenv("RUNSTATE_STALL_ROUNDS")); n > 0 {
+		rounds = n / 2
+	}
+	dsn := freshDatabase(t)
+	store := []string{"--store", "mysql:" + dsn, "--data-dir", t.TempDir()}
+	fleet := []string{"--lease", "1s", "--renew", "200ms", "--recovery", "takeover"}
+	markers := filepath.Join(t.TempDir(), "markers")
+	wf := writeWorkflow(t, `
+name: midstep
+steps:
+  - name: work
+    type: shell
+    hosts: [h1]
+    command: '`+markCommand(markers, 2500*time.Millisecond)+`'
+`)
+	for range rounds {
+		out, errOut, code := demo(t, with(store, "submit", wf)...)
+		if code != 0 {
+			t.Fatalf("submit: %s", errOut)
+		}
+		id := strings.TrimSpace(out)
+		a := startDemo(t, with(store, append(fleet, "--worker-id", "worker-a", "worker")...)...)
+		a.await(t, `claimed run" run_id=`+id, 15*time.Second)
+		waitForExecution(t, markers, id)
+		syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP) // A stalls; its command does not
+		b := startDemo(t, with(store, append(fleet, "--worker-id", "worker-b", "worker", "--statuses", "queued,waiting,running")...)...)
+		b.await(t, `run done" run_id=`+id+` status=success`, 30*time.Second)
+		syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+		a.await(t, `lease`, 10*time.Second)
+		for _, p := range []*proc{a, b} {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			p.cmd.Wait()
+		}
+	}
+	execs := readExecutions(t, markers)
+	n, examples := overlaps(execs)
+	ended := 0
+	for _, e := range execs {
+		if e.ended {
+			ended++
+		}
+	}
+	t.Logf("%d rounds: %d executions of step work (%d ran to their end), %d overlapping", rounds, len(execs), ended, n)
+	if n > 0 || len(execs) != 2*rounds || ended != rounds {
+		t.Errorf("%d overlapping executions; %d executions, %d ran to their end, want %d and %d: %v", n, len(execs), ended, 2*rounds, rounds, examples)
+	}
+}

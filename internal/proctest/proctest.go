@@ -1,0 +1,33 @@
+// Package proctest helps tests that watch real processes.
+package proctest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Alive reports whether pid runs: a zombie (killed, not yet reaped by
+// whoever adopted it) does not count. It reads /proc, so it answers only on
+// Linux.
+func Alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// Require skips a test that watches processes where /proc cannot tell
+// whether they run: such a test would pass without looking.
+func Require(t interface {
+	Helper()
+	Skip(args ...any)
+}) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("this test watches processes through /proc, which this system does not have")
+	}
+}

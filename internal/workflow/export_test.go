@@ -1,0 +1,4 @@
+package workflow
+
+// BootClockForTest exposes the supervisor's clock to the tests.
+var BootClockForTest = bootClock
