@@ -37,10 +37,14 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Both passes of claim-next, the skipping one and the waiting one, use
+	// Both passes of claim-next, the skipping one and the reading one, use
 	// the same plan.
 	for _, skipLocked := range []bool{true, false} {
-		st, err := s.claimCandidates(q, spec.Owner{Worker: "w2", Incarnation: "1"}, skipLocked)
+		lock := forClaimReading
+		if skipLocked {
+			lock = forClaimSkipping
+		}
+		st, err := s.claimCandidates(q, spec.Owner{Worker: "w2", Incarnation: "1"}, lock)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -87,17 +88,14 @@ type statement struct {
 	args  []any
 }
 
-// claimCandidates returns the statement of claim-next that locks and reads
-// its candidates: the head of the unleased queue, the first expired lease
-// and the first lease of an earlier incarnation of owner's worker. With
-// skipLocked it passes over rows that other transactions hold; without, it
-// waits for them.
-func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner, skipLocked bool) (statement, error) {
+// claimCandidates returns a statement of claim-next that reads its
+// candidates: the head of the unleased queue, the first expired lease and
+// the first lease of an earlier incarnation of owner's worker. lock is
+// forClaimSkipping (lock each candidate, passing over rows that other
+// transactions hold) or forClaimReading (a plain read of the latest
+// committed rows, locking nothing).
+func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner, lock string) (statement, error) {
 	shift := s.clockParam()
-	lock := forClaimWaiting
-	if skipLocked {
-		lock = forClaimSkipping
-	}
 	var b strings.Builder
 	var args []any
 	for i, part := range []statement{
@@ -119,49 +117,105 @@ func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner, skipLock
 	return statement{s.db.Rebind(query), args}, nil
 }
 
-// ClaimNextRun implements spec.LeaseStore. A first statement locks the best
-// candidate of each kind, skipping rows that other transactions hold, and
-// the best of those is claimed. SKIP LOCKED also skips a matching run that
-// a writer or a claimer with another filter holds only for an instant, so
-// when the first statement finds nothing, a second one waits (at most
-// claimWaitLimit) for the held rows before claim-next answers that nothing
-// is runnable (LEASE-017).
+// maxClaimRounds bounds how often one claim-next call looks again after
+// another call took the run it waited for. Each such round is another
+// claimer's success, so the bound is reached only under a storm of claims.
+const maxClaimRounds = 64
+
+// ClaimNextRun implements spec.LeaseStore, in up to two passes.
+//
+// The first locks the best candidate of each kind, skipping rows that
+// other transactions hold, and claims the best of those: under load it
+// nearly always finds a run, and claimers never queue on the head of the
+// queue. SKIP LOCKED also skips a matching run that a writer, or a claimer
+// with another filter, holds only for an instant, so when the first pass
+// finds nothing claimable, a second one reads the candidates without
+// locking (the latest committed rows, so a run held by a writer is still
+// seen as it is), locks the best by its primary key, waiting at most
+// claimWaitLimit, and claims it if it is still claimable. Only when that
+// read finds nothing does claim-next answer that nothing is runnable
+// (LEASE-017). The second pass holds one row lock at a time, so it cannot
+// deadlock with writers, which lock one run each.
+//
+// When the run it waited for was taken meanwhile (another claimer won
+// it), the transaction ends having written nothing and claim-next looks
+// again from the start.
 func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
 	q, err := spec.PrepareClaimNext(p)
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	var passes [2]statement
-	for i, skipLocked := range []bool{true, false} {
-		if passes[i], err = s.claimCandidates(q, p.Owner, skipLocked); err != nil {
-			return spec.Claim{}, err
-		}
+	skipping, err := s.claimCandidates(q, p.Owner, forClaimSkipping)
+	if err != nil {
+		return spec.Claim{}, err
 	}
-	var out spec.Claim
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		for i, candidates := range passes {
+	reading, err := s.claimCandidates(q, p.Owner, forClaimReading)
+	if err != nil {
+		return spec.Claim{}, err
+	}
+	claim := spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses}
+	for range maxClaimRounds {
+		var out spec.Claim
+		var found, taken bool
+		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+			found, taken = false, false
 			var rows []runRow
-			if i == 1 {
-				waited, err := s.selectWaiting(ctx, tx, candidates)
-				if err != nil {
-					return err
-				}
-				rows = waited
-			} else if err := tx.SelectContext(ctx, &rows, candidates.query, candidates.args...); err != nil {
+			if err := tx.SelectContext(ctx, &rows, skipping.query, skipping.args...); err != nil {
 				return err
 			}
 			best, err := bestClaimable(rows, q, p.Owner)
-			if err != nil {
+			if err != nil || best < 0 {
+				if err == nil {
+					found, taken, err = s.claimWaiting(ctx, tx, reading, q, claim, &out)
+				}
 				return err
 			}
-			if best >= 0 {
-				out, err = claimLocked(ctx, tx, rows[best], spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses})
-				return err
-			}
+			found = true
+			out, err = claimLocked(ctx, tx, rows[best], claim)
+			return err
+		})
+		switch {
+		case err != nil:
+			return spec.Claim{}, err
+		case found:
+			return out, nil
+		case !taken:
+			return spec.Claim{}, &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"} // LEASE-013
 		}
-		return &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"} // LEASE-013
-	})
-	return out, err
+	}
+	return spec.Claim{}, spec.Unavailable(fmt.Sprintf("claim-next: other claimers took the run it waited for %d times in a row; try again", maxClaimRounds), nil)
+}
+
+// claimWaiting is claim-next's second pass: it reads the candidates without
+// locking, then locks the best one by its key, waiting at most
+// claimWaitLimit, and claims it into out if it is still claimable. found
+// reports a claim; taken, that the best candidate was no longer claimable
+// once locked (nothing is written then).
+func (s *Store) claimWaiting(ctx context.Context, tx *sqlx.Tx, reading statement, q spec.RunnableQuery, c spec.PreparedClaim, out *spec.Claim) (found, taken bool, err error) {
+	var rows []runRow
+	if err := tx.SelectContext(ctx, &rows, reading.query, reading.args...); err != nil {
+		return false, false, err
+	}
+	best, err := bestClaimable(rows, q, c.Owner)
+	if err != nil || best < 0 {
+		return false, false, err
+	}
+	row, err := s.lockRunWaiting(ctx, tx, rows[best].RunID)
+	if errors.Is(err, spec.ErrNotFound) {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	run, err := row.run()
+	if err != nil {
+		return false, false, err
+	}
+	if !q.ClaimableBy(run, row.lease(), c.Owner, spec.Timestamp(row.Now)) {
+		return false, true, nil
+	}
+	*out, err = claimLocked(ctx, tx, row, c)
+	return err == nil, false, err
 }
 
 // claimWaitLimit bounds how long claim-next's second pass waits for a row
@@ -169,20 +223,19 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 // write; one held longer is answered UNAVAILABLE, never "nothing runnable".
 const claimWaitLimit = 3 * time.Second
 
-// selectWaiting runs the waiting pass with lock waits bounded by
+// lockRunWaiting locks run id like lockRun, with lock waits bounded by
 // claimWaitLimit for this statement only.
-func (s *Store) selectWaiting(ctx context.Context, tx *sqlx.Tx, candidates statement) ([]runRow, error) {
+func (s *Store) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
 	if _, err := tx.ExecContext(ctx, qSetLockWait, int(claimWaitLimit/time.Second)); err != nil {
-		return nil, err
+		return runRow{}, err
 	}
 	defer tx.ExecContext(context.WithoutCancel(ctx), qResetLockWait)
-	var rows []runRow
-	err := tx.SelectContext(ctx, &rows, candidates.query, candidates.args...)
+	row, err := s.lockRun(ctx, tx, id)
 	if isErrorNumber(err, errLockWaitTimeout) {
 		// Not retried: the row stayed locked for the whole limit.
-		return nil, spec.Unavailable(fmt.Sprintf("claim-next: a matching run's row stayed locked by another transaction for %v; try again", claimWaitLimit), nil)
+		return row, spec.Unavailable(fmt.Sprintf("claim-next: a matching run's row stayed locked by another transaction for %v; try again", claimWaitLimit), nil)
 	}
-	return rows, err
+	return row, err
 }
 
 // bestClaimable returns the index of the row owner may claim that comes

@@ -61,14 +61,15 @@ const (
 	byClaimOrder  = ` ORDER BY r.priority DESC, r.created_at, r.run_id`
 	afterClaimPos = ` AND (r.priority < ? OR (r.priority = ? AND (r.created_at > ? OR (r.created_at = ? AND r.run_id > ?))))`
 
-	// Claim candidates, each locked and read whole in one statement: the
-	// head of the unleased queue (claim_order, no sorting), the expired
-	// leases (lease_expiry) and the leases of the claimant worker's earlier
+	// Claim candidates, read whole in one statement: the head of the
+	// unleased queue (claim_order, no sorting), the expired leases
+	// (lease_expiry) and the leases of the claimant worker's earlier
 	// incarnations (by_lease_owner); the last two sort only their few rows.
-	// The first pass skips rows other transactions hold (SKIP LOCKED); the
-	// second, run only when the first finds nothing, waits for them. Each
-	// candidate is locked, so concurrent claimers never share a run
-	// (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
+	// The first pass locks them, skipping rows other transactions hold (SKIP
+	// LOCKED); the second, run only when the first finds nothing, reads them
+	// without locking and then locks the best by its key (qLockRun). A run
+	// is claimed only under its row lock, so concurrent claimers never share
+	// a run (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
 	// The head is pinned to claim_order: reading whole rows, the optimizer
 	// may otherwise prefer a scan and a sort when many runs are queued.
 	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (claim_order) WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
@@ -97,5 +98,5 @@ const (
 	qResetLockWait = `SET SESSION innodb_lock_wait_timeout = DEFAULT`
 
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
-	forClaimWaiting  = byClaimOrder + ` LIMIT 1 FOR UPDATE`
+	forClaimReading  = byClaimOrder + ` LIMIT 1`
 )
