@@ -14,6 +14,14 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 )
 
+// stallRounds is RUNSTATE_STALL_ROUNDS (make soak sets it), else byDefault.
+func stallRounds(byDefault int) int {
+	if n, _ := strconv.Atoi(os.Getenv("RUNSTATE_STALL_ROUNDS")); n > 0 {
+		return n
+	}
+	return byDefault
+}
+
 // The stalled-worker sequence, with real processes on MySQL: worker A
 // holds a run parked in a wait step and is stopped past its lease; worker
 // B takes the run over, the run is signalled, and B starts the next step;
@@ -21,10 +29,7 @@ import (
 // run's row. A must never run that step: the markers the step's command
 // writes must show no two executions of it at once, and none by A.
 func TestAStalledWorkerNeverRunsAStepAnotherWorkerRuns(t *testing.T) {
-	rounds := 4
-	if n, _ := strconv.Atoi(os.Getenv("RUNSTATE_STALL_ROUNDS")); n > 0 {
-		rounds = n
-	}
+	rounds := stallRounds(10)
 	dsn := freshDatabase(t)
 	store := []string{"--store", "mysql:" + dsn, "--data-dir", t.TempDir()}
 	// The row is held for 1.5s, less than a lease: B keeps its run
@@ -123,10 +128,7 @@ func waitForExecution(t *testing.T, markers, id string) {
 // one starts, although the stopped worker can do nothing about it. Its
 // supervisor ends it when the lease's deadline passes.
 func TestAStalledWorkersCommandEndsBeforeAnotherWorkerRunsTheStep(t *testing.T) {
-	rounds := 2
-	if n, _ := strconv.Atoi(os.Getenv("RUNSTATE_STALL_ROUNDS")); n > 0 {
-		rounds = n / 2
-	}
+	rounds := max(stallRounds(4)/2, 1)
 	dsn := freshDatabase(t)
 	store := []string{"--store", "mysql:" + dsn, "--data-dir", t.TempDir()}
 	fleet := []string{"--lease", "1s", "--renew", "200ms", "--recovery", "takeover"}

@@ -87,6 +87,42 @@ func TestAWorkerThatLostItsRunWhileWaitingStartsNothing(t *testing.T) {
 	}
 }
 
+// A run moved to running by a write without a lease (an operator's, not a
+// signal) while its worker waits: the worker renews first, and since the
+// renewal succeeds no other worker can have resumed it, so it goes on.
+func TestAWaitThatAnOperatorResumedGoesOnUnderTheLiveLease(t *testing.T) {
+	ctx := context.Background()
+	markers := filepath.Join(t.TempDir(), "markers")
+	wf, err := workflow.Parse([]byte(strings.Replace(approveThenFinish, "%s", markers, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.New()
+	tr := tracker.New(store, tracker.Options{Leases: store})
+	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
+	claim, _ := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Minute})
+	a, _ := tr.Attach(claim.Run, tracker.Lease{Token: claim.Lease.Token, TTL: time.Minute})
+	done := make(chan error, 1)
+	go func() {
+		done <- workflow.Execute(ctx, a, wf, workflow.Options{Poll: 5 * time.Millisecond, Supervisor: supervisor(t)})
+	}()
+	waitFor(t, store, s.RunID, func(r spec.RunSnapshot) bool { return r.Status == spec.StatusWaiting })
+	cur, _ := store.GetRun(ctx, s.RunID)
+	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: s.RunID, ExpectedVersion: cur.Version, Status: string(spec.StatusRunning),
+		Actor: spec.Actor{Kind: spec.ActorOperator, ID: "ops"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("worker A after an operator resumed its run: %v", err)
+	}
+	if got, _ := os.ReadFile(markers); strings.TrimSpace(string(got)) != strconv.FormatInt(claim.Lease.Token, 10) {
+		t.Fatalf("step finish ran with tokens %q, want only A's %d", got, claim.Lease.Token)
+	}
+	if got, _ := store.GetRun(ctx, s.RunID); got.Status != spec.StatusSuccess {
+		t.Fatalf("run after the operator's resume: %s", got.Status)
+	}
+}
+
 func waitFor(t *testing.T, store spec.RunStateStore, id string, ok func(spec.RunSnapshot) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {

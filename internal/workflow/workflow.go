@@ -375,14 +375,27 @@ func (e *execution) wait(ctx context.Context, s Step) (bool, error) {
 		switch {
 		case cur.Status.Terminal():
 			return false, fmt.Errorf("%w: it is %s", tracker.ErrRunEnded, cur.Status)
-		case tracker.Signalled(cur, s.Name) || cur.Status == spec.StatusRunning:
-			// Resume is a write fenced by this worker's lease (or, when the
-			// run is running already, a check of it): a worker that lost
-			// the run while it waited stops here.
+		case tracker.Signalled(cur, s.Name):
+			// The signal is consumed by a write fenced by this worker's
+			// lease: a worker that lost the run while it waited stops here.
 			if err := e.run.Resume(ctx, s.Name); err != nil { // the wait step ends with it
 				return false, err
 			}
 			e.say("step %s signalled", s.Name)
+			return false, nil
+		case cur.Status == spec.StatusRunning:
+			// Running without a signal is no signal: another worker may have
+			// resumed the run after taking it over. A renewal carrying this
+			// worker's token decides, and a takeover refuses it. Granted,
+			// no worker has held the run since, so whoever moved it wrote
+			// without a lease (an operator), and the wait is over.
+			if err := e.run.Confirm(ctx); err != nil {
+				return false, err
+			}
+			if err := e.run.Resume(ctx, s.Name); err != nil {
+				return false, err
+			}
+			e.say("step %s resumed by a write without a lease", s.Name)
 			return false, nil
 		case time.Now().After(deadline):
 			if err := e.run.Resume(ctx, ""); err != nil {
