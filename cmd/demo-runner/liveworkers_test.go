@@ -14,7 +14,7 @@ name: slow
 steps:
   - name: work
     type: shell
-    command: sleep 3
+    command: sleep 6
   - name: finish
     type: sleep
     duration: 10ms
@@ -58,6 +58,9 @@ func TestCommandsBesideALiveWorkerNeverTouchItsRun(t *testing.T) {
 					t.Errorf("%v recovered worker B's live run:\n%s", args, errOut)
 				}
 			}
+			if strings.Contains(b.logs(), `run done" run_id=`+id) {
+				t.Fatalf("worker B finished its run before the commands beside it did, so they never met a live lease: lengthen the step\n%s", b.logs())
+			}
 			b.await(t, `run done" run_id=`+id+` status=success`, 20*time.Second)
 			if strings.Contains(b.logs(), "ended elsewhere") {
 				t.Errorf("worker B found its run ended elsewhere:\n%s", b.logs())
@@ -76,7 +79,7 @@ func TestCommandsBesideALiveWorkerNeverTouchItsRun(t *testing.T) {
 func TestQueriesDoNotRecoverAndRecoveryNamesOnlyWhatItChanged(t *testing.T) {
 	st := sharedStores(t)[0]
 	global := with(st.args, "--data-dir", t.TempDir(), "--worker-id", "box-1")
-	wf := writeWorkflow(t, strings.Replace(slowWorkflow, "sleep 3", "sleep 60", 1))
+	wf := writeWorkflow(t, strings.Replace(slowWorkflow, "sleep 6", "sleep 60", 1))
 	var queued []string
 	for range 3 {
 		out, errOut, code := demo(t, with(global, "submit", "--priority", "5", wf)...)

@@ -41,23 +41,10 @@ steps:
 // command.
 func TestAWorkerThatLostItsRunWhileWaitingStartsNothing(t *testing.T) {
 	ctx := context.Background()
-	markers := filepath.Join(t.TempDir(), "markers")
-	wf, err := workflow.Parse([]byte(strings.Replace(approveThenFinish, "%s", markers, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := memory.New(memory.WithClock(clock))
-	tr := tracker.New(store, tracker.Options{Leases: store})
-	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
-	claimA, _ := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Second})
-	a, _ := tr.Attach(claimA.Run, tracker.Lease{Token: claimA.Lease.Token, TTL: time.Second})
-
-	done := make(chan error, 1)
-	go func() {
-		done <- workflow.Execute(ctx, a, wf, workflow.Options{Poll: 5 * time.Millisecond, Supervisor: supervisor(t)})
-	}()
-	waitFor(t, store, s.RunID, func(r spec.RunSnapshot) bool { return r.Status == spec.StatusWaiting })
+	a := startWaiting(t, store, time.Second)
+	tr, wf, s, markers, done := a.tr, a.wf, a.run, a.markers, a.done
 	// A stalls here (it cannot renew); B takes over, the run is signalled, B resumes it.
 	clock.Advance(2 * time.Second)
 	claimB, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "b"}, TTL: time.Minute})
@@ -92,21 +79,9 @@ func TestAWorkerThatLostItsRunWhileWaitingStartsNothing(t *testing.T) {
 // renewal succeeds no other worker can have resumed it, so it goes on.
 func TestAWaitThatAnOperatorResumedGoesOnUnderTheLiveLease(t *testing.T) {
 	ctx := context.Background()
-	markers := filepath.Join(t.TempDir(), "markers")
-	wf, err := workflow.Parse([]byte(strings.Replace(approveThenFinish, "%s", markers, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := memory.New()
-	tr := tracker.New(store, tracker.Options{Leases: store})
-	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
-	claim, _ := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Minute})
-	a, _ := tr.Attach(claim.Run, tracker.Lease{Token: claim.Lease.Token, TTL: time.Minute})
-	done := make(chan error, 1)
-	go func() {
-		done <- workflow.Execute(ctx, a, wf, workflow.Options{Poll: 5 * time.Millisecond, Supervisor: supervisor(t)})
-	}()
-	waitFor(t, store, s.RunID, func(r spec.RunSnapshot) bool { return r.Status == spec.StatusWaiting })
+	a := startWaiting(t, store, time.Minute)
+	s, markers, done, claim := a.run, a.markers, a.done, a.claim
 	cur, _ := store.GetRun(ctx, s.RunID)
 	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: s.RunID, ExpectedVersion: cur.Version, Status: string(spec.StatusRunning),
 		Actor: spec.Actor{Kind: spec.ActorOperator, ID: "ops"}}); err != nil {
@@ -121,6 +96,45 @@ func TestAWaitThatAnOperatorResumedGoesOnUnderTheLiveLease(t *testing.T) {
 	if got, _ := store.GetRun(ctx, s.RunID); got.Status != spec.StatusSuccess {
 		t.Fatalf("run after the operator's resume: %s", got.Status)
 	}
+}
+
+// waitingWorker is worker A executing approveThenFinish under a lease of
+// its own, parked in step approve.
+type waitingWorker struct {
+	tr      *tracker.Tracker
+	wf      workflow.Workflow
+	run     spec.RunSnapshot
+	claim   spec.Claim
+	markers string
+	done    chan error // Execute's result
+}
+
+// startWaiting creates a run of approveThenFinish in store, has worker A
+// claim it for ttl and execute it, and returns once the run waits.
+func startWaiting(t *testing.T, store *memory.Store, ttl time.Duration) waitingWorker {
+	t.Helper()
+	ctx := context.Background()
+	w := waitingWorker{markers: filepath.Join(t.TempDir(), "markers"), done: make(chan error, 1)}
+	var err error
+	if w.wf, err = workflow.Parse([]byte(strings.Replace(approveThenFinish, "%s", w.markers, 1))); err != nil {
+		t.Fatal(err)
+	}
+	w.tr = tracker.New(store, tracker.Options{Leases: store})
+	if w.run, err = w.tr.Create(ctx, spec.CreateRunParams{WorkflowName: w.wf.Name, Steps: w.wf.StepSpecs()}); err != nil {
+		t.Fatal(err)
+	}
+	if w.claim, err = store.ClaimRun(ctx, spec.ClaimRunParams{RunID: w.run.RunID, Owner: spec.Owner{Worker: "a"}, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := w.tr.Attach(w.claim.Run, tracker.Lease{Token: w.claim.Lease.Token, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.done <- workflow.Execute(ctx, a, w.wf, workflow.Options{Poll: 5 * time.Millisecond, Supervisor: supervisor(t)})
+	}()
+	waitFor(t, store, w.run.RunID, func(r spec.RunSnapshot) bool { return r.Status == spec.StatusWaiting })
+	return w
 }
 
 func waitFor(t *testing.T, store spec.RunStateStore, id string, ok func(spec.RunSnapshot) bool) {
