@@ -128,9 +128,11 @@ func Recover(ctx context.Context, store Store, opts RecoveryOptions) (RecoveryRe
 // RecoverExclusive settles the runs of a store without leases. Without
 // leases nothing tells a run that a live process executes from one a
 // crashed process left behind, so the caller asserts, by calling this,
-// that no other process uses the store. It refuses a store that has leases:
-// Recover is the safe choice there, and a wrapper that hides a store's
-// leases would otherwise make recovery interrupt runs live workers hold.
+// that no other process uses the store. It refuses a store that has leases,
+// where Recover is the safe choice. It cannot see leases that a wrapper
+// hides (the mistake that made recovery interrupt runs live workers held):
+// that is why the caller's promise is in the function's name, and why
+// Recover, which takes a Store, does not compile with such a wrapper.
 func RecoverExclusive(ctx context.Context, store RunStateStore, opts RecoveryOptions) (RecoveryReport, error) {
 	if store == nil {
 		return RecoveryReport{}, InvalidArgument("store", "recovery needs a store")
