@@ -218,9 +218,23 @@ func checkOversize(c *checkState) {
 		c.expectInvalid(err, "an update with an oversize or malformed "+name)
 		c.expectUnchanged(before, "after an update with an oversize or malformed "+name)
 	}
-	// At the limits an update is accepted.
+	// At the limits an update is accepted: run, host, diagnostic and
+	// interrupted_reason fields alike.
 	c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(long(spec.MaxMessageLen)),
-		Steps: []spec.StepPatch{{Name: "build", Hosts: []spec.HostPatch{{Host: "h", OutputSummary: ptr(spec.TruncateOutput(long(3 * spec.MaxHostOutputBytes)))}}}}})
+		Steps: []spec.StepPatch{{Name: "build", Hosts: []spec.HostPatch{{Host: "h", OutputSummary: ptr(spec.TruncateOutput(long(3 * spec.MaxHostOutputBytes))),
+			Error: ptr(long(spec.MaxHostErrorLen))}}}}})
+	fullDetails := map[string]string{}
+	for i := range spec.MaxDiagnosticDetails {
+		key := fmt.Sprintf("k%d-", i)
+		fullDetails[key+long(spec.MaxLabelKeyLen-len(key))] = long(spec.MaxDetailValueLen)
+	}
+	failing := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	c.update(spec.UpdateRunParams{RunID: failing.RunID, ExpectedVersion: failing.Version, Status: "failed", Diagnostic: &spec.Diagnostic{
+		ErrorCode: long(spec.MaxErrorCodeLen), Message: long(spec.MaxMessageLen), SourceStep: long(spec.MaxStepNameLen),
+		SourceHost: long(spec.MaxHostNameLen), Details: fullDetails}})
+	interrupted := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	c.update(spec.UpdateRunParams{RunID: interrupted.RunID, ExpectedVersion: interrupted.Version, Status: "interrupted",
+		InterruptedReason: long(spec.MaxReasonLen)})
 	if c.target.Capabilities.Leases {
 		for name, o := range map[string]spec.Owner{"owner.worker": {Worker: long(spec.MaxOwnerLen + 1)}, "owner.incarnation": {Worker: "w", Incarnation: long(spec.MaxOwnerLen + 1)}} {
 			before := c.state(run.RunID)

@@ -159,6 +159,24 @@ func (s lowestFirst) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (
 	return s.Store.ClaimRun(ctx, spec.ClaimRunParams{RunID: last.RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
 }
 
+// largestIDOnTies breaks ties of priority and created_at by the largest
+// run_id instead of the smallest.
+type largestIDOnTies struct{ *memory.Store }
+
+func (s largestIDOnTies) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	page, err := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: p.Filter, Limit: spec.MaxPageLimit})
+	if err != nil || len(page.Runs) == 0 {
+		return s.Store.ClaimNextRun(ctx, p)
+	}
+	pick := page.Runs[0]
+	for _, r := range page.Runs[1:] {
+		if r.Priority == pick.Priority && r.CreatedAt.Equal(pick.CreatedAt) && r.RunID > pick.RunID {
+			pick = r
+		}
+	}
+	return s.Store.ClaimRun(ctx, spec.ClaimRunParams{RunID: pick.RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
+}
+
 // pageSkipper drops the first run of every page after the first.
 type pageSkipper struct{ *memory.Store }
 

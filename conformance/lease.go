@@ -3,6 +3,8 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 func init() {
 	register("LEASE-001", "While a lease is live, claiming the run for another owner fails with LEASE_HELD.", leases, checkExclusiveClaim)
 	register("LEASE-002", "N workers running claim-next concurrently over M runs claim each run exactly once.", leases, checkConcurrentClaimNext)
-	register("LEASE-003", "Claim-next takes the highest priority first, then the oldest run.", leases, checkClaimOrder)
+	register("LEASE-003", "Claim-next takes the highest priority first, then the oldest run, then the smallest run_id.", leases, checkClaimOrder)
 	register("LEASE-004", "Renewing extends the expiry and keeps owner and token; the renewed lease outlives its first expiry.", leases, checkRenew)
 	register("LEASE-005", "After a lease expires another worker can claim the run, with a larger token.", leases, checkExpiryTakeover)
 	register("LEASE-006", "A write carrying a stale lease token fails with LEASE_LOST and writes nothing; the current token's write succeeds.", leases, checkFencedWrites)
@@ -100,7 +102,8 @@ func checkConcurrentClaimNext(c *checkState) {
 }
 
 func checkClaimOrder(c *checkState) {
-	// Created in this order; claim order is priority desc, then oldest.
+	// Created in this order; claim order is priority desc, then oldest,
+	// then smallest run_id.
 	specs := []struct {
 		id   string
 		prio int
@@ -109,15 +112,33 @@ func checkClaimOrder(c *checkState) {
 		c.create(spec.CreateRunParams{RunID: s.id, Priority: s.prio})
 		c.pass(2 * time.Millisecond)
 	}
+	// Ties: created one right after another, in descending id order. Where
+	// the store's clock stands still (a manual clock) they share created_at
+	// and only run_id orders them; where it moves, created_at decides.
+	ties := []string{"tie-z", "tie-m", "tie-a"}
+	var tied []spec.RunSnapshot
+	for _, id := range ties {
+		tied = append(tied, c.create(spec.CreateRunParams{RunID: id, Priority: 7}))
+	}
+	slices.SortFunc(tied, func(a, b spec.RunSnapshot) int {
+		if d := a.CreatedAt.Compare(b.CreatedAt); d != 0 {
+			return d
+		}
+		return strings.Compare(a.RunID, b.RunID)
+	})
 	var got []string
-	for range specs {
+	for range len(specs) + len(ties) {
 		cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
 		if err != nil {
 			c.Fatalf("claim-next to succeed", "%s", describeErr(err))
 		}
 		got = append(got, cl.Run.RunID)
 	}
-	want := []string{"high-old", "high-new", "high-newer", "high-newest", "mid", "low-old", "low-new", "low-newest"}
+	want := []string{"high-old", "high-new", "high-newer", "high-newest"}
+	for _, r := range tied {
+		want = append(want, r.RunID)
+	}
+	want = append(want, "mid", "low-old", "low-new", "low-newest")
 	if jsonOf(got) != jsonOf(want) {
 		c.Errorf(fmt.Sprintf("claim order %v", want), "%v", got)
 	}

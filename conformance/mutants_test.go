@@ -1149,6 +1149,22 @@ func (s diagnosticMessagesTruncated) UpdateRun(ctx context.Context, p spec.Updat
 	return s.Store.UpdateRun(ctx, p)
 }
 
+// limitsOffByOne refuses diagnostic fields and an interrupted_reason of
+// exactly their limit, as a store comparing with >= instead of > would.
+type limitsOffByOne struct{ base }
+
+func (s limitsOffByOne) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	atLimit := len(p.InterruptedReason) == spec.MaxReasonLen
+	if d := p.Diagnostic; d != nil {
+		atLimit = atLimit || len(d.ErrorCode) == spec.MaxErrorCodeLen || len(d.SourceStep) == spec.MaxStepNameLen ||
+			len(d.SourceHost) == spec.MaxHostNameLen
+	}
+	if atLimit {
+		return spec.RunSnapshot{}, spec.InvalidArgument("diagnostic", "too long")
+	}
+	return s.Store.UpdateRun(ctx, p)
+}
+
 type invalidTextRepaired struct{ base }
 
 func (s invalidTextRepaired) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
@@ -1249,6 +1265,7 @@ func mutants() []mutant {
 		{"LEASE-002", "claim-next looks, then claims without checking", b(func(s base) spec.RunStateStore { return claimNextIgnoresHolders{s, 100 * time.Microsecond} })},
 		{"LEASE-002", "claim-next looks, then claims without checking, narrow window", b(func(s base) spec.RunStateStore { return claimNextIgnoresHolders{s, 0} })},
 		{"LEASE-003", "lowest priority first", b(func(s base) spec.RunStateStore { return lowestFirst{s.Store} })},
+		{"LEASE-003", "ties broken by the largest run_id", b(func(s base) spec.RunStateStore { return largestIDOnTies{s.Store} })},
 		{"LEASE-004", "renewals not stored", func(m *memory.Store, c *conformance.ManualClock) spec.RunStateStore {
 			return renewalsNotStored{base{m}, c}
 		}},
@@ -1295,6 +1312,7 @@ func mutants() []mutant {
 		{"BAD-005", "over-long input repaired", b(func(s base) spec.RunStateStore { return lenientInput{s.Store} })},
 		{"BAD-005", "over-long actor ids truncated", b(func(s base) spec.RunStateStore { return actorIDsTruncated{s} })},
 		{"BAD-005", "over-long diagnostic messages truncated", b(func(s base) spec.RunStateStore { return diagnosticMessagesTruncated{s} })},
+		{"BAD-005", "diagnostic fields refused at their limit", b(func(s base) spec.RunStateStore { return limitsOffByOne{s} })},
 		{"BAD-006", "invalid text repaired", b(func(s base) spec.RunStateStore { return invalidTextRepaired{s} })},
 		{"BAD-007", "updates that change nothing accepted", b(func(s base) spec.RunStateStore { return emptyUpdatesAccepted{s} })},
 		{"CTX-001", "create ignores its context", b(func(s base) spec.RunStateStore { return ignoresContext{s.Store} })},

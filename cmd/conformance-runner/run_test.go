@@ -159,6 +159,25 @@ func TestBrokenPluginFailsNamingRules(t *testing.T) {
 	}
 }
 
+// A real linearizability failure, from a plugin process, leaves porcupine's
+// visualisation of the history next to the Markdown report.
+func TestALinearizabilityFailureWritesItsHistoryBesideTheReport(t *testing.T) {
+	t.Setenv("RUNSTATE_TESTPLUGIN", "broken")
+	dir := t.TempDir()
+	md := filepath.Join(dir, "report.md")
+	out, _, code := runCLI(t, "--plugin", bin(t, testPkg), "--run", "LIN-001", "--markdown", md)
+	if code != exitFail || !strings.Contains(out, "FAIL LIN-001") {
+		t.Fatalf("exit %d, want %d with LIN-001 failed\n%s", code, exitFail, out)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "LIN-001-history.html"))
+	if err != nil || !bytes.Contains(html, []byte("<html")) {
+		t.Fatalf("the history's visualisation beside the report: %v (%d bytes)", err, len(html))
+	}
+	if report, _ := os.ReadFile(md); !bytes.Contains(report, []byte("](LIN-001-history.html)")) {
+		t.Errorf("the Markdown report does not link the history:\n%s", report)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--adapter", "oracle"}, {"--run", "NOPE-999"}, {"--format", "xml"}, {"--bogus"}, {"extra"},
