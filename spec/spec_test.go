@@ -256,3 +256,24 @@ func TestRecoveryLogsAFailedRelease(t *testing.T) {
 		t.Errorf("log:\n%s", log.String())
 	}
 }
+
+// Only what the run was executing follows it: a running step without hosts,
+// the running hosts of a step that is not itself running, nothing else.
+func TestStepsFollowingRunMovesOnlyWhatRuns(t *testing.T) {
+	run := spec.RunSnapshot{Steps: []spec.Step{
+		{Name: "done", Status: spec.StepSuccess, Hosts: []spec.HostState{{Host: "h", Status: spec.StepSuccess}}},
+		{Name: "bare", Status: spec.StepRunning},
+		{Name: "fanout", Status: spec.StepRunning, Hosts: []spec.HostState{{Host: "a", Status: spec.StepRunning}, {Host: "b", Status: spec.StepFailed}}},
+		{Name: "host-only", Status: spec.StepQueued, Hosts: []spec.HostState{{Host: "c", Status: spec.StepRunning}}},
+		{Name: "later", Status: spec.StepQueued, Hosts: []spec.HostState{{Host: "d", Status: spec.StepQueued}}},
+	}}
+	got := fmt.Sprintf("%+v", spec.StepsFollowingRun(run, spec.StepInterrupted))
+	want := fmt.Sprintf("%+v", []spec.StepPatch{
+		{Name: "bare", Status: "interrupted"},
+		{Name: "fanout", Status: "interrupted", Hosts: []spec.HostPatch{{Host: "a", Status: "interrupted"}}},
+		{Name: "host-only", Hosts: []spec.HostPatch{{Host: "c", Status: "interrupted"}}},
+	})
+	if got != want {
+		t.Errorf("patches\n got %s\nwant %s", got, want)
+	}
+}
