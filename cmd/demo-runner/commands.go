@@ -309,6 +309,8 @@ func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, gr
 		case <-work.Done():
 			return
 		}
+		a.log.Info("stopping: the run in hand may finish within the grace period, then it is interrupted (a waiting run is released at once)",
+			"run_id", run.RunID, "grace", grace)
 		close(park)
 		select {
 		case <-time.After(grace):
@@ -456,7 +458,11 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 			a.log.Error("run stopped", "run_id", cl.Run.RunID, "error", err)
 			continue
 		}
-		a.log.Info("run done", "run_id", final.RunID, "status", final.Status)
+		if final.Status.Terminal() {
+			a.log.Info("run done", "run_id", final.RunID, "status", final.Status)
+		} else {
+			a.log.Info("run left for another worker", "run_id", final.RunID, "status", final.Status)
+		}
 	}
 	a.log.Info("worker stopped")
 	return nil

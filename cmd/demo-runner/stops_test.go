@@ -32,7 +32,7 @@ func stepWorkflow(t *testing.T, kind string, long bool) string {
 }
 
 // No way a runner stops may provoke INVALID_STATE_TRANSITION: every step
-// type, stopped by SIGTERM (within its grace and past it), SIGINT, an
+// type, stopped by SIGTERM (within its grace and past it), SIGHUP, SIGINT, an
 // operator's cancel, and SIGKILL followed by a restart, ends in a state the
 // table allows. A run stopped in a wait step is not executing: it is left
 // waiting, claimable, and a signal and a worker finish it.
@@ -48,6 +48,7 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 	}{
 		{"SIGTERM within grace", false, outcome{"shell": spec.StatusSuccess, "sleep": spec.StatusSuccess, "fail": spec.StatusFailed, "wait": spec.StatusWaiting}},
 		{"SIGTERM past grace", true, all(spec.StatusInterrupted)},
+		{"SIGHUP past grace", true, all(spec.StatusInterrupted)}, // the terminal went away
 		{"SIGINT to run", true, all(spec.StatusInterrupted)},
 		{"cancel", true, outcome{"shell": spec.StatusCanceled, "sleep": spec.StatusCanceled, "fail": spec.StatusCanceled, "wait": spec.StatusCanceled}},
 		{"SIGKILL and restart", true, all(spec.StatusInterrupted)},
@@ -70,7 +71,7 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 					}
 					id = strings.TrimSpace(out)
 					grace := "30s"
-					if mode.name == "SIGTERM past grace" {
+					if strings.HasSuffix(mode.name, "past grace") {
 						grace = "200ms"
 					}
 					p = startDemo(t, with(global, "worker", "--grace", grace)...)
@@ -80,10 +81,14 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 					p.await(t, `step target waiting`, 10*time.Second)
 				}
 				switch mode.name {
-				case "SIGTERM within grace", "SIGTERM past grace":
-					p.cmd.Process.Signal(syscall.SIGTERM)
+				case "SIGTERM within grace", "SIGTERM past grace", "SIGHUP past grace":
+					sig := syscall.SIGTERM
+					if strings.HasPrefix(mode.name, "SIGHUP") {
+						sig = syscall.SIGHUP
+					}
+					p.cmd.Process.Signal(sig)
 					if err := p.cmd.Wait(); err != nil {
-						t.Fatalf("worker after SIGTERM: %v\n%s", err, p.logs())
+						t.Fatalf("worker after %v: %v\n%s", sig, err, p.logs())
 					}
 				case "SIGINT to run":
 					p.cmd.Process.Signal(syscall.SIGINT)

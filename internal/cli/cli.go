@@ -27,11 +27,12 @@ func Errorf(code int, format string, args ...any) error {
 	return ExitError{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Main runs a command's run function with a context that SIGINT and
-// SIGTERM cancel, and exits with the ExitError's code, or with failure for
+// Main runs a command's run function with a context that SIGINT, SIGTERM
+// and SIGHUP cancel (a closed terminal stops a worker as gracefully as
+// Ctrl-C, instead of killing it with its run left running), and exits with the ExitError's code, or with failure for
 // any other error.
 func Main(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error, failure int) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	var exit ExitError
