@@ -195,7 +195,7 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	a.store, a.leased = st.store, st.leased
 	a.closers = append([]func() error{st.close}, a.closers...) // the worker id lock goes last
 	if r.recover {
-		if err := a.recoverRuns(ctx); err != nil {
+		if a.recovery, err = a.recoverRuns(ctx); err != nil {
 			a.close()
 			return nil, err
 		}
@@ -230,21 +230,22 @@ func operatorName() string {
 // recoverRuns runs crash recovery. On a store with leases it is safe
 // beside any number of live workers; a store without them is recovered
 // only when --exclusive says no other process uses it.
-func (a *app) recoverRuns(ctx context.Context) error {
+func (a *app) recoverRuns(ctx context.Context) (spec.RecoveryReport, error) {
 	opts := spec.RecoveryOptions{Policy: spec.RecoveryPolicy(a.g.policy), Owner: a.owner, Logger: a.log, OnFinish: a.metrics.observeRecovery}
+	var report spec.RecoveryReport
 	var err error
 	switch {
 	case a.leased != nil:
-		a.recovery, err = spec.Recover(ctx, a.leased, opts)
+		report, err = spec.Recover(ctx, a.leased, opts)
 	case a.g.exclusive:
-		a.recovery, err = spec.RecoverExclusive(ctx, a.store, opts)
+		report, err = spec.RecoverExclusive(ctx, a.store, opts)
 	default:
-		return errNoLeasesNoRecovery
+		return report, errNoLeasesNoRecovery
 	}
 	if err != nil {
-		return storeError(err)
+		return report, storeError(err)
 	}
-	return nil
+	return report, nil
 }
 
 var errNoLeasesNoRecovery = exitError{Code: exitUsage, Msg: "the store has no leases, so crash recovery cannot tell a live process's " +

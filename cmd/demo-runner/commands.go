@@ -69,15 +69,16 @@ var (
 
 // options are the subcommands' flags; one invocation parses one command's.
 type options struct {
-	priority    int
-	labels      kvFlag
-	queueOnly   bool
-	once        bool
-	statuses    string
-	reason      string
-	addr        string
-	poll, grace time.Duration
-	list        listOptions
+	priority     int
+	labels       kvFlag
+	queueOnly    bool
+	once         bool
+	statuses     string
+	reason       string
+	addr         string
+	poll, grace  time.Duration
+	recoverEvery time.Duration
+	list         listOptions
 }
 
 // listOptions are the list command's filters, also sent through the API.
@@ -130,7 +131,15 @@ func commands(o *options) map[string]command {
 			fs.DurationVar(&o.poll, "poll", time.Second, "how often an idle worker looks for runs")
 			fs.DurationVar(&o.grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
 			fs.BoolVar(&o.once, "once", false, "stop when no run is runnable")
+			fs.DurationVar(&o.recoverEvery, "recover-every", time.Minute,
+				"how often the worker also runs crash recovery, for runs that workers which died and were not restarted left behind (0: only at start)")
 		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
+			if o.recoverEvery < 0 {
+				return exitError{Code: exitUsage, Msg: "--recover-every must be 0 (only at start) or a positive duration"}
+			}
+			if o.recoverEvery > 0 && !o.once {
+				go a.recoverPeriodically(ctx, o.recoverEvery)
+			}
 			return a.worker(ctx, strings.Split(o.statuses, ","), o.poll, o.grace, o.once)
 		}},
 		"status": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
@@ -422,6 +431,27 @@ func (a *app) release(runID string, token int64) error {
 }
 
 // worker claims runnable runs and executes them until ctx ends.
+// recoverPeriodically runs crash recovery every interval until ctx ends. A
+// worker that died and was not restarted leaves its running run behind
+// with an expired lease; under the interrupt and fail policies no worker
+// claims such a run, so without this it would wait for the next start or
+// an operator's recover. Recovery never touches a run a live lease holds,
+// this worker's own included, so it is safe beside the work in hand.
+func (a *app) recoverPeriodically(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := a.recoverRuns(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("periodic crash recovery failed; it runs again at the next interval", "error", err)
+		}
+	}
+}
+
 func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Duration, once bool) error {
 	if a.leased == nil {
 		return exitError{Code: exitFailure, Msg: "the store has no leases: a worker needs them to share runs safely"}

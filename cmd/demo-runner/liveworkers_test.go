@@ -144,3 +144,37 @@ func TestAWorkerIDInUseIsRefused(t *testing.T) {
 		t.Fatalf("a worker with the default id beside box-1: exit %d\n%s", code, errOut)
 	}
 }
+
+// A worker that dies and is not restarted leaves its running run behind.
+// Under the default policy no worker claims a running run, so the live
+// workers settle it by their periodic recovery once its lease has expired,
+// never before: while its worker lives, recovery leaves it alone.
+func TestLiveWorkersSettleARunADeadWorkerLeftBehind(t *testing.T) {
+	global := []string{"--store", "mysql:" + freshDatabase(t), "--data-dir", t.TempDir(), "--lease", "2s", "--renew", "500ms"}
+	wf := writeWorkflow(t, strings.Replace(slowWorkflow, "sleep 6", "sleep 60", 1))
+	out, errOut, code := demo(t, with(global, "submit", wf)...)
+	if code != 0 {
+		t.Fatalf("submit: %s", errOut)
+	}
+	id := strings.TrimSpace(out)
+	a := startDemo(t, with(global, "--worker-id", "a", "worker", "--recover-every", "0")...)
+	a.await(t, `step work started`, 15*time.Second)
+	b := startDemo(t, with(global, "--worker-id", "b", "worker", "--recover-every", "300ms")...)
+	// B's recovery passes while A lives: A's run is skipped, every time.
+	b.await(t, `crash recovery finished.* skipped=1`, 10*time.Second)
+	time.Sleep(time.Second)
+	b.await(t, `crash recovery finished.* skipped=1`, 5*time.Second)
+	if s := runStatus(t, global, id); s.Status != spec.StatusRunning {
+		t.Fatalf("A's run while A lives: %s", s.Status)
+	}
+	killed := time.Now()
+	syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+	a.cmd.Wait()
+	b.await(t, `recovered run.* run_id=`+id, 15*time.Second)
+	settled := time.Since(killed)
+	s := runStatus(t, global, id)
+	if s.Status != spec.StatusInterrupted || s.InterruptedReason != spec.ReasonCrashRecovery {
+		t.Fatalf("the dead worker's run: %s %q, want interrupted by crash recovery", s.Status, s.InterruptedReason)
+	}
+	t.Logf("the dead worker's run was settled %v after it died (lease 2s, renewed every 500ms; recovery every 300ms)", settled.Round(time.Millisecond))
+}

@@ -36,11 +36,12 @@ const (
 // Many workers on one shared store, while a chaos loop SIGKILLs a random
 // worker every few seconds and restarts it, SIGSTOPs another past its
 // lease and continues it, and operators query, cancel, signal and recover
-// beside them. At the end, from the audit trails and from the markers that
-// the step commands write: every run finished or is cleanly runnable; no
-// step ran twice at once; no write under a stale token was accepted; no
-// run a live lease held was interrupted by recovery; no rejected
-// transition anywhere; every acknowledged submit exists.
+// beside them; the workers also run recovery every 3s. At the end, from
+// the audit trails and from the markers that the step commands write:
+// every run finished or is cleanly runnable; no step ran twice at once; no
+// write under a stale token was accepted; no run a live lease held was
+// interrupted by recovery; no rejected transition anywhere; every
+// acknowledged submit exists.
 //
 // RUNSTATE_SOAK=10m runs it for that long, with 8 workers (make soak).
 func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
@@ -133,7 +134,7 @@ func (f *fleet) start(id string) {
 		statuses = "queued,waiting,running"
 	}
 	p := startDemo(f.t, with(f.global, "--worker-id", id, "--recovery", f.policy, "--lease", chaosLease.String(), "--renew", chaosRenew.String(),
-		"worker", "--statuses", statuses, "--poll", "200ms", "--grace", "1s")...)
+		"worker", "--statuses", statuses, "--poll", "200ms", "--grace", "1s", "--recover-every", "3s")...)
 	w := &workerLife{id: id, pid: p.cmd.Process.Pid, started: time.Now(), p: p}
 	f.mu.Lock()
 	defer f.mu.Unlock()
