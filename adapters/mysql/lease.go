@@ -149,10 +149,6 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	reading, err := s.claimCandidates(q, p.Owner, forClaimReading)
-	if err != nil {
-		return spec.Claim{}, err
-	}
 	claim := spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses}
 	for range maxClaimRounds {
 		var out spec.Claim
@@ -166,7 +162,7 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 			best, err := bestClaimable(rows, q, p.Owner)
 			if err != nil || best < 0 {
 				if err == nil {
-					found, taken, err = s.claimWaiting(ctx, tx, reading, q, claim, &out)
+					found, taken, err = s.claimWaiting(ctx, tx, q, claim, &out)
 				}
 				return err
 			}
@@ -191,7 +187,13 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 // claimWaitLimit, and claims it into out if it is still claimable. found
 // reports a claim; taken, that the best candidate was no longer claimable
 // once locked (nothing is written then).
-func (s *Store) claimWaiting(ctx context.Context, tx *sqlx.Tx, reading statement, q spec.RunnableQuery, c spec.PreparedClaim, out *spec.Claim) (found, taken bool, err error) {
+func (s *Store) claimWaiting(ctx context.Context, tx *sqlx.Tx, q spec.RunnableQuery, c spec.PreparedClaim, out *spec.Claim) (found, taken bool, err error) {
+	// Built here, not with the first pass's statement: under load this
+	// pass rarely runs.
+	reading, err := s.claimCandidates(q, c.Owner, forClaimReading)
+	if err != nil {
+		return false, false, err
+	}
 	var rows []runRow
 	if err := tx.SelectContext(ctx, &rows, reading.query, reading.args...); err != nil {
 		return false, false, err

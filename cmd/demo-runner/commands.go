@@ -138,7 +138,12 @@ func commands(o *options) map[string]command {
 				return exitError{Code: exitUsage, Msg: "--recover-every must be 0 (only at start) or a positive duration"}
 			}
 			if o.recoverEvery > 0 && !o.once {
-				go a.recoverPeriodically(ctx, o.recoverEvery)
+				// Recovery lives as long as the worker loop, and ends before
+				// the store closes, however the loop ends.
+				rctx, stopRecovery := context.WithCancel(ctx)
+				recovering := make(chan struct{})
+				go func() { defer close(recovering); a.recoverPeriodically(rctx, o.recoverEvery) }()
+				defer func() { stopRecovery(); <-recovering }()
 			}
 			return a.worker(ctx, strings.Split(o.statuses, ","), o.poll, o.grace, o.once)
 		}},
