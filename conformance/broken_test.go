@@ -217,9 +217,12 @@ func mutantTarget(wrap func(*memory.Store, *conformance.ManualClock) spec.RunSta
 	return conformance.Target{
 		Name:         "broken",
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
-		NewHarness: func(context.Context) (conformance.Harness, error) {
+		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			inner := memory.New(memory.WithClock(clock))
+			inner, err := memory.Open(ctx, memory.Options{Clock: clock})
+			if err != nil {
+				return nil, err
+			}
 			return &wrapped{store: wrap(inner, clock), inner: inner, clock: clock}, nil
 		},
 	}

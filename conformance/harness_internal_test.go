@@ -42,7 +42,7 @@ func watchedTarget(store *memory.Store, running *atomic.Bool, made **watchedHarn
 func TestTimedOutCheckStopsBeforeItsHarnessCloses(t *testing.T) {
 	var running atomic.Bool
 	var h *watchedHarness
-	target := watchedTarget(memory.New(), &running, &h)
+	target := watchedTarget(openMemory(t), &running, &h)
 	rule := Rule{ID: "T-001", check: func(c *checkState) {
 		running.Store(true)
 		defer running.Store(false)
@@ -65,7 +65,7 @@ func TestCheckThatIgnoresCancellationIsAbandoned(t *testing.T) {
 	var running atomic.Bool
 	var h *watchedHarness
 	release := make(chan struct{})
-	target := watchedTarget(memory.New(), &running, &h)
+	target := watchedTarget(openMemory(t), &running, &h)
 	rule := Rule{ID: "T-002", check: func(c *checkState) {
 		running.Store(true)
 		defer running.Store(false)
@@ -92,7 +92,7 @@ func TestCheckThatIgnoresCancellationIsAbandoned(t *testing.T) {
 // target may allow it explicitly.
 func TestStoreWithRunsIsRefused(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := openMemory(t)
 	if _, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "real", Steps: []spec.StepSpec{{Name: "s"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestStoreWithRunsIsRefused(t *testing.T) {
 	if err := CheckEmpty(ctx, target); !errors.Is(err, ErrStoreNotEmpty) {
 		t.Fatalf("CheckEmpty: %v, want ErrStoreNotEmpty", err)
 	}
-	store = memory.New()
+	store = openMemory(t)
 	if _, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "real", Steps: []spec.StepSpec{{Name: "s"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,15 +121,27 @@ func TestStoreWithRunsIsRefused(t *testing.T) {
 		t.Fatalf("%d runs after a refused check", len(page.Runs))
 	}
 
-	target = watchedTarget(memory.New(), &running, &h)
+	target = watchedTarget(openMemory(t), &running, &h)
 	if err := CheckEmpty(ctx, target); err != nil {
 		t.Fatalf("CheckEmpty on an empty store: %v", err)
 	}
-	store = memory.New()
+	store = openMemory(t)
 	store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "real", Steps: []spec.StepSpec{{Name: "s"}}})
 	target = watchedTarget(store, &running, &h)
 	target.AllowStoredRuns = true
 	if res := RunRule(ctx, target, rule); res.Outcome != Pass || !ran {
 		t.Fatalf("AllowStoredRuns: outcome %s %q, check ran %v", res.Outcome, res.Detail, ran)
 	}
+}
+
+// openMemory opens a memory store for one test. (memorytest imports this
+// package, so its helper cannot serve here.)
+func openMemory(t *testing.T) *memory.Store {
+	t.Helper()
+	s, err := memory.Open(context.Background(), memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

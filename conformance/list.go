@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,7 +130,10 @@ func checkListPaging(c *checkState) {
 			c.pass(time.Millisecond)
 		}
 	}
-	slices.SortFunc(want, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
+	// ListRuns order: created_at, then run_id (LIST-005).
+	slices.SortFunc(want, func(a, b spec.RunSnapshot) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.RunID, b.RunID))
+	})
 	var wantIDs []string
 	for _, r := range want {
 		wantIDs = append(wantIDs, r.RunID)

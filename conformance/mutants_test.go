@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,8 +52,8 @@ func targetMutants() []targetMutant {
 // separateHandles declares a second handle but opens a fresh, empty store.
 type separateHandles struct{ *wrapped }
 
-func (h separateHandles) OpenHandle(context.Context) (spec.RunStateStore, error) {
-	return memory.New(), nil
+func (h separateHandles) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+	return memory.Open(ctx, memory.Options{})
 }
 
 // frozenClock declares a controlled clock that Advance does not move.
@@ -114,7 +115,7 @@ type forbidsWaitingToCanceled struct{ base }
 
 func (s forbidsWaitingToCanceled) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
 	if cur, err := s.GetRun(ctx, p.RunID); err == nil && cur.Status == spec.StatusWaiting && p.Status == "canceled" {
-		return spec.RunSnapshot{}, spec.InvalidTransition(p.RunID, cur.Status, spec.StatusCanceled)
+		return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeInvalidTransition, RunID: p.RunID, From: string(cur.Status), To: string(spec.StatusCanceled)}
 	}
 	return s.Store.UpdateRun(ctx, p)
 }
@@ -330,7 +331,7 @@ type racyCAS struct {
 func (s racyCAS) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
 	cur, err := s.Store.GetRun(ctx, p.RunID)
 	if err == nil && cur.Version != p.ExpectedVersion {
-		return spec.RunSnapshot{}, spec.VersionConflict(p.RunID, p.ExpectedVersion, cur.Version)
+		return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeVersionConflict, RunID: p.RunID, ExpectedVersion: p.ExpectedVersion, CurrentVersion: cur.Version}
 	}
 	pause(s.pause)
 	if now, err := s.Store.GetRun(ctx, p.RunID); err == nil {
@@ -805,7 +806,10 @@ func (s releaseIsANoop) ReleaseLease(ctx context.Context, p spec.ReleaseLeasePar
 	if _, err := s.Store.GetRun(ctx, p.RunID); err != nil {
 		return err
 	}
-	return spec.ValidateToken(p.Token)
+	if p.Token <= 0 {
+		return spec.InvalidArgument("token", "is %d; lease tokens are positive", p.Token)
+	}
+	return nil
 }
 
 type runnableListingIgnoresLeases struct{ base }
@@ -821,7 +825,9 @@ func (s runnableListingIgnoresLeases) ListRunnableRuns(ctx context.Context, p sp
 		}
 	}
 	page, err := s.Store.ListRuns(ctx, spec.ListRunsParams{Statuses: statuses, WorkflowName: p.Filter.WorkflowName, Labels: p.Filter.Labels, Limit: spec.MaxPageLimit})
-	slices.SortStableFunc(page.Runs, func(a, b spec.RunSnapshot) int { return spec.RunnablePositionOf(a).Compare(spec.RunnablePositionOf(b)) })
+	slices.SortStableFunc(page.Runs, func(a, b spec.RunSnapshot) int { // claim order
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.RunID, b.RunID))
+	})
 	return page, err
 }
 
@@ -841,7 +847,7 @@ func (s incarnationsBlockEachOther) ClaimRun(ctx context.Context, p spec.ClaimRu
 	if !slices.ContainsFunc(page.Runs, func(r spec.RunSnapshot) bool { return r.RunID == p.RunID }) {
 		if _, err := s.Store.GetRun(ctx, p.RunID); err == nil {
 			if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil && !cur.Status.Terminal() {
-				return spec.Claim{}, spec.LeaseHeld(p.RunID) // any live lease blocks, an earlier incarnation's too
+				return spec.Claim{}, &spec.Error{Code: spec.CodeLeaseHeld, RunID: p.RunID} // any live lease blocks, an earlier incarnation's too
 			}
 		}
 	}
@@ -879,7 +885,7 @@ type expiredLeasesLost struct {
 func (s expiredLeasesLost) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
 	page, _ := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: spec.MaxPageLimit})
 	if slices.ContainsFunc(page.Runs, func(r spec.RunSnapshot) bool { return r.RunID == p.RunID }) {
-		return spec.Lease{}, spec.LeaseLost(p.RunID, p.Token, "the lease expired")
+		return spec.Lease{}, &spec.Error{Code: spec.CodeLeaseLost, RunID: p.RunID, Message: "the lease expired"}
 	}
 	return s.Store.RenewLease(ctx, p)
 }
@@ -961,7 +967,7 @@ func (s *liveAtExpiry) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spe
 	exp, ok := s.expiry[p.RunID]
 	s.mu.Unlock()
 	if ok && spec.Timestamp(s.clock.Now()).Equal(exp) {
-		return spec.Claim{}, spec.LeaseHeld(p.RunID)
+		return spec.Claim{}, &spec.Error{Code: spec.CodeLeaseHeld, RunID: p.RunID}
 	}
 	cl, err := s.Store.ClaimRun(ctx, p)
 	if err == nil {
@@ -979,7 +985,7 @@ func (s unfencedWritesRefusedWhileLeased) UpdateRun(ctx context.Context, p spec.
 		page, _ := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: spec.MaxPageLimit})
 		if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil && !cur.Status.Terminal() &&
 			!slices.ContainsFunc(page.Runs, func(r spec.RunSnapshot) bool { return r.RunID == p.RunID }) {
-			return spec.RunSnapshot{}, spec.LeaseHeld(p.RunID)
+			return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeLeaseHeld, RunID: p.RunID}
 		}
 	}
 	return s.Store.UpdateRun(ctx, p)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/badger"
-	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/internal/benchutil"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/spec"
@@ -40,7 +40,7 @@ func benchStores(b *testing.B, kind string) map[string]spec.RunStateStore {
 	quiet := slog.New(slog.DiscardHandler)
 	switch kind {
 	case "memory":
-		out["in-process"] = memory.New()
+		out["in-process"] = memorytest.Open(b, nil)
 		c, err := plugin.Open(ctx, bin(b, memoryPkg), plugin.Options{Logger: quiet})
 		if err != nil {
 			b.Fatal(err)

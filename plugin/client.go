@@ -18,6 +18,7 @@ import (
 
 	pb "github.com/runstate/runstate/plugin/proto"
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // Options configure Open.
@@ -52,7 +53,13 @@ type Client struct {
 	watching sync.WaitGroup
 }
 
-var _ spec.Store = (*Client)(nil)
+// remote is the plugin's store as the protocol carries it: each call goes
+// to the plugin as it is. Store wraps it with the kit's checks, so input is
+// validated once on this side of the process boundary (protobuf strings
+// must be valid UTF-8 to be sent at all) and once by the store beyond it.
+type remote struct{ c *Client }
+
+var _ spec.Store = remote{}
 
 // Open starts the plugin binary at path, checks its protocol version,
 // sends it opts.Config and returns the client.
@@ -175,12 +182,12 @@ func (c *Client) Name() string    { return c.name }
 func (c *Client) Version() string { return c.version }
 
 // Store returns the plugin's store: a spec.Store when it has leases,
-// otherwise only a spec.RunStateStore.
+// otherwise only a spec.RunStateStore. It is the one way to the store.
 func (c *Client) Store() spec.RunStateStore {
 	if c.leases {
-		return c
+		return driver.Checked(remote{c})
 	}
-	return runOnly{c}
+	return driver.Checked(runOnly{remote{c}})
 }
 
 // runOnly shows only the RunStateStore methods of a plugin whose store has
@@ -223,10 +230,7 @@ func (c *Client) err(ctx context.Context, err error) error {
 	return fromStatus(err, c.peer, c.dead)
 }
 
-// do runs one call against the plugin. Every method validates its input
-// with the contract's Prepare functions first, as the store will: protobuf
-// strings must be valid UTF-8 to be sent at all, and bad input then gets
-// the same typed error without a round trip.
+// do runs one call against the plugin.
 func do[T any](c *Client, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var zero T
 	cctx, done, err := c.call(ctx)
@@ -242,11 +246,8 @@ func do[T any](c *Client, ctx context.Context, f func(context.Context) (T, error
 }
 
 // CreateRun implements spec.RunStateStore.
-func (c *Client) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareCreate(&p); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.Run, error) { return c.rpc.CreateRun(ctx, createPB(p)) })
+func (rs remote) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Run, error) { return rs.c.rpc.CreateRun(ctx, createPB(p)) })
 	if err != nil {
 		return spec.RunSnapshot{}, err
 	}
@@ -254,11 +255,8 @@ func (c *Client) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Ru
 }
 
 // UpdateRun implements spec.RunStateStore.
-func (c *Client) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareUpdate(&p); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.Run, error) { return c.rpc.UpdateRun(ctx, updatePB(p)) })
+func (rs remote) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Run, error) { return rs.c.rpc.UpdateRun(ctx, updatePB(p)) })
 	if err != nil {
 		return spec.RunSnapshot{}, err
 	}
@@ -266,12 +264,9 @@ func (c *Client) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.Ru
 }
 
 // GetRun implements spec.RunStateStore.
-func (c *Client) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
-	if err := spec.PrepareGet(runID); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.Run, error) {
-		return c.rpc.GetRun(ctx, &pb.GetRunRequest{RunId: runID})
+func (rs remote) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Run, error) {
+		return rs.c.rpc.GetRun(ctx, &pb.GetRunRequest{RunId: runID})
 	})
 	if err != nil {
 		return spec.RunSnapshot{}, err
@@ -280,12 +275,9 @@ func (c *Client) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, er
 }
 
 // ListRuns implements spec.RunStateStore.
-func (c *Client) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
-	if _, err := spec.PrepareListRuns(p); err != nil {
-		return spec.RunPage{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
-		return c.rpc.ListRuns(ctx, &pb.ListRunsRequest{Statuses: p.Statuses, WorkflowName: p.WorkflowName, Labels: p.Labels,
+func (rs remote) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
+		return rs.c.rpc.ListRuns(ctx, &pb.ListRunsRequest{Statuses: p.Statuses, WorkflowName: p.WorkflowName, Labels: p.Labels,
 			CreatedFrom: ts(p.CreatedFrom), CreatedBefore: ts(p.CreatedBefore), Limit: int64(p.Limit), Cursor: p.Cursor})
 	})
 	if err != nil {
@@ -295,12 +287,9 @@ func (c *Client) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunP
 }
 
 // ListAuditEvents implements spec.RunStateStore.
-func (c *Client) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
-	if _, err := spec.PrepareAuditQuery(p); err != nil {
-		return spec.AuditPage{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.AuditPage, error) {
-		return c.rpc.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{RunId: p.RunID, AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
+func (rs remote) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.AuditPage, error) {
+		return rs.c.rpc.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{RunId: p.RunID, AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
 	})
 	if err != nil {
 		return spec.AuditPage{}, err
@@ -313,12 +302,9 @@ func (c *Client) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (s
 }
 
 // ClaimRun implements spec.LeaseStore.
-func (c *Client) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
-	if _, err := spec.PrepareClaimRun(p); err != nil {
-		return spec.Claim{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.Claim, error) {
-		return c.rpc.ClaimRun(ctx, &pb.ClaimRunRequest{RunId: p.RunID, Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Statuses: p.Statuses})
+func (rs remote) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Claim, error) {
+		return rs.c.rpc.ClaimRun(ctx, &pb.ClaimRunRequest{RunId: p.RunID, Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Statuses: p.Statuses})
 	})
 	if err != nil {
 		return spec.Claim{}, err
@@ -327,12 +313,9 @@ func (c *Client) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Clai
 }
 
 // ClaimNextRun implements spec.LeaseStore.
-func (c *Client) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	if _, err := spec.PrepareClaimNext(p); err != nil {
-		return spec.Claim{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.Claim, error) {
-		return c.rpc.ClaimNextRun(ctx, &pb.ClaimNextRunRequest{Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Filter: filterPB(p.Filter)})
+func (rs remote) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Claim, error) {
+		return rs.c.rpc.ClaimNextRun(ctx, &pb.ClaimNextRunRequest{Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Filter: filterPB(p.Filter)})
 	})
 	if err != nil {
 		return spec.Claim{}, err
@@ -341,12 +324,9 @@ func (c *Client) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec
 }
 
 // RenewLease implements spec.LeaseStore.
-func (c *Client) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
-	if err := spec.PrepareRenew(p); err != nil {
-		return spec.Lease{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.Lease, error) {
-		return c.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{RunId: p.RunID, Token: p.Token, Ttl: durationpb.New(p.TTL)})
+func (rs remote) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Lease, error) {
+		return rs.c.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{RunId: p.RunID, Token: p.Token, Ttl: durationpb.New(p.TTL)})
 	})
 	if err != nil {
 		return spec.Lease{}, err
@@ -355,23 +335,17 @@ func (c *Client) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.
 }
 
 // ReleaseLease implements spec.LeaseStore.
-func (c *Client) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
-	if err := spec.PrepareRelease(p); err != nil {
-		return err
-	}
-	_, err := do(c, ctx, func(ctx context.Context) (*pb.ReleaseLeaseResponse, error) {
-		return c.rpc.ReleaseLease(ctx, &pb.ReleaseLeaseRequest{RunId: p.RunID, Token: p.Token})
+func (rs remote) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+	_, err := do(rs.c, ctx, func(ctx context.Context) (*pb.ReleaseLeaseResponse, error) {
+		return rs.c.rpc.ReleaseLease(ctx, &pb.ReleaseLeaseRequest{RunId: p.RunID, Token: p.Token})
 	})
 	return err
 }
 
 // ListRunnableRuns implements spec.LeaseStore.
-func (c *Client) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
-	if _, err := spec.PrepareRunnable(p.Filter, p.Limit, p.Cursor); err != nil {
-		return spec.RunPage{}, err
-	}
-	r, err := do(c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
-		return c.rpc.ListRunnableRuns(ctx, &pb.ListRunnableRunsRequest{Filter: filterPB(p.Filter), Limit: int64(p.Limit), Cursor: p.Cursor})
+func (rs remote) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
+		return rs.c.rpc.ListRunnableRuns(ctx, &pb.ListRunnableRunsRequest{Filter: filterPB(p.Filter), Limit: int64(p.Limit), Cursor: p.Cursor})
 	})
 	if err != nil {
 		return spec.RunPage{}, err

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,8 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/runstate/runstate/adapters/memory"
 	pb "github.com/runstate/runstate/plugin/proto"
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // Fuzz targets for the wire: whatever the contract accepts crosses the
@@ -35,6 +38,42 @@ func wire[M proto.Message](t *testing.T, m M, fresh M) M {
 	return fresh
 }
 
+// capture records the input a store receives through the kit's checks.
+type capture struct {
+	spec.RunStateStore
+	create *spec.CreateRunParams
+	update *spec.UpdateRunParams
+}
+
+func (c capture) CreateRun(_ context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+	*c.create = p
+	return spec.RunSnapshot{}, nil
+}
+
+func (c capture) UpdateRun(_ context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	*c.update = p
+	return spec.RunSnapshot{}, nil
+}
+
+// checkedCreate returns p as a store receives it through the kit's checks,
+// and whether they accept it: what the client sends.
+func checkedCreate(p spec.CreateRunParams) (spec.CreateRunParams, bool) {
+	var got spec.CreateRunParams
+	_, err := driver.Checked(capture{create: &got}).CreateRun(context.Background(), p)
+	return got, err == nil
+}
+
+func checkedUpdate(p spec.UpdateRunParams) (spec.UpdateRunParams, bool) {
+	var got spec.UpdateRunParams
+	_, err := driver.Checked(capture{update: &got}).UpdateRun(context.Background(), p)
+	return got, err == nil
+}
+
+// stoppedClock tells the time it is set to.
+type stoppedClock struct{ now *time.Time }
+
+func (c stoppedClock) Now() time.Time { return *c.now }
+
 // FuzzCreateOverTheWire: a create the contract accepts arrives unchanged.
 func FuzzCreateOverTheWire(f *testing.F) {
 	f.Add("run-1", "deploy", "", "hello", 0, "env", "prod", "build", "web-1", "ship it", "operator", "alice", "")
@@ -52,7 +91,8 @@ func FuzzCreateOverTheWire(f *testing.F) {
 				p.Steps[0].Hosts = []string{host}
 			}
 		}
-		if spec.PrepareCreate(&p) != nil {
+		p, ok := checkedCreate(p)
+		if !ok {
 			return // refused before it is sent: the client checks first
 		}
 		got := fromCreate(wire(t, createPB(p), &pb.CreateRunRequest{}))
@@ -105,7 +145,8 @@ func FuzzUpdateOverTheWire(f *testing.F) {
 			}
 			p.Steps = []spec.StepPatch{sp}
 		}
-		if spec.PrepareUpdate(&p) != nil {
+		p, ok := checkedUpdate(p)
+		if !ok {
 			return
 		}
 		got := fromUpdate(wire(t, updatePB(p), &pb.UpdateRunRequest{}))
@@ -124,14 +165,27 @@ func FuzzSnapshotOverTheWire(f *testing.F) {
 	f.Add([]byte{1, 6, 0, 0}, "w", strings.Repeat("x", 300))
 	f.Fuzz(func(t *testing.T, script []byte, workflow, message string) {
 		now := time.Date(2031, 2, 3, 4, 5, 6, 789000, time.UTC)
-		create := spec.CreateRunParams{RunID: "r", WorkflowName: workflow, Message: message,
-			Labels: map[string]string{"env": workflow}, Steps: []spec.StepSpec{{Name: "s", Hosts: []string{"h1", "h2"}}}}
-		if spec.PrepareCreate(&create) != nil {
-			return
-		}
-		run, ev, err := spec.NewRun(create, nil, now)
+		ctx := context.Background()
+		store, err := memory.Open(ctx, memory.Options{Clock: stoppedClock{&now}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		defer store.Close()
+		create := spec.CreateRunParams{RunID: "r", WorkflowName: workflow, Message: message,
+			Labels: map[string]string{"env": workflow}, Steps: []spec.StepSpec{{Name: "s", Hosts: []string{"h1", "h2"}}}}
+		run, err := store.CreateRun(ctx, create)
+		if err != nil {
+			return
+		}
+		// newEvents returns the events written since the last call.
+		var seen int64
+		newEvents := func() []spec.AuditEvent {
+			page, err := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: "r", AfterSeq: seen, Limit: spec.MaxPageLimit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen += int64(len(page.Events))
+			return page.Events
 		}
 		check := func(run spec.RunSnapshot, events []spec.AuditEvent) {
 			if got := fromRun(wire(t, runPB(run), &pb.Run{})); !reflect.DeepEqual(got, run) {
@@ -148,7 +202,7 @@ func FuzzSnapshotOverTheWire(f *testing.F) {
 				t.Fatalf("claim changed on the wire:\nsent %#v\ngot  %#v", claim, got)
 			}
 		}
-		check(run, []spec.AuditEvent{ev})
+		check(run, newEvents())
 		statuses := spec.RunStatuses()
 		steps := spec.StepStatuses()
 		for i := 0; i+1 < len(script); i += 2 {
@@ -175,14 +229,13 @@ func FuzzSnapshotOverTheWire(f *testing.F) {
 				p.Priority = &prio
 				p.Labels = map[string]string{}
 			}
-			if spec.PrepareUpdate(&p) != nil {
+			if _, err := store.UpdateRun(ctx, p); errors.Is(err, spec.ErrInvalidArgument) {
 				continue
 			}
-			out := spec.ApplyUpdate(run, spec.LeaseState{}, p, now)
-			if out.Write {
-				run = out.Snapshot
+			if run, err = store.GetRun(ctx, "r"); err != nil {
+				t.Fatal(err)
 			}
-			check(run, out.Events)
+			check(run, newEvents())
 		}
 	})
 }

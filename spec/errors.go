@@ -139,38 +139,6 @@ func InvalidArgument(field, format string, args ...any) *Error {
 	return &Error{Code: CodeInvalidArgument, Field: field, Message: "invalid " + field + ": " + fmt.Sprintf(format, args...)}
 }
 
-// NotFound returns an ErrNotFound for runID.
-func NotFound(runID string) *Error {
-	return &Error{Code: CodeNotFound, RunID: runID, Message: fmt.Sprintf("run %s not found", runID)}
-}
-
-// AlreadyExists returns an ErrAlreadyExists for runID.
-func AlreadyExists(runID string) *Error {
-	return &Error{Code: CodeAlreadyExists, RunID: runID, Message: fmt.Sprintf("run %s already exists; a retry is a new run with retry_of set", runID)}
-}
-
-// VersionConflict returns an ErrVersionConflict.
-func VersionConflict(runID string, expected, current int64) *Error {
-	return &Error{Code: CodeVersionConflict, RunID: runID, ExpectedVersion: expected, CurrentVersion: current,
-		Message: fmt.Sprintf("run %s is at version %d, the update expected %d; re-read the run and retry", runID, current, expected)}
-}
-
-// InvalidTransition returns an ErrInvalidTransition for a run-level transition.
-func InvalidTransition(runID string, from, to RunStatus) *Error {
-	return &Error{Code: CodeInvalidTransition, RunID: runID, From: string(from), To: string(to),
-		Message: fmt.Sprintf("run %s: transition %s -> %s is not allowed", runID, from, to)}
-}
-
-// LeaseHeld returns an ErrLeaseHeld.
-func LeaseHeld(runID string) *Error {
-	return &Error{Code: CodeLeaseHeld, RunID: runID, Message: fmt.Sprintf("run %s is leased by another owner", runID)}
-}
-
-// LeaseLost returns an ErrLeaseLost.
-func LeaseLost(runID string, token int64, why string) *Error {
-	return &Error{Code: CodeLeaseLost, RunID: runID, Message: fmt.Sprintf("run %s: lease token %d is no longer valid: %s", runID, token, why)}
-}
-
 // Unavailable returns an ErrUnavailable wrapping cause.
 func Unavailable(what string, cause error) *Error {
 	return &Error{Code: CodeUnavailable, Message: what, Cause: cause}

@@ -34,7 +34,18 @@ const (
 
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
+
+	// MaxLeaseTTL bounds a lease's duration; any positive duration up to it is valid (BAD-004).
+	MaxLeaseTTL = 24 * time.Hour
 )
 
-// MaxLeaseTTL bounds a lease's duration; any positive duration up to it is valid (BAD-004).
-const MaxLeaseTTL = 24 * time.Hour
+// ValidateTTL checks a lease duration: positive and at most MaxLeaseTTL (BAD-004).
+func ValidateTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return InvalidArgument("ttl", "is %v; a lease lasts a positive duration", ttl)
+	}
+	if ttl > MaxLeaseTTL {
+		return InvalidArgument("ttl", "is %v, the limit is %v", ttl, MaxLeaseTTL)
+	}
+	return nil
+}

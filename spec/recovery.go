@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -119,8 +120,9 @@ func Recover(ctx context.Context, store Store, opts RecoveryOptions) (RecoveryRe
 	if store == nil {
 		return RecoveryReport{}, InvalidArgument("store", "recovery needs a store")
 	}
-	if err := ValidateOwner(opts.Owner); err != nil {
-		return RecoveryReport{}, err
+	// The store checks the owner in full when recovery claims a run.
+	if strings.TrimSpace(opts.Owner.Worker) == "" {
+		return RecoveryReport{}, InvalidArgument("owner.worker", "recovery needs an owner: the worker that recovers, unique to this process")
 	}
 	return recoverRuns(ctx, store, store, opts)
 }

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/spec"
 )
 
@@ -47,10 +47,6 @@ func TestErrorsMatchByCode(t *testing.T) {
 	if err := spec.Unavailable("store unreachable", cause); !errors.Is(err, cause) || !errors.Is(err, spec.ErrUnavailable) {
 		t.Error("Unavailable must match both the sentinel and its cause")
 	}
-	e := spec.VersionConflict("r1", 3, 5)
-	if !strings.Contains(e.Error(), "version 5") || !strings.Contains(e.Error(), "expected 3") {
-		t.Errorf("conflict message does not say what to do: %q", e.Error())
-	}
 }
 
 func TestTransitionTable(t *testing.T) {
@@ -78,37 +74,6 @@ func TestTransitionTable(t *testing.T) {
 	}
 }
 
-func TestCursorsRoundTripAndRejectTampering(t *testing.T) {
-	at := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.UTC)
-	pos := spec.RunPosition{CreatedAt: at, RunID: "run-1"}
-	q, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: pos.Cursor()})
-	if err != nil || q.After == nil || !q.After.CreatedAt.Equal(at) || q.After.RunID != "run-1" {
-		t.Fatalf("runs cursor round trip: %+v, %v", q.After, err)
-	}
-	rp := spec.RunnablePosition{Priority: -4, CreatedAt: at, RunID: "run-2"}
-	rq, err := spec.PrepareRunnable(spec.RunnableFilter{}, 0, rp.Cursor())
-	if err != nil || rq.After == nil || *rq.After != rp {
-		t.Fatalf("runnable cursor round trip: %+v, %v", rq.After, err)
-	}
-	// A cursor of one listing is not valid for the other.
-	if _, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: rp.Cursor()}); !errors.Is(err, spec.ErrInvalidArgument) {
-		t.Errorf("runnable cursor accepted by ListRuns: %v", err)
-	}
-	if _, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: pos.Cursor() + "x"}); !errors.Is(err, spec.ErrInvalidArgument) {
-		t.Errorf("tampered cursor accepted: %v", err)
-	}
-}
-
-func TestRunnableOrder(t *testing.T) {
-	t0 := time.Unix(100, 0)
-	a := spec.RunnablePosition{Priority: 5, CreatedAt: t0.Add(time.Second), RunID: "a"}
-	b := spec.RunnablePosition{Priority: 1, CreatedAt: t0, RunID: "b"}
-	c := spec.RunnablePosition{Priority: 5, CreatedAt: t0.Add(time.Second), RunID: "c"}
-	if !a.Less(b) || !a.Less(c) || c.Less(a) || a.Compare(a) != 0 {
-		t.Error("claim order is priority descending, then created_at, then run_id")
-	}
-}
-
 func TestTruncateOutput(t *testing.T) {
 	for _, s := range []string{strings.Repeat("a", 10_000), strings.Repeat("é", 5_000), strings.Repeat("日本", 2_000), "short"} {
 		got := spec.TruncateOutput(s)
@@ -132,29 +97,6 @@ func TestTruncateTextKeepsItsLimit(t *testing.T) {
 	}
 	if got := spec.TruncateText("short", 1024); got != "short" {
 		t.Errorf("a text within the limit changed: %q", got)
-	}
-}
-
-func TestLeaseRules(t *testing.T) {
-	now := time.Unix(1000, 0)
-	run := spec.RunSnapshot{RunID: "r", Status: spec.StatusQueued}
-	w1 := spec.Owner{Worker: "w1", Incarnation: "a"}
-	l, err := spec.LeaseState{}.Claim(run, w1, time.Minute, spec.DefaultRunnableStatuses(), now)
-	if err != nil || l.Token != 1 || !l.Live(now) || l.Live(now.Add(time.Minute)) {
-		t.Fatalf("first claim: %+v %v", l, err)
-	}
-	if _, err := l.Claim(run, spec.Owner{Worker: "w2"}, time.Minute, spec.DefaultRunnableStatuses(), now); !errors.Is(err, spec.ErrLeaseHeld) {
-		t.Errorf("claim over a live lease: %v", err)
-	}
-	if l2, err := l.Claim(run, spec.Owner{Worker: "w1", Incarnation: "b"}, time.Minute, spec.DefaultRunnableStatuses(), now); err != nil || l2.Token != 2 {
-		t.Errorf("new incarnation: %+v %v", l2, err)
-	}
-	if err := l.CheckFence("r", 2); !errors.Is(err, spec.ErrLeaseLost) {
-		t.Errorf("fence with a never-issued token: %v", err)
-	}
-	released, _ := l.Release("r", 1)
-	if released.Live(now) || !errors.Is(released.CheckFence("r", 1), spec.ErrLeaseLost) {
-		t.Error("a released lease must be dead and fence nothing")
 	}
 }
 
@@ -202,7 +144,7 @@ func TestTruncateTextBoundaries(t *testing.T) {
 type conflicting struct{ spec.RunStateStore }
 
 func (s conflicting) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	return spec.RunSnapshot{}, spec.VersionConflict(p.RunID, p.ExpectedVersion, p.ExpectedVersion+1)
+	return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeVersionConflict, RunID: p.RunID, ExpectedVersion: p.ExpectedVersion, CurrentVersion: p.ExpectedVersion + 1}
 }
 
 type countingGets struct {
@@ -219,7 +161,7 @@ func (s countingGets) GetRun(ctx context.Context, id string) (spec.RunSnapshot, 
 // keeps changing instead of retrying forever.
 func TestRecoveryGivesUpOnARunThatKeepsChanging(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	run, _ := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
 	store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
 	gets := 0
@@ -244,7 +186,7 @@ func (s releaseFails) ReleaseLease(context.Context, spec.ReleaseLeaseParams) err
 // A release that fails after recovery settled a run is reported in the log.
 func TestRecoveryLogsAFailedRelease(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	run, _ := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
 	store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
 	var log strings.Builder

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 )
@@ -35,7 +35,7 @@ func waitingRun(t *testing.T, store spec.RunStateStore) spec.RunSnapshot {
 
 func TestCancelEndsTheStepsTheRunWasExecutingAndLeavesNothingStale(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	op := alice
 	op.Store = store
 	s := waitingRun(t, store)
@@ -66,7 +66,7 @@ func TestCancelEndsTheStepsTheRunWasExecutingAndLeavesNothingStale(t *testing.T)
 // written: no rejected transition, no run moved to failed.
 func TestOperatorActionsARunCannotTakeWriteNothing(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	op := alice
 	op.Store = store
 	queued, _ := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf"})
@@ -101,7 +101,7 @@ func TestOperatorActionsARunCannotTakeWriteNothing(t *testing.T) {
 // a fenced write that consumes the signal.
 func TestASignalIsActedOnByTheLeaseHolder(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	op := alice
 	op.Store = store
 	s := waitingRun(t, store)

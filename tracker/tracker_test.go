@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
@@ -41,7 +42,7 @@ func newRun(t *testing.T, store spec.RunStateStore, notifiers ...tracker.Notifie
 
 func TestWritesSurviveAnOperatorsWriteInBetween(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	_, run := newRun(t, store)
 	if err := run.Begin(ctx); err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestWritesSurviveAnOperatorsWriteInBetween(t *testing.T) {
 
 func TestARunEndedElsewhereStopsTheEngine(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	_, run := newRun(t, store)
 	run.Begin(ctx)
 	s := run.Snapshot()
@@ -89,7 +90,7 @@ func takenOver(t *testing.T) (store *memory.Store, zombie *tracker.Run, taker sp
 	t.Helper()
 	ctx := context.Background()
 	clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	store = memory.New(memory.WithClock(clock))
+	store = memorytest.Open(t, clock)
 	tr := tracker.New(store, tracker.Options{Leases: store})
 	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
 	cl, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Second})
@@ -152,7 +153,7 @@ func TestKeepLeaseStopsWorkWhenTheLeaseIsLostOrTheRunEnded(t *testing.T) {
 		t.Errorf("renewing a lease taken over: %v", err)
 	}
 
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{Leases: store})
 	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
 	cl, _ := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Minute})
@@ -170,7 +171,7 @@ func TestKeepLeaseStopsWorkWhenTheLeaseIsLostOrTheRunEnded(t *testing.T) {
 }
 
 func TestAttachingALeasedRunNeedsTheLeaseStore(t *testing.T) {
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{})
 	if _, err := tr.Attach(spec.RunSnapshot{RunID: "r"}, tracker.Lease{Token: 3, TTL: time.Minute}); err == nil {
 		t.Fatal("a leased run was attached to a tracker without Options.Leases")
@@ -180,7 +181,7 @@ func TestAttachingALeasedRunNeedsTheLeaseStore(t *testing.T) {
 func TestHostOutputIsTruncatedAndEveryChangeNotified(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	_, run := newRun(t, store, rec)
 	run.Begin(ctx)
 	run.StepStarted(ctx, "build")

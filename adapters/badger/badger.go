@@ -18,9 +18,14 @@ import (
 	bdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
-var _ spec.Store = (*Store)(nil)
+var (
+	_ spec.Store         = (*Store)(nil)
+	_ driver.Driver      = (*storage)(nil)
+	_ driver.NextClaimer = (*storage)(nil)
+)
 
 // Options configure Open.
 type Options struct {
@@ -59,6 +64,12 @@ const maxConflictRetries = 64
 
 // Store is a runstate store in a Badger directory.
 type Store struct {
+	spec.Store
+	data *storage
+}
+
+// storage is the Badger adapter's driver.Driver.
+type storage struct {
 	db    *bdb.DB
 	clock spec.Clock
 	log   *slog.Logger
@@ -84,7 +95,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if strings.TrimSpace(opts.Dir) == "" {
 		return nil, spec.InvalidArgument("dir", "the Badger data directory must be set")
 	}
-	s := &Store{clock: opts.Clock, log: opts.Logger, dir: opts.Dir,
+	s := &storage{clock: opts.Clock, log: opts.Logger, dir: opts.Dir,
 		head: queueHead{start: map[string][]byte{}}}
 	if s.clock == nil {
 		s.clock = spec.SystemClock{}
@@ -117,10 +128,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.NoSync {
 		s.log.Warn("runstate badger store opened with NoSync: acknowledged writes may be lost if the machine fails", "dir", opts.Dir)
 	}
-	return s, nil
+	return &Store{Store: driver.Wrap(s), data: s}, nil
 }
 
-func (s *Store) checkSchema() error {
+func (s *storage) checkSchema() error {
 	return interpretError(s.db.Update(func(txn *bdb.Txn) error {
 		item, err := txn.Get(metaKey("schema"))
 		if errors.Is(err, bdb.ErrKeyNotFound) {
@@ -139,7 +150,9 @@ func (s *Store) checkSchema() error {
 
 // Close stops garbage collection and closes the database; later calls
 // return spec.ErrUnavailable. Close waits for calls in progress.
-func (s *Store) Close() error {
+func (s *Store) Close() error { return s.data.close() }
+
+func (s *storage) close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {
@@ -155,7 +168,7 @@ func (s *Store) Close() error {
 
 // enter admits an operation after checking its context (CTX-001); the
 // caller must call s.leave.
-func (s *Store) enter(ctx context.Context) error {
+func (s *storage) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -167,15 +180,15 @@ func (s *Store) enter(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) leave() { s.closeMu.RUnlock() }
+func (s *storage) leave() { s.closeMu.RUnlock() }
 
-func (s *Store) now() time.Time { return spec.Timestamp(s.clock.Now()) }
+func (s *storage) now() time.Time { return spec.Timestamp(s.clock.Now()) }
 
 // update runs fn in a read-write transaction, retrying Badger conflicts
 // with a short jittered backoff. fn runs afresh on every attempt, so of
 // writers racing from one version exactly one wins (CAS-003), and each call
 // takes effect atomically at its commit (LIN-001, LIN-002).
-func (s *Store) update(ctx context.Context, fn func(t *tx) error) error {
+func (s *storage) update(ctx context.Context, fn func(t *tx) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -198,7 +211,7 @@ func (s *Store) update(ctx context.Context, fn func(t *tx) error) error {
 }
 
 // view runs fn in a read-only transaction: one consistent snapshot.
-func (s *Store) view(ctx context.Context, fn func(txn *bdb.Txn) error) error {
+func (s *storage) view(ctx context.Context, fn func(txn *bdb.Txn) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -206,7 +219,7 @@ func (s *Store) view(ctx context.Context, fn func(txn *bdb.Txn) error) error {
 	return interpretError(s.db.View(fn))
 }
 
-func (s *Store) gcLoop(interval time.Duration) {
+func (s *storage) gcLoop(interval time.Duration) {
 	defer close(s.gcDone)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -221,7 +234,7 @@ func (s *Store) gcLoop(interval time.Duration) {
 }
 
 // collectGarbage rewrites value-log files until none is worth rewriting.
-func (s *Store) collectGarbage() {
+func (s *storage) collectGarbage() {
 	for rewrites := 0; ; rewrites++ {
 		select {
 		case <-s.stopGC:
@@ -242,7 +255,9 @@ func (s *Store) collectGarbage() {
 
 // RunValueLogGC runs one value-log garbage collection pass now, for callers
 // that disabled the periodic one. It reports how many files were rewritten.
-func (s *Store) RunValueLogGC(ctx context.Context) (int, error) {
+func (s *Store) RunValueLogGC(ctx context.Context) (int, error) { return s.data.runValueLogGC(ctx) }
+
+func (s *storage) runValueLogGC(ctx context.Context) (int, error) {
 	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/oklog/ulid/v2"
 	"log/slog"
 	"os"
 	"sync"
@@ -50,7 +51,7 @@ func (h handWritten) update(id string, expected int64, to spec.RunStatus) (int64
 			return err
 		}
 		if rec.Run.Version != expected {
-			return spec.VersionConflict(id, expected, rec.Run.Version)
+			return &spec.Error{Code: spec.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: rec.Run.Version}
 		}
 		from := rec.Run.Status
 		rec.Run.Status, rec.Run.Version, rec.Run.UpdatedAt = to, rec.Run.Version+1, spec.Timestamp(time.Now())
@@ -115,7 +116,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 			h := handWritten{db}
 			ids := make([]string, par)
 			for i := range ids {
-				ids[i] = spec.NewRunID()
+				ids[i] = ulid.Make().String()
 				first := spec.RunSnapshot{RunID: ids[i], WorkflowName: "bench", Status: spec.StatusQueued, Version: 1}
 				for _, st := range steps {
 					step := spec.Step{Name: st.Name, Status: spec.StepQueued}
@@ -185,7 +186,7 @@ func BenchmarkClaimNext(b *testing.B) {
 var (
 	bigStoreOnce sync.Once
 	bigStoreDir  string
-	bigStoreDeep spec.RunPosition
+	bigStoreDeep string // the cursor 90,000 runs deep
 	bigStoreErr  error
 )
 
@@ -218,9 +219,14 @@ func bigStore(b *testing.B) string {
 				bigStoreErr = err
 				return
 			}
-			if i == 90_000 {
-				bigStoreDeep = spec.PositionOf(r)
+		}
+		for range 90 {
+			page, err := s.ListRuns(ctx, spec.ListRunsParams{Limit: 1000, Cursor: bigStoreDeep})
+			if err != nil {
+				bigStoreErr = err
+				return
 			}
+			bigStoreDeep = page.NextCursor
 		}
 		bigStoreDir = dir
 	})
@@ -242,7 +248,7 @@ func BenchmarkList100k(b *testing.B) {
 		want int
 	}{
 		{"page1", spec.ListRunsParams{Limit: 50}, 50},
-		{"page_at_90000", spec.ListRunsParams{Limit: 50, Cursor: bigStoreDeep.Cursor()}, 50},
+		{"page_at_90000", spec.ListRunsParams{Limit: 50, Cursor: bigStoreDeep}, 50},
 		{"status_running_100_of_100k", spec.ListRunsParams{Limit: 100, Statuses: []string{"running"}}, 100},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // Key layout. Every key starts with a one-byte table tag and a 0x00. Text
@@ -15,7 +16,7 @@ import (
 // big-endian so that byte order is numeric order.
 //
 //	r 0 <run_id>                                  storedRun (snapshot + last audit seq)
-//	l 0 <run_id>                                  spec.LeaseState
+//	l 0 <run_id>                                  driver.LeaseState
 //	a 0 <run_id> 0 <seq>                          spec.AuditEvent
 //	c 0 <created> <run_id>                        index: every run, ListRuns order
 //	s 0 <status> 0 <created> <run_id>             index: runs by status
@@ -99,7 +100,7 @@ func ownerIncarnationPrefix(o spec.Owner) []byte {
 }
 
 // indexKeys returns every index key of a run with snapshot s and lease l.
-func indexKeys(s spec.RunSnapshot, l spec.LeaseState) [][]byte {
+func indexKeys(s spec.RunSnapshot, l driver.LeaseState) [][]byte {
 	pos := append(micros(s.CreatedAt), s.RunID...)
 	keys := [][]byte{
 		append(createdPrefix(), pos...),
@@ -109,11 +110,11 @@ func indexKeys(s spec.RunSnapshot, l spec.LeaseState) [][]byte {
 	for k, v := range s.Labels {
 		keys = append(keys, append(labelPrefix(k, v), pos...))
 	}
-	switch {
-	case s.Status.Terminal():
-	case l.Token == 0 || l.Released:
+	switch driver.QueueOf(s, l) {
+	case driver.QueueNone:
+	case driver.QueueUnleased:
 		keys = append(keys, append(append(queuePrefix(s.Status), invPriority(s.Priority)...), pos...))
-	default:
+	case driver.QueueLeased:
 		keys = append(keys,
 			append(append(expiryPrefix(s.Status), micros(l.ExpiresAt)...), s.RunID...),
 			append(ownerIncarnationPrefix(l.Owner), s.RunID...))
@@ -148,16 +149,16 @@ func indexChanges(old *indexed, new indexed) (del, set [][]byte) {
 // indexed is what the index keys of a run depend on.
 type indexed struct {
 	run   spec.RunSnapshot
-	lease spec.LeaseState
+	lease driver.LeaseState
 }
 
 // runPosAfter is the first key of prefix strictly after the position:
 // run ids hold no 0x00, so appending one yields the key's successor.
-func runPosAfter(prefix []byte, p spec.RunPosition) []byte {
+func runPosAfter(prefix []byte, p driver.RunPosition) []byte {
 	return append(append(append(slices.Clone(prefix), micros(p.CreatedAt)...), p.RunID...), 0)
 }
 
-func queuePosAfter(prefix []byte, p spec.RunnablePosition) []byte {
+func queuePosAfter(prefix []byte, p driver.RunnablePosition) []byte {
 	k := append(slices.Clone(prefix), invPriority(p.Priority)...)
 	return append(append(append(k, micros(p.CreatedAt)...), p.RunID...), 0)
 }

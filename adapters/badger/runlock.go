@@ -65,7 +65,7 @@ func (l *runLocks) unlock(ids ...string) {
 }
 
 // updateRun runs fn in a read-write transaction holding runID's lock.
-func (s *Store) updateRun(ctx context.Context, runID string, fn func(t *tx) error) error {
+func (s *storage) updateRun(ctx context.Context, runID string, fn func(t *tx) error) error {
 	if err := s.locks.lock(ctx, runID); err != nil {
 		return err
 	}

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	bdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // storedRun is the value under a run key: the snapshot and the sequence
@@ -64,8 +66,8 @@ func mustGetRun(txn reader, id string) (storedRun, error) {
 	return r, err
 }
 
-func getLease(txn reader, id string) (spec.LeaseState, error) {
-	var l spec.LeaseState
+func getLease(txn reader, id string) (driver.LeaseState, error) {
+	var l driver.LeaseState
 	_, err := getJSON(txn, leaseKey(id), &l)
 	return l, err
 }
@@ -86,111 +88,102 @@ func moveIndexes(txn *tx, old *indexed, new indexed) error {
 	return nil
 }
 
-// writeRun stores next (old nil for a new run) with its index changes and
-// appends events, numbering them after next.LastSeq, in the same
-// transaction (AUD-002, AUD-005).
-func writeRun(txn *tx, old *indexed, next storedRun, lease spec.LeaseState, events []spec.AuditEvent) error {
-	if err := moveIndexes(txn, old, indexed{next.Run, lease}); err != nil {
+// write stores change c of the run read as cur with lease, its index
+// changes and its events, in one transaction (AUD-005).
+func write(txn *tx, cur storedRun, lease driver.LeaseState, c driver.Change) error {
+	if c.Empty() {
+		return nil
+	}
+	next, nextLease := cur, lease
+	if c.Run != nil {
+		next.Run = *c.Run
+	}
+	if c.Lease != nil {
+		nextLease = *c.Lease
+	}
+	if err := moveIndexes(txn, &indexed{cur.Run, lease}, indexed{next.Run, nextLease}); err != nil {
 		return err
 	}
-	for _, ev := range events {
-		next.LastSeq++
-		ev.Seq = next.LastSeq
-		if err := setJSON(txn, auditKey(ev.RunID, ev.Seq), ev); err != nil {
+	if err := appendEvents(txn, c.Events, &next.LastSeq); err != nil {
+		return err
+	}
+	if c.Lease != nil {
+		if err := setJSON(txn, leaseKey(next.Run.RunID), nextLease); err != nil {
 			return err
 		}
+	}
+	if c.Run == nil && len(c.Events) == 0 {
+		return nil
 	}
 	return setJSON(txn, runKey(next.Run.RunID), next)
 }
 
-// writeLease stores a run's new lease with its index changes.
-func writeLease(txn *tx, run spec.RunSnapshot, old, new spec.LeaseState) error {
-	if err := moveIndexes(txn, &indexed{run, old}, indexed{run, new}); err != nil {
-		return err
+// appendEvents stores numbered events and moves *lastSeq to the last one's.
+func appendEvents(txn *tx, events []spec.AuditEvent, lastSeq *int64) error {
+	for _, ev := range events {
+		if err := setJSON(txn, auditKey(ev.RunID, ev.Seq), ev); err != nil {
+			return err
+		}
+		*lastSeq = ev.Seq
 	}
-	return setJSON(txn, leaseKey(run.RunID), new)
+	return nil
 }
 
-// CreateRun implements spec.RunStateStore.
-func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareCreate(&p); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	var out spec.RunSnapshot
-	err := s.update(ctx, func(txn *tx) error {
-		if _, exists, err := getRun(txn, p.RunID); err != nil || exists {
-			if exists { // RUN-003
-				return spec.AlreadyExists(p.RunID)
+// Now implements driver.Driver.
+func (s *storage) Now(context.Context) (time.Time, error) { return s.now(), nil }
+
+// Insert implements driver.Driver.
+func (s *storage) Insert(ctx context.Context, r driver.NewRun) error {
+	return s.update(ctx, func(txn *tx) error {
+		if _, exists, err := getRun(txn, r.Run.RunID); err != nil || exists {
+			if exists {
+				return spec.ErrAlreadyExists
 			}
 			return err
 		}
-		var retried *spec.RunSnapshot
-		if p.RetryOf != "" {
-			r, ok, err := getRun(txn, p.RetryOf)
-			if err != nil {
-				return err
-			}
-			if ok {
-				retried = &r.Run
-			}
-		}
-		snap, ev, err := spec.NewRun(p, retried, s.now())
-		if err != nil {
+		next := storedRun{Run: r.Run}
+		if err := moveIndexes(txn, nil, indexed{r.Run, driver.LeaseState{}}); err != nil {
 			return err
 		}
-		out = snap
-		return writeRun(txn, nil, storedRun{Run: snap}, spec.LeaseState{}, []spec.AuditEvent{ev})
+		if err := appendEvents(txn, []spec.AuditEvent{r.Created}, &next.LastSeq); err != nil {
+			return err
+		}
+		return setJSON(txn, runKey(r.Run.RunID), next)
 	})
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	return out, nil
 }
 
-// UpdateRun implements spec.RunStateStore.
-func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareUpdate(&p); err != nil {
-		return spec.RunSnapshot{}, err
+// current reads run id with its lease for a write; spec.ErrNotFound when missing.
+func (s *storage) current(txn *tx, id string) (storedRun, driver.LeaseState, error) {
+	r, ok, err := getRun(txn, id)
+	if err == nil && !ok {
+		err = spec.ErrNotFound
 	}
-	var out spec.UpdateOutcome
-	err := s.updateRun(ctx, p.RunID, func(txn *tx) error {
-		cur, ok, err := getRun(txn, p.RunID)
+	if err != nil {
+		return r, driver.LeaseState{}, err
+	}
+	l, err := getLease(txn, id)
+	return r, l, err
+}
+
+// Modify implements driver.Driver, holding the run's lock across Badger's
+// conflict retries (see runLocks).
+func (s *storage) Modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
+	return s.updateRun(ctx, runID, func(txn *tx) error {
+		cur, lease, err := s.current(txn, runID)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return spec.NotFound(p.RunID)
-		}
-		lease, err := getLease(txn, p.RunID)
-		if err != nil {
-			return err
-		}
-		out = spec.ApplyUpdate(cur.Run, lease, p, s.now())
-		if !out.Write && len(out.Events) == 0 {
-			return nil
-		}
-		next := storedRun{Run: cur.Run, LastSeq: cur.LastSeq}
-		if out.Write {
-			next.Run = out.Snapshot
-		}
-		return writeRun(txn, &indexed{cur.Run, lease}, next, lease, out.Events)
+		return write(txn, cur, lease, change(driver.Current{Run: cur.Run, Lease: lease, LastSeq: cur.LastSeq, Now: s.now()}))
 	})
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	return out.Result()
 }
 
-// GetRun implements spec.RunStateStore.
-func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
-	if err := spec.PrepareGet(runID); err != nil {
-		return spec.RunSnapshot{}, err
-	}
+// Get implements driver.Driver.
+func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, error) {
 	var out storedRun
 	err := s.view(ctx, func(txn *bdb.Txn) error {
 		r, ok, err := getRun(txn, runID)
-		if err == nil && !ok { // RUN-004
-			err = spec.NotFound(runID)
+		if err == nil && !ok {
+			err = spec.ErrNotFound
 		}
 		out = r
 		return err
@@ -198,17 +191,12 @@ func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, err
 	return out.Run, err
 }
 
-// ListRuns implements spec.RunStateStore. It walks the most selective index
+// ListRuns implements driver.Driver. It walks the most selective index
 // the filter allows (status, else workflow, else a label, else all runs by
-// creation), from the cursor on, and stops once a page is full.
-func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
-	q, err := spec.PrepareListRuns(p)
-	if err != nil {
-		return spec.RunPage{}, err
-	}
-	var page spec.RunPage
-	err = s.view(ctx, func(txn *bdb.Txn) error {
-		var found []spec.RunSnapshot
+// creation), from the cursor on, and stops once it has q.Limit runs.
+func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
+	var found []spec.RunSnapshot
+	err := s.view(ctx, func(txn *bdb.Txn) error {
 		for _, prefix := range listPrefixes(q.Filter) {
 			runs, err := scanCreated(txn, prefix, q)
 			if err != nil {
@@ -216,21 +204,16 @@ func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPa
 			}
 			found = append(found, runs...)
 		}
-		// In (created_at, run_id) order; the last page has no cursor (LIST-005).
-		slices.SortFunc(found, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
-		if len(found) > q.Limit {
-			found = found[:q.Limit]
-			page.NextCursor = spec.PositionOf(found[len(found)-1]).Cursor()
-		}
-		page.Runs = found
 		return nil
 	})
-	return page, err
+	// Several indexes merge in (created_at, run_id) order (LIST-005).
+	slices.SortFunc(found, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
+	return found[:min(len(found), q.Limit)], err
 }
 
 // listPrefixes picks the index prefixes a filtered listing walks; each is
 // ordered by (created, run_id) and the filter is applied to what they yield.
-func listPrefixes(f spec.RunFilter) [][]byte {
+func listPrefixes(f driver.RunFilter) [][]byte {
 	switch {
 	case len(f.Statuses) > 0:
 		var out [][]byte
@@ -253,9 +236,9 @@ func listPrefixes(f spec.RunFilter) [][]byte {
 	return [][]byte{createdPrefix()}
 }
 
-// scanCreated returns up to q.Limit+1 runs matching q from one index whose
+// scanCreated returns up to q.Limit runs matching q from one index whose
 // keys are prefix, created, run_id.
-func scanCreated(txn *bdb.Txn, prefix []byte, q spec.RunQuery) ([]spec.RunSnapshot, error) {
+func scanCreated(txn *bdb.Txn, prefix []byte, q driver.RunQuery) ([]spec.RunSnapshot, error) {
 	seek := prefix
 	if q.After != nil {
 		seek = runPosAfter(prefix, *q.After)
@@ -277,7 +260,7 @@ func scanCreated(txn *bdb.Txn, prefix []byte, q spec.RunQuery) ([]spec.RunSnapsh
 		if q.Filter.Matches(r.Run) {
 			out = append(out, r.Run)
 		}
-		return len(out) <= q.Limit, nil
+		return len(out) < q.Limit, nil
 	})
 	return out, err
 }
@@ -296,35 +279,27 @@ func scanKeys(txn *bdb.Txn, prefix, seek []byte, visit func(k []byte) (more bool
 	return nil
 }
 
-// ListAuditEvents implements spec.RunStateStore.
-func (s *Store) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
-	limit, err := spec.PrepareAuditQuery(p)
-	if err != nil {
-		return spec.AuditPage{}, err
-	}
-	var page spec.AuditPage
-	err = s.view(ctx, func(txn *bdb.Txn) error {
-		if _, ok, err := getRun(txn, p.RunID); err != nil || !ok {
+// ListAudit implements driver.Driver.
+func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
+	var events []spec.AuditEvent
+	err := s.view(ctx, func(txn *bdb.Txn) error {
+		if _, ok, err := getRun(txn, q.RunID); err != nil || !ok {
 			if err == nil {
-				err = spec.NotFound(p.RunID)
+				err = spec.ErrNotFound
 			}
 			return err
 		}
-		it := txn.NewIterator(bdb.IteratorOptions{Prefix: auditPrefix(p.RunID), PrefetchValues: true, PrefetchSize: min(limit+1, 100)})
+		it := txn.NewIterator(bdb.IteratorOptions{Prefix: auditPrefix(q.RunID), PrefetchValues: true, PrefetchSize: min(q.Limit, 100)})
 		defer it.Close()
 		// Seq order from after_seq on, without gaps or repeats (AUD-006).
-		for it.Seek(auditKey(p.RunID, p.AfterSeq+1)); it.Valid(); it.Next() {
-			if len(page.Events) == limit {
-				page.More = true
-				return nil
-			}
+		for it.Seek(auditKey(q.RunID, q.AfterSeq+1)); it.Valid() && len(events) < q.Limit; it.Next() {
 			var ev spec.AuditEvent
 			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &ev) }); err != nil {
 				return err
 			}
-			page.Events = append(page.Events, ev)
+			events = append(events, ev)
 		}
 		return nil
 	})
-	return page, err
+	return events, err
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/spec"
 )
 
@@ -31,10 +31,10 @@ func (b *baseline) update(id string, expected int64, st spec.RunStatus, msg stri
 	defer b.mu.Unlock()
 	r, ok := b.runs[id]
 	if !ok {
-		return spec.RunSnapshot{}, spec.NotFound(id)
+		return spec.RunSnapshot{}, spec.ErrNotFound
 	}
 	if r.snap.Version != expected {
-		return spec.RunSnapshot{}, spec.VersionConflict(id, expected, r.snap.Version)
+		return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: r.snap.Version}
 	}
 	from := r.snap.Status
 	r.snap.Status, r.snap.Message = st, msg
@@ -64,7 +64,7 @@ func BenchmarkUpdateRun(b *testing.B) {
 		}
 		return spec.StatusRunning
 	}
-	s := memory.New()
+	s := memorytest.Open(b, nil)
 	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Steps: steps})
 	if err != nil {
 		b.Fatal(err)
@@ -99,7 +99,7 @@ func BenchmarkClaimNext(b *testing.B) {
 	ctx := context.Background()
 	for _, workers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			s := memory.New()
+			s := memorytest.Open(b, nil)
 			for i := range 1000 {
 				if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Priority: i % 10}); err != nil {
 					b.Fatal(err)

@@ -11,14 +11,47 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 var _ spec.Store = (*Store)(nil)
 
-// Store keeps runs in a map guarded by one mutex, so every operation is
-// atomic and linearisable (CAS-003, AUD-005, LEASE-002, LIN-001, LIN-002).
-// The zero value is not usable; call New.
+// Options configure Open.
+type Options struct {
+	// Clock stamps times and decides lease expiry; defaults to the system clock.
+	Clock spec.Clock
+}
+
+// Store is a runstate store in memory. Every operation holds one mutex, so
+// it is atomic and linearisable (CAS-003, AUD-005, LEASE-002, LIN-001, LIN-002).
 type Store struct {
+	spec.Store
+	data *storage
+}
+
+// Open returns an empty store.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d := &storage{clock: opts.Clock, runs: make(map[string]*record)}
+	if d.clock == nil {
+		d.clock = spec.SystemClock{}
+	}
+	return &Store{Store: driver.Wrap(d), data: d}, nil
+}
+
+// Close discards the data; later calls return spec.ErrUnavailable.
+func (s *Store) Close() error {
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	s.data.closed, s.data.runs = true, nil
+	return nil
+}
+
+// storage is the memory adapter's driver.Driver: a map under one mutex.
+// It stores and returns copies, so no caller shares its values (RUN-008).
+type storage struct {
 	clock spec.Clock
 
 	mu     sync.Mutex
@@ -26,294 +59,158 @@ type Store struct {
 	closed bool
 }
 
+var (
+	_ driver.Driver      = (*storage)(nil)
+	_ driver.NextClaimer = (*storage)(nil)
+)
+
 type record struct {
-	snap   spec.RunSnapshot
+	run    spec.RunSnapshot
 	events []spec.AuditEvent
-	lease  spec.LeaseState
+	lease  driver.LeaseState
 }
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithClock sets the clock that stamps times and decides lease expiry.
-func WithClock(c spec.Clock) Option { return func(s *Store) { s.clock = c } }
-
-// New returns an empty store.
-func New(opts ...Option) *Store {
-	s := &Store{clock: spec.SystemClock{}, runs: make(map[string]*record)}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
-}
-
-// Close discards the data; later calls return spec.ErrUnavailable.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed, s.runs = true, nil
-	return nil
-}
-
-// lock checks the context (CTX-001), takes the mutex and checks the store is open.
-// On success the caller must unlock.
-func (s *Store) lock(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+// lock takes the mutex and checks the store is open; on success the caller
+// must unlock.
+func (d *storage) lock() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
 		return spec.Unavailable("memory store is closed", nil)
 	}
 	return nil
 }
 
-// lockRun locks the store and returns runID's record, or ErrNotFound
-// (RUN-004). On success the caller must unlock.
-func (s *Store) lockRun(ctx context.Context, runID string) (*record, error) {
-	if err := s.lock(ctx); err != nil {
-		return nil, err
-	}
-	r, ok := s.runs[runID]
-	if !ok {
-		s.mu.Unlock()
-		return nil, spec.NotFound(runID)
-	}
-	return r, nil
-}
+// Now implements driver.Driver.
+func (d *storage) Now(context.Context) (time.Time, error) { return d.now(), nil }
 
-func (s *Store) now() time.Time { return spec.Timestamp(s.clock.Now()) }
+func (d *storage) now() time.Time { return spec.Timestamp(d.clock.Now()) }
 
-// CreateRun implements spec.RunStateStore.
-func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareCreate(&p); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	if err := s.lock(ctx); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	defer s.mu.Unlock()
-	if _, ok := s.runs[p.RunID]; ok { // RUN-003
-		return spec.RunSnapshot{}, spec.AlreadyExists(p.RunID)
-	}
-	var retried *spec.RunSnapshot
-	if r, ok := s.runs[p.RetryOf]; ok && p.RetryOf != "" {
-		retried = &r.snap
-	}
-	snap, ev, err := spec.NewRun(p, retried, s.now())
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	s.runs[p.RunID] = &record{snap: snap, events: []spec.AuditEvent{ev}}
-	return snap.Clone(), nil
-}
-
-// UpdateRun implements spec.RunStateStore.
-func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareUpdate(&p); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	r, err := s.lockRun(ctx, p.RunID)
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	defer s.mu.Unlock()
-	out := spec.ApplyUpdate(r.snap, r.lease, p, s.now())
-	if out.Write {
-		r.snap = out.Snapshot
-	}
-	for _, ev := range out.Events {
-		ev.Seq = int64(len(r.events)) + 1
-		r.events = append(r.events, ev)
-	}
-	snap, err := out.Result()
-	return snap.Clone(), err
-}
-
-// GetRun implements spec.RunStateStore.
-func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
-	if err := spec.PrepareGet(runID); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	r, err := s.lockRun(ctx, runID)
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	defer s.mu.Unlock()
-	return r.snap.Clone(), nil // a copy: snapshots are values (RUN-008)
-}
-
-// ListRuns implements spec.RunStateStore.
-func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
-	q, err := spec.PrepareListRuns(p)
-	if err != nil {
-		return spec.RunPage{}, err
-	}
-	if err := s.lock(ctx); err != nil {
-		return spec.RunPage{}, err
-	}
-	defer s.mu.Unlock()
-	var match []spec.RunSnapshot
-	for _, r := range s.runs {
-		if q.Filter.Matches(r.snap) && (q.After == nil || q.After.Less(spec.PositionOf(r.snap))) {
-			match = append(match, r.snap)
-		}
-	}
-	slices.SortFunc(match, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
-	page, more := cut(match, q.Limit) // the last page has no cursor (LIST-005)
-	out := spec.RunPage{Runs: page}
-	if more {
-		out.NextCursor = spec.PositionOf(page[len(page)-1]).Cursor()
-	}
-	return out, nil
-}
-
-// ListAuditEvents implements spec.RunStateStore.
-func (s *Store) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
-	limit, err := spec.PrepareAuditQuery(p)
-	if err != nil {
-		return spec.AuditPage{}, err
-	}
-	r, err := s.lockRun(ctx, p.RunID)
-	if err != nil {
-		return spec.AuditPage{}, err
-	}
-	defer s.mu.Unlock()
-	// Seq n is at index n-1: pages by seq without gaps or repeats (AUD-006).
-	from := min(int(p.AfterSeq), len(r.events))
-	events, more := cutCopy(r.events[from:], limit)
-	return spec.AuditPage{Events: events, More: more}, nil
-}
-
-// ClaimRun implements spec.LeaseStore.
-func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
-	c, err := spec.PrepareClaimRun(p)
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	r, err := s.lockRun(ctx, c.RunID)
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	defer s.mu.Unlock()
-	return s.claim(r, c.Owner, c.TTL, c.Statuses)
-}
-
-func (s *Store) claim(r *record, owner spec.Owner, ttl time.Duration, statuses []spec.RunStatus) (spec.Claim, error) {
-	lease, err := r.lease.Claim(r.snap, owner, ttl, statuses, s.now())
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	r.lease = lease
-	return spec.Claim{Lease: lease.Lease(r.snap.RunID), Run: r.snap.Clone()}, nil
-}
-
-// ClaimNextRun implements spec.LeaseStore.
-func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	q, err := spec.PrepareClaimNext(p)
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	if err := s.lock(ctx); err != nil {
-		return spec.Claim{}, err
-	}
-	defer s.mu.Unlock()
-	now := s.now()
-	var best *record
-	for _, r := range s.runs {
-		if q.ClaimableBy(r.snap, r.lease, p.Owner, now) &&
-			(best == nil || spec.RunnablePositionOf(r.snap).Less(spec.RunnablePositionOf(best.snap))) {
-			best = r
-		}
-	}
-	if best == nil { // LEASE-013
-		return spec.Claim{}, &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
-	}
-	return s.claim(best, p.Owner, p.TTL, q.Statuses)
-}
-
-// RenewLease implements spec.LeaseStore.
-func (s *Store) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
-	if err := spec.PrepareRenew(p); err != nil {
-		return spec.Lease{}, err
-	}
-	r, err := s.lockRun(ctx, p.RunID)
-	if err != nil {
-		return spec.Lease{}, err
-	}
-	defer s.mu.Unlock()
-	lease, err := r.lease.Renew(p.RunID, p.Token, p.TTL, s.now())
-	if err != nil {
-		return spec.Lease{}, err
-	}
-	r.lease = lease
-	return lease.Lease(p.RunID), nil
-}
-
-// ReleaseLease implements spec.LeaseStore.
-func (s *Store) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
-	if err := spec.PrepareRelease(p); err != nil {
+// Insert implements driver.Driver.
+func (d *storage) Insert(_ context.Context, r driver.NewRun) error {
+	if err := d.lock(); err != nil {
 		return err
 	}
-	r, err := s.lockRun(ctx, p.RunID)
-	if err != nil {
-		return err
+	defer d.mu.Unlock()
+	if _, ok := d.runs[r.Run.RunID]; ok {
+		return spec.ErrAlreadyExists
 	}
-	defer s.mu.Unlock()
-	lease, err := r.lease.Release(p.RunID, p.Token)
-	if err != nil {
-		return err
-	}
-	r.lease = lease
+	d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []spec.AuditEvent{r.Created}}
 	return nil
 }
 
-// ListRunnableRuns implements spec.LeaseStore.
-func (s *Store) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
-	q, err := spec.PrepareRunnable(p.Filter, p.Limit, p.Cursor)
-	if err != nil {
-		return spec.RunPage{}, err
+// Modify implements driver.Driver.
+func (d *storage) Modify(_ context.Context, runID string, change func(driver.Current) driver.Change) error {
+	if err := d.lock(); err != nil {
+		return err
 	}
-	if err := s.lock(ctx); err != nil {
-		return spec.RunPage{}, err
+	defer d.mu.Unlock()
+	r, ok := d.runs[runID]
+	if !ok {
+		return spec.ErrNotFound
 	}
-	defer s.mu.Unlock()
-	now := s.now()
+	d.apply(r, change(d.current(r)))
+	return nil
+}
+
+func (d *storage) current(r *record) driver.Current {
+	return driver.Current{Run: r.run, Lease: r.lease, LastSeq: int64(len(r.events)), Now: d.now()}
+}
+
+func (d *storage) apply(r *record, c driver.Change) {
+	if c.Run != nil {
+		r.run = c.Run.Clone()
+	}
+	if c.Lease != nil {
+		r.lease = *c.Lease
+	}
+	r.events = append(r.events, c.Events...)
+}
+
+// Get implements driver.Driver.
+func (d *storage) Get(_ context.Context, runID string) (spec.RunSnapshot, error) {
+	if err := d.lock(); err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	defer d.mu.Unlock()
+	r, ok := d.runs[runID]
+	if !ok {
+		return spec.RunSnapshot{}, spec.ErrNotFound
+	}
+	return r.run.Clone(), nil
+}
+
+// ListRuns implements driver.Driver.
+func (d *storage) ListRuns(_ context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
+	return d.scan(func(r *record) bool {
+		return q.Filter.Matches(r.run) && (q.After == nil || q.After.Less(driver.PositionOf(r.run)))
+	}, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) }, q.Limit)
+}
+
+// Runnable implements driver.Driver.
+func (d *storage) Runnable(_ context.Context, q driver.RunnableQuery) ([]spec.RunSnapshot, error) {
+	now := d.now()
+	return d.scan(func(r *record) bool {
+		return q.Admits(r.run, r.lease, now) && (q.After == nil || q.After.Less(driver.RunnablePositionOf(r.run)))
+	}, byClaimOrder, q.Limit)
+}
+
+func byClaimOrder(a, b spec.RunSnapshot) int {
+	return driver.RunnablePositionOf(a).Compare(driver.RunnablePositionOf(b))
+}
+
+// scan returns copies of the first limit runs keep selects, in order.
+func (d *storage) scan(keep func(*record) bool, order func(a, b spec.RunSnapshot) int, limit int) ([]spec.RunSnapshot, error) {
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
 	var match []spec.RunSnapshot
-	for _, r := range s.runs {
-		if q.Runnable(r.snap, r.lease, now) && (q.After == nil || q.After.Less(spec.RunnablePositionOf(r.snap))) {
-			match = append(match, r.snap)
+	for _, r := range d.runs {
+		if keep(r) {
+			match = append(match, r.run)
 		}
 	}
-	slices.SortFunc(match, func(a, b spec.RunSnapshot) int {
-		return spec.RunnablePositionOf(a).Compare(spec.RunnablePositionOf(b))
-	})
-	page, more := cut(match, q.Limit)
-	out := spec.RunPage{Runs: page}
-	if more {
-		out.NextCursor = spec.RunnablePositionOf(page[len(page)-1]).Cursor()
+	slices.SortFunc(match, order)
+	match = match[:min(len(match), limit)]
+	for i := range match {
+		match[i] = match[i].Clone()
 	}
-	return out, nil
+	return match, nil
 }
 
-// cut returns the first limit runs as deep copies and whether more followed.
-func cut(runs []spec.RunSnapshot, limit int) ([]spec.RunSnapshot, bool) {
-	more := len(runs) > limit
-	if more {
-		runs = runs[:limit]
+// ClaimNext implements driver.NextClaimer: one pass over the runs under
+// the mutex finds the first in claim order and claims it.
+func (d *storage) ClaimNext(_ context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	if err := d.lock(); err != nil {
+		return false, err
 	}
-	out := make([]spec.RunSnapshot, len(runs))
-	for i, r := range runs {
-		out[i] = r.Clone()
+	defer d.mu.Unlock()
+	now := d.now()
+	var best *record
+	for _, r := range d.runs {
+		if q.Admits(r.run, r.lease, now) && (best == nil || byClaimOrder(r.run, best.run) < 0) {
+			best = r
+		}
 	}
-	return out, more
+	if best == nil {
+		return false, nil
+	}
+	d.apply(best, take(d.current(best)))
+	return true, nil
 }
 
-func cutCopy(events []spec.AuditEvent, limit int) ([]spec.AuditEvent, bool) {
-	more := len(events) > limit
-	if more {
-		events = events[:limit]
+// ListAudit implements driver.Driver.
+func (d *storage) ListAudit(_ context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
+	if err := d.lock(); err != nil {
+		return nil, err
 	}
-	return slices.Clone(events), more
+	defer d.mu.Unlock()
+	r, ok := d.runs[q.RunID]
+	if !ok {
+		return nil, spec.ErrNotFound
+	}
+	// Seq n is at index n-1: pages by seq without gaps or repeats (AUD-006).
+	from := min(int(q.AfterSeq), len(r.events))
+	return slices.Clone(r.events[from:min(len(r.events), from+q.Limit)]), nil
 }

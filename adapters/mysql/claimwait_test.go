@@ -19,7 +19,7 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold := func(d time.Duration) {
-		tx, err := s.db.BeginTx(ctx, nil)
+		tx, err := s.data.db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,10 +49,10 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	// The session's lock wait is back to the server's default afterwards.
 	var wait int
-	if err := s.db.GetContext(ctx, &wait, "SELECT @@GLOBAL.innodb_lock_wait_timeout"); err != nil {
+	if err := s.data.db.GetContext(ctx, &wait, "SELECT @@GLOBAL.innodb_lock_wait_timeout"); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := s.db.Connx(ctx)
+	conn, err := s.data.db.Connx(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"github.com/runstate/runstate/spec/driver"
 	"strings"
 	"testing"
 	"time"
@@ -30,13 +31,10 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.db.ExecContext(ctx, "ANALYZE TABLE runstate_runs"); err != nil {
+	if _, err := s.data.db.ExecContext(ctx, "ANALYZE TABLE runstate_runs"); err != nil {
 		t.Fatal(err)
 	}
-	q, err := spec.PrepareClaimNext(spec.ClaimNextParams{Owner: spec.Owner{Worker: "w2", Incarnation: "1"}, TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := driver.RunnableQuery{Statuses: spec.DefaultRunnableStatuses(), Limit: 1, Claimant: &spec.Owner{Worker: "w2", Incarnation: "1"}}
 	// Both passes of claim-next, the skipping one and the reading one, use
 	// the same plan.
 	for _, skipLocked := range []bool{true, false} {
@@ -44,7 +42,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 		if skipLocked {
 			lock = forClaimSkipping
 		}
-		st, err := s.claimCandidates(q, spec.Owner{Worker: "w2", Incarnation: "1"}, lock)
+		st, err := s.data.claimCandidates(q, lock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +52,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 
 func explainClaim(t *testing.T, s *Store, st statement, skipLocked bool) {
 	t.Helper()
-	rows, err := s.db.QueryxContext(context.Background(), "EXPLAIN "+st.query, st.args...)
+	rows, err := s.data.db.QueryxContext(context.Background(), "EXPLAIN "+st.query, st.args...)
 	if err != nil {
 		t.Fatal(err)
 	}

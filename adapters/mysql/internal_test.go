@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"github.com/runstate/runstate/spec/driver"
 	"log/slog"
 	"testing"
 
@@ -28,7 +29,7 @@ func openInternal(t *testing.T) *Store {
 
 // The queue numbers the statements spell out are the ones writes store.
 func TestQueueNumbersAgree(t *testing.T) {
-	if fmt.Sprint(queueUnleased) != inQueueUnleased || fmt.Sprint(queueLeased) != inQueueLeased {
-		t.Fatalf("queue %d/%d written, %s/%s searched", queueUnleased, queueLeased, inQueueUnleased, inQueueLeased)
+	if fmt.Sprint(int(driver.QueueUnleased)) != inQueueUnleased || fmt.Sprint(int(driver.QueueLeased)) != inQueueLeased {
+		t.Fatalf("queue %d/%d written, %s/%s searched", driver.QueueUnleased, driver.QueueLeased, inQueueUnleased, inQueueLeased)
 	}
 }

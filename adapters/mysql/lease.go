@@ -12,58 +12,11 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
-// writeLease stores the lease state l of a locked run.
-func writeLease(ctx context.Context, tx *sqlx.Tx, run spec.RunSnapshot, l spec.LeaseState) error {
-	_, err := tx.ExecContext(ctx, qUpdateLease, l.Token, l.Owner.Worker, l.Owner.Incarnation,
-		nullTime(l.AcquiredAt), nullTime(l.ExpiresAt), l.Released, queueOf(run, l), run.RunID)
-	return err
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}
-
-// claimLocked applies the claim rules to a locked row and stores the lease.
-func claimLocked(ctx context.Context, tx *sqlx.Tx, row runRow, c spec.PreparedClaim) (spec.Claim, error) {
-	run, err := row.run()
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	l, err := row.lease().Claim(run, c.Owner, c.TTL, c.Statuses, spec.Timestamp(row.Now))
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	if err := writeLease(ctx, tx, run, l); err != nil {
-		return spec.Claim{}, err
-	}
-	return spec.Claim{Lease: l.Lease(run.RunID), Run: run}, nil
-}
-
-// ClaimRun implements spec.LeaseStore.
-func (s *Store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
-	c, err := spec.PrepareClaimRun(p)
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	var out spec.Claim
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		row, err := s.lockRun(ctx, tx, c.RunID)
-		if err != nil {
-			return err
-		}
-		out, err = claimLocked(ctx, tx, row, c)
-		return err
-	})
-	return out, err
-}
-
 // runnableFilter appends the status, workflow and label conditions of q.
-func runnableFilter(b *strings.Builder, args []any, q spec.RunnableQuery) []any {
+func runnableFilter(b *strings.Builder, args []any, q driver.RunnableQuery) []any {
 	if q.WorkflowName != "" {
 		b.WriteString(byWorkflow)
 		args = append(args, q.WorkflowName, q.WorkflowName)
@@ -75,7 +28,7 @@ func runnableFilter(b *strings.Builder, args []any, q spec.RunnableQuery) []any 
 	return args
 }
 
-func statusArgs(q spec.RunnableQuery) []string {
+func statusArgs(q driver.RunnableQuery) []string {
 	out := make([]string, len(q.Statuses))
 	for i, st := range q.Statuses {
 		out[i] = string(st)
@@ -90,11 +43,12 @@ type statement struct {
 
 // claimCandidates returns a statement of claim-next that reads its
 // candidates: the head of the unleased queue, the first expired lease and
-// the first lease of an earlier incarnation of owner's worker. lock is
+// the first lease of an earlier incarnation of the claimant's worker. lock is
 // forClaimSkipping (lock each candidate, passing over rows that other
 // transactions hold) or forClaimReading (a plain read of the latest
 // committed rows, locking nothing).
-func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner, lock string) (statement, error) {
+func (s *storage) claimCandidates(q driver.RunnableQuery, lock string) (statement, error) {
+	owner := *q.Claimant
 	shift := s.clockParam()
 	var b strings.Builder
 	var args []any
@@ -104,7 +58,7 @@ func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner, lock str
 		{qEarlierLife, []any{shift, owner.Worker, owner.Incarnation, statusArgs(q)}},
 	} {
 		if i > 0 {
-			b.WriteString(" UNION ALL ")
+			b.WriteString(unionAll)
 		}
 		b.WriteString("(" + part.query)
 		args = runnableFilter(&b, append(args, part.args...), q)
@@ -122,7 +76,7 @@ func (s *Store) claimCandidates(q spec.RunnableQuery, owner spec.Owner, lock str
 // claimer's success, so the bound is reached only under a storm of claims.
 const maxClaimRounds = 64
 
-// ClaimNextRun implements spec.LeaseStore, in up to two passes.
+// ClaimNext implements driver.NextClaimer, in up to two passes.
 //
 // The first locks the best candidate of each kind, skipping rows that
 // other transactions hold, and claims the best of those: under load it
@@ -140,18 +94,12 @@ const maxClaimRounds = 64
 // When the run it waited for was taken meanwhile (another claimer won
 // it), the transaction ends having written nothing and claim-next looks
 // again from the start.
-func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	q, err := spec.PrepareClaimNext(p)
+func (s *storage) ClaimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	skipping, err := s.claimCandidates(q, forClaimSkipping)
 	if err != nil {
-		return spec.Claim{}, err
+		return false, err
 	}
-	skipping, err := s.claimCandidates(q, p.Owner, forClaimSkipping)
-	if err != nil {
-		return spec.Claim{}, err
-	}
-	claim := spec.PreparedClaim{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses}
 	for range maxClaimRounds {
-		var out spec.Claim
 		var found, taken bool
 		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 			found, taken = false, false
@@ -159,38 +107,44 @@ func (s *Store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 			if err := tx.SelectContext(ctx, &rows, skipping.query, skipping.args...); err != nil {
 				return err
 			}
-			best, err := bestClaimable(rows, q, p.Owner)
+			best, err := bestClaimable(rows, q)
 			if err != nil || best < 0 {
 				if err == nil {
-					found, taken, err = s.claimWaiting(ctx, tx, q, claim, &out)
+					found, taken, err = s.claimWaiting(ctx, tx, q, take)
 				}
 				return err
 			}
 			found = true
-			out, err = claimLocked(ctx, tx, rows[best], claim)
-			return err
+			return claimRow(ctx, tx, rows[best], take)
 		})
 		switch {
 		case err != nil:
-			return spec.Claim{}, err
-		case found:
-			return out, nil
-		case !taken:
-			return spec.Claim{}, &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"} // LEASE-013
+			return false, err
+		case found || !taken:
+			return found, nil
 		}
 	}
-	return spec.Claim{}, spec.Unavailable(fmt.Sprintf("claim-next: other claimers took the run it waited for %d times in a row; try again", maxClaimRounds), nil)
+	return false, spec.Unavailable(fmt.Sprintf("claim-next: other claimers took the run it waited for %d times in a row; try again", maxClaimRounds), nil)
+}
+
+// claimRow claims a locked row with take.
+func claimRow(ctx context.Context, tx *sqlx.Tx, row runRow, take func(driver.Current) driver.Change) error {
+	cur, err := row.current()
+	if err != nil {
+		return err
+	}
+	return write(ctx, tx, row, cur, take(cur))
 }
 
 // claimWaiting is claim-next's second pass: it reads the candidates without
 // locking, then locks the best one by its key, waiting at most
-// claimWaitLimit, and claims it into out if it is still claimable. found
-// reports a claim; taken, that the best candidate was no longer claimable
-// once locked (nothing is written then).
-func (s *Store) claimWaiting(ctx context.Context, tx *sqlx.Tx, q spec.RunnableQuery, c spec.PreparedClaim, out *spec.Claim) (found, taken bool, err error) {
+// claimWaitLimit, and claims it if it is still claimable. found reports a
+// claim; taken, that the best candidate was no longer claimable once
+// locked (nothing is written then).
+func (s *storage) claimWaiting(ctx context.Context, tx *sqlx.Tx, q driver.RunnableQuery, take func(driver.Current) driver.Change) (found, taken bool, err error) {
 	// Built here, not with the first pass's statement: under load this
 	// pass rarely runs.
-	reading, err := s.claimCandidates(q, c.Owner, forClaimReading)
+	reading, err := s.claimCandidates(q, forClaimReading)
 	if err != nil {
 		return false, false, err
 	}
@@ -198,7 +152,7 @@ func (s *Store) claimWaiting(ctx context.Context, tx *sqlx.Tx, q spec.RunnableQu
 	if err := tx.SelectContext(ctx, &rows, reading.query, reading.args...); err != nil {
 		return false, false, err
 	}
-	best, err := bestClaimable(rows, q, c.Owner)
+	best, err := bestClaimable(rows, q)
 	if err != nil || best < 0 {
 		return false, false, err
 	}
@@ -209,15 +163,10 @@ func (s *Store) claimWaiting(ctx context.Context, tx *sqlx.Tx, q spec.RunnableQu
 	if err != nil {
 		return false, false, err
 	}
-	run, err := row.run()
-	if err != nil {
-		return false, false, err
+	if i, err := bestClaimable([]runRow{row}, q); err != nil || i < 0 {
+		return false, err == nil, err
 	}
-	if !q.ClaimableBy(run, row.lease(), c.Owner, spec.Timestamp(row.Now)) {
-		return false, true, nil
-	}
-	*out, err = claimLocked(ctx, tx, row, c)
-	return err == nil, false, err
+	return true, false, claimRow(ctx, tx, row, take)
 }
 
 // claimWaitLimit bounds how long claim-next's second pass waits for a row
@@ -227,7 +176,7 @@ const claimWaitLimit = 3 * time.Second
 
 // lockRunWaiting locks run id like lockRun, with lock waits bounded by
 // claimWaitLimit for this statement only.
-func (s *Store) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
+func (s *storage) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
 	if _, err := tx.ExecContext(ctx, qSetLockWait, int(claimWaitLimit/time.Second)); err != nil {
 		return runRow{}, err
 	}
@@ -240,111 +189,64 @@ func (s *Store) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (run
 	return row, err
 }
 
-// bestClaimable returns the index of the row owner may claim that comes
-// first in claim order, or -1.
-func bestClaimable(rows []runRow, q spec.RunnableQuery, owner spec.Owner) (int, error) {
+// bestClaimable returns the index of the row q admits at the database
+// time that comes first in claim order, or -1.
+func bestClaimable(rows []runRow, q driver.RunnableQuery) (int, error) {
 	best := -1
-	var bestPos spec.RunnablePosition
+	var bestPos driver.RunnablePosition
 	for i, row := range rows {
 		run, err := row.run()
 		if err != nil {
 			return -1, err
 		}
-		if !q.ClaimableBy(run, row.lease(), owner, spec.Timestamp(row.Now)) {
+		if !q.Admits(run, row.lease(), spec.Timestamp(row.Now)) {
 			continue
 		}
-		if pos := spec.RunnablePositionOf(run); best < 0 || pos.Less(bestPos) {
+		if pos := driver.RunnablePositionOf(run); best < 0 || pos.Less(bestPos) {
 			best, bestPos = i, pos
 		}
 	}
 	return best, nil
 }
 
-// RenewLease implements spec.LeaseStore.
-func (s *Store) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
-	if err := spec.PrepareRenew(p); err != nil {
-		return spec.Lease{}, err
-	}
-	var out spec.Lease
-	err := s.changeLease(ctx, p.RunID, func(l spec.LeaseState, row runRow) (spec.LeaseState, error) {
-		next, err := l.Renew(p.RunID, p.Token, p.TTL, spec.Timestamp(row.Now))
-		out = next.Lease(p.RunID)
-		return next, err
-	})
-	return out, err
-}
-
-// ReleaseLease implements spec.LeaseStore.
-func (s *Store) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
-	if err := spec.PrepareRelease(p); err != nil {
-		return err
-	}
-	return s.changeLease(ctx, p.RunID, func(l spec.LeaseState, _ runRow) (spec.LeaseState, error) {
-		return l.Release(p.RunID, p.Token)
-	})
-}
-
-func (s *Store) changeLease(ctx context.Context, runID string, change func(spec.LeaseState, runRow) (spec.LeaseState, error)) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		row, err := s.lockRun(ctx, tx, runID)
-		if err != nil {
-			return err
-		}
-		run, err := row.run()
-		if err != nil {
-			return err
-		}
-		next, err := change(row.lease(), row)
-		if err != nil {
-			return err
-		}
-		return writeLease(ctx, tx, run, next)
-	})
-}
-
-// ListRunnableRuns implements spec.LeaseStore: the unleased runs in claim
-// order and the runs whose lease has expired, merged.
-func (s *Store) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
-	q, err := spec.PrepareRunnable(p.Filter, p.Limit, p.Cursor)
-	if err != nil {
-		return spec.RunPage{}, err
-	}
+// Runnable implements driver.Driver: the unleased runs in claim order and
+// the runs whose lease has expired, merged.
+func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]spec.RunSnapshot, error) {
 	if err := s.open(); err != nil {
-		return spec.RunPage{}, err
+		return nil, err
 	}
-	var runs []spec.RunSnapshot
-	for _, head := range []struct {
-		sql  string
-		args []any
-	}{
+	heads := []statement{
 		{qListUnleased, []any{statusArgs(q)}},
 		{qListExpired, []any{s.clockParam(), statusArgs(q)}},
-	} {
+	}
+	if o := q.Claimant; o != nil { // leases of its worker's earlier incarnations (LEASE-012)
+		heads = append(heads, statement{qListEarlierLife, []any{o.Worker, o.Incarnation, statusArgs(q)}})
+	}
+	var runs []spec.RunSnapshot
+	for _, head := range heads {
 		var b strings.Builder
-		b.WriteString(head.sql)
+		b.WriteString(head.query)
 		args := runnableFilter(&b, head.args, q)
 		if a := q.After; a != nil {
 			b.WriteString(afterClaimPos)
 			args = append(args, a.Priority, a.Priority, a.CreatedAt, a.CreatedAt, a.RunID)
 		}
-		b.WriteString(byClaimOrder + ` LIMIT ?`)
-		query, args, err := sqlx.In(b.String(), append(args, q.Limit+1)...)
+		b.WriteString(byClaimOrder + limitRows)
+		query, args, err := sqlx.In(b.String(), append(args, q.Limit)...)
 		if err != nil {
-			return spec.RunPage{}, err
+			return nil, err
 		}
 		found, err := s.selectSnapshots(ctx, s.db.Rebind(query), args)
 		if err != nil {
-			return spec.RunPage{}, err
+			return nil, err
 		}
 		runs = append(runs, found...)
 	}
+	// Merged in claim order; an expired lease of an earlier incarnation is
+	// in two heads.
 	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int {
-		return spec.RunnablePositionOf(a).Compare(spec.RunnablePositionOf(b))
+		return driver.RunnablePositionOf(a).Compare(driver.RunnablePositionOf(b))
 	})
-	page := spec.RunPage{Runs: runs}
-	if len(runs) > q.Limit {
-		page.Runs = runs[:q.Limit]
-		page.NextCursor = spec.RunnablePositionOf(page.Runs[q.Limit-1]).Cursor()
-	}
-	return page, nil
+	runs = slices.CompactFunc(runs, func(a, b spec.RunSnapshot) bool { return a.RunID == b.RunID })
+	return runs[:min(len(runs), q.Limit)], nil
 }

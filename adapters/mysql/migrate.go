@@ -88,10 +88,7 @@ func migrate(ctx context.Context, db *sqlx.DB) error {
 		return spec.Unavailable("another process held the runstate migration lock for 60s", nil)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), qMigrationUnlock)
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS runstate_schema_migrations (
-		version INT NOT NULL PRIMARY KEY,
-		name VARCHAR(255) NOT NULL,
-		applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB`); err != nil {
+	if _, err := conn.ExecContext(ctx, qCreateMigrationsTable); err != nil {
 		return err
 	}
 	var applied []int

@@ -10,7 +10,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -27,9 +27,14 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
-var _ spec.Store = (*Store)(nil)
+var (
+	_ spec.Store         = (*Store)(nil)
+	_ driver.Driver      = (*storage)(nil)
+	_ driver.NextClaimer = (*storage)(nil)
+)
 
 // Options configure Open.
 type Options struct {
@@ -61,6 +66,12 @@ type Options struct {
 
 // Store is a runstate store in a MySQL database.
 type Store struct {
+	spec.Store
+	data *storage
+}
+
+// storage is the MySQL adapter's driver.Driver.
+type storage struct {
 	db     *sqlx.DB
 	log    *slog.Logger
 	clock  spec.Clock // nil: the database clock
@@ -108,7 +119,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, spec.InvalidArgument("dsn", "%v", err)
 	}
-	s := &Store{db: sqlx.NewDb(sql.OpenDB(connector), "mysql"), log: opts.Logger, clock: opts.Clock,
+	s := &storage{db: sqlx.NewDb(sql.OpenDB(connector), "mysql"), log: opts.Logger, clock: opts.Clock,
 		where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName), dbName: cfg.DBName}
 	if opts.ScratchDatabase {
 		server := cfg.Clone()
@@ -135,15 +146,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.db.SetConnMaxLifetime(30 * time.Minute)
 	s.db.SetConnMaxIdleTime(stalled / 2) // retired before the server ends it
 	if err := s.db.PingContext(ctx); err != nil {
-		return nil, errors.Join(s.openError(err), s.Close())
+		return nil, errors.Join(s.openError(err), s.close())
 	}
 	if err := migrate(ctx, s.db); err != nil {
-		return nil, errors.Join(s.openError(err), s.Close())
+		return nil, errors.Join(s.openError(err), s.close())
 	}
-	return s, nil
+	return &Store{Store: driver.Wrap(s), data: s}, nil
 }
 
-func (s *Store) openError(err error) error {
+func (s *storage) openError(err error) error {
 	err = interpretError(err)
 	var se *spec.Error
 	if errors.As(err, &se) && se.Code != spec.CodeInvalidArgument {
@@ -154,7 +165,9 @@ func (s *Store) openError(err error) error {
 
 // Close closes the connection pool, and drops the database if Open created
 // it (Options.ScratchDatabase); later calls return spec.ErrUnavailable.
-func (s *Store) Close() error {
+func (s *Store) Close() error { return s.data.close() }
+
+func (s *storage) close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -186,7 +199,7 @@ func onServer(ctx context.Context, server *gomysql.Config, stmt string) error {
 // quoteName quotes an identifier for MySQL.
 func quoteName(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
 
-func (s *Store) open() error {
+func (s *storage) open() error {
 	if s.closed.Load() {
 		return spec.Unavailable("mysql store "+s.where+" is closed", nil)
 	}
@@ -195,7 +208,7 @@ func (s *Store) open() error {
 
 // clockParam is the time bound into every clock expression: NULL, for the
 // database's own clock, unless Options.Clock is set.
-func (s *Store) clockParam() any {
+func (s *storage) clockParam() any {
 	if s.clock == nil {
 		return nil
 	}
@@ -205,7 +218,7 @@ func (s *Store) clockParam() any {
 // inTx runs fn in a READ COMMITTED transaction and commits it when fn
 // returns nil. Deadlocks and lock wait timeouts are retried; a lost
 // connection is not (the commit may have happened), it is ErrUnavailable.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+func (s *storage) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err := s.open(); err != nil {
 		return err
 	}
@@ -221,7 +234,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 }
 
-func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+func (s *storage) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return err
@@ -288,7 +301,7 @@ func interpretError(err error) error {
 			return spec.Unavailable(connectionLost, err)
 		}
 		return spec.Unavailable("mysql error", err)
-	case errors.Is(err, driver.ErrBadConn), errors.Is(err, gomysql.ErrInvalidConn), errors.Is(err, io.EOF),
+	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, gomysql.ErrInvalidConn), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
 		return spec.Unavailable(connectionLost, err)

@@ -4,19 +4,13 @@ package mysql
 // the only text assembled at run time is a repetition of fixed fragments
 // (one placeholder per status, one EXISTS per label), never input.
 
-// Queues: the queue column says where claims look for a run, so that each
-// claim candidate search reads one index range.
-const (
-	queueNone     = 0 // terminal: never claimed again
-	queueUnleased = 1 // no lease, or a released one: the head of claim_order
-	queueLeased   = 2 // a lease that may expire: found by lease_expiry
-)
-
 // clock is the database clock, or the time of the store's Options.Clock
 // when a test set one (a bound parameter that is NULL in production).
 const clock = `CAST(COALESCE(?, UTC_TIMESTAMP(6)) AS DATETIME(6))`
 
-// The queue numbers as SQL text, for the statements below.
+// The queue column holds driver.QueueOf of the run: where claims look for
+// it, so that each claim candidate search reads one index range. These are
+// its numbers as SQL text, for the statements below.
 const (
 	inQueueUnleased = "1"
 	inQueueLeased   = "2"
@@ -77,13 +71,22 @@ const (
 	qEarlierLife  = `SELECT ` + runColumns + fromRuns + ` WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
 
 	// Listings read snapshots with their order keys.
-	listColumns   = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
-	qListRuns     = listColumns + ` WHERE TRUE`
-	byStatus      = ` AND r.status = ?`
-	qListUnleased = listColumns + ` WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
-	qListExpired  = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
+	listColumns      = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
+	qListRuns        = listColumns + ` WHERE TRUE`
+	byStatus         = ` AND r.status = ?`
+	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
+	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
+	qListEarlierLife = listColumns + ` WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
+	createdFrom      = ` AND r.created_at >= ?`
+	createdBefore    = ` AND r.created_at < ?`
+	limitRows        = ` LIMIT ?`
+	unionAll         = ` UNION ALL `
 
 	// Migrations run under a lock of the database, one process at a time.
+	qCreateMigrationsTable = `CREATE TABLE IF NOT EXISTS runstate_schema_migrations (
+		version INT NOT NULL PRIMARY KEY,
+		name VARCHAR(255) NOT NULL,
+		applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB`
 	qMigrationLock     = `SELECT GET_LOCK(CONCAT('runstate.migrate.', DATABASE()), 60)`
 	qMigrationUnlock   = `SELECT RELEASE_LOCK(CONCAT('runstate.migrate.', DATABASE()))`
 	qAppliedMigrations = `SELECT version FROM runstate_schema_migrations ORDER BY version`

@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // runRow is a run locked for a write, with the database time.
@@ -33,9 +34,15 @@ type runRow struct {
 
 func (r runRow) run() (spec.RunSnapshot, error) { return decodeRun(r.Snapshot) }
 
-func (r runRow) lease() spec.LeaseState {
-	return spec.LeaseState{Owner: spec.Owner{Worker: r.LeaseWorker, Incarnation: r.LeaseIncarnation}, Token: r.LeaseToken,
+func (r runRow) lease() driver.LeaseState {
+	return driver.LeaseState{Owner: spec.Owner{Worker: r.LeaseWorker, Incarnation: r.LeaseIncarnation}, Token: r.LeaseToken,
 		AcquiredAt: r.LeaseAcquiredAt.Time.UTC(), ExpiresAt: r.LeaseExpiresAt.Time.UTC(), Released: r.LeaseReleased}
+}
+
+// current is the run of a locked row as a driver.Current.
+func (r runRow) current() (driver.Current, error) {
+	run, err := r.run()
+	return driver.Current{Run: run, Lease: r.lease(), LastSeq: r.LastSeq, Now: r.Now}, err
 }
 
 func decodeRun(snapshot string) (spec.RunSnapshot, error) {
@@ -46,37 +53,32 @@ func decodeRun(snapshot string) (spec.RunSnapshot, error) {
 	return s, nil
 }
 
-// queueOf is the queue column: where claims look for the run.
-func queueOf(s spec.RunSnapshot, l spec.LeaseState) int {
-	switch {
-	case s.Status.Terminal():
-		return queueNone
-	case l.Token == 0 || l.Released:
-		return queueUnleased
-	}
-	return queueLeased
-}
-
 // lockRun reads and locks a run for a write; ErrNotFound when it is missing (RUN-004).
-func (s *Store) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
+func (s *storage) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
 	var r runRow
 	err := tx.GetContext(ctx, &r, qLockRun, s.clockParam(), id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, spec.NotFound(id)
+		return r, spec.ErrNotFound
 	}
 	return r, err
 }
 
-func (s *Store) now(ctx context.Context, q sqlx.QueryerContext) (time.Time, error) {
+// Now implements driver.Driver: the database server's time, unless
+// Options.Clock replaces it.
+func (s *storage) Now(ctx context.Context) (time.Time, error) {
+	if err := s.open(); err != nil {
+		return time.Time{}, err
+	}
 	var now time.Time
-	err := sqlx.GetContext(ctx, q, &now, qNow, s.clockParam())
-	return spec.Timestamp(now), err
+	err := s.db.GetContext(ctx, &now, qNow, s.clockParam())
+	return now, interpretError(err)
 }
 
+// insertEvents stores numbered events and returns the last one's Seq
+// (lastSeq when there are none).
 func insertEvents(ctx context.Context, tx *sqlx.Tx, events []spec.AuditEvent, lastSeq int64) (int64, error) {
 	for _, ev := range events {
-		lastSeq++
-		ev.Seq = lastSeq
+		lastSeq = ev.Seq
 		b, err := json.Marshal(ev)
 		if err != nil {
 			return 0, err
@@ -97,133 +99,105 @@ func insertLabels(ctx context.Context, tx *sqlx.Tx, s spec.RunSnapshot) error {
 	return nil
 }
 
-// CreateRun implements spec.RunStateStore.
-func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareCreate(&p); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	var out spec.RunSnapshot
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		var retried *spec.RunSnapshot
-		if p.RetryOf != "" {
-			var snap string
-			switch err := tx.GetContext(ctx, &snap, qGetRun, p.RetryOf); {
-			case err == nil:
-				r, err := decodeRun(snap)
-				if err != nil {
-					return err
-				}
-				retried = &r
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
-		}
-		run, ev, err := spec.NewRun(p, retried, now)
-		if err != nil {
-			return err
-		}
+// Insert implements driver.Driver.
+func (s *storage) Insert(ctx context.Context, r driver.NewRun) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		run := r.Run
 		b, err := json.Marshal(run)
 		if err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, qInsertRun, run.RunID, run.WorkflowName, run.Status, run.Priority, run.CreatedAt,
-			run.Version, 1, b, queueOf(run, spec.LeaseState{}))
-		if spec.CodeOf(interpretError(err)) == spec.CodeAlreadyExists { // RUN-003
-			return spec.AlreadyExists(run.RunID)
-		}
+			run.Version, r.Created.Seq, b, driver.QueueOf(run, driver.LeaseState{}))
 		if err != nil {
-			return err
+			return err // a duplicate key is ErrAlreadyExists (interpretError)
 		}
 		if err := insertLabels(ctx, tx, run); err != nil {
 			return err
 		}
-		if _, err := insertEvents(ctx, tx, []spec.AuditEvent{ev}, 0); err != nil {
-			return err
-		}
-		out = run
-		return nil
+		_, err = insertEvents(ctx, tx, []spec.AuditEvent{r.Created}, 0)
+		return err
 	})
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	return out, nil
 }
 
-// UpdateRun implements spec.RunStateStore: the row is locked, the outcome
-// decided by spec.ApplyUpdate on the database's time, and the snapshot,
-// version and audit rows committed together. The UPDATE repeats the
-// version and lease-token checks in its WHERE clause. Of writers racing
-// from one version exactly one wins (CAS-003); the audit rows commit with
-// the change (AUD-005), so reads never see one without the other (LIN-001).
-func (s *Store) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if err := spec.PrepareUpdate(&p); err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	var out spec.UpdateOutcome
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		row, err := s.lockRun(ctx, tx, p.RunID)
+// Modify implements driver.Driver: the row is locked, the change decided
+// on the database's time, and the snapshot, lease and audit rows committed
+// together. The UPDATE of the snapshot repeats the version and lease-token
+// checks in its WHERE clause. Of writers racing from one version exactly
+// one wins (CAS-003); the audit rows commit with the change (AUD-005), so
+// reads never see one without the other (LIN-001).
+func (s *storage) Modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := s.lockRun(ctx, tx, runID)
 		if err != nil {
 			return err
 		}
-		cur, err := row.run()
+		cur, err := row.current()
 		if err != nil {
 			return err
 		}
-		out = spec.ApplyUpdate(cur, row.lease(), p, row.Now)
-		if !out.Write && len(out.Events) == 0 {
-			return nil
-		}
-		lastSeq, err := insertEvents(ctx, tx, out.Events, row.LastSeq)
-		if err != nil {
-			return err
-		}
-		if !out.Write {
-			_, err = tx.ExecContext(ctx, qUpdateSeq, lastSeq, p.RunID)
-			return err
-		}
-		next := out.Snapshot
-		b, err := json.Marshal(next)
-		if err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, qUpdateRun, next.WorkflowName, next.Status, next.Priority, next.Version, lastSeq, b,
-			queueOf(next, row.lease()), p.RunID, row.Version, row.LeaseToken)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("update of locked run %s matched %d rows: %v", p.RunID, n, err)
-		}
-		if p.Labels != nil && !maps.Equal(cur.Labels, next.Labels) {
-			if _, err := tx.ExecContext(ctx, qDeleteLabels, p.RunID); err != nil {
-				return err
-			}
-			return insertLabels(ctx, tx, next)
-		}
-		return nil
+		return write(ctx, tx, row, cur, change(cur))
 	})
-	if err != nil {
-		return spec.RunSnapshot{}, err
-	}
-	return out.Result()
 }
 
-// GetRun implements spec.RunStateStore.
-func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
-	if err := spec.PrepareGet(runID); err != nil {
-		return spec.RunSnapshot{}, err
+// write stores change c of the locked row, read as cur.
+func write(ctx context.Context, tx *sqlx.Tx, row runRow, cur driver.Current, c driver.Change) error {
+	lastSeq, err := insertEvents(ctx, tx, c.Events, row.LastSeq)
+	if err != nil {
+		return err
 	}
+	lease := cur.Lease
+	if c.Lease != nil {
+		lease = *c.Lease
+		if _, err := tx.ExecContext(ctx, qUpdateLease, lease.Token, lease.Owner.Worker, lease.Owner.Incarnation,
+			nullTime(lease.AcquiredAt), nullTime(lease.ExpiresAt), lease.Released, driver.QueueOf(cur.Run, lease), row.RunID); err != nil {
+			return err
+		}
+	}
+	if c.Run == nil {
+		if len(c.Events) > 0 {
+			_, err = tx.ExecContext(ctx, qUpdateSeq, lastSeq, row.RunID)
+		}
+		return err
+	}
+	next := *c.Run
+	b, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, qUpdateRun, next.WorkflowName, next.Status, next.Priority, next.Version, lastSeq, b,
+		driver.QueueOf(next, lease), row.RunID, row.Version, lease.Token)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("update of locked run %s matched %d rows: %v", row.RunID, n, err)
+	}
+	if !maps.Equal(cur.Run.Labels, next.Labels) {
+		if _, err := tx.ExecContext(ctx, qDeleteLabels, row.RunID); err != nil {
+			return err
+		}
+		return insertLabels(ctx, tx, next)
+	}
+	return nil
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// Get implements driver.Driver.
+func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, error) {
 	if err := s.open(); err != nil {
 		return spec.RunSnapshot{}, err
 	}
 	var snap string
 	err := s.db.GetContext(ctx, &snap, qGetRun, runID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return spec.RunSnapshot{}, spec.NotFound(runID)
+		return spec.RunSnapshot{}, spec.ErrNotFound
 	}
 	if err != nil {
 		return spec.RunSnapshot{}, interpretError(err)
@@ -232,8 +206,8 @@ func (s *Store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, err
 }
 
 // listSQL builds one listing query for ListRuns: runs in status st (when
-// set) matching q's filters, after q's cursor, in created order, limit+1.
-func listSQL(q spec.RunQuery, st spec.RunStatus) (string, []any) {
+// set) matching q's filters, after q's cursor, in created order, q.Limit.
+func listSQL(q driver.RunQuery, st spec.RunStatus) (string, []any) {
 	var b strings.Builder
 	var args []any
 	b.WriteString(qListRuns)
@@ -250,31 +224,27 @@ func listSQL(q spec.RunQuery, st spec.RunStatus) (string, []any) {
 		args = append(args, k, q.Filter.Labels[k], q.Filter.Labels[k])
 	}
 	if !q.Filter.CreatedFrom.IsZero() {
-		b.WriteString(` AND r.created_at >= ?`)
+		b.WriteString(createdFrom)
 		args = append(args, spec.Timestamp(q.Filter.CreatedFrom))
 	}
 	if !q.Filter.CreatedBefore.IsZero() {
-		b.WriteString(` AND r.created_at < ?`)
+		b.WriteString(createdBefore)
 		args = append(args, spec.Timestamp(q.Filter.CreatedBefore))
 	}
 	if q.After != nil {
 		b.WriteString(afterCreated)
 		args = append(args, q.After.CreatedAt, q.After.CreatedAt, q.After.RunID)
 	}
-	b.WriteString(byCreated + ` LIMIT ?`)
-	return b.String(), append(args, q.Limit+1)
+	b.WriteString(byCreated + limitRows)
+	return b.String(), append(args, q.Limit)
 }
 
-// ListRuns implements spec.RunStateStore. With statuses, each status is
-// read in index order on its own and the results merged, so no query sorts
-// more than a page.
-func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
-	q, err := spec.PrepareListRuns(p)
-	if err != nil {
-		return spec.RunPage{}, err
-	}
+// ListRuns implements driver.Driver. With statuses, each status is read
+// in index order on its own and the results merged, so no query sorts more
+// than a page.
+func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
 	if err := s.open(); err != nil {
-		return spec.RunPage{}, err
+		return nil, err
 	}
 	statuses := slices.Compact(slices.Sorted(slices.Values(q.Filter.Statuses)))
 	if len(statuses) == 0 {
@@ -285,21 +255,16 @@ func (s *Store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPa
 		query, args := listSQL(q, st)
 		found, err := s.selectSnapshots(ctx, query, args)
 		if err != nil {
-			return spec.RunPage{}, err
+			return nil, err
 		}
 		runs = append(runs, found...)
 	}
-	// Merged in (created_at, run_id) order; the last page has no cursor (LIST-005).
-	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int { return spec.PositionOf(a).Compare(spec.PositionOf(b)) })
-	page := spec.RunPage{Runs: runs}
-	if len(runs) > q.Limit {
-		page.Runs = runs[:q.Limit]
-		page.NextCursor = spec.PositionOf(page.Runs[q.Limit-1]).Cursor()
-	}
-	return page, nil
+	// Merged in (created_at, run_id) order (LIST-005).
+	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
+	return runs[:min(len(runs), q.Limit)], nil
 }
 
-func (s *Store) selectSnapshots(ctx context.Context, query string, args []any) ([]spec.RunSnapshot, error) {
+func (s *storage) selectSnapshots(ctx context.Context, query string, args []any) ([]spec.RunSnapshot, error) {
 	var rows []struct {
 		Snapshot  string    `db:"snapshot"`
 		CreatedAt time.Time `db:"created_at"`
@@ -319,37 +284,28 @@ func (s *Store) selectSnapshots(ctx context.Context, query string, args []any) (
 	return out, nil
 }
 
-// ListAuditEvents implements spec.RunStateStore.
-func (s *Store) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
-	limit, err := spec.PrepareAuditQuery(p)
-	if err != nil {
-		return spec.AuditPage{}, err
-	}
-	if err := s.open(); err != nil {
-		return spec.AuditPage{}, err
-	}
-	var page spec.AuditPage
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+// ListAudit implements driver.Driver.
+func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
+	var events []spec.AuditEvent
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var n int
-		if err := tx.GetContext(ctx, &n, qRunExists, p.RunID); err != nil {
+		if err := tx.GetContext(ctx, &n, qRunExists, q.RunID); err != nil {
 			return err
 		}
 		if n == 0 {
-			return spec.NotFound(p.RunID)
+			return spec.ErrNotFound
 		}
-		var events []string
-		if err := tx.SelectContext(ctx, &events, qListEvents, p.RunID, p.AfterSeq, limit+1); err != nil {
+		var rows []string
+		if err := tx.SelectContext(ctx, &rows, qListEvents, q.RunID, q.AfterSeq, q.Limit); err != nil {
 			return err
 		}
-		page = spec.AuditPage{More: len(events) > limit}
-		for _, e := range events[:min(len(events), limit)] {
-			var ev spec.AuditEvent
-			if err := json.Unmarshal([]byte(e), &ev); err != nil {
+		events = make([]spec.AuditEvent, len(rows))
+		for i, e := range rows {
+			if err := json.Unmarshal([]byte(e), &events[i]); err != nil {
 				return spec.Unavailable("a stored audit event does not decode", err)
 			}
-			page.Events = append(page.Events, ev)
 		}
 		return nil
 	})
-	return page, err
+	return events, err
 }

@@ -39,7 +39,10 @@ func openStore(ctx context.Context, name string, pluginConfig map[string]string,
 	switch kind {
 	case "memory":
 		log.Warn("using the memory store: it is not persistent, runs are lost when this process exits", "store", "memory")
-		s := memory.New()
+		s, err := memory.Open(ctx, memory.Options{})
+		if err != nil {
+			return nil, err
+		}
 		return storeWithLeases(s, s.Close), nil
 	case "badger":
 		if arg == "" {

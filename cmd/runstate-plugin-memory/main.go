@@ -3,8 +3,15 @@
 package main
 
 import (
+	"context"
+
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/spec"
 )
 
-func main() { plugin.Serve(memory.New(), plugin.WithName("memory", "builtin")) }
+func main() {
+	plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (spec.RunStateStore, error) {
+		return memory.Open(ctx, memory.Options{})
+	}, plugin.WithName("memory", "builtin"))
+}

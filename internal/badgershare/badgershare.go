@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/oklog/ulid/v2"
 	"log/slog"
 	"net"
 	"os"
@@ -374,7 +375,7 @@ func call[T any](s *Store, ctx context.Context, again bool, f func(spec.Store) (
 func (s *Store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
 	generated := p.RunID == ""
 	if generated {
-		p.RunID = spec.NewRunID()
+		p.RunID = ulid.Make().String()
 	}
 	run, err := call(s, ctx, generated, func(st spec.Store) (spec.RunSnapshot, error) { return st.CreateRun(ctx, p) })
 	if generated && errors.Is(err, spec.ErrAlreadyExists) {

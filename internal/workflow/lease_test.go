@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/internal/proctest"
 	"github.com/runstate/runstate/internal/workflow"
@@ -42,7 +43,7 @@ steps:
 func TestAWorkerThatLostItsRunWhileWaitingStartsNothing(t *testing.T) {
 	ctx := context.Background()
 	clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := memory.New(memory.WithClock(clock))
+	store := memorytest.Open(t, clock)
 	a := startWaiting(t, store, time.Second)
 	tr, wf, s, markers, done := a.tr, a.wf, a.run, a.markers, a.done
 	// A stalls here (it cannot renew); B takes over, the run is signalled, B resumes it.
@@ -79,7 +80,7 @@ func TestAWorkerThatLostItsRunWhileWaitingStartsNothing(t *testing.T) {
 // renewal succeeds no other worker can have resumed it, so it goes on.
 func TestAWaitThatAnOperatorResumedGoesOnUnderTheLiveLease(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	a := startWaiting(t, store, time.Minute)
 	s, markers, done, claim := a.run, a.markers, a.done, a.claim
 	cur, _ := store.GetRun(ctx, s.RunID)
@@ -150,7 +151,7 @@ func waitFor(t *testing.T, store spec.RunStateStore, id string, ok func(spec.Run
 func TestAParkedWaitLeavesTheRunWaiting(t *testing.T) {
 	ctx := context.Background()
 	wf, _ := workflow.Parse([]byte(strings.Replace(approveThenFinish, "%s", filepath.Join(t.TempDir(), "m"), 1)))
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{})
 	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
 	run, _ := tr.Attach(s, tracker.Lease{})
@@ -191,7 +192,7 @@ func TestTheSupervisorEndsACommandWhoseLeaseRunsOut(t *testing.T) {
 	ctx := context.Background()
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	wf, _ := workflow.Parse([]byte("name: w\nsteps:\n  - name: slow\n    type: shell\n    command: 'sleep 30 & echo $! > " + pidFile + "; wait'\n"))
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{Leases: store})
 	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
 	cl, _ := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: 300 * time.Millisecond})

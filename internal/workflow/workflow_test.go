@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/internal/proctest"
 	"github.com/runstate/runstate/internal/workflow"
 	"github.com/runstate/runstate/spec"
@@ -60,7 +60,7 @@ func execute(t *testing.T, yaml string, during func(store spec.RunStateStore, id
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memory.New()
+	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{})
 	s, err := tr.Create(context.Background(), spec.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
 	if err != nil {

@@ -157,7 +157,10 @@ func InProcessTarget() conformance.Target {
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			clock := conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-			store := memory.New(memory.WithClock(clock))
+			store, err := memory.Open(ctx, memory.Options{Clock: clock})
+			if err != nil {
+				return nil, err
+			}
 			h, err := ServeInProcess(ctx, store)
 			if err != nil {
 				return nil, err

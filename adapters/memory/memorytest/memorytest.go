@@ -1,15 +1,29 @@
 // Package memorytest is the conformance harness of the memory adapter,
-// shared by its tests and cmd/conformance-runner.
+// shared by its tests and cmd/conformance-runner, and the store tests of
+// other packages open.
 package memorytest
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/spec"
 )
+
+// Open opens a memory store that reads clock (nil: the system clock) and
+// closes it when tb ends.
+func Open(tb testing.TB, clock spec.Clock) *memory.Store {
+	tb.Helper()
+	s, err := memory.Open(context.Background(), memory.Options{Clock: clock})
+	if err != nil {
+		tb.Fatalf("open memory store: %v", err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
 
 // Target returns the memory adapter's conformance target. With a manual
 // clock the suite advances time; with the system clock it sleeps through
@@ -21,15 +35,16 @@ func Target(manualClock bool) conformance.Target {
 		Name:         "memory",
 		StoreVersion: "builtin",
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock},
-		NewHarness: func(context.Context) (conformance.Harness, error) {
+		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			h := &harness{}
+			var opts memory.Options
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-				h.store = memory.New(memory.WithClock(h.clock))
-			} else {
-				h.store = memory.New()
+				opts.Clock = h.clock
 			}
-			return h, nil
+			var err error
+			h.store, err = memory.Open(ctx, opts)
+			return h, err
 		},
 	}
 }

@@ -46,7 +46,10 @@ func main() {
 	case "crash":
 		os.Exit(3)
 	case "broken":
-		plugin.Serve(ignoresVersion{memory.New()}, plugin.WithName("broken", "test"))
+		plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (spec.RunStateStore, error) {
+			store, err := memory.Open(ctx, memory.Options{})
+			return ignoresVersion{store}, err
+		}, plugin.WithName("broken", "test"))
 		return
 	case "version2":
 		hs := plugin.Handshake
@@ -57,6 +60,7 @@ func main() {
 	}
 	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
 		slog.Info("test plugin opening its store", "marker", "hello-from-plugin", "config_keys", len(cfg))
-		return slowStore{memory.New()}, nil
+		store, err := memory.Open(ctx, memory.Options{})
+		return slowStore{store}, err
 	}, plugin.WithName("testplugin", "test"))
 }

@@ -1,4 +1,4 @@
-package spec_test
+package driver
 
 import (
 	"encoding/base64"
@@ -30,7 +30,7 @@ func FuzzPrepareCreate(f *testing.F) {
 		if step != "" {
 			p.Steps = []spec.StepSpec{{Name: step, Hosts: []string{host}}}
 		}
-		err := spec.PrepareCreate(&p)
+		err := prepareCreate(&p)
 		if err != nil {
 			if !errors.Is(err, spec.ErrInvalidArgument) {
 				t.Fatalf("refused with %v, not INVALID_ARGUMENT", err)
@@ -47,18 +47,18 @@ func FuzzPrepareCreate(f *testing.F) {
 			}
 		}
 		if strings.TrimSpace(p.WorkflowName) == "" || len(p.WorkflowName) > spec.MaxWorkflowNameLen || len(p.Message) > spec.MaxMessageLen ||
-			p.Priority < spec.MinPriority || p.Priority > spec.MaxPriority || spec.ValidateRunID(p.RunID) != nil {
+			p.Priority < spec.MinPriority || p.Priority > spec.MaxPriority || validateRunID(p.RunID) != nil {
 			t.Fatalf("accepted out-of-limit input: %+v", p)
 		}
 		if p.Status != string(spec.StatusQueued) || (status != "" && status != "queued" && status != "created" && status != "pending") {
 			t.Fatalf("status %q accepted as %q", status, p.Status)
 		}
 		again := p
-		if err := spec.PrepareCreate(&again); err != nil || again.RunID != p.RunID {
+		if err := prepareCreate(&again); err != nil || again.RunID != p.RunID {
 			t.Fatalf("normalised input refused or changed on a second pass: %v", err)
 		}
 		now := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
-		run, ev, err := spec.NewRun(p, nil, now)
+		run, ev, err := newRun(p, nil, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,11 +84,11 @@ func FuzzApplyUpdate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, script []byte) {
 		statuses := spec.RunStatuses()
 		now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-		run, _, err := spec.NewRun(spec.CreateRunParams{RunID: "r", WorkflowName: "w", Steps: []spec.StepSpec{{Name: "s", Hosts: []string{"h"}}}}, nil, now)
+		run, _, err := newRun(spec.CreateRunParams{RunID: "r", WorkflowName: "w", Steps: []spec.StepSpec{{Name: "s", Hosts: []string{"h"}}}}, nil, now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lease := spec.LeaseState{Token: 3, Owner: spec.Owner{Worker: "w"}, ExpiresAt: now.Add(time.Hour)}
+		lease := LeaseState{Token: 3, Owner: spec.Owner{Worker: "w"}, ExpiresAt: now.Add(time.Hour)}
 		for i := 0; i+1 < len(script); i += 2 {
 			op, arg := script[i], script[i+1]
 			now = now.Add(time.Millisecond)
@@ -120,13 +120,13 @@ func FuzzApplyUpdate(f *testing.F) {
 				p.LeaseToken = int64(arg % 5)
 				p.Message = new(string)
 			}
-			if err := spec.PrepareUpdate(&p); err != nil {
+			if err := prepareUpdate(&p); err != nil {
 				if !errors.Is(err, spec.ErrInvalidArgument) {
-					t.Fatalf("PrepareUpdate: %v", err)
+					t.Fatalf("prepareUpdate: %v", err)
 				}
 				continue
 			}
-			out := spec.ApplyUpdate(run, lease, p, now)
+			out := applyUpdate(run, lease, p, now)
 			res, err := out.Result()
 			switch {
 			case err == nil:
@@ -192,20 +192,20 @@ func FuzzCursors(f *testing.F) {
 	f.Add(base64.RawURLEncoding.EncodeToString([]byte("runs.v1|-1|r1|x")))
 	f.Fuzz(func(t *testing.T, cursor string) {
 		for _, err := range []error{
-			func() error { _, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: cursor}); return err }(),
-			func() error { _, err := spec.PrepareRunnable(spec.RunnableFilter{}, 0, cursor); return err }(),
+			func() error { _, err := prepareListRuns(spec.ListRunsParams{Cursor: cursor}); return err }(),
+			func() error { _, err := prepareRunnable(spec.RunnableFilter{}, 0, cursor); return err }(),
 		} {
 			if err != nil && !errors.Is(err, spec.ErrInvalidArgument) {
 				t.Fatalf("cursor %q: %v, not INVALID_ARGUMENT", cursor, err)
 			}
 		}
-		if q, err := spec.PrepareListRuns(spec.ListRunsParams{Cursor: cursor}); err == nil && cursor != "" {
-			if q.After == nil || q.After.Cursor() != cursor {
+		if q, err := prepareListRuns(spec.ListRunsParams{Cursor: cursor}); err == nil && cursor != "" {
+			if q.After == nil || q.After.cursor() != cursor {
 				t.Fatalf("cursor %q accepted but does not round-trip", cursor)
 			}
 		}
-		if q, err := spec.PrepareRunnable(spec.RunnableFilter{}, 0, cursor); err == nil && cursor != "" {
-			if q.After == nil || q.After.Cursor() != cursor {
+		if q, err := prepareRunnable(spec.RunnableFilter{}, 0, cursor); err == nil && cursor != "" {
+			if q.After == nil || q.After.cursor() != cursor {
 				t.Fatalf("runnable cursor %q accepted but does not round-trip", cursor)
 			}
 		}

@@ -1,25 +1,27 @@
-package spec
+package driver
 
 import (
 	"github.com/oklog/ulid/v2"
+
+	"github.com/runstate/runstate/spec"
 )
 
-// NewRunID returns a new ULID: unique, and sortable by creation time.
+// newRunID returns a new ULID: unique, and sortable by creation time.
 // ulid.Make is safe for concurrent use and monotonic within a process (RUN-001).
-func NewRunID() string { return ulid.Make().String() }
+func newRunID() string { return ulid.Make().String() }
 
-// ValidateRunID checks a caller-supplied run_id: 1 to MaxRunIDLen characters
+// validateRunID checks a caller-supplied run_id: 1 to spec.MaxRunIDLen characters
 // of A-Z a-z 0-9 . _ : - (RUN-002, BAD-001)
-func ValidateRunID(id string) error { return validateToken("run_id", id, MaxRunIDLen, "") }
+func validateRunID(id string) error { return validateToken("run_id", id, spec.MaxRunIDLen, "") }
 
 // validateToken checks a restricted identifier: non-empty, at most max bytes,
 // only ASCII letters, digits, '.', '_', ':', '-' and the extra characters.
 func validateToken(field, s string, max int, extra string) error {
 	if s == "" {
-		return InvalidArgument(field, "must not be empty")
+		return spec.InvalidArgument(field, "must not be empty")
 	}
 	if len(s) > max {
-		return InvalidArgument(field, "is %d characters long, the limit is %d", len(s), max)
+		return spec.InvalidArgument(field, "is %d characters long, the limit is %d", len(s), max)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -28,7 +30,7 @@ func validateToken(field, s string, max int, extra string) error {
 			c == '.', c == '_', c == ':', c == '-':
 		default:
 			if !containsByte(extra, c) {
-				return InvalidArgument(field, "%q contains %q at offset %d; allowed are A-Z a-z 0-9 . _ : -%s", s, rune(c), i, extra)
+				return spec.InvalidArgument(field, "%q contains %q at offset %d; allowed are A-Z a-z 0-9 . _ : -%s", s, rune(c), i, extra)
 			}
 		}
 	}

@@ -1,100 +1,102 @@
-package spec
+package driver
 
 import (
 	"fmt"
 	"maps"
 	"strings"
 	"time"
+
+	"github.com/runstate/runstate/spec"
 )
 
-// NewRun builds the first snapshot of a run and its created audit event from
-// params that passed PrepareCreate. retried is the run named by p.RetryOf
+// newRun builds the first snapshot of a run and its created audit event from
+// params that passed prepareCreate. retried is the run named by p.RetryOf
 // (nil when p.RetryOf is empty); the store looks it up in the same
 // transaction. now is the store's clock.
-func NewRun(p CreateRunParams, retried *RunSnapshot, now time.Time) (RunSnapshot, AuditEvent, error) {
-	now = Timestamp(now)
+func newRun(p spec.CreateRunParams, retried *spec.RunSnapshot, now time.Time) (spec.RunSnapshot, spec.AuditEvent, error) {
+	now = spec.Timestamp(now)
 	attempt := 1
 	// A retry names a terminal run and is its next attempt (RUN-006).
 	if p.RetryOf != "" {
 		if retried == nil {
-			return RunSnapshot{}, AuditEvent{}, InvalidArgument("retry_of", "run %s does not exist", p.RetryOf)
+			return spec.RunSnapshot{}, spec.AuditEvent{}, spec.InvalidArgument("retry_of", "run %s does not exist", p.RetryOf)
 		}
 		if !retried.Status.Terminal() {
-			return RunSnapshot{}, AuditEvent{}, InvalidArgument("retry_of",
+			return spec.RunSnapshot{}, spec.AuditEvent{}, spec.InvalidArgument("retry_of",
 				"run %s is %s; only a terminal run can be retried", p.RetryOf, retried.Status)
 		}
 		attempt = retried.Attempt + 1
 	}
 	// Queued at version 1, attempt 1, with every field given; one time for
 	// created_at and updated_at (RUN-005, CAS-001, FSM-009).
-	s := RunSnapshot{
-		RunID: p.RunID, WorkflowName: p.WorkflowName, Status: StatusQueued, Message: p.Message,
+	s := spec.RunSnapshot{
+		RunID: p.RunID, WorkflowName: p.WorkflowName, Status: spec.StatusQueued, Message: p.Message,
 		Priority: p.Priority, Labels: maps.Clone(p.Labels), CreatedAt: now, UpdatedAt: now,
 		Version: 1, RetryOf: p.RetryOf, Attempt: attempt,
 	}
 	for _, st := range p.Steps {
-		step := Step{Name: st.Name, Status: StepQueued}
+		step := spec.Step{Name: st.Name, Status: spec.StepQueued}
 		for _, h := range st.Hosts {
-			step.Hosts = append(step.Hosts, HostState{Host: h, Status: StepQueued})
+			step.Hosts = append(step.Hosts, spec.HostState{Host: h, Status: spec.StepQueued})
 		}
 		s.Steps = append(s.Steps, step)
 	}
 	// The created event: seq 1, to queued, version 1 (AUD-001).
-	ev := AuditEvent{RunID: s.RunID, Seq: 1, Kind: AuditCreated, To: StatusQueued, Time: now,
+	ev := spec.AuditEvent{RunID: s.RunID, Seq: 1, Kind: spec.AuditCreated, To: spec.StatusQueued, Time: now,
 		Actor: p.Actor, Reason: p.Reason, Version: 1}
 	return s, ev, nil
 }
 
-// UpdateOutcome is the decision ApplyUpdate takes. A store persists it
+// updateOutcome is the decision applyUpdate takes. A store persists it
 // atomically: when Write is set it replaces the snapshot (compare-and-set on
 // the version it read) and appends Events, numbering them after the run's
 // last Seq (AUD-002, AUD-005); then it returns Snapshot and Err as the result of UpdateRun.
-type UpdateOutcome struct {
+type updateOutcome struct {
 	// Snapshot is the run after the update (the unchanged run when nothing is written).
-	Snapshot RunSnapshot
+	Snapshot spec.RunSnapshot
 	// Write says the snapshot changed and must be stored.
 	Write bool
 	// Events are the audit events to append, Seq left 0 for the store to number.
-	Events []AuditEvent
+	Events []spec.AuditEvent
 	// Err is the error UpdateRun returns, after persisting the rest.
 	Err error
 }
 
 // Result is what UpdateRun returns for this outcome.
-func (o UpdateOutcome) Result() (RunSnapshot, error) {
+func (o updateOutcome) Result() (spec.RunSnapshot, error) {
 	if o.Err != nil {
-		return RunSnapshot{}, o.Err
+		return spec.RunSnapshot{}, o.Err
 	}
 	return o.Snapshot, nil
 }
 
-// ApplyUpdate decides the outcome of p (which passed PrepareUpdate) against
+// applyUpdate decides the outcome of p (which passed prepareUpdate) against
 // the run's current snapshot and lease at the store's time now. It
 // implements the fencing, compare-and-set, transition, diagnostic and audit
 // rules; the store only loads, persists atomically and numbers events.
 // The checks run in the order of spec §1.6 and the first that fails
 // decides (FSM-011): fence, version, terminal run, table, diagnostic, steps.
-func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.Time) UpdateOutcome {
-	now = Timestamp(now) // one time for everything this write sets (FSM-009)
+func applyUpdate(cur spec.RunSnapshot, lease LeaseState, p spec.UpdateRunParams, now time.Time) updateOutcome {
+	now = spec.Timestamp(now) // one time for everything this write sets (FSM-009)
 	// keep is a refused write: nothing written and no event (AUD-004), except
 	// the rejected event of a terminal run below.
-	keep := UpdateOutcome{Snapshot: cur}
+	keep := updateOutcome{Snapshot: cur}
 	// A stale token is LEASE_LOST; no token is governed by the version alone
 	// (LEASE-006, LEASE-019).
-	if err := lease.CheckFence(cur.RunID, p.LeaseToken); err != nil {
+	if err := lease.checkFence(cur.RunID, p.LeaseToken); err != nil {
 		keep.Err = err
 		return keep
 	}
 	// A stale version is a conflict, even for a forbidden transition or a
 	// terminal run (CAS-002, CAS-004).
 	if cur.Version != p.ExpectedVersion {
-		keep.Err = VersionConflict(cur.RunID, p.ExpectedVersion, cur.Version)
+		keep.Err = versionConflict(cur.RunID, p.ExpectedVersion, cur.Version)
 		return keep
 	}
-	to := RunStatus(p.Status)
+	to := spec.RunStatus(p.Status)
 	// Every event carries the write's actor, reason and lease token (FSM-005, AUD-007).
-	event := func(kind AuditKind, from, to RunStatus, code string, version int64) AuditEvent {
-		return AuditEvent{RunID: cur.RunID, Kind: kind, From: from, To: to, Time: now,
+	event := func(kind spec.AuditKind, from, to spec.RunStatus, code string, version int64) spec.AuditEvent {
+		return spec.AuditEvent{RunID: cur.RunID, Kind: kind, From: from, To: to, Time: now,
 			Actor: p.Actor, Reason: p.Reason, ErrorCode: code, Version: version, LeaseToken: p.LeaseToken}
 	}
 
@@ -104,46 +106,46 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 		if to == "" {
 			to = cur.Status
 		}
-		keep.Events = []AuditEvent{event(AuditRejected, cur.Status, to, string(CodeInvalidTransition), cur.Version)}
-		keep.Err = InvalidTransition(cur.RunID, cur.Status, to)
+		keep.Events = []spec.AuditEvent{event(spec.AuditRejected, cur.Status, to, string(spec.CodeInvalidTransition), cur.Version)}
+		keep.Err = invalidTransition(cur.RunID, cur.Status, to)
 		return keep
 	}
 	// A forbidden transition is refused (FSM-002) with a rejected event and
 	// the event of the run's move to failed (FSM-005).
-	if to != "" && !CanTransition(cur.Status, to) {
+	if to != "" && !spec.CanTransition(cur.Status, to) {
 		// The rest of the patch is not applied: the run fails for the
 		// attempt, and what it was executing fails with it (FSM-004).
 		failed := cur.Clone()
-		failed.Status = StatusFailed
+		failed.Status = spec.StatusFailed
 		failed.FinishedAt = now
 		failed.UpdatedAt = now
 		failed.Version++
-		failed.Diagnostic = &Diagnostic{ErrorCode: string(CodeInvalidTransition), Retryable: false,
+		failed.Diagnostic = &spec.Diagnostic{ErrorCode: string(spec.CodeInvalidTransition), Retryable: false,
 			Message: fmt.Sprintf("invalid transition %s -> %s was attempted", cur.Status, to)}
-		if err := applySteps(&failed, StepsFollowingRun(cur, StepFailed), now); err != nil {
+		if err := applySteps(&failed, spec.StepsFollowingRun(cur, spec.StepFailed), now); err != nil {
 			keep.Err = err // cannot happen: running steps may always fail
 			return keep
 		}
-		return UpdateOutcome{
+		return updateOutcome{
 			Snapshot: failed, Write: true,
-			Events: []AuditEvent{
-				event(AuditRejected, cur.Status, to, string(CodeInvalidTransition), cur.Version),
-				event(AuditTransition, cur.Status, StatusFailed, string(CodeInvalidTransition), failed.Version),
+			Events: []spec.AuditEvent{
+				event(spec.AuditRejected, cur.Status, to, string(spec.CodeInvalidTransition), cur.Version),
+				event(spec.AuditTransition, cur.Status, spec.StatusFailed, string(spec.CodeInvalidTransition), failed.Version),
 			},
-			Err: InvalidTransition(cur.RunID, cur.Status, to),
+			Err: invalidTransition(cur.RunID, cur.Status, to),
 		}
 	}
 	// Failed, denied and timeout need a complete diagnostic (DIAG-001, DIAG-002).
 	if p.Diagnostic != nil || to.RequiresDiagnostic() {
 		if missing := diagnosticMissing(p.Diagnostic); missing != "" {
-			keep.Err = &Error{Code: CodeMissingDiagnostic, RunID: cur.RunID, Field: "diagnostic",
+			keep.Err = &spec.Error{Code: spec.CodeMissingDiagnostic, RunID: cur.RunID, Field: "diagnostic",
 				Message: fmt.Sprintf("run %s: %s is required%s", cur.RunID, missing, enteringWhat(to))}
 			return keep
 		}
 	}
 	// Interrupted needs a non-blank interrupted_reason (DIAG-003).
-	if to == StatusInterrupted && strings.TrimSpace(p.InterruptedReason) == "" {
-		keep.Err = &Error{Code: CodeMissingDiagnostic, RunID: cur.RunID, Field: "interrupted_reason",
+	if to == spec.StatusInterrupted && strings.TrimSpace(p.InterruptedReason) == "" {
+		keep.Err = &spec.Error{Code: spec.CodeMissingDiagnostic, RunID: cur.RunID, Field: "interrupted_reason",
 			Message: fmt.Sprintf("run %s: interrupted_reason is required when entering interrupted", cur.RunID)}
 		return keep
 	}
@@ -174,20 +176,20 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 	}
 	next.Version++ // exactly one per accepted write (CAS-001)
 	next.UpdatedAt = now
-	out := UpdateOutcome{Snapshot: next, Write: true}
+	out := updateOutcome{Snapshot: next, Write: true}
 	// An allowed transition moves the run to the status asked for (FSM-001)
 	// and records one transition event with the diagnostic's error_code
 	// (AUD-002, DIAG-004); a write without a status change records none
 	// (AUD-003). started_at is set once, finished_at on a terminal status (FSM-009).
 	if to != "" {
 		next.Status = to
-		if to == StatusRunning && next.StartedAt.IsZero() {
+		if to == spec.StatusRunning && next.StartedAt.IsZero() {
 			next.StartedAt = now
 		}
 		if to.Terminal() {
 			next.FinishedAt = now
 		}
-		if to == StatusInterrupted {
+		if to == spec.StatusInterrupted {
 			next.InterruptedReason = p.InterruptedReason
 		}
 		code := ""
@@ -195,12 +197,12 @@ func ApplyUpdate(cur RunSnapshot, lease LeaseState, p UpdateRunParams, now time.
 			code = p.Diagnostic.ErrorCode
 		}
 		out.Snapshot = next
-		out.Events = []AuditEvent{event(AuditTransition, cur.Status, to, code, next.Version)}
+		out.Events = []spec.AuditEvent{event(spec.AuditTransition, cur.Status, to, code, next.Version)}
 	}
 	return out
 }
 
-func enteringWhat(to RunStatus) string {
+func enteringWhat(to spec.RunStatus) string {
 	if to.RequiresDiagnostic() {
 		return " when entering " + string(to)
 	}
@@ -210,7 +212,7 @@ func enteringWhat(to RunStatus) string {
 // applySteps applies step and host patches to s, enforcing the step table
 // (FSM-007, FSM-008). Unknown steps and hosts are added as queued first, and
 // host output and errors are stored (RUN-009).
-func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
+func applySteps(s *spec.RunSnapshot, patches []spec.StepPatch, now time.Time) error {
 	hostStates := 0
 	for _, st := range s.Steps {
 		hostStates += len(st.Hosts)
@@ -218,31 +220,31 @@ func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
 	for _, sp := range patches {
 		step, ok := s.Step(sp.Name)
 		if !ok {
-			if len(s.Steps) >= MaxSteps {
-				return InvalidArgument("steps", "run %s already has %d steps, the limit", s.RunID, MaxSteps)
+			if len(s.Steps) >= spec.MaxSteps {
+				return spec.InvalidArgument("steps", "run %s already has %d steps, the limit", s.RunID, spec.MaxSteps)
 			}
-			s.Steps = append(s.Steps, Step{Name: sp.Name, Status: StepQueued})
+			s.Steps = append(s.Steps, spec.Step{Name: sp.Name, Status: spec.StepQueued})
 			step = &s.Steps[len(s.Steps)-1]
 		}
 		if sp.Status != "" {
-			if err := moveStep(s.RunID, sp.Name, "", &step.Status, &step.StartedAt, &step.FinishedAt, StepStatus(sp.Status), now); err != nil {
+			if err := moveStep(s.RunID, sp.Name, "", &step.Status, &step.StartedAt, &step.FinishedAt, spec.StepStatus(sp.Status), now); err != nil {
 				return err
 			}
 		}
 		for _, hp := range sp.Hosts {
 			host, ok := step.Host(hp.Host)
 			if !ok {
-				if len(step.Hosts) >= MaxHostsPerStep {
-					return InvalidArgument("hosts", "step %q already has %d hosts, the limit", sp.Name, MaxHostsPerStep)
+				if len(step.Hosts) >= spec.MaxHostsPerStep {
+					return spec.InvalidArgument("hosts", "step %q already has %d hosts, the limit", sp.Name, spec.MaxHostsPerStep)
 				}
-				if hostStates++; hostStates > MaxHostStates {
-					return InvalidArgument("hosts", "run %s would have more than %d host states", s.RunID, MaxHostStates)
+				if hostStates++; hostStates > spec.MaxHostStates {
+					return spec.InvalidArgument("hosts", "run %s would have more than %d host states", s.RunID, spec.MaxHostStates)
 				}
-				step.Hosts = append(step.Hosts, HostState{Host: hp.Host, Status: StepQueued})
+				step.Hosts = append(step.Hosts, spec.HostState{Host: hp.Host, Status: spec.StepQueued})
 				host = &step.Hosts[len(step.Hosts)-1]
 			}
 			if hp.Status != "" {
-				if err := moveStep(s.RunID, sp.Name, hp.Host, &host.Status, &host.StartedAt, &host.FinishedAt, StepStatus(hp.Status), now); err != nil {
+				if err := moveStep(s.RunID, sp.Name, hp.Host, &host.Status, &host.StartedAt, &host.FinishedAt, spec.StepStatus(hp.Status), now); err != nil {
 					return err
 				}
 			}
@@ -259,17 +261,17 @@ func applySteps(s *RunSnapshot, patches []StepPatch, now time.Time) error {
 
 // moveStep moves one step or host by the step table; a refusal names the
 // step, host, from and to (FSM-007, FSM-008). It sets the times of FSM-009.
-func moveStep(runID, step, host string, status *StepStatus, started, finished *time.Time, to StepStatus, now time.Time) error {
-	if !CanStepTransition(*status, to) {
+func moveStep(runID, step, host string, status *spec.StepStatus, started, finished *time.Time, to spec.StepStatus, now time.Time) error {
+	if !spec.CanStepTransition(*status, to) {
 		where := fmt.Sprintf("step %q", step)
 		if host != "" {
 			where += fmt.Sprintf(" host %q", host)
 		}
-		return &Error{Code: CodeInvalidTransition, RunID: runID, Step: step, Host: host, From: string(*status), To: string(to),
+		return &spec.Error{Code: spec.CodeInvalidTransition, RunID: runID, Step: step, Host: host, From: string(*status), To: string(to),
 			Message: fmt.Sprintf("run %s %s: transition %s -> %s is not allowed", runID, where, *status, to)}
 	}
 	*status = to
-	if to == StepRunning && started.IsZero() {
+	if to == spec.StepRunning && started.IsZero() {
 		*started = now
 	}
 	if to.Terminal() {

@@ -1,4 +1,4 @@
-package spec
+package driver
 
 import (
 	"encoding/base64"
@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runstate/runstate/spec"
 )
 
 // RunFilter is a validated ListRuns filter.
 type RunFilter struct {
-	Statuses                   []RunStatus
+	Statuses                   []spec.RunStatus
 	WorkflowName               string
 	Labels                     map[string]string
 	CreatedFrom, CreatedBefore time.Time
@@ -20,7 +22,7 @@ type RunFilter struct {
 // Matches reports whether s passes every part of the filter, combined with
 // AND (LIST-007): statuses (LIST-001), workflow name (LIST-002), created
 // range [from, before) (LIST-004) and every label pair (LIST-003).
-func (f RunFilter) Matches(s RunSnapshot) bool {
+func (f RunFilter) Matches(s spec.RunSnapshot) bool {
 	if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, s.Status) {
 		return false
 	}
@@ -52,7 +54,7 @@ type RunPosition struct {
 }
 
 // PositionOf returns s's place in ListRuns order.
-func PositionOf(s RunSnapshot) RunPosition { return RunPosition{s.CreatedAt, s.RunID} }
+func PositionOf(s spec.RunSnapshot) RunPosition { return RunPosition{s.CreatedAt, s.RunID} }
 
 // Compare returns -1, 0 or +1 as p comes before, at or after q.
 func (p RunPosition) Compare(q RunPosition) int {
@@ -74,16 +76,16 @@ type RunQuery struct {
 	After *RunPosition
 }
 
-// PrepareListRuns validates p: an empty created range, a page size out of
+// prepareListRuns validates p: an empty created range, a page size out of
 // range or a cursor no ListRuns issued is ErrInvalidArgument (LIST-007).
-func PrepareListRuns(p ListRunsParams) (RunQuery, error) {
+func prepareListRuns(p spec.ListRunsParams) (RunQuery, error) {
 	var q RunQuery
 	var err error
 	if q.Filter.Statuses, err = parseStatuses("statuses", p.Statuses, nil, false); err != nil {
 		return q, err
 	}
 	if p.WorkflowName != "" {
-		if err := validateText("workflow_name", p.WorkflowName, MaxWorkflowNameLen, true); err != nil {
+		if err := validateText("workflow_name", p.WorkflowName, spec.MaxWorkflowNameLen, true); err != nil {
 			return q, err
 		}
 	}
@@ -93,7 +95,7 @@ func PrepareListRuns(p ListRunsParams) (RunQuery, error) {
 	q.Filter.WorkflowName, q.Filter.Labels = p.WorkflowName, p.Labels
 	q.Filter.CreatedFrom, q.Filter.CreatedBefore = p.CreatedFrom, p.CreatedBefore
 	if !p.CreatedFrom.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedFrom.Before(p.CreatedBefore) {
-		return q, InvalidArgument("created range", "created_from %v is not before created_before %v", p.CreatedFrom, p.CreatedBefore)
+		return q, spec.InvalidArgument("created range", "created_from %v is not before created_before %v", p.CreatedFrom, p.CreatedBefore)
 	}
 	if q.Limit, err = pageLimit(p.Limit); err != nil {
 		return q, err
@@ -108,15 +110,15 @@ func PrepareListRuns(p ListRunsParams) (RunQuery, error) {
 			return q, badCursor()
 		}
 		q.After = &RunPosition{CreatedAt: created, RunID: f[1]}
-		if q.After.Cursor() != p.Cursor {
+		if q.After.cursor() != p.Cursor {
 			return q, badCursor() // another spelling of a position: not one a listing returned
 		}
 	}
 	return q, nil
 }
 
-// Cursor returns the cursor that continues after p.
-func (p RunPosition) Cursor() string {
+// cursor returns the cursor that continues after p.
+func (p RunPosition) cursor() string {
 	return encodeCursor(cursorRuns, strconv.FormatInt(p.CreatedAt.UnixMicro(), 10), p.RunID)
 }
 
@@ -129,7 +131,7 @@ type RunnablePosition struct {
 }
 
 // RunnablePositionOf returns s's place in claim order.
-func RunnablePositionOf(s RunSnapshot) RunnablePosition {
+func RunnablePositionOf(s spec.RunSnapshot) RunnablePosition {
 	return RunnablePosition{s.Priority, s.CreatedAt, s.RunID}
 }
 
@@ -147,49 +149,49 @@ func (p RunnablePosition) Compare(q RunnablePosition) int {
 // Less reports whether p is claimed before q.
 func (p RunnablePosition) Less(q RunnablePosition) bool { return p.Compare(q) < 0 }
 
-// Cursor returns the cursor that continues after p.
-func (p RunnablePosition) Cursor() string {
+// cursor returns the cursor that continues after p.
+func (p RunnablePosition) cursor() string {
 	return encodeCursor(cursorRunnable, strconv.Itoa(p.Priority), strconv.FormatInt(p.CreatedAt.UnixMicro(), 10), p.RunID)
 }
 
 // RunnableQuery is a validated runnable filter with paging.
 type RunnableQuery struct {
-	Statuses     []RunStatus
+	Statuses     []spec.RunStatus
 	WorkflowName string
 	Labels       map[string]string
 	Limit        int
 	After        *RunnablePosition
+	// Claimant is the worker of a claim-next, nil for a listing.
+	Claimant *spec.Owner
 }
 
-// Runnable reports whether s is runnable under q given its lease: it
-// matches q and no live lease holds it (LEASE-010).
-func (q RunnableQuery) Runnable(s RunSnapshot, lease LeaseState, now time.Time) bool {
+// Admits reports whether the run s with lease is one q selects at now: it
+// matches q and no live lease holds it (LEASE-010), where a lease of an
+// earlier incarnation of the Claimant's worker does not count (LEASE-012).
+func (q RunnableQuery) Admits(s spec.RunSnapshot, lease LeaseState, now time.Time) bool {
+	if q.Claimant != nil {
+		return q.matches(s) && !lease.BlocksClaim(*q.Claimant, now)
+	}
 	return q.matches(s) && !lease.Live(now)
 }
 
-// ClaimableBy reports whether claim-next by owner may take s: like Runnable,
-// except that a lease of an earlier incarnation of owner's worker does not count (LEASE-012).
-func (q RunnableQuery) ClaimableBy(s RunSnapshot, lease LeaseState, owner Owner, now time.Time) bool {
-	return q.matches(s) && !lease.BlocksClaim(owner, now)
-}
-
 // matches passes terminal runs by (LEASE-008).
-func (q RunnableQuery) matches(s RunSnapshot) bool {
+func (q RunnableQuery) matches(s spec.RunSnapshot) bool {
 	return !s.Status.Terminal() && slices.Contains(q.Statuses, s.Status) &&
 		(q.WorkflowName == "" || q.WorkflowName == s.WorkflowName) && labelsMatch(s.Labels, q.Labels)
 }
 
-// PrepareRunnable validates a runnable filter; limit and cursor are optional.
+// prepareRunnable validates a runnable filter; limit and cursor are optional.
 // Statuses default to queued and waiting (LEASE-011); a terminal one is
 // ErrInvalidArgument (LEASE-010), as is a cursor it did not issue (LIST-007).
-func PrepareRunnable(f RunnableFilter, limit int, cursor string) (RunnableQuery, error) {
+func prepareRunnable(f spec.RunnableFilter, limit int, cursor string) (RunnableQuery, error) {
 	var q RunnableQuery
 	var err error
-	if q.Statuses, err = parseStatuses("statuses", f.Statuses, DefaultRunnableStatuses(), true); err != nil {
+	if q.Statuses, err = parseStatuses("statuses", f.Statuses, spec.DefaultRunnableStatuses(), true); err != nil {
 		return q, err
 	}
 	if f.WorkflowName != "" {
-		if err := validateText("workflow_name", f.WorkflowName, MaxWorkflowNameLen, true); err != nil {
+		if err := validateText("workflow_name", f.WorkflowName, spec.MaxWorkflowNameLen, true); err != nil {
 			return q, err
 		}
 	}
@@ -211,7 +213,7 @@ func PrepareRunnable(f RunnableFilter, limit int, cursor string) (RunnableQuery,
 			return q, badCursor()
 		}
 		q.After = &RunnablePosition{Priority: prio, CreatedAt: created, RunID: parts[2]}
-		if q.After.Cursor() != cursor {
+		if q.After.cursor() != cursor {
 			return q, badCursor()
 		}
 	}
@@ -236,7 +238,7 @@ func decodeCursor(c, kind string, n int) ([]string, error) {
 	if len(parts) != n+1 || parts[0] != kind {
 		return nil, badCursor()
 	}
-	if ValidateRunID(parts[n]) != nil {
+	if validateRunID(parts[n]) != nil {
 		return nil, badCursor()
 	}
 	return parts[1:], nil
@@ -251,5 +253,5 @@ func parseMicros(s string) (time.Time, error) {
 }
 
 func badCursor() error {
-	return InvalidArgument("cursor", "is not a cursor this listing returned; pass NextCursor back unchanged, with the same filters")
+	return spec.InvalidArgument("cursor", "is not a cursor this listing returned; pass NextCursor back unchanged, with the same filters")
 }

@@ -1,0 +1,98 @@
+package driver
+
+import (
+	"context"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// Checked returns inner with the kit's front door: every call checks its
+// context and validates and normalises its input before inner sees it, and
+// an error that carries no spec.Code becomes ErrUnavailable. It is for a
+// store that implements the contract's semantics itself, or passes calls
+// on (a plugin client, whose far side is a store of its own): inner then
+// receives input as a Driver-based store would, and bad input gets the same
+// typed error without reaching it. The result is a spec.Store when inner is
+// one, else only a spec.RunStateStore.
+func Checked(inner spec.RunStateStore) spec.RunStateStore {
+	runs := checkedRuns{inner}
+	if leases, ok := inner.(spec.LeaseStore); ok {
+		return checkedStore{runs, checkedLeases{leases}}
+	}
+	return runs
+}
+
+type checkedRuns struct{ inner spec.RunStateStore }
+
+type checkedLeases struct{ inner spec.LeaseStore }
+
+// checkedStore embeds both halves: a struct with only the RunStateStore
+// half shows no lease methods.
+type checkedStore struct {
+	checkedRuns
+	checkedLeases
+}
+
+var _ spec.Store = checkedStore{}
+
+// pass calls inner once the input passed its check and ctx is live.
+func pass[T any](ctx context.Context, checked error, call func() (T, error)) (T, error) {
+	var zero T
+	if checked != nil {
+		return zero, checked
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	out, err := call()
+	if err != nil {
+		return zero, result(err, "")
+	}
+	return out, nil
+}
+
+func (c checkedRuns) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+	return pass(ctx, prepareCreate(&p), func() (spec.RunSnapshot, error) { return c.inner.CreateRun(ctx, p) })
+}
+
+func (c checkedRuns) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	return pass(ctx, prepareUpdate(&p), func() (spec.RunSnapshot, error) { return c.inner.UpdateRun(ctx, p) })
+}
+
+func (c checkedRuns) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
+	return pass(ctx, prepareGet(runID), func() (spec.RunSnapshot, error) { return c.inner.GetRun(ctx, runID) })
+}
+
+func (c checkedRuns) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+	_, err := prepareListRuns(p)
+	return pass(ctx, err, func() (spec.RunPage, error) { return c.inner.ListRuns(ctx, p) })
+}
+
+func (c checkedRuns) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+	_, err := prepareAuditQuery(p)
+	return pass(ctx, err, func() (spec.AuditPage, error) { return c.inner.ListAuditEvents(ctx, p) })
+}
+
+func (c checkedLeases) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	_, err := prepareClaimRun(p)
+	return pass(ctx, err, func() (spec.Claim, error) { return c.inner.ClaimRun(ctx, p) })
+}
+
+func (c checkedLeases) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	_, _, err := prepareClaimNext(p)
+	return pass(ctx, err, func() (spec.Claim, error) { return c.inner.ClaimNextRun(ctx, p) })
+}
+
+func (c checkedLeases) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+	return pass(ctx, prepareRenew(p), func() (spec.Lease, error) { return c.inner.RenewLease(ctx, p) })
+}
+
+func (c checkedLeases) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+	_, err := pass(ctx, prepareRelease(p), func() (struct{}, error) { return struct{}{}, c.inner.ReleaseLease(ctx, p) })
+	return err
+}
+
+func (c checkedLeases) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+	_, err := prepareRunnable(p.Filter, p.Limit, p.Cursor)
+	return pass(ctx, err, func() (spec.RunPage, error) { return c.inner.ListRunnableRuns(ctx, p) })
+}

@@ -1,0 +1,109 @@
+package driver
+
+import (
+	"context"
+	"time"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// Driver is the storage a store author writes. Wrap turns it into a
+// spec.Store; the kit does everything else once, for every store: the
+// context check, validation and normalisation, the FSM, compare-and-set and
+// fencing decisions, audit events, paging and cursors, the claim-next
+// answer, and errors.
+//
+// Every method receives input the kit has validated. A driver reports the
+// contract's conditions with errors that match spec.ErrNotFound or
+// spec.ErrAlreadyExists (the kit words them), and returns any other failure
+// as it is: the kit maps errors that carry no spec.Code to
+// spec.ErrUnavailable. A driver must be safe for concurrent use.
+//
+// Values do not cross the boundary shared: a driver that keeps values in
+// memory stores and returns copies (spec.RunSnapshot.Clone), and the kit
+// never changes a value it receives.
+type Driver interface {
+	// Now returns the store's time, which stamps creations: the same clock
+	// Modify reports, so that one clock decides for every worker.
+	Now(ctx context.Context) (time.Time, error)
+
+	// Insert stores a new run with its created event (Seq 1) in one atomic
+	// write. A run with the same RunID exists: an error matching
+	// spec.ErrAlreadyExists, and nothing written.
+	Insert(ctx context.Context, r NewRun) error
+
+	// Modify is the atomic read-modify-write of one run: it reads the run's
+	// snapshot, lease and last audit Seq, calls change with them and the
+	// store's time, and stores the Change it returns, so that no other write
+	// of the run comes in between (CAS-003, LEASE-002). An empty Change
+	// writes nothing. Unknown run: an error matching spec.ErrNotFound.
+	// change may run more than once (a store that retries optimistic
+	// conflicts calls it afresh); only the last call's Change is stored.
+	Modify(ctx context.Context, runID string, change func(Current) Change) error
+
+	// Get returns the run's snapshot; unknown run: spec.ErrNotFound.
+	Get(ctx context.Context, runID string) (spec.RunSnapshot, error)
+
+	// ListRuns returns at most q.Limit runs that q.Filter matches and that
+	// come after q.After, in RunPosition order.
+	ListRuns(ctx context.Context, q RunQuery) ([]spec.RunSnapshot, error)
+
+	// ListAudit returns at most q.Limit events of q.RunID with Seq greater
+	// than q.AfterSeq, in Seq order. Unknown run: spec.ErrNotFound.
+	ListAudit(ctx context.Context, q AuditQuery) ([]spec.AuditEvent, error)
+
+	// Runnable returns at most q.Limit runs that q.Admits at the store's
+	// time and that come after q.After, in claim order: the claim candidate
+	// search. The kit's claim-next claims the first of them that is still
+	// admitted when Modify reads it.
+	Runnable(ctx context.Context, q RunnableQuery) ([]spec.RunSnapshot, error)
+}
+
+// NextClaimer is a Driver's own claim-next, for stores that can search and
+// claim in one atomic step (a lock, SKIP LOCKED). It is optional: without
+// it, the kit calls Runnable and then Modify on each candidate in turn.
+type NextClaimer interface {
+	// ClaimNext finds the run that q.Admits and that comes first in claim
+	// order and, in one atomic write, calls take with it and stores the
+	// Change take returns. It may pass over a run another call holds at that
+	// instant, but it answers false (no run claimed) only when no run
+	// matching q was claimable (LEASE-017).
+	ClaimNext(ctx context.Context, q RunnableQuery, take func(Current) Change) (bool, error)
+}
+
+// NewRun is a run to insert: its first snapshot and its created event.
+type NewRun struct {
+	Run     spec.RunSnapshot
+	Created spec.AuditEvent
+}
+
+// Current is one run as Modify read it.
+type Current struct {
+	Run   spec.RunSnapshot
+	Lease LeaseState
+	// LastSeq is the Seq of the run's last audit event.
+	LastSeq int64
+	// Now is the store's time of this write (for a SQL store, its server's).
+	Now time.Time
+}
+
+// Change is what Modify stores. Fields left nil are unchanged.
+type Change struct {
+	// Run replaces the snapshot.
+	Run *spec.RunSnapshot
+	// Lease replaces the lease.
+	Lease *LeaseState
+	// Events are appended to the audit trail, numbered after
+	// Current.LastSeq: the last one's Seq is the run's new LastSeq.
+	Events []spec.AuditEvent
+}
+
+// Empty reports whether c writes nothing.
+func (c Change) Empty() bool { return c.Run == nil && c.Lease == nil && len(c.Events) == 0 }
+
+// AuditQuery is a validated audit listing.
+type AuditQuery struct {
+	RunID    string
+	AfterSeq int64
+	Limit    int
+}
