@@ -40,7 +40,7 @@ soak:
 # Each fuzz target for FUZZTIME (the saved corpora in testdata/fuzz run with
 # every plain `go test` too). A failing input is saved under testdata/fuzz.
 FUZZTIME ?= 30s
-FUZZ_TARGETS = spec:FuzzPrepareCreate spec:FuzzApplyUpdate spec:FuzzCursors \
+FUZZ_TARGETS = spec/driver:FuzzPrepareCreate spec/driver:FuzzApplyUpdate spec/driver:FuzzCursors \
 	plugin:FuzzCreateOverTheWire plugin:FuzzUpdateOverTheWire \
 	plugin:FuzzSnapshotOverTheWire plugin:FuzzErrorOverTheWire
 fuzz:
@@ -50,13 +50,14 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) ./$$pkg; \
 	done
 
-# Mutation testing of the contract (spec) and the reference store
-# (adapters/memory) with a pinned gremlins: prints each package's test
+# Mutation testing of the contract (spec), the kit every store is built
+# on (spec/driver) and the reference store (adapters/memory) with a pinned gremlins: prints each package's test
 # efficacy, the share of mutants the tests kill.
 GREMLINS_VERSION = v0.6.0
 mutation:
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./spec
+	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./spec/driver
 	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./adapters/memory
 
 # Regenerates plugin/proto from runstate.proto with pinned generators

@@ -221,7 +221,7 @@ func checkOversize(c *checkState) {
 	// At the limits an update is accepted: run, host, diagnostic and
 	// interrupted_reason fields alike.
 	c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(long(spec.MaxMessageLen)),
-		Steps: []spec.StepPatch{{Name: "build", Hosts: []spec.HostPatch{{Host: "h", OutputSummary: ptr(spec.TruncateOutput(long(3 * spec.MaxHostOutputBytes))),
+		Steps: []spec.StepPatch{{Name: "build", Hosts: []spec.HostPatch{{Host: "h", OutputSummary: ptr(long(spec.MaxHostOutputBytes)),
 			Error: ptr(long(spec.MaxHostErrorLen))}}}}})
 	fullDetails := map[string]string{}
 	for i := range spec.MaxDiagnosticDetails {

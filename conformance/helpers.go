@@ -236,7 +236,18 @@ func transition(run spec.RunSnapshot, to spec.RunStatus) spec.UpdateRunParams {
 // pathTo returns the shortest sequence of allowed transitions from queued to
 // target (empty for queued), found by searching the transition table.
 func pathTo(target spec.RunStatus) []spec.RunStatus {
-	return shortestPath(spec.StatusQueued, target, spec.AllowedTransitions)
+	return shortestPath(spec.StatusQueued, target, allowedFrom)
+}
+
+// allowedFrom returns the statuses the table allows from from, in lifecycle order.
+func allowedFrom(from spec.RunStatus) []spec.RunStatus {
+	var out []spec.RunStatus
+	for _, to := range spec.RunStatuses() {
+		if spec.CanTransition(from, to) {
+			out = append(out, to)
+		}
+	}
+	return out
 }
 
 // stepPathTo is pathTo for the step table.

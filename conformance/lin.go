@@ -494,7 +494,7 @@ func (w *linWorker) nextStatus(run string) spec.RunStatus {
 	if cur == "" {
 		cur = spec.StatusQueued
 	}
-	next := spec.AllowedTransitions(cur)
+	next := allowedFrom(cur)
 	if len(next) == 0 {
 		return spec.StatusRunning
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // The mutant catalogue: single-fault stores, each the correct memory
@@ -785,7 +786,7 @@ type renewalsNotStored struct {
 func (s renewalsNotStored) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
 	l, err := s.Store.RenewLease(ctx, spec.RenewLeaseParams{RunID: p.RunID, Token: p.Token, TTL: time.Nanosecond})
 	if err == nil {
-		l.ExpiresAt = spec.Timestamp(s.clock.Now().Add(p.TTL))
+		l.ExpiresAt = driver.Timestamp(s.clock.Now().Add(p.TTL))
 	}
 	return l, err
 }
@@ -966,7 +967,7 @@ func (s *liveAtExpiry) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spe
 	s.mu.Lock()
 	exp, ok := s.expiry[p.RunID]
 	s.mu.Unlock()
-	if ok && spec.Timestamp(s.clock.Now()).Equal(exp) {
+	if ok && driver.Timestamp(s.clock.Now()).Equal(exp) {
 		return spec.Claim{}, &spec.Error{Code: spec.CodeLeaseHeld, RunID: p.RunID}
 	}
 	cl, err := s.Store.ClaimRun(ctx, p)

@@ -29,8 +29,8 @@ type Rule struct {
 // Area is a group of rules, such as FSM or LEASE.
 type Area struct{ ID, Title string }
 
-// Areas in the order reports list them, with a title each.
-var Areas = []Area{
+// areas in the order reports list them, with a title each.
+var areas = []Area{
 	{"FSM", "Status machine"},
 	{"CAS", "Versions and compare-and-set"},
 	{"DIAG", "Failure diagnostics"},
@@ -44,6 +44,9 @@ var Areas = []Area{
 	{"LIN", "Linearizability"},
 	{"CAP", "Declared capabilities"},
 }
+
+// Areas returns the areas in the order reports list them, with a title each.
+func Areas() []Area { return slices.Clone(areas) }
 
 var registry []Rule
 
@@ -65,7 +68,7 @@ var (
 func Rules() []Rule {
 	out := slices.Clone(registry)
 	areaIndex := func(a string) int {
-		return slices.IndexFunc(Areas, func(x Area) bool { return x.ID == a })
+		return slices.IndexFunc(areas, func(x Area) bool { return x.ID == a })
 	}
 	slices.SortFunc(out, func(a, b Rule) int {
 		if d := areaIndex(a.Area) - areaIndex(b.Area); d != 0 {

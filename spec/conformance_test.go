@@ -7,8 +7,7 @@ import (
 	"github.com/runstate/runstate/conformance"
 )
 
-// The contract's logic lives in this package (ApplyUpdate, the lease
-// rules, validation, Recover); the conformance suite on the reference
+// Recover lives in this package; the conformance suite on the reference
 // store is its test. Mutation testing of this package relies on it.
 func TestConformanceOfTheReferenceStore(t *testing.T) {
 	conformance.Run(t, memorytest.Target(true))

@@ -3,7 +3,7 @@ package spec
 import "time"
 
 // Size limits. Stores reject larger input with ErrInvalidArgument (BAD-005); they never
-// truncate silently. (A tracker truncates host output with TruncateOutput
+// truncate silently. (A tracker cuts host output to size with tracker.Truncate
 // before writing.) Lengths are in bytes of UTF-8 text.
 const (
 	MaxRunIDLen        = 128

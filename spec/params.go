@@ -109,7 +109,7 @@ type AuditPage struct {
 // RunnableFilter selects runnable runs: non-terminal, in one of Statuses,
 // and without a live lease.
 type RunnableFilter struct {
-	// Statuses defaults to DefaultRunnableStatuses; only non-terminal ones are allowed.
+	// Statuses defaults to queued and waiting; only non-terminal ones are allowed.
 	Statuses     []string
 	WorkflowName string
 	Labels       map[string]string
@@ -120,7 +120,7 @@ type ClaimRunParams struct {
 	RunID string
 	Owner Owner
 	TTL   time.Duration
-	// Statuses the run may be in; defaults to DefaultRunnableStatuses.
+	// Statuses the run may be in; defaults to queued and waiting.
 	Statuses []string
 }
 

@@ -25,12 +25,13 @@ const (
 	RecoverTakeover RecoveryPolicy = "takeover"
 )
 
-// ReasonCrashRecovery is the interrupted_reason, diagnostic error_code and
-// audit error_code of runs that recovery settles.
-const ReasonCrashRecovery = "CRASH_RECOVERY"
-
-// DefaultRecoveryLeaseTTL is how long recovery holds a run while settling it.
-const DefaultRecoveryLeaseTTL = 30 * time.Second
+const (
+	// ReasonCrashRecovery is the interrupted_reason, diagnostic error_code
+	// and audit error_code of runs that recovery settles.
+	ReasonCrashRecovery = "CRASH_RECOVERY"
+	// DefaultRecoveryLeaseTTL is how long recovery holds a run while settling it.
+	DefaultRecoveryLeaseTTL = 30 * time.Second
+)
 
 // RecoveryOptions configures Recover.
 type RecoveryOptions struct {
@@ -48,7 +49,7 @@ type RecoveryOptions struct {
 	// OnFinish, when set, receives the report (for metrics: count and duration),
 	// also when recovery stops on an error.
 	OnFinish func(RecoveryReport)
-	// Clock measures the duration; defaults to the system clock.
+	// Clock measures the duration; defaults to the wall clock.
 	Clock Clock
 	// Actor recorded in audit events; defaults to {recovery, Owner}.
 	Actor Actor
@@ -196,7 +197,7 @@ func newRecoverer(store RunStateStore, leases LeaseStore, opts RecoveryOptions) 
 		r.log = slog.Default()
 	}
 	if r.clock == nil {
-		r.clock = SystemClock{}
+		r.clock = wallClock{}
 	}
 	if r.opts.Actor.Kind == "" { // actor recovery (REC-001)
 		r.opts.Actor = Actor{Kind: ActorRecovery}
@@ -225,7 +226,7 @@ func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
 	for cursor := ""; ; {
 		// Keyset paging by (created_at, run_id) is unaffected by status
 		// changes meanwhile, so no run is skipped or seen twice.
-		page, err := r.store.ListRuns(ctx, ListRunsParams{Statuses: statusNames(NonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
+		page, err := r.store.ListRuns(ctx, ListRunsParams{Statuses: statusNames(nonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
 		if err != nil {
 			return fmt.Errorf("list non-terminal runs: %w", err)
 		}
@@ -269,7 +270,7 @@ func (r *recoverer) unheld(ctx context.Context) (map[string]bool, error) {
 	}
 	for cursor := ""; ; {
 		page, err := r.leases.ListRunnableRuns(ctx, ListRunnableParams{
-			Filter: RunnableFilter{Statuses: statusNames(NonTerminalRunStatuses())}, Limit: MaxPageLimit, Cursor: cursor})
+			Filter: RunnableFilter{Statuses: statusNames(nonTerminalRunStatuses())}, Limit: MaxPageLimit, Cursor: cursor})
 		if err != nil {
 			return nil, fmt.Errorf("list runs without a live lease: %w", err)
 		}
@@ -320,7 +321,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 		}
 	} else {
 		claim, err := r.leases.ClaimRun(ctx, ClaimRunParams{RunID: listed.RunID, Owner: r.opts.Owner,
-			TTL: r.opts.LeaseTTL, Statuses: statusNames(NonTerminalRunStatuses())})
+			TTL: r.opts.LeaseTTL, Statuses: statusNames(nonTerminalRunStatuses())})
 		switch {
 		case errors.Is(err, ErrLeaseHeld): // another worker's live lease (REC-005)
 			return skip(asListed, "held by a live lease of another worker"), nil
@@ -409,3 +410,8 @@ func StepsFollowingRun(run RunSnapshot, to StepStatus) []StepPatch {
 	}
 	return out
 }
+
+// wallClock is the time recovery measures by when RecoveryOptions.Clock is nil.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }

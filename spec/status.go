@@ -8,15 +8,12 @@ import (
 // RunStatus is the lifecycle status of a run.
 type RunStatus string
 
-// Non-terminal run statuses.
+// Run statuses: queued, running and waiting are non-terminal; a run that
+// reaches any other never changes status again.
 const (
-	StatusQueued  RunStatus = "queued"
-	StatusRunning RunStatus = "running"
-	StatusWaiting RunStatus = "waiting"
-)
-
-// Terminal run statuses. A run that reaches one of them never changes status again.
-const (
+	StatusQueued      RunStatus = "queued"
+	StatusRunning     RunStatus = "running"
+	StatusWaiting     RunStatus = "waiting"
 	StatusSuccess     RunStatus = "success"
 	StatusFailed      RunStatus = "failed"
 	StatusDenied      RunStatus = "denied"
@@ -40,7 +37,7 @@ var statusAliases = map[string]RunStatus{
 
 // runTransitions is the run-level transition table: the one place it is
 // written down. Everything else, including the conformance suite, reads it.
-// ApplyUpdate accepts exactly these pairs and refuses the rest (FSM-001, FSM-002).
+// Every store accepts exactly these pairs and refuses the rest (FSM-001, FSM-002).
 var runTransitions = map[RunStatus][]RunStatus{
 	StatusQueued:  {StatusRunning, StatusCanceled},
 	StatusRunning: {StatusWaiting, StatusSuccess, StatusFailed, StatusDenied, StatusTimeout, StatusCanceled, StatusInterrupted},
@@ -50,15 +47,10 @@ var runTransitions = map[RunStatus][]RunStatus{
 // RunStatuses returns every run status, non-terminal first.
 func RunStatuses() []RunStatus { return slices.Clone(runStatuses) }
 
-// NonTerminalRunStatuses returns queued, running and waiting.
-func NonTerminalRunStatuses() []RunStatus {
+// nonTerminalRunStatuses returns queued, running and waiting.
+func nonTerminalRunStatuses() []RunStatus {
 	return []RunStatus{StatusQueued, StatusRunning, StatusWaiting}
 }
-
-// DefaultRunnableStatuses are the statuses claim-next and the runnable listing
-// consider when the caller names none: queued and waiting (LEASE-011). A worker that takes
-// over orphaned running runs (recovery policy takeover) adds running.
-func DefaultRunnableStatuses() []RunStatus { return []RunStatus{StatusQueued, StatusWaiting} }
 
 // ParseRunStatus returns the status s names, resolving the input aliases
 // created and pending (FSM-006). Names are case-sensitive (BAD-002): "Queued" or
@@ -82,7 +74,7 @@ func unknownStatus(field, s string) error {
 func (s RunStatus) Valid() bool { return slices.Contains(runStatuses, s) }
 
 // Terminal reports whether s is a terminal status.
-func (s RunStatus) Terminal() bool { return s.Valid() && !slices.Contains(NonTerminalRunStatuses(), s) }
+func (s RunStatus) Terminal() bool { return s.Valid() && !slices.Contains(nonTerminalRunStatuses(), s) }
 
 // RequiresDiagnostic reports whether entering s requires a Diagnostic (seed 001, DIAG-001).
 func (s RunStatus) RequiresDiagnostic() bool {
@@ -91,9 +83,6 @@ func (s RunStatus) RequiresDiagnostic() bool {
 
 // CanTransition reports whether the table allows from -> to.
 func CanTransition(from, to RunStatus) bool { return slices.Contains(runTransitions[from], to) }
-
-// AllowedTransitions returns the statuses a run in from may move to.
-func AllowedTransitions(from RunStatus) []RunStatus { return slices.Clone(runTransitions[from]) }
 
 // StepStatus is the status of a step, and of one host within a step.
 type StepStatus string

@@ -26,7 +26,7 @@ type RunStateStore interface {
 	CreateRun(ctx context.Context, p CreateRunParams) (RunSnapshot, error)
 
 	// UpdateRun applies p to the run as one compare-and-set write, with the
-	// outcome ApplyUpdate defines. In order:
+	// outcome of the checks of docs/spec.md §1.6, in that order:
 	//   - unknown run: ErrNotFound;
 	//   - p.LeaseToken set but not the run's current, unreleased token: ErrLeaseLost;
 	//   - p.ExpectedVersion not the current version: ErrVersionConflict;
@@ -97,13 +97,3 @@ type Store interface {
 type Clock interface {
 	Now() time.Time
 }
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// Timestamp normalises t the way every store keeps times: UTC, truncated to
-// microseconds, so that all adapters return identical values.
-func Timestamp(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

@@ -44,7 +44,7 @@ type Step struct {
 type HostState struct {
 	Host   string     `json:"host"`
 	Status StepStatus `json:"status"`
-	// OutputSummary is at most MaxHostOutputBytes; use TruncateOutput.
+	// OutputSummary is at most MaxHostOutputBytes (tracker.Truncate cuts it to size).
 	OutputSummary string    `json:"output_summary,omitempty"`
 	Error         string    `json:"error,omitempty"`
 	StartedAt     time.Time `json:"started_at,omitzero"`

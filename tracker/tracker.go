@@ -385,8 +385,8 @@ func (r *Run) HostStarted(ctx context.Context, step, host string) error {
 // HostFinished records a host's outcome, its output (truncated to
 // spec.MaxHostOutputBytes) and its error text.
 func (r *Run) HostFinished(ctx context.Context, step, host string, status spec.StepStatus, output, errText string) error {
-	out := spec.TruncateOutput(output)
-	errOut := spec.TruncateText(errText, spec.MaxHostErrorLen)
+	out := Truncate(output, spec.MaxHostOutputBytes)
+	errOut := Truncate(errText, spec.MaxHostErrorLen)
 	return r.hostTo(ctx, step, host, status, &out, &errOut)
 }
 

@@ -98,7 +98,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &storage{clock: opts.Clock, log: opts.Logger, dir: opts.Dir,
 		head: queueHead{start: map[string][]byte{}}}
 	if s.clock == nil {
-		s.clock = spec.SystemClock{}
+		s.clock = driver.SystemClock{}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -182,7 +182,7 @@ func (s *storage) enter(ctx context.Context) error {
 
 func (s *storage) leave() { s.closeMu.RUnlock() }
 
-func (s *storage) now() time.Time { return spec.Timestamp(s.clock.Now()) }
+func (s *storage) now() time.Time { return driver.Timestamp(s.clock.Now()) }
 
 // update runs fn in a read-write transaction, retrying Badger conflicts
 // with a short jittered backoff. fn runs afresh on every attempt, so of

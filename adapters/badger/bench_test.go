@@ -18,6 +18,7 @@ import (
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/internal/benchutil"
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 func openBench(b *testing.B, dir string, noSync bool) *badger.Store {
@@ -54,7 +55,7 @@ func (h handWritten) update(id string, expected int64, to spec.RunStatus) (int64
 			return &spec.Error{Code: spec.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: rec.Run.Version}
 		}
 		from := rec.Run.Status
-		rec.Run.Status, rec.Run.Version, rec.Run.UpdatedAt = to, rec.Run.Version+1, spec.Timestamp(time.Now())
+		rec.Run.Status, rec.Run.Version, rec.Run.UpdatedAt = to, rec.Run.Version+1, driver.Timestamp(time.Now())
 		rec.LastSeq++
 		ev, _ := json.Marshal(spec.AuditEvent{RunID: id, Seq: rec.LastSeq, Kind: spec.AuditTransition, From: from, To: to,
 			Time: rec.Run.UpdatedAt, Version: rec.Run.Version})

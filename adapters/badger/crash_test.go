@@ -70,7 +70,12 @@ func crashChild(dir string) error {
 		}
 		i := rand.IntN(len(live))
 		run := live[i]
-		next := spec.AllowedTransitions(run.Status)
+		var next []spec.RunStatus
+		for _, to := range spec.RunStatuses() {
+			if spec.CanTransition(run.Status, to) {
+				next = append(next, to)
+			}
+		}
 		to := next[rand.IntN(len(next))]
 		p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to), Actor: spec.Actor{Kind: spec.ActorWorker, ID: "crash"}}
 		if to.RequiresDiagnostic() {

@@ -36,7 +36,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	d := &storage{clock: opts.Clock, runs: make(map[string]*record)}
 	if d.clock == nil {
-		d.clock = spec.SystemClock{}
+		d.clock = driver.SystemClock{}
 	}
 	return &Store{Store: driver.Wrap(d), data: d}, nil
 }
@@ -84,7 +84,7 @@ func (d *storage) lock() error {
 // Now implements driver.Driver.
 func (d *storage) Now(context.Context) (time.Time, error) { return d.now(), nil }
 
-func (d *storage) now() time.Time { return spec.Timestamp(d.clock.Now()) }
+func (d *storage) now() time.Time { return driver.Timestamp(d.clock.Now()) }
 
 // Insert implements driver.Driver.
 func (d *storage) Insert(_ context.Context, r driver.NewRun) error {

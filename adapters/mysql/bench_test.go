@@ -17,6 +17,7 @@ import (
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/internal/benchutil"
 	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // benchDB opens the adapter on a fresh database for one benchmark run.
@@ -68,7 +69,7 @@ func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to spec.RunS
 		return errors.New("version mismatch")
 	}
 	from := snap.Status
-	snap.Status, snap.Version, snap.UpdatedAt = to, snap.Version+1, spec.Timestamp(time.Now())
+	snap.Status, snap.Version, snap.UpdatedAt = to, snap.Version+1, driver.Timestamp(time.Now())
 	b, _ := json.Marshal(snap)
 	ev, _ := json.Marshal(spec.AuditEvent{RunID: id, Seq: row.LastSeq + 1, Kind: spec.AuditTransition, From: from, To: to, Time: snap.UpdatedAt, Version: snap.Version})
 	if _, err := tx.ExecContext(ctx, `UPDATE runstate_runs SET status = ?, version = ?, last_seq = ?, snapshot = ? WHERE run_id = ? AND version = ?`,

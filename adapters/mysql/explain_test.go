@@ -34,7 +34,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 	if _, err := s.data.db.ExecContext(ctx, "ANALYZE TABLE runstate_runs"); err != nil {
 		t.Fatal(err)
 	}
-	q := driver.RunnableQuery{Statuses: spec.DefaultRunnableStatuses(), Limit: 1, Claimant: &spec.Owner{Worker: "w2", Incarnation: "1"}}
+	q := driver.RunnableQuery{Statuses: []spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}, Limit: 1, Claimant: &spec.Owner{Worker: "w2", Incarnation: "1"}}
 	// Both passes of claim-next, the skipping one and the reading one, use
 	// the same plan.
 	for _, skipLocked := range []bool{true, false} {

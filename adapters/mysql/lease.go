@@ -199,7 +199,7 @@ func bestClaimable(rows []runRow, q driver.RunnableQuery) (int, error) {
 		if err != nil {
 			return -1, err
 		}
-		if !q.Admits(run, row.lease(), spec.Timestamp(row.Now)) {
+		if !q.Admits(run, row.lease(), driver.Timestamp(row.Now)) {
 			continue
 		}
 		if pos := driver.RunnablePositionOf(run); best < 0 || pos.Less(bestPos) {

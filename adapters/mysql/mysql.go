@@ -212,7 +212,7 @@ func (s *storage) clockParam() any {
 	if s.clock == nil {
 		return nil
 	}
-	return spec.Timestamp(s.clock.Now())
+	return driver.Timestamp(s.clock.Now())
 }
 
 // inTx runs fn in a READ COMMITTED transaction and commits it when fn

@@ -14,6 +14,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/spec"
 )
@@ -21,7 +22,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // freshDB makes a database for one test and drops it afterwards.
-func freshDB(t *testing.T) (*testserver.Server, string) {
+func freshDB(t *testing.T) (*scratch.Server, string) {
 	t.Helper()
 	srv := testserver.Find(t)
 	name, err := srv.CreateDatabase(context.Background())
@@ -119,7 +120,7 @@ type blocker struct {
 	id    int64
 }
 
-func newBlocker(t *testing.T, srv *testserver.Server, db string) *blocker {
+func newBlocker(t *testing.T, srv *scratch.Server, db string) *blocker {
 	t.Helper()
 	ctx := context.Background()
 	admin, err := sql.Open("mysql", srv.DSN(""))

@@ -225,11 +225,11 @@ func listSQL(q driver.RunQuery, st spec.RunStatus) (string, []any) {
 	}
 	if !q.Filter.CreatedFrom.IsZero() {
 		b.WriteString(createdFrom)
-		args = append(args, spec.Timestamp(q.Filter.CreatedFrom))
+		args = append(args, driver.Timestamp(q.Filter.CreatedFrom))
 	}
 	if !q.Filter.CreatedBefore.IsZero() {
 		b.WriteString(createdBefore)
-		args = append(args, spec.Timestamp(q.Filter.CreatedBefore))
+		args = append(args, driver.Timestamp(q.Filter.CreatedBefore))
 	}
 	if q.After != nil {
 		b.WriteString(afterCreated)

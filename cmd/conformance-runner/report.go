@@ -43,7 +43,7 @@ func (r report) summary() string {
 
 // byArea groups results in area order.
 func (r report) byArea(fn func(area string, title string, results []conformance.Result)) {
-	for _, a := range conformance.Areas {
+	for _, a := range conformance.Areas() {
 		var rs []conformance.Result
 		for _, res := range r.Results {
 			if res.Rule.Area == a.ID {

@@ -18,7 +18,7 @@ import (
 	"github.com/runstate/runstate/adapters/badger/badgertest"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
+	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
@@ -266,7 +266,7 @@ func (o options) target(ctx context.Context) (conformance.Target, error) {
 		if dsn == "" {
 			return conformance.Target{}, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
 		}
-		srv, err := testserver.FromDSN(dsn)
+		srv, err := scratch.FromDSN(dsn, "dsn")
 		if err != nil {
 			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
 		}

@@ -19,6 +19,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/runstate/runstate/adapters/badger"
+	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/docs"
@@ -323,7 +324,7 @@ func TestTemplatesAreFreshForEveryCheck(t *testing.T) {
 	}
 }
 
-func databases(t *testing.T, srv *testserver.Server, prefix string) []string {
+func databases(t *testing.T, srv *scratch.Server, prefix string) []string {
 	t.Helper()
 	db, err := sql.Open("mysql", srv.DSN(""))
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // (nil when p.RetryOf is empty); the store looks it up in the same
 // transaction. now is the store's clock.
 func newRun(p spec.CreateRunParams, retried *spec.RunSnapshot, now time.Time) (spec.RunSnapshot, spec.AuditEvent, error) {
-	now = spec.Timestamp(now)
+	now = Timestamp(now)
 	attempt := 1
 	// A retry names a terminal run and is its next attempt (RUN-006).
 	if p.RetryOf != "" {
@@ -77,7 +77,7 @@ func (o updateOutcome) Result() (spec.RunSnapshot, error) {
 // The checks run in the order of spec §1.6 and the first that fails
 // decides (FSM-011): fence, version, terminal run, table, diagnostic, steps.
 func applyUpdate(cur spec.RunSnapshot, lease LeaseState, p spec.UpdateRunParams, now time.Time) updateOutcome {
-	now = spec.Timestamp(now) // one time for everything this write sets (FSM-009)
+	now = Timestamp(now) // one time for everything this write sets (FSM-009)
 	// keep is a refused write: nothing written and no event (AUD-004), except
 	// the rejected event of a terminal run below.
 	keep := updateOutcome{Snapshot: cur}

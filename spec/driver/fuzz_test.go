@@ -130,7 +130,7 @@ func FuzzApplyUpdate(f *testing.F) {
 			res, err := out.Result()
 			switch {
 			case err == nil:
-				if !out.Write || res.Version != run.Version+1 || !res.UpdatedAt.Equal(spec.Timestamp(now)) {
+				if !out.Write || res.Version != run.Version+1 || !res.UpdatedAt.Equal(Timestamp(now)) {
 					t.Fatalf("an accepted write: %+v from %+v", res, run)
 				}
 				wantEvents := 0

@@ -187,7 +187,7 @@ func (q RunnableQuery) matches(s spec.RunSnapshot) bool {
 func prepareRunnable(f spec.RunnableFilter, limit int, cursor string) (RunnableQuery, error) {
 	var q RunnableQuery
 	var err error
-	if q.Statuses, err = parseStatuses("statuses", f.Statuses, spec.DefaultRunnableStatuses(), true); err != nil {
+	if q.Statuses, err = parseStatuses("statuses", f.Statuses, defaultRunnableStatuses(), true); err != nil {
 		return q, err
 	}
 	if f.WorkflowName != "" {

@@ -51,14 +51,14 @@ func TestLeaseRules(t *testing.T) {
 	now := time.Unix(1000, 0)
 	run := spec.RunSnapshot{RunID: "r", Status: spec.StatusQueued}
 	w1 := spec.Owner{Worker: "w1", Incarnation: "a"}
-	l, err := LeaseState{}.claim(run, claimRequest{w1, time.Minute, spec.DefaultRunnableStatuses()}, now)
+	l, err := LeaseState{}.claim(run, claimRequest{w1, time.Minute, defaultRunnableStatuses()}, now)
 	if err != nil || l.Token != 1 || !l.Live(now) || l.Live(now.Add(time.Minute)) {
 		t.Fatalf("first claim: %+v %v", l, err)
 	}
-	if _, err := l.claim(run, claimRequest{spec.Owner{Worker: "w2"}, time.Minute, spec.DefaultRunnableStatuses()}, now); !errors.Is(err, spec.ErrLeaseHeld) {
+	if _, err := l.claim(run, claimRequest{spec.Owner{Worker: "w2"}, time.Minute, defaultRunnableStatuses()}, now); !errors.Is(err, spec.ErrLeaseHeld) {
 		t.Errorf("claim over a live lease: %v", err)
 	}
-	if l2, err := l.claim(run, claimRequest{spec.Owner{Worker: "w1", Incarnation: "b"}, time.Minute, spec.DefaultRunnableStatuses()}, now); err != nil || l2.Token != 2 {
+	if l2, err := l.claim(run, claimRequest{spec.Owner{Worker: "w1", Incarnation: "b"}, time.Minute, defaultRunnableStatuses()}, now); err != nil || l2.Token != 2 {
 		t.Errorf("new incarnation: %+v %v", l2, err)
 	}
 	if err := l.checkFence("r", 2); !errors.Is(err, spec.ErrLeaseLost) {

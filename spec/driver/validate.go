@@ -385,7 +385,7 @@ func prepareClaimRun(p spec.ClaimRunParams) (claimRequest, error) {
 	if err := spec.ValidateTTL(p.TTL); err != nil {
 		return claimRequest{}, err
 	}
-	st, err := parseStatuses("statuses", p.Statuses, spec.DefaultRunnableStatuses(), true)
+	st, err := parseStatuses("statuses", p.Statuses, defaultRunnableStatuses(), true)
 	if err != nil {
 		return claimRequest{}, err
 	}
@@ -427,6 +427,12 @@ func prepareRelease(p spec.ReleaseLeaseParams) error {
 		return err
 	}
 	return validateLeaseToken(p.Token)
+}
+
+// defaultRunnableStatuses are the statuses a runnable filter or a claim
+// selects when it names none (LEASE-011).
+func defaultRunnableStatuses() []spec.RunStatus {
+	return []spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}
 }
 
 func joinStatuses(list []spec.RunStatus) string {

@@ -51,7 +51,7 @@ func (s *store) modify(ctx context.Context, runID string, change func(Current) C
 		return err
 	}
 	return result(s.d.Modify(ctx, runID, func(cur Current) Change {
-		cur.Now = spec.Timestamp(cur.Now)
+		cur.Now = Timestamp(cur.Now)
 		return change(cur)
 	}), runID)
 }
@@ -222,7 +222,7 @@ func (s *store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 	var refused error
 	if nc, ok := s.d.(NextClaimer); ok {
 		found, err := nc.ClaimNext(ctx, q, func(cur Current) Change {
-			cur.Now = spec.Timestamp(cur.Now)
+			cur.Now = Timestamp(cur.Now)
 			return take(c, &claim, &refused)(cur)
 		})
 		switch {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/mysql"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
+	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/spec"
 )
@@ -21,7 +21,7 @@ import (
 // declares leases, which mysql.Store implements (CAP-001); a second handle
 // on the same database (CAP-002); and, with manualClock, the clock every
 // handle binds as the database's time (CAP-003).
-func Target(s *testserver.Server, manualClock bool) conformance.Target {
+func Target(s *scratch.Server, manualClock bool) conformance.Target {
 	return conformance.Target{
 		Name:         "mysql",
 		StoreVersion: "mysql/" + s.Source,
@@ -45,7 +45,7 @@ func Target(s *testserver.Server, manualClock bool) conformance.Target {
 }
 
 type harness struct {
-	server  *testserver.Server
+	server  *scratch.Server
 	db      string
 	clock   *conformance.ManualClock // shared by every handle
 	store   *mysql.Store

@@ -1,20 +1,17 @@
-// Package testserver finds a MySQL server for tests and makes databases
-// on it. It does not depend on the adapter, so the adapter's own tests can use it.
+// Package testserver finds a MySQL server for tests: from the
+// environment, on this machine, or started in Docker.
 package testserver
 
 import (
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/ory/dockertest/v3"
+
+	"github.com/runstate/runstate/adapters/mysql/scratch"
 )
 
 // EnvDSN names the variable that points tests at a server, e.g.
@@ -24,16 +21,9 @@ const EnvDSN = "RUNSTATE_MYSQL_DSN"
 // localDSN is tried when EnvDSN is unset.
 const localDSN = "root@tcp(127.0.0.1:3306)/"
 
-// Server is a MySQL server tests may create databases on.
-type Server struct {
-	cfg *gomysql.Config
-	// Source says where the server came from (environment, local, docker).
-	Source string
-}
-
 var (
 	serverOnce sync.Once
-	server     *Server
+	server     *scratch.Server
 	serverErr  error
 )
 
@@ -41,7 +31,7 @@ var (
 // in Docker with dockertest when an engine answers. Without one the test is
 // skipped with a loud message, except under CI=true, where it fails: CI
 // must never pass a MySQL test it did not run.
-func Find(t testing.TB) *Server {
+func Find(t testing.TB) *scratch.Server {
 	t.Helper()
 	serverOnce.Do(func() { server, serverErr = find() })
 	if serverErr != nil {
@@ -53,18 +43,15 @@ func Find(t testing.TB) *Server {
 	return server
 }
 
-func find() (*Server, error) {
+func find() (*scratch.Server, error) {
 	if dsn := os.Getenv(EnvDSN); dsn != "" {
-		cfg, err := gomysql.ParseDSN(dsn)
+		s, err := scratch.FromDSN(dsn, "environment")
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvDSN, err)
 		}
-		s := &Server{cfg: cfg, Source: "environment"}
-		return s, s.ping()
+		return s, nil
 	}
-	cfg, _ := gomysql.ParseDSN(localDSN)
-	local := &Server{cfg: cfg, Source: "local"}
-	localErr := local.ping()
+	local, localErr := scratch.FromDSN(localDSN, "local")
 	if localErr == nil {
 		return local, nil
 	}
@@ -75,34 +62,9 @@ func find() (*Server, error) {
 	return s, nil
 }
 
-// FromDSN returns the server a DSN points at (its database name is
-// ignored), after checking that it answers.
-func FromDSN(dsn string) (*Server, error) {
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, Source: "dsn"}
-	return s, s.ping()
-}
-
-func (s *Server) ping() error {
-	cfg := s.cfg.Clone()
-	cfg.DBName = ""
-	cfg.Timeout = 3 * time.Second
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return db.PingContext(ctx)
-}
-
 // fromDocker starts MySQL 8 with dockertest. The container lives until the
 // test process ends (dockertest's expiry removes it after 10 minutes).
-func fromDocker() (*Server, error) {
+func fromDocker() (*scratch.Server, error) {
 	pool, err := dockertest.NewPool("")
 	if err != nil {
 		return nil, err
@@ -115,42 +77,12 @@ func fromDocker() (*Server, error) {
 		return nil, err
 	}
 	_ = res.Expire(600)
-	cfg, _ := gomysql.ParseDSN(fmt.Sprintf("root:runstate@tcp(127.0.0.1:%s)/", res.GetPort("3306/tcp")))
-	s := &Server{cfg: cfg, Source: "docker"}
+	dsn := fmt.Sprintf("root:runstate@tcp(127.0.0.1:%s)/", res.GetPort("3306/tcp"))
+	var s *scratch.Server
 	pool.MaxWait = 2 * time.Minute
-	if err := pool.Retry(s.ping); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// DSN returns the server's DSN for database db.
-func (s *Server) DSN(db string) string {
-	cfg := s.cfg.Clone()
-	cfg.DBName = db
-	return cfg.FormatDSN()
-}
-
-// CreateDatabase makes a fresh, uniquely named database and returns its name.
-func (s *Server) CreateDatabase(ctx context.Context) (string, error) {
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "runstate_t_" + hex.EncodeToString(b)
-	return name, s.exec(ctx, "CREATE DATABASE "+name)
-}
-
-// DropDatabase removes a database CreateDatabase made.
-func (s *Server) DropDatabase(ctx context.Context, name string) error {
-	return s.exec(ctx, "DROP DATABASE IF EXISTS "+name)
-}
-
-// Exec runs one statement on the server, outside any test database.
-func (s *Server) exec(ctx context.Context, stmt string) error {
-	db, err := sql.Open("mysql", s.DSN(""))
-	if err != nil {
+	err = pool.Retry(func() (err error) {
+		s, err = scratch.FromDSN(dsn, "docker")
 		return err
-	}
-	defer db.Close()
-	_, err = db.ExecContext(ctx, stmt)
-	return err
+	})
+	return s, err
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 
 	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/plugin"
@@ -55,7 +56,7 @@ func main() {
 		hs := plugin.Handshake
 		hs.ProtocolVersion = 2
 		goplugin.Serve(&goplugin.ServeConfig{HandshakeConfig: hs,
-			VersionedPlugins: map[int]goplugin.PluginSet{2: {}}, GRPCServer: goplugin.DefaultGRPCServer})
+			VersionedPlugins: map[int]goplugin.PluginSet{2: {"runstate": nextProtocol{}}}, GRPCServer: goplugin.DefaultGRPCServer})
 		return
 	}
 	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
@@ -63,4 +64,16 @@ func main() {
 		store, err := memory.Open(ctx, memory.Options{})
 		return slowStore{store}, err
 	}, plugin.WithName("testplugin", "test"))
+}
+
+// nextProtocol stands for the store service of a later protocol version,
+// served over gRPC like every runstate protocol.
+type nextProtocol struct {
+	goplugin.NetRPCUnsupportedPlugin
+}
+
+func (nextProtocol) GRPCServer(*goplugin.GRPCBroker, *grpc.Server) error { return nil }
+
+func (nextProtocol) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, nil
 }

@@ -1,0 +1,79 @@
+// Package scratch makes databases on a MySQL server, one per conformance
+// check or test, and drops them. It does not depend on the adapter, so the
+// adapter's own tests can use it, and it links nothing of Docker, so the
+// conformance runner can.
+package scratch
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+)
+
+// Server is a MySQL server to make scratch databases on.
+type Server struct {
+	cfg *gomysql.Config
+	// Source says where the server came from (environment, local, docker).
+	Source string
+}
+
+// FromDSN returns the server a DSN points at (its database name is
+// ignored), after checking that it answers. source says where the DSN came
+// from, for reports.
+func FromDSN(dsn, source string) (*Server, error) {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, Source: source}
+	return s, s.ping()
+}
+
+func (s *Server) ping() error {
+	cfg := s.cfg.Clone()
+	cfg.DBName = ""
+	cfg.Timeout = 3 * time.Second
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+// DSN returns the server's DSN for database db.
+func (s *Server) DSN(db string) string {
+	cfg := s.cfg.Clone()
+	cfg.DBName = db
+	return cfg.FormatDSN()
+}
+
+// CreateDatabase makes a fresh, uniquely named database and returns its name.
+func (s *Server) CreateDatabase(ctx context.Context) (string, error) {
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "runstate_t_" + hex.EncodeToString(b)
+	return name, s.exec(ctx, "CREATE DATABASE "+name)
+}
+
+// DropDatabase removes a database CreateDatabase made.
+func (s *Server) DropDatabase(ctx context.Context, name string) error {
+	return s.exec(ctx, "DROP DATABASE IF EXISTS "+name)
+}
+
+// Exec runs one statement on the server, outside any test database.
+func (s *Server) exec(ctx context.Context, stmt string) error {
+	db, err := sql.Open("mysql", s.DSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, stmt)
+	return err
+}
