@@ -188,9 +188,13 @@ func (d *storage) ClaimNext(_ context.Context, q driver.RunnableQuery, take func
 	defer d.mu.Unlock()
 	now := d.now()
 	var best *record
+	var bestPos driver.RunnablePosition
 	for _, r := range d.runs {
-		if q.Admits(r.run, r.lease, now) && (best == nil || byClaimOrder(r.run, best.run) < 0) {
-			best = r
+		if !q.Admits(r.run, r.lease, now) {
+			continue
+		}
+		if pos := driver.RunnablePositionOf(r.run); best == nil || pos.Less(bestPos) {
+			best, bestPos = r, pos
 		}
 	}
 	if best == nil {

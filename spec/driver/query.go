@@ -84,12 +84,7 @@ func prepareListRuns(p spec.ListRunsParams) (RunQuery, error) {
 	if q.Filter.Statuses, err = parseStatuses("statuses", p.Statuses, nil, false); err != nil {
 		return q, err
 	}
-	if p.WorkflowName != "" {
-		if err := validateText("workflow_name", p.WorkflowName, spec.MaxWorkflowNameLen, true); err != nil {
-			return q, err
-		}
-	}
-	if err := validateLabels("labels", p.Labels); err != nil {
+	if err := validateSelection(p.WorkflowName, p.Labels); err != nil {
 		return q, err
 	}
 	q.Filter.WorkflowName, q.Filter.Labels = p.WorkflowName, p.Labels
@@ -190,12 +185,7 @@ func prepareRunnable(f spec.RunnableFilter, limit int, cursor string) (RunnableQ
 	if q.Statuses, err = parseStatuses("statuses", f.Statuses, defaultRunnableStatuses(), true); err != nil {
 		return q, err
 	}
-	if f.WorkflowName != "" {
-		if err := validateText("workflow_name", f.WorkflowName, spec.MaxWorkflowNameLen, true); err != nil {
-			return q, err
-		}
-	}
-	if err := validateLabels("labels", f.Labels); err != nil {
+	if err := validateSelection(f.WorkflowName, f.Labels); err != nil {
 		return q, err
 	}
 	q.WorkflowName, q.Labels = f.WorkflowName, f.Labels
@@ -254,4 +244,15 @@ func parseMicros(s string) (time.Time, error) {
 
 func badCursor() error {
 	return spec.InvalidArgument("cursor", "is not a cursor this listing returned; pass NextCursor back unchanged, with the same filters")
+}
+
+// validateSelection checks the workflow name (when set) and labels a
+// listing selects by.
+func validateSelection(workflow string, labels map[string]string) error {
+	if workflow != "" {
+		if err := validateText("workflow_name", workflow, spec.MaxWorkflowNameLen, true); err != nil {
+			return err
+		}
+	}
+	return validateLabels("labels", labels)
 }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -393,7 +394,7 @@ func prepareClaimRun(p spec.ClaimRunParams) (claimRequest, error) {
 }
 
 // prepareClaimNext validates p (BAD-002, BAD-004) into the query of one
-// candidate that p.Owner may claim, and the claim to make of it.
+// candidate and the claim to make of it; the caller names the claimant.
 func prepareClaimNext(p spec.ClaimNextParams) (RunnableQuery, claimRequest, error) {
 	if err := validateOwner(p.Owner); err != nil {
 		return RunnableQuery{}, claimRequest{}, err
@@ -405,8 +406,6 @@ func prepareClaimNext(p spec.ClaimNextParams) (RunnableQuery, claimRequest, erro
 	if err != nil {
 		return RunnableQuery{}, claimRequest{}, err
 	}
-	owner := p.Owner
-	q.Claimant = &owner
 	return q, claimRequest{Owner: p.Owner, TTL: p.TTL, Statuses: q.Statuses}, nil
 }
 
@@ -430,10 +429,11 @@ func prepareRelease(p spec.ReleaseLeaseParams) error {
 }
 
 // defaultRunnableStatuses are the statuses a runnable filter or a claim
-// selects when it names none (LEASE-011).
-func defaultRunnableStatuses() []spec.RunStatus {
-	return []spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}
-}
+// selects when it names none (LEASE-011). The slice is shared: queries
+// hand it to drivers, which only read it.
+func defaultRunnableStatuses() []spec.RunStatus { return slices.Clip(defaultRunnable[:]) }
+
+var defaultRunnable = [...]spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}
 
 func joinStatuses(list []spec.RunStatus) string {
 	parts := make([]string, len(list))

@@ -45,15 +45,13 @@ func result(err error, runID string) error {
 	return spec.Unavailable("the store failed", err)
 }
 
-// modify is Driver.Modify with the store's time normalised (FSM-009).
+// modify is Driver.Modify after the context check. Every change
+// normalises Current.Now itself (FSM-009).
 func (s *store) modify(ctx context.Context, runID string, change func(Current) Change) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return result(s.d.Modify(ctx, runID, func(cur Current) Change {
-		cur.Now = Timestamp(cur.Now)
-		return change(cur)
-	}), runID)
+	return result(s.d.Modify(ctx, runID, change), runID)
 }
 
 // number gives events their Seq, after the run's last (AUD-002, AUD-005).
@@ -141,19 +139,10 @@ func (s *store) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, err
 // whether another page follows; the last page has no cursor (LIST-005).
 func (s *store) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
 	q, err := prepareListRuns(p)
-	if err != nil {
-		return spec.RunPage{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return spec.RunPage{}, err
-	}
-	limit := q.Limit
-	q.Limit++
-	runs, err := s.d.ListRuns(ctx, q)
-	if err != nil {
-		return spec.RunPage{}, result(err, "")
-	}
-	return pageOf(runs, limit, func(r spec.RunSnapshot) string { return PositionOf(r).cursor() }), nil
+	return page(ctx, err, q.Limit, func(n int) ([]spec.RunSnapshot, error) {
+		q.Limit = n
+		return s.d.ListRuns(ctx, q)
+	}, func(r spec.RunSnapshot) string { return PositionOf(r).cursor() })
 }
 
 // ListAuditEvents implements spec.RunStateStore.
@@ -176,19 +165,24 @@ func (s *store) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (sp
 	return page, nil
 }
 
-// take returns the function that claims a run for c in a Modify, setting
-// *claim on success and *refused when the claim rules refuse it.
-func take(c claimRequest, claim *spec.Claim, refused *error) func(Current) Change {
-	return func(cur Current) Change {
-		*claim, *refused = spec.Claim{}, nil
-		lease, err := cur.Lease.claim(cur.Run, c, cur.Now)
-		if err != nil {
-			*refused = err
-			return Change{}
-		}
-		*claim = spec.Claim{Lease: lease.lease(cur.Run.RunID), Run: cur.Run.Clone()}
-		return Change{Lease: &lease}
+// claiming is one claim in progress: take decides it on the run as a
+// Modify or a NextClaimer read it, and records the outcome.
+type claiming struct {
+	req     claimRequest
+	claim   spec.Claim
+	refused error // what the claim rules refused, with nothing written
+}
+
+func (cl *claiming) take(cur Current) Change {
+	cur.Now = Timestamp(cur.Now)
+	cl.claim, cl.refused = spec.Claim{}, nil
+	lease, err := cur.Lease.claim(cur.Run, cl.req, cur.Now)
+	if err != nil {
+		cl.refused = err
+		return Change{}
 	}
+	cl.claim = spec.Claim{Lease: lease.lease(cur.Run.RunID), Run: cur.Run.Clone()}
+	return Change{Lease: &lease}
 }
 
 // ClaimRun implements spec.LeaseStore.
@@ -197,15 +191,14 @@ func (s *store) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim
 	if err != nil {
 		return spec.Claim{}, err
 	}
-	var claim spec.Claim
-	var refused error
-	if err := s.modify(ctx, p.RunID, take(c, &claim, &refused)); err != nil {
+	cl := &claiming{req: c}
+	if err := s.modify(ctx, p.RunID, cl.take); err != nil {
 		return spec.Claim{}, err
 	}
-	if refused != nil {
-		return spec.Claim{}, refused
+	if cl.refused != nil {
+		return spec.Claim{}, cl.refused
 	}
-	return claim, nil
+	return cl.claim, nil
 }
 
 // ClaimNextRun implements spec.LeaseStore, with the driver's NextClaimer
@@ -218,22 +211,19 @@ func (s *store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 	if err := ctx.Err(); err != nil {
 		return spec.Claim{}, err
 	}
-	var claim spec.Claim
-	var refused error
 	if nc, ok := s.d.(NextClaimer); ok {
-		found, err := nc.ClaimNext(ctx, q, func(cur Current) Change {
-			cur.Now = Timestamp(cur.Now)
-			return take(c, &claim, &refused)(cur)
-		})
+		cl := &claiming{req: c}
+		q.Claimant = &cl.req.Owner
+		found, err := nc.ClaimNext(ctx, q, cl.take)
 		switch {
 		case err != nil:
 			return spec.Claim{}, result(err, "")
-		case refused != nil: // the driver offered a run q does not admit
-			return spec.Claim{}, spec.Unavailable("claim-next: the store offered a run it may not claim", refused)
 		case !found:
 			return spec.Claim{}, nothingRunnable()
+		case cl.refused != nil: // the driver offered a run q does not admit
+			return spec.Claim{}, spec.Unavailable("claim-next: the store offered a run it may not claim", cl.refused)
 		}
-		return claim, nil
+		return cl.claim, nil
 	}
 	return s.claimNext(ctx, q, c)
 }
@@ -244,7 +234,7 @@ func (s *store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 // runnable" is true when it is given (LEASE-017); a candidate another
 // claimer took meanwhile is passed over.
 func (s *store) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) (spec.Claim, error) {
-	q.Limit = claimBatch
+	q.Limit, q.Claimant = claimBatch, &c.Owner
 	for range maxClaimRounds {
 		candidates, err := s.d.Runnable(ctx, q)
 		if err != nil {
@@ -254,23 +244,21 @@ func (s *store) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) 
 			return spec.Claim{}, nothingRunnable() // LEASE-013
 		}
 		for _, run := range candidates {
-			var claim spec.Claim
-			var refused error
-			claimIfAdmitted := take(c, &claim, &refused)
+			cl := &claiming{req: c}
 			err := s.modify(ctx, run.RunID, func(cur Current) Change {
-				if !q.Admits(cur.Run, cur.Lease, cur.Now) {
-					claim, refused = spec.Claim{}, errPassedOver
+				if !q.Admits(cur.Run, cur.Lease, Timestamp(cur.Now)) {
+					cl.claim, cl.refused = spec.Claim{}, errPassedOver
 					return Change{}
 				}
-				return claimIfAdmitted(cur)
+				return cl.take(cur)
 			})
 			switch {
 			case errors.Is(err, spec.ErrNotFound):
 				continue
 			case err != nil:
 				return spec.Claim{}, err
-			case refused == nil:
-				return claim, nil
+			case cl.refused == nil:
+				return cl.claim, nil
 			}
 		}
 	}
@@ -288,7 +276,7 @@ func (s *store) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.L
 	var lease spec.Lease
 	var refused error
 	err := s.modify(ctx, p.RunID, func(cur Current) Change {
-		next, err := cur.Lease.renew(p.RunID, p.Token, p.TTL, cur.Now)
+		next, err := cur.Lease.renew(p.RunID, p.Token, p.TTL, Timestamp(cur.Now))
 		if lease, refused = next.lease(p.RunID), err; err != nil {
 			return Change{}
 		}
@@ -325,27 +313,29 @@ func (s *store) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) err
 // ListRunnableRuns implements spec.LeaseStore.
 func (s *store) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
 	q, err := prepareRunnable(p.Filter, p.Limit, p.Cursor)
-	if err != nil {
-		return spec.RunPage{}, err
+	return page(ctx, err, q.Limit, func(n int) ([]spec.RunSnapshot, error) {
+		q.Limit = n
+		return s.d.Runnable(ctx, q)
+	}, func(r spec.RunSnapshot) string { return RunnablePositionOf(r).cursor() })
+}
+
+// page is a listing of limit runs once its input passed its check
+// (prepared nil): read is asked for one run more, which says that another
+// page follows, from the cursor after the page's last run; the last page
+// has no cursor (LIST-005, LIST-006).
+func page(ctx context.Context, prepared error, limit int, read func(n int) ([]spec.RunSnapshot, error), cursorAfter func(spec.RunSnapshot) string) (spec.RunPage, error) {
+	if prepared != nil {
+		return spec.RunPage{}, prepared
 	}
 	if err := ctx.Err(); err != nil {
 		return spec.RunPage{}, err
 	}
-	limit := q.Limit
-	q.Limit++
-	runs, err := s.d.Runnable(ctx, q)
+	runs, err := read(limit + 1)
 	if err != nil {
 		return spec.RunPage{}, result(err, "")
 	}
-	return pageOf(runs, limit, func(r spec.RunSnapshot) string { return RunnablePositionOf(r).cursor() }), nil
-}
-
-// pageOf cuts runs, read with one run more than limit, to a page: the
-// extra run says that another page follows, from the cursor after the
-// page's last run; the last page has no cursor (LIST-005, LIST-006).
-func pageOf(runs []spec.RunSnapshot, limit int, cursorAfter func(spec.RunSnapshot) string) spec.RunPage {
 	if len(runs) <= limit {
-		return spec.RunPage{Runs: runs}
+		return spec.RunPage{Runs: runs}, nil
 	}
-	return spec.RunPage{Runs: runs[:limit], NextCursor: cursorAfter(runs[limit-1])}
+	return spec.RunPage{Runs: runs[:limit], NextCursor: cursorAfter(runs[limit-1])}, nil
 }
