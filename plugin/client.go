@@ -76,7 +76,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
 	proc := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: hostVersions(),
+		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {pluginName: &grpcPlugin{}}},
 		Cmd:              exec.Command(path),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           newHCLogger(log.With("plugin", name)),
@@ -86,11 +86,10 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	rpcClient, err := proc.Client()
 	if err != nil {
 		proc.Kill()
-		return nil, spec.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake (is it a runstate plugin? its log lines above say more)", name), err)
-	}
-	if v := proc.NegotiatedVersion(); v != ProtocolVersion {
-		proc.Kill()
-		return nil, spec.Unavailable(fmt.Sprintf("plugin %s speaks protocol version %d, this host %d; rebuild it against this runstate release", name, v, ProtocolVersion), nil)
+		// go-plugin tells a protocol version mismatch from other failures in
+		// its text alone, which the cause carries to the reader.
+		return nil, spec.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake: "+
+			"is it a runstate plugin of protocol version %d (built against this runstate release)? Its log lines above and the cause say more", name, ProtocolVersion), err)
 	}
 	raw, err := rpcClient.Dispense(pluginName)
 	if err != nil {
@@ -367,20 +366,4 @@ func Redacted(config map[string]string, secret []string) map[string]string {
 		}
 	}
 	return out
-}
-
-// otherVersions is how many protocol versions besides its own the host
-// completes a handshake with, only to tell the plugin's version in its
-// refusal: go-plugin reports an unknown version as text alone.
-const otherVersions = 64
-
-// hostVersions serves ProtocolVersion and knows the others by number.
-func hostVersions() map[int]goplugin.PluginSet {
-	versions := map[int]goplugin.PluginSet{ProtocolVersion: {pluginName: &grpcPlugin{}}}
-	for v := 1; v <= ProtocolVersion+otherVersions; v++ {
-		if v != ProtocolVersion {
-			versions[v] = goplugin.PluginSet{}
-		}
-	}
-	return versions
 }

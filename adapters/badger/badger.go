@@ -278,9 +278,8 @@ func (s *storage) runValueLogGC(ctx context.Context) (int, error) {
 // interpretError maps Badger's errors to the contract's, in one place.
 // Errors that are already the contract's, or a context's, pass unchanged.
 func interpretError(err error) error {
-	var se *spec.Error
 	switch {
-	case err == nil, errors.As(err, &se), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case err == nil, spec.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, bdb.ErrDBClosed), errors.Is(err, bdb.ErrBlockedWrites):
 		return spec.Unavailable("badger store is closed", err)

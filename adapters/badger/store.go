@@ -133,7 +133,7 @@ func appendEvents(txn *tx, events []spec.AuditEvent, lastSeq *int64) error {
 func (s *storage) Now(context.Context) (time.Time, error) { return s.now(), nil }
 
 // Insert implements driver.Driver.
-func (s *storage) Insert(ctx context.Context, r driver.NewRun) error {
+func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 	return s.update(ctx, func(txn *tx) error {
 		if _, exists, err := getRun(txn, r.Run.RunID); err != nil || exists {
 			if exists {

@@ -87,7 +87,7 @@ func (d *storage) Now(context.Context) (time.Time, error) { return d.now(), nil 
 func (d *storage) now() time.Time { return driver.Timestamp(d.clock.Now()) }
 
 // Insert implements driver.Driver.
-func (d *storage) Insert(_ context.Context, r driver.NewRun) error {
+func (d *storage) Insert(_ context.Context, r driver.InsertParams) error {
 	if err := d.lock(); err != nil {
 		return err
 	}

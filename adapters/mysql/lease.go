@@ -50,25 +50,34 @@ type statement struct {
 func (s *storage) claimCandidates(q driver.RunnableQuery, lock string) (statement, error) {
 	owner := *q.Claimant
 	shift := s.clockParam()
-	var b strings.Builder
-	var args []any
-	for i, part := range []statement{
+	query, args, err := s.union([]statement{
 		{qUnleasedHead, []any{shift, statusArgs(q)}},
 		{qExpiredLease, []any{shift, shift, statusArgs(q)}},
 		{qEarlierLife, []any{shift, owner.Worker, owner.Incarnation, statusArgs(q)}},
-	} {
+	}, q, statement{query: lock})
+	if err != nil {
+		return statement{}, err
+	}
+	return statement{query, args}, nil
+}
+
+// union is one statement of parts, each a SELECT of candidates in claim
+// order: every part gets q's filters and then tail, and the whole reads
+// one snapshot of the table.
+func (s *storage) union(parts []statement, q driver.RunnableQuery, tail statement) (string, []any, error) {
+	var b strings.Builder
+	var args []any
+	for i, part := range parts {
 		if i > 0 {
 			b.WriteString(unionAll)
 		}
 		b.WriteString("(" + part.query)
 		args = runnableFilter(&b, append(args, part.args...), q)
-		b.WriteString(lock + ")")
+		b.WriteString(tail.query + ")")
+		args = append(args, tail.args...)
 	}
 	query, args, err := sqlx.In(b.String(), args...)
-	if err != nil {
-		return statement{}, err
-	}
-	return statement{s.db.Rebind(query), args}, nil
+	return s.db.Rebind(query), args, err
 }
 
 // maxClaimRounds bounds how often one claim-next call looks again after
@@ -209,8 +218,9 @@ func bestClaimable(rows []runRow, q driver.RunnableQuery) (int, error) {
 	return best, nil
 }
 
-// Runnable implements driver.Driver: the unleased runs in claim order and
-// the runs whose lease has expired, merged.
+// Runnable implements driver.Driver: the unleased runs in claim order, the
+// runs whose lease has expired and, for a claimant, those its worker's
+// earlier incarnations hold, merged.
 func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]spec.RunSnapshot, error) {
 	if err := s.open(); err != nil {
 		return nil, err
@@ -222,25 +232,18 @@ func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]spec.
 	if o := q.Claimant; o != nil { // leases of its worker's earlier incarnations (LEASE-012)
 		heads = append(heads, statement{qListEarlierLife, []any{o.Worker, o.Incarnation, statusArgs(q)}})
 	}
-	var runs []spec.RunSnapshot
-	for _, head := range heads {
-		var b strings.Builder
-		b.WriteString(head.query)
-		args := runnableFilter(&b, head.args, q)
-		if a := q.After; a != nil {
-			b.WriteString(afterClaimPos)
-			args = append(args, a.Priority, a.Priority, a.CreatedAt, a.CreatedAt, a.RunID)
-		}
-		b.WriteString(byClaimOrder + limitRows)
-		query, args, err := sqlx.In(b.String(), append(args, q.Limit)...)
-		if err != nil {
-			return nil, err
-		}
-		found, err := s.selectSnapshots(ctx, s.db.Rebind(query), args)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, found...)
+	tail := statement{query: byClaimOrder + limitRows, args: []any{q.Limit}}
+	if a := q.After; a != nil {
+		tail = statement{afterClaimPos + tail.query, []any{a.Priority, a.Priority, a.CreatedAt, a.CreatedAt, a.RunID, q.Limit}}
+	}
+	query, args, err := s.union(heads, q, tail)
+	if err != nil {
+		return nil, err
+	}
+	// One statement: every head is read at one instant (LEASE-017).
+	runs, err := s.selectSnapshots(ctx, query, args)
+	if err != nil {
+		return nil, err
 	}
 	// Merged in claim order; an expired lease of an earlier incarnation is
 	// in two heads.

@@ -281,11 +281,10 @@ func isErrorNumber(err error, number uint16) bool {
 // interpretError maps driver and server errors to the contract's, in one
 // place. Errors that are already the contract's, or a context's, pass.
 func interpretError(err error) error {
-	var se *spec.Error
 	var me *gomysql.MySQLError
 	var ne net.Error
 	switch {
-	case err == nil, errors.As(err, &se), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case err == nil, spec.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &me):
 		switch me.Number {

@@ -100,7 +100,7 @@ func insertLabels(ctx context.Context, tx *sqlx.Tx, s spec.RunSnapshot) error {
 }
 
 // Insert implements driver.Driver.
-func (s *storage) Insert(ctx context.Context, r driver.NewRun) error {
+func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
 		run := r.Run
 		b, err := json.Marshal(run)

@@ -71,9 +71,9 @@ func (f *file) save() error {
 	return os.Rename(tmp.Name(), f.path)
 }
 
-// write applies change under the lock and saves; when the save fails, the
-// run is put back as it was, so memory matches the file.
-func (f *file) write(id string, change func(r *record) error) error {
+// write applies change under the lock and saves what it changed; when the
+// save fails, the run is put back as it was, so memory matches the file.
+func (f *file) write(id string, change func(r *record) (changed bool, err error)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	before, had := f.runs[id]
@@ -82,7 +82,7 @@ func (f *file) write(id string, change func(r *record) error) error {
 		next := *before
 		r = &next
 	}
-	if err := change(r); err != nil {
+	if changed, err := change(r); !changed || err != nil {
 		return err
 	}
 	f.runs[id] = r
@@ -97,20 +97,20 @@ func (f *file) write(id string, change func(r *record) error) error {
 
 func (f *file) Now(context.Context) (time.Time, error) { return time.Now(), nil }
 
-func (f *file) Insert(_ context.Context, n driver.NewRun) error {
-	return f.write(n.Run.RunID, func(r *record) error {
+func (f *file) Insert(_ context.Context, n driver.InsertParams) error {
+	return f.write(n.Run.RunID, func(r *record) (bool, error) {
 		if r.Run.RunID != "" {
-			return spec.ErrAlreadyExists
+			return false, spec.ErrAlreadyExists
 		}
 		*r = record{Run: n.Run.Clone(), Events: []spec.AuditEvent{n.Created}}
-		return nil
+		return true, nil
 	})
 }
 
 func (f *file) Modify(_ context.Context, id string, change func(driver.Current) driver.Change) error {
-	return f.write(id, func(r *record) error {
+	return f.write(id, func(r *record) (bool, error) {
 		if r.Run.RunID == "" {
-			return spec.ErrNotFound
+			return false, spec.ErrNotFound
 		}
 		c := change(driver.Current{Run: r.Run, Lease: r.Lease, LastSeq: int64(len(r.Events)), Now: time.Now()})
 		if c.Run != nil {
@@ -120,7 +120,7 @@ func (f *file) Modify(_ context.Context, id string, change func(driver.Current) 
 			r.Lease = *c.Lease
 		}
 		r.Events = append(slices.Clip(r.Events), c.Events...)
-		return nil
+		return !c.Empty(), nil
 	})
 }
 

@@ -11,8 +11,9 @@ import (
 
 // newRun builds the first snapshot of a run and its created audit event from
 // params that passed prepareCreate. retried is the run named by p.RetryOf
-// (nil when p.RetryOf is empty); the store looks it up in the same
-// transaction. now is the store's clock.
+// (nil when p.RetryOf is empty or names no run); the kit reads it before
+// the insert, which decides as well as reading it within, since a retried
+// run is terminal and never changes. now is the store's clock.
 func newRun(p spec.CreateRunParams, retried *spec.RunSnapshot, now time.Time) (spec.RunSnapshot, spec.AuditEvent, error) {
 	now = Timestamp(now)
 	attempt := 1
@@ -47,10 +48,10 @@ func newRun(p spec.CreateRunParams, retried *spec.RunSnapshot, now time.Time) (s
 	return s, ev, nil
 }
 
-// updateOutcome is the decision applyUpdate takes. A store persists it
-// atomically: when Write is set it replaces the snapshot (compare-and-set on
-// the version it read) and appends Events, numbering them after the run's
-// last Seq (AUD-002, AUD-005); then it returns Snapshot and Err as the result of UpdateRun.
+// updateOutcome is the decision applyUpdate takes. The kit has the store
+// persist it in the Modify that read the run: when Write is set the
+// snapshot is replaced, and Events are appended, numbered after the run's
+// last Seq (AUD-002, AUD-005); then Snapshot and Err are the result of UpdateRun.
 type updateOutcome struct {
 	// Snapshot is the run after the update (the unchanged run when nothing is written).
 	Snapshot spec.RunSnapshot
@@ -73,7 +74,7 @@ func (o updateOutcome) Result() (spec.RunSnapshot, error) {
 // applyUpdate decides the outcome of p (which passed prepareUpdate) against
 // the run's current snapshot and lease at the store's time now. It
 // implements the fencing, compare-and-set, transition, diagnostic and audit
-// rules; the store only loads, persists atomically and numbers events.
+// rules; the store only loads and persists atomically.
 // The checks run in the order of spec §1.6 and the first that fails
 // decides (FSM-011): fence, version, terminal run, table, diagnostic, steps.
 func applyUpdate(cur spec.RunSnapshot, lease LeaseState, p spec.UpdateRunParams, now time.Time) updateOutcome {

@@ -7,13 +7,14 @@ import (
 )
 
 // Checked returns inner with the kit's front door: every call checks its
-// context and validates and normalises its input before inner sees it, and
-// an error that carries no spec.Code becomes ErrUnavailable. It is for a
-// store that implements the contract's semantics itself, or passes calls
-// on (a plugin client, whose far side is a store of its own): inner then
-// receives input as a Driver-based store would, and bad input gets the same
-// typed error without reaching it. The result is a spec.Store when inner is
-// one, else only a spec.RunStateStore.
+// context and validates its input before inner sees it, and an error that
+// carries no spec.Code becomes ErrUnavailable. It is for a store that
+// implements the contract's semantics itself, or passes calls on (a plugin
+// client, whose far side is a store of its own): bad input gets the typed
+// error a Driver-based store gives, without reaching inner. CreateRun and
+// UpdateRun pass their input on normalised (a generated run_id, status
+// aliases resolved); the other calls pass it on as given. The result is a
+// spec.Store when inner is one, else only a spec.RunStateStore.
 func Checked(inner spec.RunStateStore) spec.RunStateStore {
 	runs := checkedRuns{inner}
 	if leases, ok := inner.(spec.LeaseStore); ok {

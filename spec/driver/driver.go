@@ -13,24 +13,32 @@ import (
 // fencing decisions, audit events, paging and cursors, the claim-next
 // answer, and errors.
 //
-// Every method receives input the kit has validated. A driver reports the
-// contract's conditions with errors that match spec.ErrNotFound or
-// spec.ErrAlreadyExists (the kit words them), and returns any other failure
-// as it is: the kit maps errors that carry no spec.Code to
-// spec.ErrUnavailable. A driver must be safe for concurrent use.
+// Every method receives input the kit has validated, and reads it only:
+// queries, their slices and maps included. A driver reports the contract's
+// conditions with spec.ErrNotFound or spec.ErrAlreadyExists (the kit words
+// them), and returns any other failure as it is: errors that carry a
+// spec.Code (spec.Unavailable, spec.InvalidArgument) pass to the caller, and
+// the kit reports errors without one as spec.ErrUnavailable, with the
+// driver's error as the cause. A driver must be safe for concurrent use.
 //
-// Values do not cross the boundary shared: a driver that keeps values in
-// memory stores and returns copies (spec.RunSnapshot.Clone), and the kit
-// never changes a value it receives.
+// A driver that keeps values in memory stores copies of what it receives
+// and returns copies of what it keeps (spec.RunSnapshot.Clone), so that no
+// caller shares its state. The one exception is Current: the kit never
+// changes it and copies what it returns of it, so Modify may pass what it
+// keeps as it is.
+//
+// The functions the kit passes to Modify and NextClaimer.ClaimNext decide
+// only: they never call the driver, block or fail, so a driver may call
+// them holding a lock or inside a transaction.
 type Driver interface {
 	// Now returns the store's time, which stamps creations: the same clock
 	// Modify reports, so that one clock decides for every worker.
 	Now(ctx context.Context) (time.Time, error)
 
 	// Insert stores a new run with its created event (Seq 1) in one atomic
-	// write. A run with the same RunID exists: an error matching
-	// spec.ErrAlreadyExists, and nothing written.
-	Insert(ctx context.Context, r NewRun) error
+	// write. A run with the same RunID exists: spec.ErrAlreadyExists, and
+	// nothing written.
+	Insert(ctx context.Context, p InsertParams) error
 
 	// Modify is the atomic read-modify-write of one run: it reads the run's
 	// snapshot, lease and last audit Seq, calls change with them and the
@@ -45,17 +53,21 @@ type Driver interface {
 	Get(ctx context.Context, runID string) (spec.RunSnapshot, error)
 
 	// ListRuns returns at most q.Limit runs that q.Filter matches and that
-	// come after q.After, in RunPosition order.
+	// come after q.After (nil: from the start), in RunPosition order, as
+	// one consistent read.
 	ListRuns(ctx context.Context, q RunQuery) ([]spec.RunSnapshot, error)
 
 	// ListAudit returns at most q.Limit events of q.RunID with Seq greater
 	// than q.AfterSeq, in Seq order. Unknown run: spec.ErrNotFound.
 	ListAudit(ctx context.Context, q AuditQuery) ([]spec.AuditEvent, error)
 
-	// Runnable returns at most q.Limit runs that q.Admits at the store's
-	// time and that come after q.After, in claim order: the claim candidate
-	// search. The kit's claim-next claims the first of them that is still
-	// admitted when Modify reads it.
+	// Runnable returns at most q.Limit runs that q.Admits and that come
+	// after q.After (nil: from the start), in claim order: the claim
+	// candidate search. It reads the store at one instant, and judges
+	// leases at that instant by the clock Modify reports: the kit's
+	// claim-next answers "nothing runnable" when Runnable finds nothing,
+	// which is then true (LEASE-017), and claims the first candidate that
+	// is still admitted when Modify reads it.
 	Runnable(ctx context.Context, q RunnableQuery) ([]spec.RunSnapshot, error)
 }
 
@@ -65,14 +77,17 @@ type Driver interface {
 type NextClaimer interface {
 	// ClaimNext finds the run that q.Admits and that comes first in claim
 	// order and, in one atomic write, calls take with it and stores the
-	// Change take returns. It may pass over a run another call holds at that
-	// instant, but it answers false (no run claimed) only when no run
-	// matching q was claimable (LEASE-017).
+	// Change take returns. q.Claimant is set, q.Limit is 1 and q.After is
+	// nil. The run is admitted at the instant take receives as Current.Now.
+	// It may pass over a run another call holds at that instant, but it
+	// answers false (no run claimed) only when no run matching q was
+	// claimable (LEASE-017). A run take refuses (an empty Change) is the
+	// driver's mistake: the kit answers spec.ErrUnavailable.
 	ClaimNext(ctx context.Context, q RunnableQuery, take func(Current) Change) (bool, error)
 }
 
-// NewRun is a run to insert: its first snapshot and its created event.
-type NewRun struct {
+// InsertParams is a run to insert: its first snapshot and its created event.
+type InsertParams struct {
 	Run     spec.RunSnapshot
 	Created spec.AuditEvent
 }
@@ -93,8 +108,10 @@ type Change struct {
 	Run *spec.RunSnapshot
 	// Lease replaces the lease.
 	Lease *LeaseState
-	// Events are appended to the audit trail, numbered after
-	// Current.LastSeq: the last one's Seq is the run's new LastSeq.
+	// Events are appended to the audit trail as they are: the kit numbers
+	// them Current.LastSeq+1, +2, …, and the last one's Seq is the run's new
+	// LastSeq. Seq numbers have no gaps, so a store may find event n at
+	// position n of the trail.
 	Events []spec.AuditEvent
 }
 

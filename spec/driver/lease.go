@@ -11,12 +11,14 @@ import (
 // issued (Token 0: never leased). A driver stores it as it is and returns
 // it in Current; the kit decides every change to it. Lease changes never
 // change a run's version or audit trail (LEASE-014).
+//
+// Stores that keep it as JSON keep these names: they are part of stored data.
 type LeaseState struct {
-	Owner      spec.Owner
-	Token      int64
-	AcquiredAt time.Time
-	ExpiresAt  time.Time
-	Released   bool
+	Owner      spec.Owner `json:"Owner"`
+	Token      int64      `json:"Token"`
+	AcquiredAt time.Time  `json:"AcquiredAt"`
+	ExpiresAt  time.Time  `json:"ExpiresAt"`
+	Released   bool       `json:"Released"`
 }
 
 // Live reports whether the lease still excludes other claimants at now. It
@@ -68,7 +70,7 @@ func (l LeaseState) claim(run spec.RunSnapshot, c claimRequest, now time.Time) (
 	}
 	// The token is larger than every earlier one of the run, across expiries
 	// and releases (LEASE-005, LEASE-009, LEASE-016).
-	return LeaseState{Owner: c.Owner, Token: l.Token + 1, AcquiredAt: now, ExpiresAt: now.Add(c.TTL)}, nil
+	return LeaseState{Owner: c.Owner, Token: l.Token + 1, AcquiredAt: now, ExpiresAt: Timestamp(now.Add(c.TTL))}, nil
 }
 
 // checkFence checks the token of a fenced write (0: unfenced, always passes:
@@ -95,7 +97,7 @@ func (l LeaseState) renew(runID string, token int64, ttl time.Duration, now time
 	if err := l.checkFence(runID, token); err != nil {
 		return l, err
 	}
-	l.ExpiresAt = now.Add(ttl)
+	l.ExpiresAt = Timestamp(now.Add(ttl))
 	return l, nil
 }
 

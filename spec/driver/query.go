@@ -88,7 +88,9 @@ func prepareListRuns(p spec.ListRunsParams) (RunQuery, error) {
 		return q, err
 	}
 	q.Filter.WorkflowName, q.Filter.Labels = p.WorkflowName, p.Labels
-	q.Filter.CreatedFrom, q.Filter.CreatedBefore = p.CreatedFrom, p.CreatedBefore
+	// Stored times are whole microseconds, so bounds rounded up to one
+	// select the same runs, and every store compares alike.
+	q.Filter.CreatedFrom, q.Filter.CreatedBefore = ceilMicrosecond(p.CreatedFrom), ceilMicrosecond(p.CreatedBefore)
 	if !p.CreatedFrom.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedFrom.Before(p.CreatedBefore) {
 		return q, spec.InvalidArgument("created range", "created_from %v is not before created_before %v", p.CreatedFrom, p.CreatedBefore)
 	}
@@ -255,4 +257,15 @@ func validateSelection(workflow string, labels map[string]string) error {
 		}
 	}
 	return validateLabels("labels", labels)
+}
+
+// ceilMicrosecond rounds t up to a whole microsecond, in UTC; zero stays zero.
+func ceilMicrosecond(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	if c := Timestamp(t); c.Before(t) {
+		return c.Add(time.Microsecond)
+	}
+	return Timestamp(t)
 }

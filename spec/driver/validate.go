@@ -10,7 +10,7 @@ import (
 
 // prepareCreate validates p and normalises it in place: Status becomes
 // queued, an empty RunID becomes a new ULID, an empty actor kind operator.
-// Stores call it before reading or writing anything.
+// The kit calls it before a store reads or writes anything.
 func prepareCreate(p *spec.CreateRunParams) error {
 	// A generated ULID, or a valid caller-supplied id (RUN-001, RUN-002, BAD-001).
 	if p.RunID == "" {
@@ -73,7 +73,7 @@ func prepareCreate(p *spec.CreateRunParams) error {
 }
 
 // prepareUpdate validates p and normalises it in place (status aliases,
-// actor kind). It checks the input alone; ApplyUpdate checks it against the run.
+// actor kind). It checks the input alone; applyUpdate checks it against the run.
 // A meaningless update is an ErrInvalidArgument (BAD-007).
 func prepareUpdate(p *spec.UpdateRunParams) error {
 	if err := validateRunID(p.RunID); err != nil {
@@ -239,7 +239,9 @@ func parseStatuses(field string, in []string, def []spec.RunStatus, nonTerminalO
 		if nonTerminalOnly && st.Terminal() {
 			return nil, spec.InvalidArgument(field, "%s is terminal; only queued, running and waiting runs can be claimed", st)
 		}
-		out = append(out, st)
+		if !slices.Contains(out, st) { // an alias and its status name one status
+			out = append(out, st)
+		}
 	}
 	return out, nil
 }
@@ -429,11 +431,10 @@ func prepareRelease(p spec.ReleaseLeaseParams) error {
 }
 
 // defaultRunnableStatuses are the statuses a runnable filter or a claim
-// selects when it names none (LEASE-011). The slice is shared: queries
-// hand it to drivers, which only read it.
-func defaultRunnableStatuses() []spec.RunStatus { return slices.Clip(defaultRunnable[:]) }
-
-var defaultRunnable = [...]spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}
+// selects when it names none (LEASE-011).
+func defaultRunnableStatuses() []spec.RunStatus {
+	return []spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}
+}
 
 func joinStatuses(list []spec.RunStatus) string {
 	parts := make([]string, len(list))

@@ -37,12 +37,21 @@ func result(err error, runID string) error {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.Is(err, spec.ErrNotFound) && runID != "":
+	case spec.CodeOf(err) == spec.CodeNotFound && runID != "":
 		return notFound(runID)
 	case spec.CodeOf(err) != "":
 		return err
 	}
 	return spec.Unavailable("the store failed", err)
+}
+
+// failed maps the error of a driver call that names no run, where a
+// not-found is no answer of the contract.
+func failed(err error) error {
+	if spec.CodeOf(err) == spec.CodeNotFound {
+		return spec.Unavailable("the store failed", err)
+	}
+	return result(err, "")
 }
 
 // modify is Driver.Modify after the context check. Every change
@@ -78,23 +87,23 @@ func (s *store) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Run
 		switch {
 		case err == nil:
 			retried = &r
-		case !errors.Is(err, spec.ErrNotFound):
+		case spec.CodeOf(err) != spec.CodeNotFound:
 			return spec.RunSnapshot{}, result(err, "")
 		}
 	}
 	now, err := s.d.Now(ctx)
 	if err != nil {
-		return spec.RunSnapshot{}, result(err, "")
+		return spec.RunSnapshot{}, failed(err)
 	}
 	run, created, err := newRun(p, retried, now)
 	if err != nil {
 		return spec.RunSnapshot{}, err
 	}
-	if err := s.d.Insert(ctx, NewRun{Run: run, Created: created}); err != nil {
-		if errors.Is(err, spec.ErrAlreadyExists) { // RUN-003
+	if err := s.d.Insert(ctx, InsertParams{Run: run, Created: created}); err != nil {
+		if spec.CodeOf(err) == spec.CodeAlreadyExists { // RUN-003
 			return spec.RunSnapshot{}, alreadyExists(p.RunID)
 		}
-		return spec.RunSnapshot{}, result(err, "")
+		return spec.RunSnapshot{}, failed(err)
 	}
 	return run, nil
 }
@@ -217,7 +226,7 @@ func (s *store) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 		found, err := nc.ClaimNext(ctx, q, cl.take)
 		switch {
 		case err != nil:
-			return spec.Claim{}, result(err, "")
+			return spec.Claim{}, failed(err)
 		case !found:
 			return spec.Claim{}, nothingRunnable()
 		case cl.refused != nil: // the driver offered a run q does not admit
@@ -238,7 +247,7 @@ func (s *store) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) 
 	for range maxClaimRounds {
 		candidates, err := s.d.Runnable(ctx, q)
 		if err != nil {
-			return spec.Claim{}, result(err, "")
+			return spec.Claim{}, failed(err)
 		}
 		if len(candidates) == 0 {
 			return spec.Claim{}, nothingRunnable() // LEASE-013
@@ -253,7 +262,7 @@ func (s *store) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) 
 				return cl.take(cur)
 			})
 			switch {
-			case errors.Is(err, spec.ErrNotFound):
+			case spec.CodeOf(err) == spec.CodeNotFound: // removed meanwhile
 				continue
 			case err != nil:
 				return spec.Claim{}, err
@@ -332,7 +341,7 @@ func page(ctx context.Context, prepared error, limit int, read func(n int) ([]sp
 	}
 	runs, err := read(limit + 1)
 	if err != nil {
-		return spec.RunPage{}, result(err, "")
+		return spec.RunPage{}, failed(err)
 	}
 	if len(runs) <= limit {
 		return spec.RunPage{Runs: runs}, nil
