@@ -166,10 +166,19 @@ func (c *checkState) events(id string) []spec.AuditEvent {
 		}
 		out = append(out, page.Events...)
 		if !page.More || len(page.Events) == 0 {
-			return out
+			break
 		}
 		after = page.Events[len(page.Events)-1].Seq
 	}
+	// Every trail any check reads is numbered 1, 2, 3, …: writes that
+	// record two events at once included (AUD-002).
+	for i, e := range out {
+		if e.Seq != int64(i+1) {
+			c.Errorf(fmt.Sprintf("the audit trail of run %s numbered 1, 2, 3, … without gaps or repeats", id), "event %d has seq %d", i+1, e.Seq)
+			break
+		}
+	}
+	return out
 }
 
 // runState is everything observable about one run.

@@ -69,3 +69,24 @@ func TestLeaseRules(t *testing.T) {
 		t.Error("a released lease must be dead and fence nothing")
 	}
 }
+
+// A listing's labels are checked also when it names a valid workflow.
+func TestSelectionChecksEveryPart(t *testing.T) {
+	bad := map[string]string{"not a key!": "v"}
+	if _, err := prepareListRuns(spec.ListRunsParams{WorkflowName: "w", Labels: bad}); !errors.Is(err, spec.ErrInvalidArgument) {
+		t.Errorf("ListRuns with a workflow and a bad label key: %v", err)
+	}
+	if _, err := prepareRunnable(spec.RunnableFilter{WorkflowName: "w", Labels: bad}, 0, ""); !errors.Is(err, spec.ErrInvalidArgument) {
+		t.Errorf("a runnable filter with a workflow and a bad label key: %v", err)
+	}
+}
+
+// Events get consecutive numbers after the run's last.
+func TestEventsAreNumberedAfterTheLast(t *testing.T) {
+	got := number(make([]spec.AuditEvent, 3), 4)
+	for i, e := range got {
+		if e.Seq != int64(5+i) {
+			t.Fatalf("event %d numbered %d, want %d", i, e.Seq, 5+i)
+		}
+	}
+}
