@@ -27,7 +27,14 @@ var grpcCodes = map[spec.Code]codes.Code{
 	spec.CodeNotClaimable:      codes.FailedPrecondition,
 	spec.CodeUnavailable:       codes.Unavailable,
 	spec.CodePermissionDenied:  codes.PermissionDenied,
+	spec.CodeUnauthenticated:   codes.Unauthenticated,
 }
+
+// Status returns the gRPC status error that carries err across the wire
+// with its identity (code and details), as the protocol's servers answer;
+// a host rebuilds the *spec.Error from it. For servers of the protocol
+// other than a plugin (a gateway's interceptors).
+func Status(err error) error { return toStatus(err) }
 
 // toStatus turns a store's error into the gRPC status the plugin returns.
 func toStatus(err error) error {

@@ -24,6 +24,7 @@ const (
 	CodeNotClaimable      Code = "NOT_CLAIMABLE"
 	CodeUnavailable       Code = "UNAVAILABLE"
 	CodePermissionDenied  Code = "PERMISSION_DENIED"
+	CodeUnauthenticated   Code = "UNAUTHENTICATED"
 )
 
 // Sentinel errors, checked with errors.Is. Every error a store returns for
@@ -60,6 +61,9 @@ var (
 	// ErrPermissionDenied: the store refused the caller's credentials or
 	// rights. Retrying with the same credentials will not help.
 	ErrPermissionDenied error = sentinel(CodePermissionDenied)
+	// ErrUnauthenticated: the call carried no credentials, or ones nobody
+	// issued (a store behind a gateway). Retrying needs another credential.
+	ErrUnauthenticated error = sentinel(CodeUnauthenticated)
 )
 
 // Error is the error type of the contract. Only Code decides identity; the

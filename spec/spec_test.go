@@ -15,7 +15,7 @@ import (
 
 func TestErrorsMatchByCode(t *testing.T) {
 	sentinels := []error{spec.ErrNotFound, spec.ErrAlreadyExists, spec.ErrVersionConflict, spec.ErrInvalidTransition,
-		spec.ErrMissingDiagnostic, spec.ErrInvalidArgument, spec.ErrLeaseHeld, spec.ErrLeaseLost, spec.ErrNotClaimable, spec.ErrUnavailable, spec.ErrPermissionDenied}
+		spec.ErrMissingDiagnostic, spec.ErrInvalidArgument, spec.ErrLeaseHeld, spec.ErrLeaseLost, spec.ErrNotClaimable, spec.ErrUnavailable, spec.ErrPermissionDenied, spec.ErrUnauthenticated}
 	codes := map[spec.Code]bool{}
 	for _, s := range sentinels {
 		code := spec.CodeOf(s)

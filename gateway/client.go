@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/spec"
+)
+
+// EnvToken names the variable a client reads its token from when Options
+// gives none: tokens never belong on a command line.
+const EnvToken = "RUNSTATE_GATEWAY_TOKEN"
+
+// Options configure Dial.
+type Options struct {
+	// Token is the bearer token; empty reads TokenFile, then EnvToken.
+	Token string
+	// TokenFile holds the token (surrounding white space is ignored).
+	TokenFile string
+	// TLS secures the connection: its RootCAs verify the gateway, its
+	// Certificates are the client's for mutual TLS. Nil with Plaintext unset
+	// uses the system's roots.
+	TLS *tls.Config
+	// Plaintext connects without TLS, to a gateway on a loopback address.
+	Plaintext bool
+	// MaxMessageBytes bounds a message; defaults to DefaultMaxMessageBytes.
+	MaxMessageBytes int
+}
+
+// Client is a connection to a gateway. gRPC reconnects by itself after the
+// gateway restarts; while it is down, calls fail with spec.ErrUnavailable.
+type Client struct {
+	conn  *grpc.ClientConn
+	store *plugin.Client
+}
+
+// Dial connects to the gateway at addr (host:port) and checks that it
+// accepts the token.
+func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	token, err := opts.token()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Plaintext {
+		if err := LoopbackOnly(addr); err != nil {
+			return nil, err
+		}
+	}
+	limit := opts.MaxMessageBytes
+	if limit <= 0 {
+		limit = DefaultMaxMessageBytes
+	}
+	dial := []grpc.DialOption{grpc.WithPerRPCCredentials(bearer{token: token, secure: !opts.Plaintext}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit))}
+	if opts.Plaintext {
+		dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	} else {
+		cfg := opts.TLS
+		if cfg == nil {
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	}
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return nil, spec.InvalidArgument("addr", "%v", err)
+	}
+	store, err := plugin.Connect(ctx, conn, "gateway "+addr, nil)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Client{conn: conn, store: store}, nil
+}
+
+func (o Options) token() (string, error) {
+	if o.Token != "" {
+		return o.Token, nil
+	}
+	if o.TokenFile != "" {
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return "", spec.InvalidArgument("token_file", "cannot read the token file: %v", err)
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", spec.InvalidArgument("token_file", "%s is empty", o.TokenFile)
+	}
+	if t := os.Getenv(EnvToken); t != "" {
+		return t, nil
+	}
+	return "", &spec.Error{Code: spec.CodeUnauthenticated, Message: "no gateway token: set Options.Token or TokenFile, or " + EnvToken}
+}
+
+// Store returns the gateway's store: a spec.Store when it has leases.
+func (c *Client) Store() spec.RunStateStore { return c.store.Store() }
+
+// Close ends the connection.
+func (c *Client) Close() error {
+	c.store.Close()
+	return c.conn.Close()
+}
+
+// bearer sends the token with every call.
+type bearer struct {
+	token  string
+	secure bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.secure }

@@ -1,0 +1,350 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/gateway"
+	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/spec"
+)
+
+// authority is a certificate authority made for one test.
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newAuthority(t testing.TB, name string) *authority {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &authority{cert: cert, key: key, pool: pool}
+}
+
+// issue signs a certificate for 127.0.0.1, valid until notAfter.
+func (a *authority) issue(t testing.TB, usage x509.ExtKeyUsage, notAfter time.Time) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "runstate test"},
+		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// The principals of the tests, each with its token.
+var principals = []struct {
+	name  string
+	role  gateway.Role
+	token string
+}{
+	{"reader-r", gateway.RoleReader, "token-of-the-reader"},
+	{"worker-a", gateway.RoleWorker, "token-of-worker-a"},
+	{"worker-b", gateway.RoleWorker, "token-of-worker-b"},
+	{"operator-o", gateway.RoleOperator, "token-of-the-operator"},
+}
+
+func tokensFile(skip string) []byte {
+	var b strings.Builder
+	b.WriteString("principals:\n")
+	for _, p := range principals {
+		if p.name != skip {
+			fmt.Fprintf(&b, "  - name: %s\n    role: %s\n    token_sha256: %s\n", p.name, p.role, gateway.HashToken(p.token))
+		}
+	}
+	return []byte(b.String())
+}
+
+func tokenOf(name string) string {
+	for _, p := range principals {
+		if p.name == name {
+			return p.token
+		}
+	}
+	panic(name)
+}
+
+// world is a gateway on loopback with mutual TLS in front of a memory store.
+type world struct {
+	addr    string
+	server  *gateway.Server
+	store   *memory.Store
+	ca      *authority
+	client  tls.Certificate
+	tokens  []byte
+	clock   *conformance.ManualClock
+	stopped bool
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	w := &world{ca: newAuthority(t, "runstate test CA"), tokens: tokensFile("")}
+	w.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	var err error
+	if w.store, err = memory.Open(context.Background(), memory.Options{Clock: w.clock}); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := gateway.ParseTokens(w.tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert := w.ca.issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour))
+	w.client = w.ca.issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
+	w.server, err = gateway.NewServer(gateway.ServerOptions{Store: w.store, Tokens: tokens, Logger: slog.New(slog.DiscardHandler),
+		TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: w.ca.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.addr = lis.Addr().String()
+	go w.server.Serve(lis)
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *world) stop() {
+	if !w.stopped {
+		w.stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		w.server.Stop(ctx)
+		w.store.Close()
+	}
+}
+
+// tlsFor is the client side of the world's mutual TLS.
+func (w *world) tlsFor() *tls.Config {
+	return &tls.Config{RootCAs: w.ca.pool, Certificates: []tls.Certificate{w.client}, MinVersion: tls.VersionTLS12}
+}
+
+func (w *world) dial(t testing.TB, principal string) spec.Store {
+	t.Helper()
+	c, err := gateway.Dial(context.Background(), w.addr, gateway.Options{Token: tokenOf(principal), TLS: w.tlsFor()})
+	if err != nil {
+		t.Fatalf("dial as %s: %v", principal, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.Store().(spec.Store)
+}
+
+// The whole suite passes through the gateway, from a client over TCP and
+// TLS, as an operator (who may do everything the checks do).
+func TestConformanceThroughTheGateway(t *testing.T) {
+	conformance.Run(t, conformance.Target{
+		Name:         "memory through the gateway",
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
+		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
+			w := newWorld(t)
+			return &harness{w: w, t: t, store: w.dial(t, "operator-o")}, nil
+		},
+	})
+}
+
+type harness struct {
+	w     *world
+	t     *testing.T
+	store spec.Store
+}
+
+func (h *harness) Store() spec.RunStateStore { return h.store }
+func (h *harness) OpenHandle(context.Context) (spec.RunStateStore, error) {
+	return h.w.dial(h.t, "operator-o"), nil
+}
+func (h *harness) Advance(d time.Duration) { h.w.clock.Advance(d) }
+func (h *harness) Close(context.Context) error {
+	h.w.stop()
+	return nil
+}
+
+// Every refusal is typed on the client and changes nothing in the store.
+func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	operator := w.dial(t, "operator-o")
+	workerA, workerB, reader := w.dial(t, "worker-a"), w.dial(t, "worker-b"), w.dial(t, "reader-r")
+	run, err := operator.CreateRun(ctx, spec.CreateRunParams{RunID: "r1", WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimA, err := workerA.ClaimRun(ctx, spec.ClaimRunParams{RunID: "r1", Owner: spec.Owner{Worker: "worker-a", Incarnation: "1"}, TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("worker-a claims in its own name: %v", err)
+	}
+	snapshot := func() (spec.RunSnapshot, []spec.AuditEvent) {
+		r, err := w.store.GetRun(ctx, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := w.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: "r1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, page.Events
+	}
+	beforeRun, beforeEvents := snapshot()
+
+	dialAs := func(o gateway.Options) func() error {
+		return func() error {
+			c, err := gateway.Dial(ctx, w.addr, o)
+			if err == nil {
+				_, err = c.Store().GetRun(ctx, "r1")
+				c.Close()
+			}
+			return err
+		}
+	}
+	otherCA := newAuthority(t, "another CA")
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"no token", dialAs(gateway.Options{TLS: w.tlsFor(), TokenFile: "", Token: ""}), spec.ErrUnauthenticated},
+		{"a call without a token", func() error {
+			conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			_, err = pb.NewRunStateStoreClient(conn).GetRun(ctx, &pb.GetRunRequest{RunId: "r1"})
+			if status.Code(err) != codes.Unauthenticated {
+				return fmt.Errorf("status %v, want UNAUTHENTICATED", err)
+			}
+			return nil
+		}, nil},
+		{"a wrong token", dialAs(gateway.Options{TLS: w.tlsFor(), Token: "guess"}), spec.ErrUnauthenticated},
+		{"plaintext against TLS", dialAs(gateway.Options{Plaintext: true, Token: tokenOf("operator-o")}), spec.ErrUnavailable},
+		{"a server certificate of another CA", dialAs(gateway.Options{Token: tokenOf("operator-o"),
+			TLS: &tls.Config{RootCAs: otherCA.pool, Certificates: []tls.Certificate{w.client}}}), spec.ErrUnavailable},
+		{"a client certificate of another CA", dialAs(gateway.Options{Token: tokenOf("operator-o"),
+			TLS: &tls.Config{RootCAs: w.ca.pool, Certificates: []tls.Certificate{otherCA.issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))}}}), spec.ErrUnavailable},
+		{"an expired client certificate", dialAs(gateway.Options{Token: tokenOf("operator-o"),
+			TLS: &tls.Config{RootCAs: w.ca.pool, Certificates: []tls.Certificate{w.ca.issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))}}}), spec.ErrUnavailable},
+		{"a reader writing", func() error {
+			_, err := reader.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
+			return err
+		}, spec.ErrPermissionDenied},
+		{"a reader claiming", func() error {
+			_, err := reader.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "reader-r", Incarnation: "1"}, TTL: time.Minute})
+			return err
+		}, spec.ErrPermissionDenied},
+		{"a worker cancelling without a lease", func() error {
+			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
+			return err
+		}, spec.ErrPermissionDenied},
+		{"a worker claiming in another's name", func() error {
+			_, err := workerB.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "worker-a", Incarnation: "2"}, TTL: time.Minute})
+			return err
+		}, spec.ErrPermissionDenied},
+		{"a worker claiming a named run in another's name", func() error {
+			_, err := workerB.ClaimRun(ctx, spec.ClaimRunParams{RunID: "r1", Owner: spec.Owner{Worker: "worker-a", Incarnation: "2"}, TTL: time.Minute})
+			return err
+		}, spec.ErrPermissionDenied},
+		{"an oversized message", func() error {
+			conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokenOf("operator-o"))
+			_, err = pb.NewRunStateStoreClient(conn).CreateRun(authed, &pb.CreateRunRequest{WorkflowName: "w",
+				Message: strings.Repeat("x", gateway.DefaultMaxMessageBytes+1)}, grpc.MaxCallSendMsgSize(4*gateway.DefaultMaxMessageBytes))
+			if status.Code(err) != codes.ResourceExhausted {
+				return fmt.Errorf("status %v, want RESOURCE_EXHAUSTED", err)
+			}
+			return nil
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if tc.want == nil { // the case checks its refusal itself
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = errors.New("")
+			} else if !errors.Is(err, tc.want) {
+				t.Fatalf("want %v, got %v (code %q)", tc.want, err, spec.CodeOf(err))
+			}
+			for _, p := range principals {
+				if strings.Contains(err.Error(), p.token) {
+					t.Fatalf("the error shows a token: %v", err)
+				}
+			}
+			afterRun, afterEvents := snapshot()
+			if !reflect.DeepEqual(afterRun, beforeRun) || len(afterEvents) != len(beforeEvents) {
+				t.Fatalf("the store changed: %+v", afterRun)
+			}
+		})
+	}
+
+	// A worker writes under its own lease; the trail names the principal,
+	// whatever actor the call gave.
+	updated, err := workerA.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: claimA.Run.Version, LeaseToken: claimA.Lease.Token,
+		Status: "running", Actor: spec.Actor{Kind: spec.ActorOperator, ID: "someone-else"}})
+	if err != nil {
+		t.Fatalf("a fenced write of the lease holder: %v", err)
+	}
+	page, _ := operator.ListAuditEvents(ctx, spec.ListAuditParams{RunID: "r1"})
+	last := page.Events[len(page.Events)-1]
+	if last.Actor != (spec.Actor{Kind: spec.ActorWorker, ID: "worker-a"}) || last.Version != updated.Version {
+		t.Fatalf("the write is recorded as %+v", last.Actor)
+	}
+
+	// A token revoked by a reload is refused from the next call on.
+	revoked, err := gateway.ParseTokens(tokensFile("worker-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.server.SetTokens(revoked)
+	if _, err := workerA.GetRun(ctx, "r1"); !errors.Is(err, spec.ErrUnauthenticated) {
+		t.Fatalf("a revoked token: %v", err)
+	}
+	if _, err := workerB.GetRun(ctx, "r1"); err != nil {
+		t.Fatalf("a token the reload kept: %v", err)
+	}
+}

@@ -1,0 +1,259 @@
+// Package gateway serves a runstate store over the network, so that workers
+// on many machines share it: the plugin protocol's gRPC service on TCP, with
+// TLS, bearer tokens and roles. The gateway keeps no state of its own, so
+// several gateways may stand in front of one shared store.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/runstate/runstate/plugin"
+	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/spec"
+)
+
+// DefaultMaxMessageBytes bounds a request or response (8 MiB: a run's
+// snapshot stays a few MiB at most, see spec.MaxHostStates).
+const DefaultMaxMessageBytes = 8 << 20
+
+// ServerOptions configure NewServer.
+type ServerOptions struct {
+	// Store is what the gateway serves. Required.
+	Store spec.RunStateStore
+	// Tokens authenticates callers. Required; SetTokens replaces it.
+	Tokens *Tokens
+	// TLS secures the transport; nil serves plaintext, which the caller
+	// must allow only on a loopback address (see LoopbackOnly).
+	TLS *tls.Config
+	// Logger receives one line per refused call and the server's messages;
+	// defaults to slog.Default(). Tokens never appear in it.
+	Logger *slog.Logger
+	// MaxMessageBytes bounds a message; defaults to DefaultMaxMessageBytes.
+	MaxMessageBytes int
+}
+
+// Server is a gateway: a gRPC server of one store.
+type Server struct {
+	grpc   *grpc.Server
+	tokens atomic.Pointer[Tokens]
+	log    *slog.Logger
+}
+
+// NewServer returns a gateway for opts.Store.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Store == nil {
+		return nil, spec.InvalidArgument("store", "the gateway needs a store to serve")
+	}
+	if opts.Tokens == nil {
+		return nil, spec.InvalidArgument("tokens", "the gateway needs tokens: nobody may use it without credentials")
+	}
+	s := &Server{log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.tokens.Store(opts.Tokens)
+	limit := opts.MaxMessageBytes
+	if limit <= 0 {
+		limit = DefaultMaxMessageBytes
+	}
+	serverOpts := []grpc.ServerOption{grpc.UnaryInterceptor(s.authorize), grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit)}
+	if opts.TLS != nil {
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(serverOpts...)
+	plugin.RegisterShared(s.grpc, opts.Store, plugin.WithName("gateway", "1"))
+	return s, nil
+}
+
+// SetTokens replaces the credential table, for a reload (SIGHUP): calls
+// that start afterwards are authenticated against t.
+func (s *Server) SetTokens(t *Tokens) { s.tokens.Store(t) }
+
+// Serve accepts connections on lis until Stop.
+func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
+
+// Stop stops accepting calls and waits for those in flight, at most until
+// ctx ends; then it ends them.
+func (s *Server) Stop(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+// need is the least role each method of the protocol requires.
+var need = map[string]Role{
+	"Open":             RoleReader,
+	"GetRun":           RoleReader,
+	"ListRuns":         RoleReader,
+	"ListAuditEvents":  RoleReader,
+	"ListRunnableRuns": RoleReader,
+	"CreateRun":        RoleWorker,
+	"UpdateRun":        RoleWorker,
+	"ClaimRun":         RoleWorker,
+	"ClaimNextRun":     RoleWorker,
+	"RenewLease":       RoleWorker,
+	"ReleaseLease":     RoleWorker,
+}
+
+// authorize authenticates every call, checks the principal's role and,
+// for a worker, that it acts in its own name, and records who wrote (see
+// stampActor). A refused call reaches no store.
+func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	method := path.Base(info.FullMethod)
+	p, err := s.authenticate(ctx)
+	if err == nil {
+		err = permit(p, method, req)
+	}
+	if err != nil {
+		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "code", spec.CodeOf(err), "error", err)
+		return nil, plugin.Status(err)
+	}
+	stampActor(p, req)
+	return handler(ctx, req)
+}
+
+// authenticate reads the bearer token of the call.
+func (s *Server) authenticate(ctx context.Context) (Principal, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	values := md.Get("authorization")
+	if len(values) != 1 {
+		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: "the call carries no bearer token (one authorization header)"}
+	}
+	token, ok := strings.CutPrefix(values[0], "Bearer ")
+	if !ok {
+		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: "the authorization header is not a bearer token"}
+	}
+	p, ok := s.tokens.Load().Authenticate(token)
+	if !ok {
+		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: "the bearer token is not one this gateway issued (or it was revoked)"}
+	}
+	return p, nil
+}
+
+// permit checks that p may make this call with this request.
+func permit(p Principal, method string, req any) error {
+	least, known := need[method]
+	if !known {
+		return denied(p, "%s is not an operation of the gateway", method)
+	}
+	if !p.Role.allows(least) {
+		return denied(p, "%s needs the %s role", method, least)
+	}
+	if p.Role != RoleWorker {
+		return nil
+	}
+	// A worker acts in its own name: its leases are its own (the owner's
+	// worker is its principal name), and it writes runs only under a lease.
+	switch r := req.(type) {
+	case *pb.ClaimRunRequest:
+		return ownName(p, r.GetOwner())
+	case *pb.ClaimNextRunRequest:
+		return ownName(p, r.GetOwner())
+	case *pb.UpdateRunRequest:
+		if r.GetLeaseToken() == 0 {
+			return denied(p, "a worker writes a run only under its lease (a lease token); writes without one need the operator role")
+		}
+	}
+	return nil
+}
+
+func ownName(p Principal, o *pb.Owner) error {
+	if o.GetWorker() != p.Name {
+		return denied(p, "a worker claims in its own name: the owner's worker must be %q, not %q", p.Name, o.GetWorker())
+	}
+	return nil
+}
+
+func denied(p Principal, format string, args ...any) error {
+	return &spec.Error{Code: spec.CodePermissionDenied, Message: fmt.Sprintf("principal %s (%s): ", p.Name, p.Role) + fmt.Sprintf(format, args...)}
+}
+
+// stampActor records who wrote. A worker's writes are recorded as its
+// own, whatever actor the call named. An operator acts for others (crash
+// recovery, a scheduler) and is trusted with the actor it names; one it
+// leaves without an id is recorded under its principal name.
+func stampActor(p Principal, req any) {
+	var a **pb.Actor
+	switch r := req.(type) {
+	case *pb.CreateRunRequest:
+		a = &r.Actor
+	case *pb.UpdateRunRequest:
+		a = &r.Actor
+	default:
+		return
+	}
+	if *a == nil {
+		*a = &pb.Actor{}
+	}
+	switch {
+	case p.Role == RoleWorker:
+		(*a).Kind, (*a).Id = string(spec.ActorWorker), p.Name
+	case (*a).Id == "":
+		(*a).Id = p.Name
+	}
+}
+
+// ServerTLS returns the TLS configuration of a gateway with the
+// certificate and key in certFile and keyFile. With clientCAFile, clients
+// must present a certificate that CA signed (mutual TLS).
+func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, spec.InvalidArgument("tls", "cannot load the server certificate and key: %v", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCAFile != "" {
+		pool, err := loadPool(clientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, spec.InvalidArgument("tls", "cannot read CA file: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, spec.InvalidArgument("tls", "%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// LoopbackOnly refuses an address that is not a loopback one: plaintext
+// is for a gateway and its clients on one machine.
+func LoopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return spec.InvalidArgument("listen", "%q is not host:port: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return spec.InvalidArgument("listen", "plaintext serves only a loopback address (127.0.0.1, ::1, localhost), not %q; use TLS", host)
+	}
+	return nil
+}
