@@ -2,16 +2,11 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"reflect"
 	"strings"
@@ -27,52 +22,10 @@ import (
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/internal/testtls"
 	pb "github.com/runstate/runstate/plugin/proto"
 	"github.com/runstate/runstate/spec"
 )
-
-// authority is a certificate authority made for one test.
-type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newAuthority(t testing.TB, name string) *authority {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &authority{cert: cert, key: key, pool: pool}
-}
-
-// issue signs a certificate for 127.0.0.1, valid until notAfter.
-func (a *authority) issue(t testing.TB, usage x509.ExtKeyUsage, notAfter time.Time) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "runstate test"},
-		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // The principals of the tests, each with its token.
 var principals = []struct {
@@ -111,7 +64,7 @@ type world struct {
 	addr    string
 	server  *gateway.Server
 	store   *memory.Store
-	ca      *authority
+	ca      *testtls.Authority
 	client  tls.Certificate
 	tokens  []byte
 	clock   *conformance.ManualClock
@@ -120,7 +73,7 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	w := &world{ca: newAuthority(t, "runstate test CA"), tokens: tokensFile("")}
+	w := &world{ca: testtls.NewAuthority(t, "runstate test CA"), tokens: tokensFile("")}
 	w.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	var err error
 	if w.store, err = memory.Open(context.Background(), memory.Options{Clock: w.clock}); err != nil {
@@ -130,10 +83,10 @@ func newWorld(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serverCert := w.ca.issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour))
-	w.client = w.ca.issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
+	serverCert := w.ca.Issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour))
+	w.client = w.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
 	w.server, err = gateway.NewServer(gateway.ServerOptions{Store: w.store, Tokens: tokens, Logger: slog.New(slog.DiscardHandler),
-		TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: w.ca.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
+		TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: w.ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +112,7 @@ func (w *world) stop() {
 
 // tlsFor is the client side of the world's mutual TLS.
 func (w *world) tlsFor() *tls.Config {
-	return &tls.Config{RootCAs: w.ca.pool, Certificates: []tls.Certificate{w.client}, MinVersion: tls.VersionTLS12}
+	return &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{w.client}, MinVersion: tls.VersionTLS12}
 }
 
 func (w *world) dial(t testing.TB, principal string) spec.Store {
@@ -238,7 +191,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			return err
 		}
 	}
-	otherCA := newAuthority(t, "another CA")
+	otherCA := testtls.NewAuthority(t, "another CA")
 	for _, tc := range []struct {
 		name string
 		call func() error
@@ -260,11 +213,11 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 		{"a wrong token", dialAs(gateway.Options{TLS: w.tlsFor(), Token: "guess"}), spec.ErrUnauthenticated},
 		{"plaintext against TLS", dialAs(gateway.Options{Plaintext: true, Token: tokenOf("operator-o")}), spec.ErrUnavailable},
 		{"a server certificate of another CA", dialAs(gateway.Options{Token: tokenOf("operator-o"),
-			TLS: &tls.Config{RootCAs: otherCA.pool, Certificates: []tls.Certificate{w.client}}}), spec.ErrUnavailable},
+			TLS: &tls.Config{RootCAs: otherCA.Pool, Certificates: []tls.Certificate{w.client}}}), spec.ErrUnavailable},
 		{"a client certificate of another CA", dialAs(gateway.Options{Token: tokenOf("operator-o"),
-			TLS: &tls.Config{RootCAs: w.ca.pool, Certificates: []tls.Certificate{otherCA.issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))}}}), spec.ErrUnavailable},
+			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{otherCA.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))}}}), spec.ErrUnavailable},
 		{"an expired client certificate", dialAs(gateway.Options{Token: tokenOf("operator-o"),
-			TLS: &tls.Config{RootCAs: w.ca.pool, Certificates: []tls.Certificate{w.ca.issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))}}}), spec.ErrUnavailable},
+			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{w.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))}}}), spec.ErrUnavailable},
 		{"a reader writing", func() error {
 			_, err := reader.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
 			return err

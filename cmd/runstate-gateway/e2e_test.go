@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/internal/testtls"
+	"github.com/runstate/runstate/plugin/plugintest"
+	"github.com/runstate/runstate/spec"
+)
+
+var binaries = plugintest.NewBinaries("github.com/runstate/runstate/cmd/runstate-gateway")
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	binaries.Cleanup()
+	os.Exit(code)
+}
+
+// fleet is a gateway process in front of a Badger directory, with mutual
+// TLS and a tokens file.
+type fleet struct {
+	t       *testing.T
+	dir     string
+	args    []string
+	addr    string
+	cmd     *exec.Cmd
+	tokens  string
+	ca      *testtls.Authority
+	clients tls.Certificate
+}
+
+var fleetTokens = map[string]struct {
+	role  gateway.Role
+	token string
+}{
+	"worker-a":   {gateway.RoleWorker, "secret-of-worker-a"},
+	"worker-b":   {gateway.RoleWorker, "secret-of-worker-b"},
+	"operator-o": {gateway.RoleOperator, "secret-of-the-operator"},
+}
+
+func (f *fleet) writeTokens(without string) {
+	var b strings.Builder
+	b.WriteString("principals:\n")
+	for name, p := range fleetTokens {
+		if name != without {
+			fmt.Fprintf(&b, "  - name: %s\n    role: %s\n    token_sha256: %s\n", name, p.role, gateway.HashToken(p.token))
+		}
+	}
+	if err := os.WriteFile(f.tokens, []byte(b.String()), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func newFleet(t *testing.T) *fleet {
+	dir := t.TempDir()
+	f := &fleet{t: t, dir: dir, tokens: filepath.Join(dir, "tokens.yaml"), ca: testtls.NewAuthority(t, "fleet CA")}
+	f.writeTokens("")
+	cert, key := testtls.WritePair(t, f.ca.Issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour)), dir, "gateway")
+	f.clients = f.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
+	f.args = []string{"--store", "badger:" + filepath.Join(dir, "store"), "--tokens", f.tokens,
+		"--tls-cert", cert, "--tls-key", key, "--client-ca", f.ca.WriteCA(t, dir, "ca.pem")}
+	f.start("127.0.0.1:0")
+	t.Cleanup(func() {
+		if f.cmd != nil {
+			f.cmd.Process.Kill()
+			f.cmd.Wait()
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "gateway.log"))
+			t.Logf("the gateway's log:\n%s", b)
+		}
+	})
+	return f
+}
+
+// start runs the gateway on listen and waits for it to say where it listens.
+func (f *fleet) start(listen string) {
+	f.t.Helper()
+	cmd := exec.Command(binaries.Path(f.t, "github.com/runstate/runstate/cmd/runstate-gateway"), append(f.args, "--listen", listen)...)
+	logs, err := os.OpenFile(filepath.Join(f.dir, "gateway.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer logs.Close()
+	cmd.Stderr = logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		f.t.Fatalf("the gateway did not say where it listens: %q, %v", line, err)
+	}
+	f.cmd, f.addr = cmd, addr
+}
+
+func (f *fleet) dial(name string) spec.Store {
+	f.t.Helper()
+	c, err := gateway.Dial(context.Background(), f.addr, gateway.Options{Token: fleetTokens[name].token,
+		TLS: &tls.Config{RootCAs: f.ca.Pool, Certificates: []tls.Certificate{f.clients}}})
+	if err != nil {
+		f.t.Fatalf("dial as %s: %v", name, err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	return c.Store().(spec.Store)
+}
+
+// Two workers on different principals run a queue of runs through one
+// gateway on Badger; the gateway is SIGKILLed and restarted on the same
+// address mid-run, and the workers carry on. Every run finishes exactly
+// once, each worker's writes recorded under its own name.
+func TestWorkersCarryOnThroughAGatewayRestart(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t)
+	operator := f.dial("operator-o")
+	const runs = 30
+	for i := range runs {
+		if _, err := operator.CreateRun(ctx, spec.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "fleet"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var done sync.WaitGroup
+	var mu sync.Mutex
+	finishedBy := map[string]string{}
+	restarted := false
+	workCtx, stop := context.WithTimeout(ctx, 60*time.Second)
+	defer stop()
+	for _, name := range []string{"worker-a", "worker-b"} {
+		store := f.dial(name)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			for workCtx.Err() == nil {
+				id, err := work(workCtx, store, name)
+				switch {
+				case errors.Is(err, spec.ErrNotFound): // nothing runnable: done, or a run the other holds
+					if finished(workCtx, store) == runs {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				case errors.Is(err, spec.ErrUnavailable), errors.Is(err, spec.ErrLeaseLost):
+					time.Sleep(50 * time.Millisecond) // the gateway restarts; a run left leased expires
+				case err != nil:
+					t.Errorf("%s: %v", name, err)
+					return
+				default:
+					mu.Lock()
+					if prev, twice := finishedBy[id]; twice {
+						t.Errorf("run %s finished by %s and again by %s", id, prev, name)
+					}
+					finishedBy[id] = name
+					restart := len(finishedBy) == runs/2
+					mu.Unlock()
+					if restart {
+						// Mid-run: the gateway dies at once and comes back where it was.
+						f.cmd.Process.Signal(syscall.SIGKILL)
+						f.cmd.Wait()
+						f.start(f.addr)
+						restarted = true
+					}
+				}
+			}
+		}()
+	}
+	done.Wait()
+	if !restarted {
+		t.Fatal("the gateway was never restarted")
+	}
+	// A write whose answer the restart cut off took effect or not: the
+	// store, not the workers' tally, says whether every run finished.
+	if n := finished(ctx, operator); n != runs {
+		t.Fatalf("%d of %d runs finished", n, runs)
+	}
+	for i := range runs {
+		id := fmt.Sprintf("run-%02d", i)
+		page, err := operator.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := page.Events[len(page.Events)-1]
+		name, tallied := finishedBy[id]
+		if last.To != spec.StatusSuccess || last.Actor.Kind != spec.ActorWorker || (tallied && last.Actor.ID != name) ||
+			(last.Actor.ID != "worker-a" && last.Actor.ID != "worker-b") {
+			t.Fatalf("run %s ends with %+v, want success by a worker (%q by the tally)", id, last, name)
+		}
+	}
+}
+
+// finished counts the runs in success (-1 when the store cannot say).
+func finished(ctx context.Context, store spec.Store) int {
+	page, err := store.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{"success"}, Limit: spec.MaxPageLimit})
+	if err != nil {
+		return -1
+	}
+	return len(page.Runs)
+}
+
+// work claims the next run as name, and runs it to success under its lease.
+func work(ctx context.Context, store spec.Store, name string) (string, error) {
+	claim, err := store.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: name, Incarnation: "1"}, TTL: 2 * time.Second,
+		Filter: spec.RunnableFilter{Statuses: []string{"queued", "running"}}})
+	if err != nil {
+		return "", err
+	}
+	run := claim.Run
+	if run.Status == spec.StatusQueued {
+		if run, err = store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+			LeaseToken: claim.Lease.Token, Status: "running"}); err != nil {
+			return "", err
+		}
+	}
+	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+		LeaseToken: claim.Lease.Token, Status: "success"}); err != nil {
+		return "", err
+	}
+	return run.RunID, nil
+}
+
+// SIGHUP reloads the tokens: a token the new file drops is refused from
+// then on, the others keep working; SIGTERM stops the gateway cleanly.
+func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t)
+	a, b := f.dial("worker-a"), f.dial("worker-b")
+	if _, err := a.ListRuns(ctx, spec.ListRunsParams{}); err != nil {
+		t.Fatal(err)
+	}
+	f.writeTokens("worker-a")
+	if err := f.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := a.ListRuns(ctx, spec.ListRunsParams{})
+		if errors.Is(err, spec.ErrUnauthenticated) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker-a's revoked token still works after SIGHUP: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := b.ListRuns(ctx, spec.ListRunsParams{}); err != nil {
+		t.Fatalf("worker-b, whose token the reload kept: %v", err)
+	}
+	if err := f.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := f.cmd.Wait()
+	f.cmd = nil
+	if err != nil {
+		t.Fatalf("the gateway did not stop cleanly on SIGTERM: %v", err)
+	}
+}
