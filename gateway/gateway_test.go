@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -71,7 +74,9 @@ type world struct {
 	stopped bool
 }
 
-func newWorld(t testing.TB) *world {
+func newWorld(t testing.TB) *world { return newWorldWith(t, nil) }
+
+func newWorldWith(t testing.TB, reg prometheus.Registerer) *world {
 	t.Helper()
 	w := &world{ca: testtls.NewAuthority(t, "runstate test CA"), tokens: tokensFile("")}
 	w.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -85,7 +90,7 @@ func newWorld(t testing.TB) *world {
 	}
 	serverCert := w.ca.Issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour))
 	w.client = w.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
-	w.server, err = gateway.NewServer(gateway.ServerOptions{Store: w.store, Tokens: tokens, Logger: slog.New(slog.DiscardHandler),
+	w.server, err = gateway.NewServer(gateway.ServerOptions{Store: w.store, Tokens: tokens, Logger: slog.New(slog.DiscardHandler), Metrics: reg,
 		TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: w.ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
 	if err != nil {
 		t.Fatal(err)
@@ -300,4 +305,59 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	if _, err := workerB.GetRun(ctx, "r1"); err != nil {
 		t.Fatalf("a token the reload kept: %v", err)
 	}
+}
+
+// Calls are counted by method and code, refusals by reason; the health
+// service answers a probe without a token.
+func TestTheGatewayCountsCallsAndAnswersProbes(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	w := newWorldWith(t, reg)
+	reader := w.dial(t, "reader-r")
+	if _, err := reader.GetRun(ctx, "nope"); !errors.Is(err, spec.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := reader.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Fatal(err)
+	}
+	if got := counterValue(t, reg, "runstate_gateway_requests_total", map[string]string{"method": "GetRun", "code": "NOT_FOUND"}); got != 1 {
+		t.Errorf("GetRun NOT_FOUND counted %v times", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "runstate_gateway_refused_total"); err != nil || n != 1 {
+		t.Errorf("refusal series: %d, %v", n, err)
+	}
+	conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v, %v", resp, err)
+	}
+}
+
+// counterValue reads the counter of name with exactly these labels.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if reflect.DeepEqual(got, labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s%v", name, labels)
+	return 0
 }

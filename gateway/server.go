@@ -16,8 +16,11 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/runstate/runstate/plugin"
@@ -43,13 +46,19 @@ type ServerOptions struct {
 	Logger *slog.Logger
 	// MaxMessageBytes bounds a message; defaults to DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// Metrics, when set, receives the gateway's Prometheus series:
+	// requests by method and code, latency, refusals and calls in flight.
+	Metrics prometheus.Registerer
 }
 
-// Server is a gateway: a gRPC server of one store.
+// Server is a gateway: a gRPC server of one store, and of gRPC's health
+// service (SERVING while it serves).
 type Server struct {
-	grpc   *grpc.Server
-	tokens atomic.Pointer[Tokens]
-	log    *slog.Logger
+	grpc    *grpc.Server
+	tokens  atomic.Pointer[Tokens]
+	log     *slog.Logger
+	metrics *metrics
+	health  *health.Server
 }
 
 // NewServer returns a gateway for opts.Store.
@@ -60,7 +69,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Tokens == nil {
 		return nil, spec.InvalidArgument("tokens", "the gateway needs tokens: nobody may use it without credentials")
 	}
-	s := &Server{log: opts.Logger}
+	s := &Server{log: opts.Logger, metrics: newMetrics(opts.Metrics), health: health.NewServer()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -69,12 +78,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if limit <= 0 {
 		limit = DefaultMaxMessageBytes
 	}
-	serverOpts := []grpc.ServerOption{grpc.UnaryInterceptor(s.authorize), grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit)}
+	serverOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.metrics.observe, s.authorize),
+		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit)}
 	if opts.TLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.grpc = grpc.NewServer(serverOpts...)
 	plugin.RegisterShared(s.grpc, opts.Store, plugin.WithName("gateway", "1"))
+	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
 }
 
@@ -88,6 +99,7 @@ func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 // Stop stops accepting calls and waits for those in flight, at most until
 // ctx ends; then it ends them.
 func (s *Server) Stop(ctx context.Context) {
+	s.health.Shutdown() // NOT_SERVING: balancers stop sending calls
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {
@@ -117,18 +129,24 @@ var need = map[string]Role{
 // for a worker, that it acts in its own name, and records who wrote (see
 // stampActor). A refused call reaches no store.
 func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	method := path.Base(info.FullMethod)
+	if info.FullMethod == healthpb.Health_Check_FullMethodName || info.FullMethod == healthpb.Health_List_FullMethodName {
+		return handler(ctx, req) // a probe needs no token and learns nothing of the store
+	}
+	method := methodOf(info)
 	p, err := s.authenticate(ctx)
 	if err == nil {
 		err = permit(p, method, req)
 	}
 	if err != nil {
 		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "code", spec.CodeOf(err), "error", err)
+		s.metrics.refused.WithLabelValues(string(spec.CodeOf(err))).Inc()
 		return nil, plugin.Status(err)
 	}
 	stampActor(p, req)
 	return handler(ctx, req)
 }
+
+func methodOf(info *grpc.UnaryServerInfo) string { return path.Base(info.FullMethod) }
 
 // authenticate reads the bearer token of the call.
 func (s *Server) authenticate(ctx context.Context) (Principal, error) {

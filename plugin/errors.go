@@ -36,6 +36,12 @@ var grpcCodes = map[spec.Code]codes.Code{
 // other than a plugin (a gateway's interceptors).
 func Status(err error) error { return toStatus(err) }
 
+// FromStatus rebuilds the contract error a status of the protocol carries;
+// peer names the other side in messages.
+func FromStatus(err error, peer string) error {
+	return fromStatus(err, peer, func() bool { return false })
+}
+
 // toStatus turns a store's error into the gRPC status the plugin returns.
 func toStatus(err error) error {
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/testtls"
 	"github.com/runstate/runstate/plugin/plugintest"
@@ -66,12 +67,17 @@ func (f *fleet) writeTokens(without string) {
 }
 
 func newFleet(t *testing.T) *fleet {
+	return newFleetOn(t, func(dir string) string { return "badger:" + filepath.Join(dir, "store") })
+}
+
+// newFleetOn starts a gateway in front of the store storeArg names.
+func newFleetOn(t *testing.T, storeArg func(dir string) string) *fleet {
 	dir := t.TempDir()
 	f := &fleet{t: t, dir: dir, tokens: filepath.Join(dir, "tokens.yaml"), ca: testtls.NewAuthority(t, "fleet CA")}
 	f.writeTokens("")
 	cert, key := testtls.WritePair(t, f.ca.Issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour)), dir, "gateway")
 	f.clients = f.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
-	f.args = []string{"--store", "badger:" + filepath.Join(dir, "store"), "--tokens", f.tokens,
+	f.args = []string{"--store", storeArg(dir), "--tokens", f.tokens,
 		"--tls-cert", cert, "--tls-key", key, "--client-ca", f.ca.WriteCA(t, dir, "ca.pem")}
 	f.start("127.0.0.1:0")
 	t.Cleanup(func() {
@@ -112,9 +118,27 @@ func (f *fleet) start(listen string) {
 	f.cmd, f.addr = cmd, addr
 }
 
-func (f *fleet) dial(name string) spec.Store {
+func (f *fleet) dial(name string) spec.Store { return f.dialAt(f.addr, name) }
+
+// second starts another gateway with the same configuration (store,
+// tokens, certificates) and returns its address.
+func (f *fleet) second() string {
 	f.t.Helper()
-	c, err := gateway.Dial(context.Background(), f.addr, gateway.Options{Token: fleetTokens[name].token,
+	first := *f
+	f.start("127.0.0.1:0")
+	other := f.cmd
+	addr := f.addr
+	f.cmd, f.addr = first.cmd, first.addr
+	f.t.Cleanup(func() {
+		other.Process.Kill()
+		other.Wait()
+	})
+	return addr
+}
+
+func (f *fleet) dialAt(addr, name string) spec.Store {
+	f.t.Helper()
+	c, err := gateway.Dial(context.Background(), addr, gateway.Options{Token: fleetTokens[name].token,
 		TLS: &tls.Config{RootCAs: f.ca.Pool, Certificates: []tls.Certificate{f.clients}}})
 	if err != nil {
 		f.t.Fatalf("dial as %s: %v", name, err)
@@ -269,4 +293,64 @@ func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the gateway did not stop cleanly on SIGTERM: %v", err)
 	}
+}
+
+// Two gateways in front of one MySQL database serve one fleet: a worker
+// on each takes runs from the same queue, and every run is done once.
+func TestTwoGatewaysOnOneMySQLShareAFleet(t *testing.T) {
+	ctx := context.Background()
+	srv := testserver.Find(t)
+	db, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.DropDatabase(ctx, db) })
+	f := newFleetOn(t, func(string) string { return "mysql:" + srv.DSN(db) })
+	secondAddr := f.second()
+	operator := f.dial("operator-o")
+	const runs = 40
+	for i := range runs {
+		if _, err := operator.CreateRun(ctx, spec.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "fleet"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	doneBy := map[string]string{}
+	for name, addr := range map[string]string{"worker-a": f.addr, "worker-b": secondAddr} {
+		store := f.dialAt(addr, name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				id, err := work(ctx, store, name)
+				if errors.Is(err, spec.ErrNotFound) {
+					return
+				}
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					return
+				}
+				mu.Lock()
+				if prev, twice := doneBy[id]; twice {
+					t.Errorf("run %s done by %s and again by %s", id, prev, name)
+				}
+				doneBy[id] = name
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := finished(ctx, operator); n != runs || len(doneBy) != runs {
+		t.Fatalf("%d runs in success, %d done by the workers, of %d", n, len(doneBy), runs)
+	}
+	t.Logf("runs done through each gateway: %v", countBy(doneBy))
+}
+
+func countBy(doneBy map[string]string) map[string]int {
+	out := map[string]int{}
+	for _, name := range doneBy {
+		out[name]++
+	}
+	return out
 }

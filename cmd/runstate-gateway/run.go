@@ -9,9 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/memory"
@@ -61,6 +65,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	clientCA := fs.String("client-ca", "", "CA certificates (PEM) that sign client certificates: mutual TLS")
 	plaintext := fs.Bool("plaintext", false, "serve without TLS, on a loopback address only")
 	maxMessage := fs.Int("max-message-bytes", gateway.DefaultMaxMessageBytes, "largest request or response")
+	metricsListen := fs.String("metrics-listen", "", "address of a plain HTTP server of /metrics (Prometheus); off when empty")
 	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
 		return err
 	}
@@ -94,6 +99,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	defer closeStore()
 	opts.Store = store
+	if *metricsListen != "" {
+		reg := prometheus.NewRegistry()
+		opts.Metrics = reg
+		metricsLis, err := net.Listen("tcp", *metricsListen)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go metricsSrv.Serve(metricsLis)
+		defer metricsSrv.Close()
+		log.Info("metrics served", "listen", metricsLis.Addr().String())
+	}
 	srv, err := gateway.NewServer(opts)
 	if err != nil {
 		return err
