@@ -120,3 +120,25 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (b bearer) RequireTransportSecurity() bool { return b.secure }
+
+// ClientTLS returns a client's TLS configuration: caFile (PEM) verifies the
+// gateway (empty: the system's roots); certFile and keyFile, when given,
+// are the client's certificate for mutual TLS.
+func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := loadPool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, spec.InvalidArgument("tls", "cannot load the client certificate and key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

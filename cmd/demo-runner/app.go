@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/internal/workflow"
 	"github.com/runstate/runstate/spec"
@@ -50,6 +51,7 @@ type globals struct {
 	store, dataDir, workerID, policy, logLevel string
 	notify                                     listFlag
 	pluginConfig                               kvFlag
+	gateway                                    gatewayFlags
 	lease, renew                               time.Duration
 	notifyAttempts                             int
 	notifyBackoff                              time.Duration
@@ -90,8 +92,13 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
 	fs.StringVar(&g.dataDir, "data-dir", ".runstate", "where the default store and the webhook dead letters live")
-	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN or plugin:PATH (default badger:DATA-DIR/store)")
+	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT (default badger:DATA-DIR/store)")
 	fs.Var(g.pluginConfig, "plugin-config", "configuration of a plugin store, key=value (repeatable)")
+	fs.StringVar(&g.gateway.ca, "gateway-ca", "", "CA certificates (PEM) that sign the gateway's certificate (default: the system's)")
+	fs.StringVar(&g.gateway.cert, "gateway-cert", "", "this client's certificate (PEM), for a gateway that requires mutual TLS")
+	fs.StringVar(&g.gateway.key, "gateway-key", "", "the key of --gateway-cert (PEM)")
+	fs.StringVar(&g.gateway.tokenFile, "gateway-token-file", "", "file holding the gateway token (default: $"+gateway.EnvToken+")")
+	fs.BoolVar(&g.gateway.plaintext, "gateway-plaintext", false, "reach a gateway on this machine without TLS")
 	fs.StringVar(&g.workerID, "worker-id", "", "this worker's name, stable across restarts and unique among live processes (default: the host name, or host-2, host-3, … when another process here has it)")
 	fs.StringVar(&g.policy, "recovery", "interrupt", "crash recovery policy: interrupt, fail or takeover")
 	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed (see docs/leases.md)")
@@ -188,7 +195,7 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 		a.closers = append(a.closers, lock.release)
 		a.owner.Worker = id
 	}
-	st, err := openStore(ctx, g.store, g.pluginConfig, log, r.hold)
+	st, err := openStore(ctx, g, log, r.hold)
 	if err != nil {
 		return nil, storeError(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/badgershare"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/spec"
@@ -30,11 +31,13 @@ func storeWithLeases(s spec.Store, close func() error) *openedStore {
 }
 
 // openStore opens the store named by --store: memory, badger:PATH,
-// mysql:DSN or plugin:PATH (configured by --plugin-config). It logs which
+// mysql:DSN, plugin:PATH (configured by --plugin-config) or gateway:ADDR
+// (configured by the --gateway-* flags). It logs which
 // store is in use and warns when it keeps nothing after the process ends.
 // hold says the command runs for long: on Badger it then holds the
 // directory when it can and shares it with the machine's other processes.
-func openStore(ctx context.Context, name string, pluginConfig map[string]string, log *slog.Logger, hold bool) (*openedStore, error) {
+func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*openedStore, error) {
+	name, pluginConfig := g.store, g.pluginConfig
 	kind, arg, _ := strings.Cut(name, ":")
 	switch kind {
 	case "memory":
@@ -92,8 +95,13 @@ func openStore(ctx context.Context, name string, pluginConfig map[string]string,
 			return storeWithLeases(full, c.Close), nil
 		}
 		return &openedStore{store: c.Store(), close: c.Close}, nil
+	case "gateway":
+		if arg == "" {
+			return nil, usageError("--store gateway:HOST:PORT needs the gateway's address")
+		}
+		return g.gateway.open(ctx, arg, log)
 	}
-	return nil, usageError("--store %q: want memory, badger:PATH, mysql:DSN or plugin:PATH", name)
+	return nil, usageError("--store %q: want memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT", name)
 }
 
 // storeIdentity names the store --store points at, the same way from any
@@ -106,4 +114,33 @@ func storeIdentity(name string) string {
 		}
 	}
 	return name
+}
+
+// gatewayFlags configure a gateway:ADDR store.
+type gatewayFlags struct {
+	ca, cert, key, tokenFile string
+	plaintext                bool
+}
+
+// open connects to the gateway at addr. Its token comes from the token
+// file or the environment, never from the command line. The worker id
+// must be the token's principal name for claims (docs/gateway.md).
+func (f gatewayFlags) open(ctx context.Context, addr string, log *slog.Logger) (*openedStore, error) {
+	opts := gateway.Options{TokenFile: f.tokenFile, Plaintext: f.plaintext}
+	if !f.plaintext {
+		cfg, err := gateway.ClientTLS(f.ca, f.cert, f.key)
+		if err != nil {
+			return nil, err
+		}
+		opts.TLS = cfg
+	}
+	c, err := gateway.Dial(ctx, addr, opts)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("using store", "store", "gateway", "addr", addr, "tls", !f.plaintext)
+	if full, ok := c.Store().(spec.Store); ok {
+		return storeWithLeases(full, c.Close), nil
+	}
+	return &openedStore{store: c.Store(), close: c.Close}, nil
 }

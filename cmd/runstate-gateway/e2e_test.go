@@ -23,7 +23,7 @@ import (
 	"github.com/runstate/runstate/spec"
 )
 
-var binaries = plugintest.NewBinaries("github.com/runstate/runstate/cmd/runstate-gateway")
+var binaries = plugintest.NewBinaries("github.com/runstate/runstate/cmd/runstate-gateway", "github.com/runstate/runstate/cmd/demo-runner")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -353,4 +353,42 @@ func countBy(doneBy map[string]string) map[string]int {
 		out[name]++
 	}
 	return out
+}
+
+// The demo runner runs a workflow on a store behind the gateway, as the
+// worker its token names, over mutual TLS: the run succeeds, and the
+// trail records the principal as the worker of its writes.
+func TestTheDemoRunnerRunsThroughTheGateway(t *testing.T) {
+	f := newFleet(t)
+	clientCert, clientKey := testtls.WritePair(t, f.clients, f.dir, "client")
+	tokenFile := filepath.Join(f.dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(fleetTokens["worker-a"].token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	workflow, err := filepath.Abs(filepath.Join("..", "..", "examples", "workflows", "hello.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binaries.Path(t, "github.com/runstate/runstate/cmd/demo-runner"), "--store", "gateway:"+f.addr,
+		"--worker-id", "worker-a", "--gateway-ca", filepath.Join(f.dir, "ca.pem"), "--gateway-cert", clientCert, "--gateway-key", clientKey,
+		"--gateway-token-file", tokenFile, "run", workflow)
+	cmd.Dir = t.TempDir()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("demo-runner through the gateway: %v\n%s", err, stderr.String())
+	}
+	id, status, ok := strings.Cut(strings.TrimSpace(stdout.String()), " ")
+	if !ok || status != "success" {
+		t.Fatalf("stdout %q", stdout.String())
+	}
+	page, err := f.dial("operator-o").ListAuditEvents(context.Background(), spec.ListAuditParams{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Events[1:] { // after the create, every write is the worker's
+		if e.Actor != (spec.Actor{Kind: spec.ActorWorker, ID: "worker-a"}) {
+			t.Fatalf("event %d by %+v", e.Seq, e.Actor)
+		}
+	}
 }
