@@ -173,7 +173,9 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("worker-a claims in its own name: %v", err)
 	}
-	snapshot := func() (spec.RunSnapshot, []spec.AuditEvent) {
+	// snapshot is everything a refused call could have changed: the run,
+	// its trail and its lease.
+	snapshot := func() (spec.RunSnapshot, []spec.AuditEvent, spec.Lease) {
 		r, err := w.store.GetRun(ctx, "r1")
 		if err != nil {
 			t.Fatal(err)
@@ -182,9 +184,13 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r, page.Events
+		lease, err := w.store.GetLease(ctx, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, page.Events, lease
 	}
-	beforeRun, beforeEvents := snapshot()
+	beforeRun, beforeEvents, beforeLease := snapshot()
 
 	dialAs := func(o gateway.Options) func() error {
 		return func() error {
@@ -235,6 +241,17 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
 			return err
 		}, spec.ErrPermissionDenied},
+		{"a worker renewing another's lease", func() error {
+			_, err := workerB.RenewLease(ctx, spec.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Hour})
+			return err
+		}, spec.ErrPermissionDenied},
+		{"a worker releasing another's lease", func() error {
+			return workerB.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: "r1", Token: claimA.Lease.Token})
+		}, spec.ErrPermissionDenied},
+		{"a worker writing under another's lease", func() error {
+			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, LeaseToken: claimA.Lease.Token, Status: "running"})
+			return err
+		}, spec.ErrPermissionDenied},
 		{"a worker claiming in another's name", func() error {
 			_, err := workerB.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "worker-a", Incarnation: "2"}, TTL: time.Minute})
 			return err
@@ -273,15 +290,27 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 					t.Fatalf("the error shows a token: %v", err)
 				}
 			}
-			afterRun, afterEvents := snapshot()
-			if !reflect.DeepEqual(afterRun, beforeRun) || len(afterEvents) != len(beforeEvents) {
-				t.Fatalf("the store changed: %+v", afterRun)
+			afterRun, afterEvents, afterLease := snapshot()
+			if !reflect.DeepEqual(afterRun, beforeRun) || len(afterEvents) != len(beforeEvents) || afterLease != beforeLease {
+				t.Fatalf("the store changed: %+v, lease %+v", afterRun, afterLease)
 			}
 		})
 	}
 
-	// A worker writes under its own lease; the trail names the principal,
-	// whatever actor the call gave.
+	// Who holds a lease crosses the wire, for a reader too.
+	lease, err := reader.(spec.LeaseReader).GetLease(ctx, "r1")
+	if err != nil || lease.Owner.Worker != "worker-a" || lease.Token != claimA.Lease.Token {
+		t.Fatalf("GetLease through the gateway: %+v, %v", lease, err)
+	}
+	if _, err := reader.(spec.LeaseReader).GetLease(ctx, "no-such-run"); !errors.Is(err, spec.ErrNotFound) {
+		t.Fatalf("GetLease of an unknown run: %v", err)
+	}
+
+	// A worker renews and writes under its own lease; the trail names the
+	// principal, whatever actor the call gave.
+	if _, err := workerA.RenewLease(ctx, spec.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Minute}); err != nil {
+		t.Fatalf("the holder renews its lease: %v", err)
+	}
 	updated, err := workerA.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: claimA.Run.Version, LeaseToken: claimA.Lease.Token,
 		Status: "running", Actor: spec.Actor{Kind: spec.ActorOperator, ID: "someone-else"}})
 	if err != nil {

@@ -55,6 +55,7 @@ type ServerOptions struct {
 // service (SERVING while it serves).
 type Server struct {
 	grpc    *grpc.Server
+	leases  spec.LeaseReader // nil: the store cannot tell who holds a lease
 	tokens  atomic.Pointer[Tokens]
 	log     *slog.Logger
 	metrics *metrics
@@ -74,6 +75,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.tokens.Store(opts.Tokens)
+	s.leases, _ = opts.Store.(spec.LeaseReader)
+	if s.leases == nil {
+		s.log.Warn("the store does not tell who holds a lease (spec.LeaseReader): workers may claim, but not renew, release or write under a lease")
+	}
 	limit := opts.MaxMessageBytes
 	if limit <= 0 {
 		limit = DefaultMaxMessageBytes
@@ -113,6 +118,7 @@ func (s *Server) Stop(ctx context.Context) {
 // need is the least role each method of the protocol requires.
 var need = map[string]Role{
 	"Open":             RoleReader,
+	"GetLease":         RoleReader,
 	"GetRun":           RoleReader,
 	"ListRuns":         RoleReader,
 	"ListAuditEvents":  RoleReader,
@@ -136,6 +142,9 @@ func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 	p, err := s.authenticate(ctx)
 	if err == nil {
 		err = permit(p, method, req)
+	}
+	if err == nil && p.Role == RoleWorker {
+		err = s.ownLease(ctx, p, req)
 	}
 	if err != nil {
 		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "code", spec.CodeOf(err), "error", err)
@@ -189,6 +198,40 @@ func permit(p Principal, method string, req any) error {
 		if r.GetLeaseToken() == 0 {
 			return denied(p, "a worker writes a run only under its lease (a lease token); writes without one need the operator role")
 		}
+	}
+	return nil
+}
+
+// ownLease checks that a worker renews, releases or writes only under a
+// lease the store issued to it. The holder of a lease token never changes,
+// so the check stays true until the store itself refuses the token as no
+// longer current; a token that is not current passes on to the store,
+// which refuses it (LEASE_LOST) without the gateway telling whose it is.
+func (s *Server) ownLease(ctx context.Context, p Principal, req any) error {
+	var runID string
+	var token int64
+	switch r := req.(type) {
+	case *pb.RenewLeaseRequest:
+		runID, token = r.GetRunId(), r.GetToken()
+	case *pb.ReleaseLeaseRequest:
+		runID, token = r.GetRunId(), r.GetToken()
+	case *pb.UpdateRunRequest:
+		runID, token = r.GetRunId(), r.GetLeaseToken()
+	default:
+		return nil
+	}
+	if s.leases == nil {
+		return denied(p, "the store cannot tell who holds a lease, so a worker cannot act under one through this gateway")
+	}
+	lease, err := s.leases.GetLease(ctx, runID)
+	if err != nil {
+		if spec.CodeOf(err) == spec.CodeNotFound || spec.CodeOf(err) == spec.CodeInvalidArgument {
+			return nil // the store answers the call itself, with the same error
+		}
+		return err
+	}
+	if lease.Token == token && lease.Owner.Worker != p.Name {
+		return denied(p, "lease token %d of run %s is not one of its leases", token, runID)
 	}
 	return nil
 }

@@ -353,6 +353,17 @@ func (rs remote) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams
 	return fromRunPage(r), nil
 }
 
+// GetLease implements spec.LeaseReader.
+func (rs remote) GetLease(ctx context.Context, runID string) (spec.Lease, error) {
+	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Lease, error) {
+		return rs.c.rpc.GetLease(ctx, &pb.GetRunRequest{RunId: runID})
+	})
+	if err != nil {
+		return spec.Lease{}, err
+	}
+	return fromLease(r), nil
+}
+
 // secretWords mark configuration keys whose values are secret.
 var secretWords = []string{"dsn", "password", "secret", "token", "credential"}
 

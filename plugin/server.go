@@ -13,6 +13,8 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/runstate/runstate/plugin/proto"
 	"github.com/runstate/runstate/spec"
@@ -318,4 +320,19 @@ func CheckConfig(config map[string]string, required, optional []string) error {
 		}
 	}
 	return nil
+}
+
+// GetLease answers who holds a run's lease, when the store can tell
+// (spec.LeaseReader); UNIMPLEMENTED otherwise.
+func (s *server) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	reader, ok := st.(spec.LeaseReader)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "the store does not tell who holds a lease (spec.LeaseReader)")
+	}
+	l, err := reader.GetLease(ctx, r.RunId)
+	return leasePB(l), toStatus(err)
 }

@@ -93,6 +93,16 @@ type Store interface {
 	LeaseStore
 }
 
+// LeaseReader is optional: a store that tells who holds a run's lease. A
+// gateway needs it to let each worker act only under its own leases; the
+// reference adapters have it.
+type LeaseReader interface {
+	// GetLease returns the last lease issued on the run: Token 0 when it was
+	// never leased; it may have expired or been released since. Unknown
+	// run: ErrNotFound.
+	GetLease(ctx context.Context, runID string) (Lease, error)
+}
+
 // Clock tells the time. Adapters take one so that tests can control time.
 type Clock interface {
 	Now() time.Time

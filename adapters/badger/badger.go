@@ -64,7 +64,7 @@ const maxConflictRetries = 64
 
 // Store is a runstate store in a Badger directory.
 type Store struct {
-	spec.Store
+	driver.Store
 	data *storage
 }
 

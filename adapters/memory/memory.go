@@ -25,7 +25,7 @@ type Options struct {
 // Store is a runstate store in memory. Every operation holds one mutex, so
 // it is atomic and linearisable (CAS-003, AUD-005, LEASE-002, LIN-001, LIN-002).
 type Store struct {
-	spec.Store
+	driver.Store
 	data *storage
 }
 

@@ -66,7 +66,7 @@ type Options struct {
 
 // Store is a runstate store in a MySQL database.
 type Store struct {
-	spec.Store
+	driver.Store
 	data *storage
 }
 

@@ -2380,7 +2380,7 @@ const file_plugin_proto_runstate_proto_rawDesc = "" +
 	"\x17ListRunnableRunsRequest\x12:\n" +
 	"\x06filter\x18\x01 \x01(\v2\".runstate.plugin.v1.RunnableFilterR\x06filter\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x16\n" +
-	"\x06cursor\x18\x03 \x01(\tR\x06cursor2\x95\a\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor2\xdf\a\n" +
 	"\rRunStateStore\x12I\n" +
 	"\x04Open\x12\x1f.runstate.plugin.v1.OpenRequest\x1a .runstate.plugin.v1.OpenResponse\x12J\n" +
 	"\tCreateRun\x12$.runstate.plugin.v1.CreateRunRequest\x1a\x17.runstate.plugin.v1.Run\x12J\n" +
@@ -2393,7 +2393,8 @@ const file_plugin_proto_runstate_proto_rawDesc = "" +
 	"\n" +
 	"RenewLease\x12%.runstate.plugin.v1.RenewLeaseRequest\x1a\x19.runstate.plugin.v1.Lease\x12a\n" +
 	"\fReleaseLease\x12'.runstate.plugin.v1.ReleaseLeaseRequest\x1a(.runstate.plugin.v1.ReleaseLeaseResponse\x12\\\n" +
-	"\x10ListRunnableRuns\x12+.runstate.plugin.v1.ListRunnableRunsRequest\x1a\x1b.runstate.plugin.v1.RunPageB4Z2github.com/runstate/runstate/plugin/proto;pluginpbb\x06proto3"
+	"\x10ListRunnableRuns\x12+.runstate.plugin.v1.ListRunnableRunsRequest\x1a\x1b.runstate.plugin.v1.RunPage\x12H\n" +
+	"\bGetLease\x12!.runstate.plugin.v1.GetRunRequest\x1a\x19.runstate.plugin.v1.LeaseB4Z2github.com/runstate/runstate/plugin/proto;pluginpbb\x06proto3"
 
 var (
 	file_plugin_proto_runstate_proto_rawDescOnce sync.Once
@@ -2502,19 +2503,21 @@ var file_plugin_proto_runstate_proto_depIdxs = []int32{
 	25, // 50: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
 	26, // 51: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
 	28, // 52: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
-	1,  // 53: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
-	7,  // 54: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 55: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 56: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
-	18, // 57: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
-	20, // 58: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
-	24, // 59: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
-	24, // 60: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
-	10, // 61: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
-	27, // 62: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
-	18, // 63: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
-	53, // [53:64] is the sub-list for method output_type
-	42, // [42:53] is the sub-list for method input_type
+	16, // 53: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
+	1,  // 54: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
+	7,  // 55: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 56: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 57: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
+	18, // 58: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
+	20, // 59: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
+	24, // 60: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
+	24, // 61: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
+	10, // 62: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
+	27, // 63: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
+	18, // 64: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
+	10, // 65: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
+	54, // [54:66] is the sub-list for method output_type
+	42, // [42:54] is the sub-list for method input_type
 	42, // [42:42] is the sub-list for extension type_name
 	42, // [42:42] is the sub-list for extension extendee
 	0,  // [0:42] is the sub-list for field type_name

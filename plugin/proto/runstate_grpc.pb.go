@@ -36,6 +36,7 @@ const (
 	RunStateStore_RenewLease_FullMethodName       = "/runstate.plugin.v1.RunStateStore/RenewLease"
 	RunStateStore_ReleaseLease_FullMethodName     = "/runstate.plugin.v1.RunStateStore/ReleaseLease"
 	RunStateStore_ListRunnableRuns_FullMethodName = "/runstate.plugin.v1.RunStateStore/ListRunnableRuns"
+	RunStateStore_GetLease_FullMethodName         = "/runstate.plugin.v1.RunStateStore/GetLease"
 )
 
 // RunStateStoreClient is the client API for RunStateStore service.
@@ -54,6 +55,10 @@ type RunStateStoreClient interface {
 	RenewLease(ctx context.Context, in *RenewLeaseRequest, opts ...grpc.CallOption) (*Lease, error)
 	ReleaseLease(ctx context.Context, in *ReleaseLeaseRequest, opts ...grpc.CallOption) (*ReleaseLeaseResponse, error)
 	ListRunnableRuns(ctx context.Context, in *ListRunnableRunsRequest, opts ...grpc.CallOption) (*RunPage, error)
+	// GetLease returns the last lease issued on a run (token 0: never
+	// leased), for a gateway that binds leases to principals. A server whose
+	// store cannot tell answers UNIMPLEMENTED.
+	GetLease(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*Lease, error)
 }
 
 type runStateStoreClient struct {
@@ -174,6 +179,16 @@ func (c *runStateStoreClient) ListRunnableRuns(ctx context.Context, in *ListRunn
 	return out, nil
 }
 
+func (c *runStateStoreClient) GetLease(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*Lease, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Lease)
+	err := c.cc.Invoke(ctx, RunStateStore_GetLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RunStateStoreServer is the server API for RunStateStore service.
 // All implementations must embed UnimplementedRunStateStoreServer
 // for forward compatibility.
@@ -190,6 +205,10 @@ type RunStateStoreServer interface {
 	RenewLease(context.Context, *RenewLeaseRequest) (*Lease, error)
 	ReleaseLease(context.Context, *ReleaseLeaseRequest) (*ReleaseLeaseResponse, error)
 	ListRunnableRuns(context.Context, *ListRunnableRunsRequest) (*RunPage, error)
+	// GetLease returns the last lease issued on a run (token 0: never
+	// leased), for a gateway that binds leases to principals. A server whose
+	// store cannot tell answers UNIMPLEMENTED.
+	GetLease(context.Context, *GetRunRequest) (*Lease, error)
 	mustEmbedUnimplementedRunStateStoreServer()
 }
 
@@ -232,6 +251,9 @@ func (UnimplementedRunStateStoreServer) ReleaseLease(context.Context, *ReleaseLe
 }
 func (UnimplementedRunStateStoreServer) ListRunnableRuns(context.Context, *ListRunnableRunsRequest) (*RunPage, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListRunnableRuns not implemented")
+}
+func (UnimplementedRunStateStoreServer) GetLease(context.Context, *GetRunRequest) (*Lease, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetLease not implemented")
 }
 func (UnimplementedRunStateStoreServer) mustEmbedUnimplementedRunStateStoreServer() {}
 func (UnimplementedRunStateStoreServer) testEmbeddedByValue()                       {}
@@ -452,6 +474,24 @@ func _RunStateStore_ListRunnableRuns_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RunStateStore_GetLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunStateStoreServer).GetLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunStateStore_GetLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunStateStoreServer).GetLease(ctx, req.(*GetRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RunStateStore_ServiceDesc is the grpc.ServiceDesc for RunStateStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -502,6 +542,10 @@ var RunStateStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRunnableRuns",
 			Handler:    _RunStateStore_ListRunnableRuns_Handler,
+		},
+		{
+			MethodName: "GetLease",
+			Handler:    _RunStateStore_GetLease_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -17,10 +17,15 @@ import (
 // spec.Store when inner is one, else only a spec.RunStateStore.
 func Checked(inner spec.RunStateStore) spec.RunStateStore {
 	runs := checkedRuns{inner}
-	if leases, ok := inner.(spec.LeaseStore); ok {
-		return checkedStore{runs, checkedLeases{leases}}
+	leases, ok := inner.(spec.LeaseStore)
+	if !ok {
+		return runs
 	}
-	return runs
+	store := checkedStore{runs, checkedLeases{leases}}
+	if reader, ok := inner.(spec.LeaseReader); ok {
+		return checkedReadingStore{store, checkedReader{reader}}
+	}
+	return store
 }
 
 type checkedRuns struct{ inner spec.RunStateStore }
@@ -34,7 +39,18 @@ type checkedStore struct {
 	checkedLeases
 }
 
-var _ spec.Store = checkedStore{}
+// checkedReadingStore is a checkedStore that also tells who holds a lease.
+type checkedReadingStore struct {
+	checkedStore
+	checkedReader
+}
+
+type checkedReader struct{ inner spec.LeaseReader }
+
+var (
+	_ spec.Store = checkedStore{}
+	_ Store      = checkedReadingStore{}
+)
 
 // pass calls inner once the input passed its check and ctx is live.
 func pass[T any](ctx context.Context, checked error, call func() (T, error)) (T, error) {
@@ -96,4 +112,8 @@ func (c checkedLeases) ReleaseLease(ctx context.Context, p spec.ReleaseLeasePara
 func (c checkedLeases) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
 	_, err := prepareRunnable(p.Filter, p.Limit, p.Cursor)
 	return pass(ctx, err, func() (spec.RunPage, error) { return c.inner.ListRunnableRuns(ctx, p) })
+}
+
+func (c checkedReader) GetLease(ctx context.Context, runID string) (spec.Lease, error) {
+	return pass(ctx, prepareGet(runID), func() (spec.Lease, error) { return c.inner.GetLease(ctx, runID) })
 }

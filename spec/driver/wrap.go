@@ -8,17 +8,24 @@ import (
 	"github.com/runstate/runstate/spec"
 )
 
+// Store is what Wrap returns: a spec.Store that also tells who holds a
+// run's lease.
+type Store interface {
+	spec.Store
+	spec.LeaseReader
+}
+
 // Wrap returns the spec.Store that d's storage serves. Every call checks
 // its context (CTX-001) and validates and normalises its input (BAD-*)
 // before d sees it; the kit decides the outcome of every write (FSM-*,
 // CAS-*, LEASE-*, DIAG-*), builds the audit events (AUD-*), cuts pages and
 // issues cursors (LIST-*), and answers claim-next (LEASE-013, LEASE-017).
 // d stores, fetches and searches.
-func Wrap(d Driver) spec.Store { return &store{d: d} }
+func Wrap(d Driver) Store { return &store{d: d} }
 
 type store struct{ d Driver }
 
-var _ spec.Store = (*store)(nil)
+var _ Store = (*store)(nil)
 
 // maxClaimRounds bounds how often the kit's claim-next looks again after
 // other claimers took every candidate it found. Each such round is other
@@ -347,4 +354,21 @@ func page(ctx context.Context, prepared error, limit int, read func(n int) ([]sp
 		return spec.RunPage{Runs: runs}, nil
 	}
 	return spec.RunPage{Runs: runs[:limit], NextCursor: cursorAfter(runs[limit-1])}, nil
+}
+
+// GetLease implements spec.LeaseReader: Modify reads the lease and writes
+// nothing.
+func (s *store) GetLease(ctx context.Context, runID string) (spec.Lease, error) {
+	if err := prepareGet(runID); err != nil {
+		return spec.Lease{}, err
+	}
+	var lease spec.Lease
+	err := s.modify(ctx, runID, func(cur Current) Change {
+		lease = cur.Lease.lease(runID)
+		return Change{}
+	})
+	if err != nil {
+		return spec.Lease{}, err
+	}
+	return lease, nil
 }
