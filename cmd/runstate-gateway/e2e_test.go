@@ -96,26 +96,40 @@ func newFleetOn(t *testing.T, storeArg func(dir string) string) *fleet {
 // start runs the gateway on listen and waits for it to say where it listens.
 func (f *fleet) start(listen string) {
 	f.t.Helper()
-	cmd := exec.Command(binaries.Path(f.t, "github.com/runstate/runstate/cmd/runstate-gateway"), append(f.args, "--listen", listen)...)
-	logs, err := os.OpenFile(filepath.Join(f.dir, "gateway.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	cmd, addr, err := startGateway(binaries.Path(f.t, "github.com/runstate/runstate/cmd/runstate-gateway"),
+		append(f.args, "--listen", listen), filepath.Join(f.dir, "gateway.log"))
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	f.cmd, f.addr = cmd, addr
+}
+
+// startGateway starts the gateway binary with args, its log appended to
+// logPath, and returns once it says where it listens.
+func startGateway(bin string, args []string, logPath string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, args...)
+	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, "", err
 	}
 	defer logs.Close()
 	cmd.Stderr = logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		f.t.Fatal(err)
+		return nil, "", err
 	}
 	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
+		return nil, "", err
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
 	if err != nil || !ok {
-		f.t.Fatalf("the gateway did not say where it listens: %q, %v", line, err)
+		cmd.Process.Kill()
+		cmd.Wait()
+		b, _ := os.ReadFile(logPath)
+		return nil, "", fmt.Errorf("the gateway did not say where it listens: %q, %v\n%s", line, err, b)
 	}
-	f.cmd, f.addr = cmd, addr
+	return cmd, addr, nil
 }
 
 func (f *fleet) dial(name string) spec.Store { return f.dialAt(f.addr, name) }
