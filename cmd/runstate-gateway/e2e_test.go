@@ -406,3 +406,93 @@ func TestTheDemoRunnerRunsThroughTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// demoArgs are the demo runner's flags to reach the fleet's gateway as
+// principal name, over mutual TLS.
+func (f *fleet) demoArgs(name string) []string {
+	f.t.Helper()
+	cert, key := filepath.Join(f.dir, "client.crt"), filepath.Join(f.dir, "client.key")
+	if _, err := os.Stat(cert); err != nil {
+		testtls.WritePair(f.t, f.clients, f.dir, "client")
+	}
+	tokenFile := filepath.Join(f.dir, name+".token")
+	if err := os.WriteFile(tokenFile, []byte(fleetTokens[name].token+"\n"), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	return []string{"--store", "gateway:" + f.addr, "--worker-id", name, "--data-dir", filepath.Join(f.dir, name),
+		"--gateway-ca", filepath.Join(f.dir, "ca.pem"), "--gateway-cert", cert, "--gateway-key", key, "--gateway-token-file", tokenFile}
+}
+
+// A worker process stopped (SIGSTOP) past its lease is taken over through
+// the gateway by a worker on another principal, which finishes the run;
+// continued, the stopped worker writes nothing more: the store refuses its
+// token, and the gateway would refuse it another's.
+func TestAStalledWorkerIsFencedThroughTheGateway(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t)
+	operator := f.dial("operator-o")
+	demoBin := binaries.Path(t, "github.com/runstate/runstate/cmd/demo-runner")
+	wf := filepath.Join(f.dir, "slow.yaml")
+	if err := os.WriteFile(wf, []byte("name: slow\nsteps:\n  - name: work\n    type: shell\n    hosts: [h1]\n    command: sleep 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lease := []string{"--lease", "2s", "--renew", "400ms"}
+	out, err := exec.Command(demoBin, append(append(f.demoArgs("worker-a"), lease...), "submit", wf)...).Output()
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	a := exec.Command(demoBin, append(append(f.demoArgs("worker-a"), lease...), "worker")...)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Process.Kill(); a.Wait() }()
+	waitFor(t, "worker-a runs the run", func() bool {
+		r, err := operator.GetRun(ctx, id)
+		return err == nil && r.Status == spec.StatusRunning
+	})
+	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past worker-a's lease
+	b := exec.Command(demoBin, append(append(f.demoArgs("worker-b"), lease...), "--recovery", "takeover", "worker", "--once",
+		"--statuses", "queued,waiting,running")...)
+	var bErr strings.Builder
+	b.Stderr = &bErr
+	if err := b.Run(); err != nil {
+		t.Fatalf("worker-b: %v\n%s", err, bErr.String())
+	}
+	a.Process.Signal(syscall.SIGCONT)
+	time.Sleep(2 * time.Second) // worker-a wakes, and tries to go on
+	r, err := operator.GetRun(ctx, id)
+	if err != nil || r.Status != spec.StatusSuccess {
+		t.Fatalf("the run after the takeover: %+v, %v", r, err)
+	}
+	page, err := operator.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tookOver := false
+	for _, e := range page.Events {
+		switch {
+		case e.Actor.ID == "worker-b":
+			tookOver = true
+		case tookOver && e.Actor.ID == "worker-a":
+			t.Fatalf("worker-a wrote after worker-b took the run over: %+v", e)
+		}
+	}
+	if !tookOver {
+		t.Fatalf("worker-b never wrote: %+v", page.Events)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
