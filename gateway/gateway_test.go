@@ -10,6 +10,7 @@ import (
 	"net"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
@@ -64,6 +66,7 @@ func tokenOf(name string) string {
 
 // world is a gateway on loopback with mutual TLS in front of a memory store.
 type world struct {
+	logs    *syncBuffer
 	addr    string
 	server  *gateway.Server
 	store   *memory.Store
@@ -78,7 +81,7 @@ func newWorld(t testing.TB) *world { return newWorldWith(t, nil) }
 
 func newWorldWith(t testing.TB, reg prometheus.Registerer) *world {
 	t.Helper()
-	w := &world{ca: testtls.NewAuthority(t, "runstate test CA"), tokens: tokensFile("")}
+	w := &world{ca: testtls.NewAuthority(t, "runstate test CA"), tokens: tokensFile(""), logs: &syncBuffer{}}
 	w.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	var err error
 	if w.store, err = memory.Open(context.Background(), memory.Options{Clock: w.clock}); err != nil {
@@ -90,7 +93,7 @@ func newWorldWith(t testing.TB, reg prometheus.Registerer) *world {
 	}
 	serverCert := w.ca.Issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour))
 	w.client = w.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
-	w.server, err = gateway.NewServer(gateway.ServerOptions{Store: w.store, Tokens: tokens, Logger: slog.New(slog.DiscardHandler), Metrics: reg,
+	w.server, err = gateway.NewServer(gateway.ServerOptions{Store: w.store, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: reg,
 		TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: w.ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +244,20 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
 			return err
 		}, spec.ErrPermissionDenied},
+		{"a malformed message", func() error {
+			conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokenOf("operator-o"))
+			var reply pb.Run
+			err = conn.Invoke(authed, pb.RunStateStore_CreateRun_FullMethodName, []byte{0xff, 0xff, 0xff, 0x0f, 0x01}, &reply, grpc.ForceCodec(rawCodec{}))
+			if err == nil || status.Code(err) == codes.OK {
+				return fmt.Errorf("a malformed request was answered: %v", err)
+			}
+			return nil
+		}, nil},
 		{"a worker renewing another's lease", func() error {
 			_, err := workerB.RenewLease(ctx, spec.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Hour})
 			return err
@@ -295,6 +312,19 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 				t.Fatalf("the store changed: %+v, lease %+v", afterRun, afterLease)
 			}
 		})
+	}
+
+	// The refusals are logged, by the gateway too, with no token in sight.
+	logged := w.logs.String()
+	for _, want := range []string{"TLS handshake failed", "UNAUTHENTICATED", "PERMISSION_DENIED", "principal=worker-b"} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("the gateway's log lacks %q", want)
+		}
+	}
+	for _, p := range principals {
+		if strings.Contains(logged, p.token) {
+			t.Fatalf("the gateway's log shows %s's token", p.name)
+		}
 	}
 
 	// Who holds a lease crosses the wire, for a reader too.
@@ -389,4 +419,35 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 	}
 	t.Fatalf("no %s%v", name, labels)
 	return 0
+}
+
+// rawCodec sends bytes as they are, to offer the gateway a message that
+// is not protobuf.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	if b, ok := v.([]byte); ok {
+		return b, nil
+	}
+	return proto.Marshal(v.(proto.Message))
+}
+func (rawCodec) Unmarshal(b []byte, v any) error { return proto.Unmarshal(b, v.(proto.Message)) }
+func (rawCodec) Name() string                    { return "proto" }
+
+// syncBuffer is a log destination several goroutines write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -86,7 +86,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	serverOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.metrics.observe, s.authorize),
 		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit)}
 	if opts.TLS != nil {
-		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		serverOpts = append(serverOpts, grpc.Creds(loggedHandshakes{credentials.NewTLS(opts.TLS), s.log}))
 	}
 	s.grpc = grpc.NewServer(serverOpts...)
 	plugin.RegisterShared(s.grpc, opts.Store, plugin.WithName("gateway", "1"))
@@ -317,4 +317,24 @@ func LoopbackOnly(addr string) error {
 		return spec.InvalidArgument("listen", "plaintext serves only a loopback address (127.0.0.1, ::1, localhost), not %q; use TLS", host)
 	}
 	return nil
+}
+
+// loggedHandshakes logs every TLS handshake the gateway refuses (an unknown
+// CA, an expired certificate, a client speaking plaintext), so that the
+// operator sees why a client could not connect, as the client does.
+type loggedHandshakes struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+func (l loggedHandshakes) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, info, err := l.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		l.log.Warn("gateway refused a connection: TLS handshake failed", "remote", conn.RemoteAddr().String(), "error", err)
+	}
+	return c, info, err
+}
+
+func (l loggedHandshakes) Clone() credentials.TransportCredentials {
+	return loggedHandshakes{l.TransportCredentials.Clone(), l.log}
 }

@@ -307,6 +307,13 @@ func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the gateway did not stop cleanly on SIGTERM: %v", err)
 	}
+	// A gateway that is gone is UNAVAILABLE, not a hang: a call that hung
+	// would end with its deadline instead.
+	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := b.ListRuns(callCtx, spec.ListRunsParams{}); !errors.Is(err, spec.ErrUnavailable) {
+		t.Fatalf("a call to a stopped gateway: %v", err)
+	}
 }
 
 // Two gateways in front of one MySQL database serve one fleet: a worker
