@@ -10,7 +10,6 @@ import (
 	"net"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/internal/testlog"
 	"github.com/runstate/runstate/internal/testtls"
 	pb "github.com/runstate/runstate/plugin/proto"
 	"github.com/runstate/runstate/spec"
@@ -66,7 +66,7 @@ func tokenOf(name string) string {
 
 // world is a gateway on loopback with mutual TLS in front of a memory store.
 type world struct {
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	addr    string
 	server  *gateway.Server
 	store   *memory.Store
@@ -81,7 +81,7 @@ func newWorld(t testing.TB) *world { return newWorldWith(t, nil) }
 
 func newWorldWith(t testing.TB, reg prometheus.Registerer) *world {
 	t.Helper()
-	w := &world{ca: testtls.NewAuthority(t, "runstate test CA"), tokens: tokensFile(""), logs: &syncBuffer{}}
+	w := &world{ca: testtls.NewAuthority(t, "runstate test CA"), tokens: tokensFile(""), logs: &testlog.Buffer{}}
 	w.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	var err error
 	if w.store, err = memory.Open(context.Background(), memory.Options{Clock: w.clock}); err != nil {
@@ -433,21 +433,3 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 }
 func (rawCodec) Unmarshal(b []byte, v any) error { return proto.Unmarshal(b, v.(proto.Message)) }
 func (rawCodec) Name() string                    { return "proto" }
-
-// syncBuffer is a log destination several goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
