@@ -20,6 +20,7 @@ import (
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
@@ -57,7 +58,7 @@ type configFlag = cli.KVFlag
 const usageText = `conformance-runner certifies a runstate store against docs/spec.md.
 
 Usage:
-  conformance-runner [--adapter memory|badger|mysql | --plugin PATH] [flags]
+  conformance-runner [--adapter memory|badger|mysql | --plugin PATH | --gateway PATH] [flags]
 
 Stores:
   --adapter memory           the in-memory reference store (default)
@@ -68,6 +69,9 @@ Stores:
                              directory) or {{unique}} (a new token) in --config values, e.g.
                              --config dir={{tempdir}}, or for the MySQL plugin
                              --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
+  --gateway PATH             the runstate-gateway binary, started afresh for every check on loopback in
+                             front of the store --config store=… names (templated as for plugins, e.g.
+                             --config 'store=badger:{{tempdir}}/s'), and reached over TCP as an operator
 
 Checks create runs and claim runnable ones: a store that holds runs before the first check is
 refused (exit 2) before anything is written, unless --allow-stored-runs is given.
@@ -79,12 +83,12 @@ Flags:
 `
 
 type options struct {
-	adapter, pluginPath, format, junit, markdown string
-	config                                       configFlag
-	secret, run, skip                            listFlag
-	realClock, listRules, allowStoredRuns        bool
-	attachments                                  string
-	ttl, timeout                                 time.Duration
+	adapter, pluginPath, gatewayPath, format, junit, markdown string
+	config                                                    configFlag
+	secret, run, skip                                         listFlag
+	realClock, listRules, allowStoredRuns                     bool
+	attachments                                               string
+	ttl, timeout                                              time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -94,6 +98,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
 	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger or mysql")
 	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
+	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to certify a store through it")
 	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
 	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
 	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores: keep real time and sleep through lease TTLs, as plugins do")
@@ -115,9 +120,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError("unexpected argument %q", fs.Arg(0))
 	case o.format != "text" && o.format != "json":
 		return o, usageError("--format %q: want text or json", o.format)
-	case o.adapter != "" && o.pluginPath != "":
-		return o, usageError("--adapter and --plugin exclude each other")
-	case o.pluginPath == "" && o.adapter == "":
+	case (o.adapter != "" && o.pluginPath != "") || (o.gatewayPath != "" && (o.adapter != "" || o.pluginPath != "")):
+		return o, usageError("--adapter, --plugin and --gateway exclude each other")
+	case o.pluginPath == "" && o.adapter == "" && o.gatewayPath == "":
 		o.adapter = "memory"
 	}
 	return o, nil
@@ -138,10 +143,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	target, err := o.target(ctx)
+	target, cleanup, err := o.target(ctx)
 	if err != nil {
 		return err
 	}
+	defer cleanup()
 	target.LeaseTTL, target.CheckTimeout, target.AllowStoredRuns = o.ttl, o.timeout, o.allowStoredRuns
 	if !o.allowStoredRuns {
 		if err := conformance.CheckEmpty(ctx, target); errors.Is(err, conformance.ErrStoreNotEmpty) {
@@ -240,18 +246,24 @@ func writeAttachments(o options, results []conformance.Result) error {
 }
 
 // target builds the conformance target the options name.
-func (o options) target(ctx context.Context) (conformance.Target, error) {
+// The cleanup removes what the target made for all its checks.
+func (o options) target(ctx context.Context) (conformance.Target, func(), error) {
+	none := func() {}
 	if o.pluginPath != "" {
-		return o.pluginTarget(ctx)
+		t, err := o.pluginTarget(ctx)
+		return t, none, err
+	}
+	if o.gatewayPath != "" {
+		return o.gatewayTarget()
 	}
 	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}}
 	keys, ok := known[o.adapter]
 	if !ok {
-		return conformance.Target{}, usageError("--adapter %q: want memory, badger or mysql", o.adapter)
+		return conformance.Target{}, none, usageError("--adapter %q: want memory, badger or mysql", o.adapter)
 	}
 	for k := range o.config {
 		if !slices.Contains(keys, k) {
-			return conformance.Target{}, usageError("--config %s: the %s adapter takes %v", k, o.adapter, keys)
+			return conformance.Target{}, none, usageError("--config %s: the %s adapter takes %v", k, o.adapter, keys)
 		}
 	}
 	switch o.adapter {
@@ -260,19 +272,19 @@ func (o options) target(ctx context.Context) (conformance.Target, error) {
 		if base == "" {
 			base = os.TempDir()
 		}
-		return badgertest.Target(base, !o.realClock), nil
+		return badgertest.Target(base, !o.realClock), none, nil
 	case "mysql":
 		dsn := o.config["dsn"]
 		if dsn == "" {
-			return conformance.Target{}, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
+			return conformance.Target{}, none, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
 		}
 		srv, err := scratch.FromDSN(dsn, "dsn")
 		if err != nil {
-			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
+			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
 		}
-		return mysqltest.Target(srv, !o.realClock), nil
+		return mysqltest.Target(srv, !o.realClock), none, nil
 	}
-	return memorytest.Target(!o.realClock), nil
+	return memorytest.Target(!o.realClock), none, nil
 }
 
 // pluginTarget starts the plugin once to learn what it declares, then
@@ -289,6 +301,39 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}
 	}
 	return plugintest.ProcessTarget(name, version, o.pluginPath, conformance.Capabilities{Leases: leases}, config), nil
+}
+
+// gatewayTarget starts the gateway binary afresh for every check, without
+// TLS on loopback, in front of the store --config store names.
+func (o options) gatewayTarget() (conformance.Target, func(), error) {
+	none := func() {}
+	if _, err := os.Stat(o.gatewayPath); err != nil {
+		return conformance.Target{}, none, usageError("--gateway: %v", err)
+	}
+	for k := range o.config {
+		if k != "store" {
+			return conformance.Target{}, none, usageError("--config %s: a gateway target takes only store=…", k)
+		}
+	}
+	if o.config["store"] == "" {
+		return conformance.Target{}, none, usageError("--gateway needs --config store=… (memory, badger:{{tempdir}}/s, mysql:DSN, plugin:PATH)")
+	}
+	dir, err := os.MkdirTemp("", "runstate-gateway-conformance-*")
+	if err != nil {
+		return conformance.Target{}, none, err
+	}
+	removeDir := func() { os.RemoveAll(dir) }
+	setup, err := gatewaytest.Plaintext(o.gatewayPath, dir)
+	if err != nil {
+		removeDir()
+		return conformance.Target{}, none, err
+	}
+	config := templated(o.config)
+	kind, _, _ := strings.Cut(o.config["store"], ":")
+	return gatewaytest.ProcessTarget(kind, setup, func(ctx context.Context) (string, func(), error) {
+		cfg, cleanup, err := config(ctx)
+		return cfg["store"], cleanup, err
+	}), removeDir, nil
 }
 
 // templated expands {{tempdir}} and {{unique}} in config values afresh for

@@ -39,13 +39,14 @@ func exitCode(err error) int {
 }
 
 const (
-	memoryPkg = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
-	badgerPkg = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
-	mysqlPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
-	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
+	memoryPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
+	badgerPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
+	mysqlPkg   = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
+	testPkg    = "github.com/runstate/runstate/plugin/internal/testplugin"
+	gatewayPkg = "github.com/runstate/runstate/cmd/runstate-gateway"
 )
 
-var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg)
+var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg, gatewayPkg)
 
 func bin(t *testing.T, pkg string) string { return binaries.Path(t, pkg) }
 
@@ -213,6 +214,18 @@ func TestBuiltInAdapters(t *testing.T) {
 	out, _, code := runCLI(t, "--adapter", "badger", "--run", "CAS,CAP")
 	if code != exitPass || summary(t, out)[0] != 6 {
 		t.Errorf("badger: exit %d\n%s", code, out)
+	}
+}
+
+// A store is certified through the gateway: every check starts a gateway
+// process in front of a fresh Badger directory and reaches it over TCP.
+func TestAStoreThroughAGateway(t *testing.T) {
+	out, errOut, code := runCLI(t, "--gateway", bin(t, gatewayPkg), "--config", "store=badger:{{tempdir}}/s", "--run", "CAS,LEASE-002,RUN-004")
+	if got := summary(t, out); code != exitPass || got[0] != 6 || got[1] != 0 {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, got, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, "--gateway", bin(t, gatewayPkg)); code != exitUsage || !strings.Contains(errOut, "store=") {
+		t.Errorf("--gateway without a store: exit %d, %s", code, errOut)
 	}
 }
 

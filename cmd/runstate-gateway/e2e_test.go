@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/testtls"
 	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/spec"
@@ -96,40 +96,12 @@ func newFleetOn(t *testing.T, storeArg func(dir string) string) *fleet {
 // start runs the gateway on listen and waits for it to say where it listens.
 func (f *fleet) start(listen string) {
 	f.t.Helper()
-	cmd, addr, err := startGateway(binaries.Path(f.t, "github.com/runstate/runstate/cmd/runstate-gateway"),
+	cmd, addr, err := gatewaytest.Start(binaries.Path(f.t, "github.com/runstate/runstate/cmd/runstate-gateway"),
 		append(f.args, "--listen", listen), filepath.Join(f.dir, "gateway.log"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	f.cmd, f.addr = cmd, addr
-}
-
-// startGateway starts the gateway binary with args, its log appended to
-// logPath, and returns once it says where it listens.
-func startGateway(bin string, args []string, logPath string) (*exec.Cmd, string, error) {
-	cmd := exec.Command(bin, args...)
-	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, "", err
-	}
-	defer logs.Close()
-	cmd.Stderr = logs
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if err != nil || !ok {
-		cmd.Process.Kill()
-		cmd.Wait()
-		b, _ := os.ReadFile(logPath)
-		return nil, "", fmt.Errorf("the gateway did not say where it listens: %q, %v\n%s", line, err, b)
-	}
-	return cmd, addr, nil
 }
 
 func (f *fleet) dial(name string) spec.Store { return f.dialAt(f.addr, name) }
