@@ -3,23 +3,43 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/spec"
 )
 
+// memoryPlugin is the memory store's plugin, built once per test binary.
+var memoryPlugin = plugintest.NewBinaries("github.com/runstate/runstate/cmd/runstate-plugin-memory")
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	memoryPlugin.Cleanup()
+	os.Exit(code)
+}
+
 // BenchmarkGatewayOverhead measures a call to a memory store through the
 // gateway (TCP loopback, mutual TLS, a bearer token) side by side with the
-// same call in-process, with the p50 and p99 latency of each.
+// same call in-process and through the memory store's plugin (a child
+// process), with the p50 and p99 latency of each.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	ctx := context.Background()
 	w := newWorld(b)
-	stores := map[string]spec.Store{"in-process": w.store, "gateway": w.dial(b, "operator-o")}
+	p, err := plugin.Open(ctx, memoryPlugin.Path(b, "github.com/runstate/runstate/cmd/runstate-plugin-memory"),
+		plugin.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	stores := map[string]spec.Store{"in-process": w.store, "gateway": w.dial(b, "operator-o"), "plugin": p.Store().(spec.Store)}
 	for _, op := range []string{"GetRun", "UpdateRun"} {
-		for _, name := range []string{"in-process", "gateway"} {
+		for _, name := range []string{"in-process", "plugin", "gateway"} {
 			b.Run(op+"/"+name, func(b *testing.B) {
 				store := stores[name]
 				run, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench"})
