@@ -230,6 +230,15 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			TLS: &tls.Config{RootCAs: otherCA.Pool, Certificates: []tls.Certificate{w.client}}}), spec.ErrUnavailable},
 		{"a client certificate of another CA", dialAs(gateway.Options{Token: tokenOf("operator-o"),
 			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{otherCA.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))}}}), spec.ErrUnavailable},
+		{"a server certificate for another name", func() error {
+			// The gateway's certificate names 127.0.0.1; the client expects another name.
+			c, err := gateway.Dial(ctx, w.addr, gateway.Options{Token: tokenOf("operator-o"),
+				TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{w.client}, ServerName: "gateway.invalid"}})
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}, spec.ErrUnavailable},
 		{"an expired client certificate", dialAs(gateway.Options{Token: tokenOf("operator-o"),
 			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{w.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))}}}), spec.ErrUnavailable},
 		{"a reader writing", func() error {
