@@ -152,7 +152,9 @@ func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 		return nil, plugin.Status(err)
 	}
 	stampActor(p, req)
-	return handler(ctx, req)
+	resp, err := handler(ctx, req)
+	s.log.Debug("gateway call", "method", method, "principal", p.Name, "code", codeLabel(err))
+	return resp, err
 }
 
 func methodOf(info *grpc.UnaryServerInfo) string { return path.Base(info.FullMethod) }
