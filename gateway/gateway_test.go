@@ -262,13 +262,20 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokenOf("operator-o"))
 			var reply pb.Run
 			err = conn.Invoke(authed, pb.RunStateStore_CreateRun_FullMethodName, []byte{0xff, 0xff, 0xff, 0x0f, 0x01}, &reply, grpc.ForceCodec(rawCodec{}))
-			if err == nil || status.Code(err) == codes.OK {
-				return fmt.Errorf("a malformed request was answered: %v", err)
+			if status.Code(err) != codes.Internal { // grpc: error unmarshalling request
+				return fmt.Errorf("a malformed request: %v, want INTERNAL", err)
 			}
 			return nil
 		}, nil},
 		{"a worker renewing another's lease", func() error {
 			_, err := workerB.RenewLease(ctx, spec.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Hour})
+			return err
+		}, spec.ErrPermissionDenied},
+		{"a worker releasing under a token not yet issued", func() error {
+			return workerB.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: "r1", Token: claimA.Lease.Token + 1})
+		}, spec.ErrPermissionDenied},
+		{"a worker writing under a token not yet issued", func() error {
+			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, LeaseToken: claimA.Lease.Token + 1, Status: "running"})
 			return err
 		}, spec.ErrPermissionDenied},
 		{"a worker releasing another's lease", func() error {

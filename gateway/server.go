@@ -15,13 +15,17 @@ import (
 	"path"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/tap"
 
 	"github.com/runstate/runstate/plugin"
 	pb "github.com/runstate/runstate/plugin/proto"
@@ -83,8 +87,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if limit <= 0 {
 		limit = DefaultMaxMessageBytes
 	}
-	serverOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.metrics.observe, s.authorize),
-		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit)}
+	serverOpts := []grpc.ServerOption{
+		grpc.InTapHandle(s.tap), grpc.ChainUnaryInterceptor(s.metrics.observe, s.authorize), grpc.StreamInterceptor(onlyHealthStreams),
+		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn), grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WaitForHandlers(true), // a stop returns after every handler, before the store closes
+	}
 	if opts.TLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(loggedHandshakes{credentials.NewTLS(opts.TLS), s.log}))
 	}
@@ -115,6 +125,53 @@ func (s *Server) Stop(ctx context.Context) {
 	}
 }
 
+// Connection limits: a client that has not authenticated costs little.
+const (
+	maxStreamsPerConn = 256
+	handshakeTimeout  = 10 * time.Second
+	idleTimeout       = 5 * time.Minute
+)
+
+// tap refuses a call without a valid token from its headers alone, before
+// its message is read. authorize checks the same token again with the
+// request, for the role and the lease rules.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if isHealth(info.FullMethodName) {
+		return ctx, nil
+	}
+	values := info.Header.Get("authorization")
+	if len(values) == 1 {
+		if token, ok := strings.CutPrefix(values[0], "Bearer "); ok {
+			if _, ok := s.tokens.Load().Authenticate(token); ok {
+				return ctx, nil
+			}
+		}
+	}
+	s.metrics.refused.WithLabelValues(string(spec.CodeUnauthenticated)).Inc()
+	s.log.Warn("gateway refused a call before reading it: no valid bearer token", "method", path.Base(info.FullMethodName),
+		"remote", remote(ctx), "code", spec.CodeUnauthenticated)
+	return ctx, plugin.Status(&spec.Error{Code: spec.CodeUnauthenticated, Message: "the call carries no bearer token this gateway issued"})
+}
+
+func isHealth(method string) bool { return strings.HasPrefix(method, "/grpc.health.v1.Health/") }
+
+// onlyHealthStreams admits health Watch, the one streaming method served;
+// the store's protocol is unary.
+func onlyHealthStreams(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !isHealth(info.FullMethod) {
+		return plugin.Status(&spec.Error{Code: spec.CodePermissionDenied, Message: info.FullMethod + " is not an operation of the gateway"})
+	}
+	return handler(srv, ss)
+}
+
+// remote is the caller's address, for logs.
+func remote(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
 // need is the least role each method of the protocol requires.
 var need = map[string]Role{
 	"Open":             RoleReader,
@@ -132,10 +189,11 @@ var need = map[string]Role{
 }
 
 // authorize authenticates every call, checks the principal's role and,
-// for a worker, that it acts in its own name, and records who wrote (see
-// stampActor). A refused call reaches no store.
+// for a worker, that it acts in its own name and under its own leases
+// (which it asks the store), and records who wrote (see stampActor). A
+// refused call changes nothing in the store.
 func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if info.FullMethod == healthpb.Health_Check_FullMethodName || info.FullMethod == healthpb.Health_List_FullMethodName {
+	if isHealth(info.FullMethod) {
 		return handler(ctx, req) // a probe needs no token and learns nothing of the store
 	}
 	method := methodOf(info)
@@ -147,7 +205,7 @@ func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 		err = s.ownLease(ctx, p, req)
 	}
 	if err != nil {
-		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "code", spec.CodeOf(err), "error", err)
+		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "remote", remote(ctx), "code", spec.CodeOf(err), "error", err)
 		s.metrics.refused.WithLabelValues(string(spec.CodeOf(err))).Inc()
 		return nil, plugin.Status(err)
 	}
@@ -205,10 +263,11 @@ func permit(p Principal, method string, req any) error {
 }
 
 // ownLease checks that a worker renews, releases or writes only under a
-// lease the store issued to it. The holder of a lease token never changes,
-// so the check stays true until the store itself refuses the token as no
-// longer current; a token that is not current passes on to the store,
-// which refuses it (LEASE_LOST) without the gateway telling whose it is.
+// lease the store issued to it. Tokens grow by one with every claim of a
+// run, and the holder of an issued token never changes: the current token
+// is checked for its holder, a token not yet issued is refused (it would
+// be the next claimant's), and an earlier one passes on to the store,
+// which refuses it (LEASE_LOST) as no longer current.
 func (s *Server) ownLease(ctx context.Context, p Principal, req any) error {
 	var runID string
 	var token int64
@@ -232,7 +291,12 @@ func (s *Server) ownLease(ctx context.Context, p Principal, req any) error {
 		}
 		return err
 	}
-	if lease.Token == token && lease.Owner.Worker != p.Name {
+	switch {
+	case token > lease.Token:
+		// Not issued yet: it would belong to whoever claims the run next,
+		// and the store would take it from the next claim on.
+		return denied(p, "lease token %d of run %s has not been issued to it", token, runID)
+	case token == lease.Token && lease.Owner.Worker != p.Name:
 		return denied(p, "lease token %d of run %s is not one of its leases", token, runID)
 	}
 	return nil
@@ -312,11 +376,9 @@ func LoopbackOnly(addr string) error {
 	if err != nil {
 		return spec.InvalidArgument("listen", "%q is not host:port: %v", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
+	// An IP literal only: a name could resolve elsewhere.
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return spec.InvalidArgument("listen", "plaintext serves only a loopback address (127.0.0.1, ::1, localhost), not %q; use TLS", host)
+		return spec.InvalidArgument("listen", "plaintext serves only a loopback IP address (127.0.0.1 or ::1), not %q; use TLS", host)
 	}
 	return nil
 }

@@ -114,6 +114,10 @@ func fromStatus(err error, peer string, dead func() bool) error {
 		}
 	}
 	switch st.Code() {
+	case codes.Unauthenticated: // refused before any server code ran, without details
+		return &spec.Error{Code: spec.CodeUnauthenticated, Message: peer + ": " + st.Message()}
+	case codes.PermissionDenied:
+		return &spec.Error{Code: spec.CodePermissionDenied, Message: peer + ": " + st.Message()}
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", peer, context.Canceled)
 	case codes.DeadlineExceeded:

@@ -125,6 +125,10 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 		return g, nil, usageError("--renew (%v) must be positive and shorter than --lease (%v)", g.renew, g.lease)
 	}
 	g.workerIDGiven = g.workerID != ""
+	if strings.HasPrefix(g.store, "gateway:") && !g.workerIDGiven {
+		// A worker claims through a gateway in its principal's name only.
+		return g, nil, usageError("--store gateway:… needs --worker-id: the name of the principal whose token this worker uses")
+	}
 	if g.workerID == "" {
 		g.workerID, _ = os.Hostname()
 	}

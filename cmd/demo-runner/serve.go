@@ -22,6 +22,7 @@ var httpStatus = map[spec.Code]int{
 	spec.CodeInvalidArgument:  http.StatusBadRequest,
 	spec.CodeUnavailable:      http.StatusServiceUnavailable,
 	spec.CodePermissionDenied: http.StatusForbidden,
+	spec.CodeUnauthenticated:  http.StatusUnauthorized,
 }
 
 // handler is the HTTP API: the CLI's queries and operator actions.

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +50,9 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
+// envStore names the variable that gives the store when --store does not.
+const envStore = "RUNSTATE_GATEWAY_STORE"
+
 // stopGrace bounds how long a stop waits for the calls in flight.
 const stopGrace = 30 * time.Second
 
@@ -55,10 +60,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 && args[0] == "hash-token" {
 		return hashToken(stdin, stdout)
 	}
+	if len(args) > 0 && args[0] == "gen-token" {
+		return genToken(stdout)
+	}
 	fs := flag.NewFlagSet("runstate-gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:7443", "address to serve on (host:port; port 0 picks one)")
-	storeName := fs.String("store", "", "the store: memory, badger:PATH, mysql:DSN or plugin:PATH")
+	storeName := fs.String("store", "", "the store: memory, badger:PATH, mysql:DSN or plugin:PATH (default $"+envStore+": keeps a DSN's password off the command line)")
 	tokensPath := fs.String("tokens", "", "the tokens file (principals, roles, token hashes); SIGHUP reloads it")
 	certFile := fs.String("tls-cert", "", "the server certificate (PEM)")
 	keyFile := fs.String("tls-key", "", "the server certificate's key (PEM)")
@@ -69,8 +77,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
 		return err
 	}
+	if *storeName == "" {
+		*storeName = os.Getenv(envStore)
+	}
 	if *storeName == "" || *tokensPath == "" {
-		return cli.Errorf(exitUsage, "--store and --tokens are required")
+		return cli.Errorf(exitUsage, "--store (or $%s) and --tokens are required", envStore)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	tokens, err := gateway.LoadTokens(*tokensPath)
@@ -79,7 +90,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	opts := gateway.ServerOptions{Tokens: tokens, Logger: log, MaxMessageBytes: *maxMessage}
 	switch {
-	case *plaintext && (*certFile != "" || *clientCA != ""):
+	case *plaintext && (*certFile != "" || *keyFile != "" || *clientCA != ""):
 		return cli.Errorf(exitUsage, "--plaintext and TLS flags exclude each other")
 	case *plaintext:
 		if err := gateway.LoopbackOnly(*listen); err != nil {
@@ -194,9 +205,26 @@ func hashToken(stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	token := strings.TrimSpace(line)
-	if token == "" {
-		return cli.Errorf(exitUsage, "hash-token reads the token from stdin; it got none")
+	if len(token) < minTokenLen {
+		return cli.Errorf(exitUsage, "hash-token reads the token from stdin; a token has at least %d characters (gen-token makes one)", minTokenLen)
 	}
+	fmt.Fprintln(stdout, gateway.HashToken(token))
+	return nil
+}
+
+// minTokenLen keeps guessable tokens out of a tokens file: gen-token's have
+// 64 hex digits (256 bits).
+const minTokenLen = 32
+
+// genToken prints a new random token and, on the next line, its
+// token_sha256 for the tokens file.
+func genToken(stdout io.Writer) error {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	token := hex.EncodeToString(b)
+	fmt.Fprintln(stdout, token)
 	fmt.Fprintln(stdout, gateway.HashToken(token))
 	return nil
 }

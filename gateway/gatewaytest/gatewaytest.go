@@ -53,7 +53,13 @@ func Plaintext(bin, dir string) (Setup, error) {
 // Start runs the gateway binary with args, its log appended to logPath,
 // and returns once it says where it listens.
 func Start(bin string, args []string, logPath string) (*exec.Cmd, string, error) {
+	return StartWith(bin, args, nil, logPath)
+}
+
+// StartWith is Start with env added to the gateway's environment.
+func StartWith(bin string, args, env []string, logPath string) (*exec.Cmd, string, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, "", err
@@ -96,7 +102,9 @@ func ProcessTarget(name string, s Setup, newStore Store) conformance.Target {
 				return nil, err
 			}
 			h := &harness{drop: drop, setup: s}
-			cmd, addr, err := Start(s.Bin, append([]string{"--store", store, "--listen", "127.0.0.1:0"}, s.Args...), s.LogPath)
+			// The store travels in the environment: a DSN's password stays
+			// off the command line.
+			cmd, addr, err := StartWith(s.Bin, append([]string{"--listen", "127.0.0.1:0"}, s.Args...), []string{"RUNSTATE_GATEWAY_STORE=" + store}, s.LogPath)
 			if err != nil {
 				drop()
 				return nil, err
