@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"strings"
 
@@ -75,6 +76,10 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	store, err := plugin.Connect(ctx, conn, "gateway "+addr, nil)
 	if err != nil {
 		conn.Close()
+		if spec.CodeOf(err) == spec.CodeUnavailable {
+			return nil, spec.Unavailable(fmt.Sprintf("cannot reach the gateway at %s: is it running, and do both sides agree on TLS "+
+				"(the CA that signed its certificate; a client certificate when it requires mutual TLS; plaintext on both sides or neither)?", addr), err)
+		}
 		return nil, err
 	}
 	return &Client{conn: conn, store: store}, nil
@@ -97,7 +102,8 @@ func (o Options) token() (string, error) {
 	if t := os.Getenv(EnvToken); t != "" {
 		return t, nil
 	}
-	return "", &spec.Error{Code: spec.CodeUnauthenticated, Message: "no gateway token: set Options.Token or TokenFile, or " + EnvToken}
+	return "", &spec.Error{Code: spec.CodeUnauthenticated, Message: "no gateway token: give a token file (demo-runner --gateway-token-file) or set $" +
+		EnvToken + " (in Go: Options.Token or Options.TokenFile)"}
 }
 
 // Store returns the gateway's store: a spec.Store when it has leases.

@@ -150,8 +150,12 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	s.metrics.refused.WithLabelValues(string(spec.CodeUnauthenticated)).Inc()
 	s.log.Warn("gateway refused a call before reading it: no valid bearer token", "method", path.Base(info.FullMethodName),
 		"remote", remote(ctx), "code", spec.CodeUnauthenticated)
-	return ctx, plugin.Status(&spec.Error{Code: spec.CodeUnauthenticated, Message: "the call carries no bearer token this gateway issued"})
+	return ctx, plugin.Status(&spec.Error{Code: spec.CodeUnauthenticated, Message: badToken})
 }
+
+// badToken explains a refused token to whoever holds it.
+const badToken = "the gateway knows no principal with this bearer token (missing, mistyped, or removed from its tokens file): " +
+	"check that the token's SHA-256 (runstate-gateway hash-token) is a token_sha256 of the gateway's tokens file"
 
 func isHealth(method string) bool { return strings.HasPrefix(method, "/grpc.health.v1.Health/") }
 
@@ -230,7 +234,7 @@ func (s *Server) authenticate(ctx context.Context) (Principal, error) {
 	}
 	p, ok := s.tokens.Load().Authenticate(token)
 	if !ok {
-		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: "the bearer token is not one this gateway issued (or it was revoked)"}
+		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: badToken}
 	}
 	return p, nil
 }

@@ -50,6 +50,16 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
+const usageText = `runstate-gateway serves a runstate store to workers on other machines (docs/gateway.md).
+
+Usage:
+  runstate-gateway --store STORE --tokens FILE (--tls-cert F --tls-key F [--client-ca F] | --plaintext) [flags]
+  runstate-gateway gen-token       print a new token, then its token_sha256 for the tokens file
+  runstate-gateway hash-token      print the token_sha256 of the token on stdin
+
+Flags:
+`
+
 // envStore names the variable that gives the store when --store does not.
 const envStore = "RUNSTATE_GATEWAY_STORE"
 
@@ -65,6 +75,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fs := flag.NewFlagSet("runstate-gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
 	listen := fs.String("listen", "127.0.0.1:7443", "address to serve on (host:port; port 0 picks one)")
 	storeName := fs.String("store", "", "the store: memory, badger:PATH, mysql:DSN or plugin:PATH (default $"+envStore+": keeps a DSN's password off the command line)")
 	tokensPath := fs.String("tokens", "", "the tokens file (principals, roles, token hashes); SIGHUP reloads it")
@@ -153,6 +164,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			stopCtx, cancel := context.WithTimeout(context.Background(), stopGrace)
 			srv.Stop(stopCtx)
 			cancel()
+			log.Info("gateway stopped")
 			return nil
 		}
 	}
