@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/tap"
 
@@ -132,26 +131,25 @@ const (
 	idleTimeout       = 5 * time.Minute
 )
 
-// tap refuses a call without a valid token from its headers alone, before
-// its message is read. authorize checks the same token again with the
-// request, for the role and the lease rules.
+// tap authenticates a call from its headers alone, before its message is
+// read, and refuses it without a valid token. It hands the principal to
+// authorize, which checks the role and the lease rules with the request.
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if isHealth(info.FullMethodName) {
 		return ctx, nil
 	}
-	values := info.Header.Get("authorization")
-	if len(values) == 1 {
-		if token, ok := strings.CutPrefix(values[0], "Bearer "); ok {
-			if _, ok := s.tokens.Load().Authenticate(token); ok {
-				return ctx, nil
-			}
-		}
+	p, err := s.authenticate(info.Header.Get("authorization"))
+	if err != nil {
+		s.metrics.refused.WithLabelValues(string(spec.CodeUnauthenticated)).Inc()
+		s.log.Warn("gateway refused a call before reading it", "method", path.Base(info.FullMethodName),
+			"remote", remote(ctx), "code", spec.CodeUnauthenticated, "error", err)
+		return ctx, plugin.Status(err)
 	}
-	s.metrics.refused.WithLabelValues(string(spec.CodeUnauthenticated)).Inc()
-	s.log.Warn("gateway refused a call before reading it: no valid bearer token", "method", path.Base(info.FullMethodName),
-		"remote", remote(ctx), "code", spec.CodeUnauthenticated)
-	return ctx, plugin.Status(&spec.Error{Code: spec.CodeUnauthenticated, Message: badToken})
+	return context.WithValue(ctx, principalKey{}, p), nil
 }
+
+// principalKey carries the principal tap authenticated to authorize.
+type principalKey struct{}
 
 // badToken explains a refused token to whoever holds it.
 const badToken = "the gateway knows no principal with this bearer token (missing, mistyped, or removed from its tokens file): " +
@@ -201,9 +199,10 @@ func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 		return handler(ctx, req) // a probe needs no token and learns nothing of the store
 	}
 	method := methodOf(info)
-	p, err := s.authenticate(ctx)
-	if err == nil {
-		err = permit(p, method, req)
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	err := permit(p, method, req)
+	if !ok { // cannot happen: tap authenticated every call but health probes
+		err = &spec.Error{Code: spec.CodeUnauthenticated, Message: badToken}
 	}
 	if err == nil && p.Role == RoleWorker {
 		err = s.ownLease(ctx, p, req)
@@ -221,10 +220,8 @@ func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 
 func methodOf(info *grpc.UnaryServerInfo) string { return path.Base(info.FullMethod) }
 
-// authenticate reads the bearer token of the call.
-func (s *Server) authenticate(ctx context.Context) (Principal, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	values := md.Get("authorization")
+// authenticate reads the bearer token of a call's authorization header.
+func (s *Server) authenticate(values []string) (Principal, error) {
 	if len(values) != 1 {
 		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: "the call carries no bearer token (one authorization header)"}
 	}
