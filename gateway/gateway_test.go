@@ -123,6 +123,18 @@ func (w *world) tlsFor() *tls.Config {
 	return &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{w.client}, MinVersion: tls.VersionTLS12}
 }
 
+// rawConn is a gRPC connection to the gateway over its TLS, that sends
+// whatever a test writes: no token unless the call's context carries one.
+func (w *world) rawConn(t testing.TB) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 func (w *world) dial(t testing.TB, principal string) spec.Store {
 	t.Helper()
 	c, err := gateway.Dial(context.Background(), w.addr, gateway.Options{Token: tokenOf(principal), TLS: w.tlsFor()})
@@ -213,11 +225,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	}{
 		{"no token", dialAs(gateway.Options{TLS: w.tlsFor(), TokenFile: "", Token: ""}), spec.ErrUnauthenticated},
 		{"a call without a token", func() error {
-			conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
+			conn := w.rawConn(t)
 			_, err = pb.NewRunStateStoreClient(conn).GetRun(ctx, &pb.GetRunRequest{RunId: "r1"})
 			if status.Code(err) != codes.Unauthenticated {
 				return fmt.Errorf("status %v, want UNAUTHENTICATED", err)
@@ -254,11 +262,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			return err
 		}, spec.ErrPermissionDenied},
 		{"a malformed message", func() error {
-			conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
+			conn := w.rawConn(t)
 			authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokenOf("operator-o"))
 			var reply pb.Run
 			err = conn.Invoke(authed, pb.RunStateStore_CreateRun_FullMethodName, []byte{0xff, 0xff, 0xff, 0x0f, 0x01}, &reply, grpc.ForceCodec(rawCodec{}))
@@ -294,11 +298,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			return err
 		}, spec.ErrPermissionDenied},
 		{"an oversized message", func() error {
-			conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
+			conn := w.rawConn(t)
 			authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokenOf("operator-o"))
 			_, err = pb.NewRunStateStoreClient(conn).CreateRun(authed, &pb.CreateRunRequest{WorkflowName: "w",
 				Message: strings.Repeat("x", gateway.DefaultMaxMessageBytes+1)}, grpc.MaxCallSendMsgSize(4*gateway.DefaultMaxMessageBytes))
@@ -401,11 +401,7 @@ func TestTheGatewayCountsCallsAndAnswersProbes(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "runstate_gateway_refused_total"); err != nil || n != 1 {
 		t.Errorf("refusal series: %d, %v", n, err)
 	}
-	conn, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.tlsFor())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := w.rawConn(t)
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v, %v", resp, err)

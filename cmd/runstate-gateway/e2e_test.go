@@ -142,11 +142,7 @@ func TestWorkersCarryOnThroughAGatewayRestart(t *testing.T) {
 	f := newFleet(t)
 	operator := f.dial("operator-o")
 	const runs = 30
-	for i := range runs {
-		if _, err := operator.CreateRun(ctx, spec.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "fleet"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createRuns(t, operator, runs)
 	var done sync.WaitGroup
 	var mu sync.Mutex
 	finishedBy := map[string]string{}
@@ -221,6 +217,16 @@ func finished(ctx context.Context, store spec.Store) int {
 		return -1
 	}
 	return len(page.Runs)
+}
+
+// createRuns queues n runs, run-00, run-01, …
+func createRuns(t *testing.T, store spec.Store, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := store.CreateRun(context.Background(), spec.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "fleet"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // work claims the next run as name, and runs it to success under its lease.
@@ -302,11 +308,7 @@ func TestTwoGatewaysOnOneMySQLShareAFleet(t *testing.T) {
 	secondAddr := f.second()
 	operator := f.dial("operator-o")
 	const runs = 40
-	for i := range runs {
-		if _, err := operator.CreateRun(ctx, spec.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "fleet"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createRuns(t, operator, runs)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	doneBy := map[string]string{}
