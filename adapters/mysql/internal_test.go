@@ -2,10 +2,13 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/spec/driver"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 )
@@ -31,5 +34,27 @@ func openInternal(t *testing.T) *Store {
 func TestQueueNumbersAgree(t *testing.T) {
 	if fmt.Sprint(int(driver.QueueUnleased)) != inQueueUnleased || fmt.Sprint(int(driver.QueueLeased)) != inQueueLeased {
 		t.Fatalf("queue %d/%d written, %s/%s searched", driver.QueueUnleased, driver.QueueLeased, inQueueUnleased, inQueueLeased)
+	}
+}
+
+// The plain lease read answers as the locking one would.
+func TestGetLeaseReadsWithoutALock(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t)
+	if _, err := s.CreateRun(ctx, spec.CreateRunParams{RunID: "r1", WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := s.GetLease(ctx, "r1"); err != nil || l.Token != 0 {
+		t.Fatalf("a run never leased: %+v, %v", l, err)
+	}
+	claim, err := s.ClaimRun(ctx, spec.ClaimRunParams{RunID: "r1", Owner: spec.Owner{Worker: "w1", Incarnation: "a"}, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := s.GetLease(ctx, "r1"); err != nil || l != claim.Lease {
+		t.Fatalf("after a claim: %+v, %v; want %+v", l, err, claim.Lease)
+	}
+	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, spec.ErrNotFound) {
+		t.Fatalf("an unknown run: %v", err)
 	}
 }

@@ -34,6 +34,7 @@ var (
 	_ spec.Store         = (*Store)(nil)
 	_ driver.Driver      = (*storage)(nil)
 	_ driver.NextClaimer = (*storage)(nil)
+	_ driver.LeaseReader = (*storage)(nil)
 )
 
 // Options configure Open.

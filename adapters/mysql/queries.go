@@ -24,8 +24,10 @@ const (
 	runColumns = `r.run_id, r.version, r.last_seq, r.snapshot, r.lease_token, r.lease_worker, r.lease_incarnation,
 		r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now`
 
-	qLockRun   = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ? FOR UPDATE`
-	qGetRun    = `SELECT snapshot FROM runstate_runs WHERE run_id = ?`
+	qLockRun  = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ? FOR UPDATE`
+	qGetRun   = `SELECT snapshot FROM runstate_runs WHERE run_id = ?`
+	qGetLease = `SELECT r.lease_token, r.lease_worker, r.lease_incarnation, r.lease_acquired_at, r.lease_expires_at, r.lease_released
+		FROM runstate_runs r WHERE r.run_id = ?`
 	qRunExists = `SELECT COUNT(*) FROM runstate_runs WHERE run_id = ?`
 
 	qInsertRun = `INSERT INTO runstate_runs

@@ -189,6 +189,22 @@ func nullTime(t time.Time) any {
 	return t
 }
 
+// GetLease implements driver.LeaseReader: a plain read, no row lock.
+func (s *storage) GetLease(ctx context.Context, runID string) (driver.LeaseState, error) {
+	if err := s.open(); err != nil {
+		return driver.LeaseState{}, err
+	}
+	var r runRow
+	err := s.db.GetContext(ctx, &r, qGetLease, runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.LeaseState{}, spec.ErrNotFound
+	}
+	if err != nil {
+		return driver.LeaseState{}, interpretError(err)
+	}
+	return r.lease(), nil
+}
+
 // Get implements driver.Driver.
 func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, error) {
 	if err := s.open(); err != nil {

@@ -86,6 +86,14 @@ type NextClaimer interface {
 	ClaimNext(ctx context.Context, q RunnableQuery, take func(Current) Change) (bool, error)
 }
 
+// LeaseReader is a Driver's plain read of a run's lease, for stores where
+// Modify costs more than a read (a row lock). It is optional: without it,
+// the kit reads the lease with a Modify that writes nothing.
+type LeaseReader interface {
+	// GetLease returns the run's lease state; unknown run: spec.ErrNotFound.
+	GetLease(ctx context.Context, runID string) (LeaseState, error)
+}
+
 // InsertParams is a run to insert: its first snapshot and its created event.
 type InsertParams struct {
 	Run     spec.RunSnapshot

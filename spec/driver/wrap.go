@@ -356,11 +356,21 @@ func page(ctx context.Context, prepared error, limit int, read func(n int) ([]sp
 	return spec.RunPage{Runs: runs[:limit], NextCursor: cursorAfter(runs[limit-1])}, nil
 }
 
-// GetLease implements spec.LeaseReader: Modify reads the lease and writes
-// nothing.
+// GetLease implements spec.LeaseReader with the driver's LeaseReader, else
+// with a Modify that reads the lease and writes nothing.
 func (s *store) GetLease(ctx context.Context, runID string) (spec.Lease, error) {
 	if err := prepareGet(runID); err != nil {
 		return spec.Lease{}, err
+	}
+	if r, ok := s.d.(LeaseReader); ok {
+		if err := ctx.Err(); err != nil {
+			return spec.Lease{}, err
+		}
+		l, err := r.GetLease(ctx, runID)
+		if err != nil {
+			return spec.Lease{}, result(err, runID)
+		}
+		return l.lease(runID), nil
 	}
 	var lease spec.Lease
 	err := s.modify(ctx, runID, func(cur Current) Change {
