@@ -2,7 +2,6 @@ package mysql_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +47,7 @@ func flip(i int) spec.RunStatus {
 // checks the version, writes the snapshot and inserts the audit row, with
 // the adapter's isolation level and encoding.
 func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to spec.RunStatus) error {
-	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := db.BeginTxx(ctx, nil) // the pool's sessions are READ COMMITTED, as for the adapter
 	if err != nil {
 		return err
 	}
@@ -99,6 +98,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 					}
 					runs[i] = r
 				}
+				done := measureServer(b, s.DB())
 				benchutil.Concurrently(b, par, func(w int, next func() bool) {
 					run := runs[w]
 					for i := 0; next(); i++ {
@@ -114,6 +114,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 						}
 					}
 				})
+				done()
 			})
 		}
 	}
@@ -142,7 +143,7 @@ func fillQueue(b *testing.B, s *mysql.Store, n int) {
 // claimWithoutSkipLocked is the baseline claim: the same query and update,
 // but FOR UPDATE waits for the row another claimer locked.
 func claimWithoutSkipLocked(ctx context.Context, db *sqlx.DB, worker string) (string, error) {
-	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := db.BeginTxx(ctx, nil) // the pool's sessions are READ COMMITTED, as for the adapter
 	if err != nil {
 		return "", err
 	}
@@ -173,6 +174,7 @@ func BenchmarkClaimNext(b *testing.B) {
 				fillQueue(b, s, b.N+workers)
 				var mu sync.Mutex
 				claimed := make(map[string]int, b.N)
+				done := measureServer(b, s.DB())
 				benchutil.Concurrently(b, workers, func(w int, next func() bool) {
 					owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 					for next() {
@@ -194,6 +196,7 @@ func BenchmarkClaimNext(b *testing.B) {
 						mu.Unlock()
 					}
 				})
+				done()
 				for id, n := range claimed {
 					if n > 1 {
 						b.Fatalf("run %s claimed %d times", id, n)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
 )
 
 // openInternal opens a store on a fresh database, dropped after the test.
@@ -56,5 +58,26 @@ func TestGetLeaseReadsWithoutALock(t *testing.T) {
 	}
 	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, spec.ErrNotFound) {
 		t.Fatalf("an unknown run: %v", err)
+	}
+}
+
+// Transactions are READ COMMITTED without a statement of their own: every
+// connection of the pool is set so when it opens.
+func TestTransactionsAreReadCommitted(t *testing.T) {
+	s := openInternal(t)
+	ctx := context.Background()
+	err := s.data.inTx(ctx, func(tx *sqlx.Tx) error {
+		var level string
+		err := tx.GetContext(ctx, &level, "SELECT @@tx_isolation")
+		if err != nil { // MySQL 8 names it transaction_isolation only
+			err = tx.GetContext(ctx, &level, "SELECT @@transaction_isolation")
+		}
+		if err == nil && level != "READ-COMMITTED" {
+			t.Errorf("a transaction's isolation is %s, want READ-COMMITTED", level)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -120,7 +120,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, spec.InvalidArgument("dsn", "%v", err)
 	}
-	s := &storage{db: sqlx.NewDb(sql.OpenDB(connector), "mysql"), log: opts.Logger, clock: opts.Clock,
+	s := &storage{db: sqlx.NewDb(sql.OpenDB(readCommittedConnector{connector}), "mysql"), log: opts.Logger, clock: opts.Clock,
 		where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName), dbName: cfg.DBName}
 	if opts.ScratchDatabase {
 		server := cfg.Clone()
@@ -236,7 +236,7 @@ func (s *storage) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 }
 
 func (s *storage) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
-	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := s.db.BeginTxx(ctx, nil) // READ COMMITTED: the session's level (readCommittedConnector)
 	if err != nil {
 		return err
 	}

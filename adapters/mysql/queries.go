@@ -67,10 +67,13 @@ const (
 	// is claimed only under its row lock, so concurrent claimers never share
 	// a run (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
 	// The head is pinned to claim_order: reading whole rows, the optimizer
-	// may otherwise prefer a scan and a sort when many runs are queued.
+	// may otherwise prefer a scan and a sort when many runs are queued. The
+	// earlier incarnations' part is pinned to by_lease_owner: its ORDER BY
+	// ... LIMIT 1 otherwise tempts the optimizer to walk claim_order through
+	// every leased run, looking for the claimant's worker (docs/mysql.md).
 	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (claim_order) WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
 	qExpiredLease = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
-	qEarlierLife  = `SELECT ` + runColumns + fromRuns + ` WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
+	qEarlierLife  = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (by_lease_owner) WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
 
 	// Listings read snapshots with their order keys.
 	listColumns      = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
@@ -101,6 +104,11 @@ const (
 	// the session's default applies again.
 	qSetLockWait   = `SET SESSION innodb_lock_wait_timeout = ?`
 	qResetLockWait = `SET SESSION innodb_lock_wait_timeout = DEFAULT`
+
+	// Every connection's transactions are READ COMMITTED: each statement
+	// reads the latest committed rows, and locking reads lock only the rows
+	// they return.
+	qSessionReadCommitted = `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`
 
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
