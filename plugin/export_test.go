@@ -1,5 +1,11 @@
 package plugin
 
+import (
+	"context"
+
+	pb "github.com/runstate/runstate/plugin/proto"
+)
+
 // PID is the plugin process's id (0 for an in-process connection), for
 // tests that signal it.
 func (c *Client) PID() int {
@@ -10,4 +16,12 @@ func (c *Client) PID() int {
 		return rc.Pid
 	}
 	return 0
+}
+
+// RawGetRun calls GetRun on the plugin's gRPC client directly, without the
+// client's conversions or the host's validation, for the benchmark that
+// splits the plugin's cost.
+func (c *Client) RawGetRun(ctx context.Context, runID string) error {
+	_, err := c.rpc.GetRun(ctx, &pb.GetRunRequest{RunId: runID})
+	return err
 }

@@ -25,9 +25,10 @@ const (
 	badgerPkg = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
 	mysqlPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
 	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
+	floorPkg  = "github.com/runstate/runstate/plugin/internal/floorserver"
 )
 
-var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg)
+var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg, floorPkg)
 
 func bin(t testing.TB, pkg string) string { return binaries.Path(t, pkg) }
 
