@@ -5,6 +5,7 @@
 package memory
 
 import (
+	"container/heap"
 	"context"
 	"slices"
 	"sync"
@@ -165,18 +166,47 @@ func (d *storage) scan(keep func(*record) bool, order func(a, b spec.RunSnapshot
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	var match []spec.RunSnapshot
+	first := firstInOrder{order: order, limit: limit}
 	for _, r := range d.runs {
 		if keep(r) {
-			match = append(match, r.run)
+			first.offer(r.run)
 		}
 	}
+	match := first.runs
 	slices.SortFunc(match, order)
-	match = match[:min(len(match), limit)]
 	for i := range match {
 		match[i] = match[i].Clone()
 	}
 	return match, nil
+}
+
+// firstInOrder keeps the first limit runs, in order, of those offered: a
+// heap whose root is the last one kept, so a page costs a pass over the
+// runs, not a sort of every match (a deep page and the first cost alike).
+type firstInOrder struct {
+	runs  []spec.RunSnapshot
+	order func(a, b spec.RunSnapshot) int
+	limit int
+}
+
+func (f *firstInOrder) offer(r spec.RunSnapshot) {
+	switch {
+	case len(f.runs) < f.limit:
+		heap.Push(f, r)
+	case f.limit > 0 && f.order(r, f.runs[0]) < 0:
+		f.runs[0] = r
+		heap.Fix(f, 0)
+	}
+}
+
+func (f *firstInOrder) Len() int           { return len(f.runs) }
+func (f *firstInOrder) Less(i, j int) bool { return f.order(f.runs[i], f.runs[j]) > 0 }
+func (f *firstInOrder) Swap(i, j int)      { f.runs[i], f.runs[j] = f.runs[j], f.runs[i] }
+func (f *firstInOrder) Push(x any)         { f.runs = append(f.runs, x.(spec.RunSnapshot)) }
+func (f *firstInOrder) Pop() any {
+	last := f.runs[len(f.runs)-1]
+	f.runs = f.runs[:len(f.runs)-1]
+	return last
 }
 
 // ClaimNext implements driver.NextClaimer: one pass over the runs under

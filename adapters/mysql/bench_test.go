@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate/adapters/mysql"
@@ -20,7 +22,12 @@ import (
 )
 
 // benchDB opens the adapter on a fresh database for one benchmark run.
-func benchDB(b *testing.B) (*mysql.Store, string) {
+func benchDB(b *testing.B) (*mysql.Store, string) { return benchDBOver(b, 0, 64) }
+
+// benchDBOver opens the adapter on a fresh database through a proxy adding
+// roundTrip to every exchange with the server (none: directly), with up to
+// conns connections.
+func benchDBOver(b *testing.B, roundTrip time.Duration, conns int) (*mysql.Store, string) {
 	b.Helper()
 	srv := testserver.Find(b)
 	ctx := context.Background()
@@ -28,12 +35,60 @@ func benchDB(b *testing.B) (*mysql.Store, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := mysql.Open(ctx, mysql.Options{DSN: srv.DSN(name), MaxOpenConns: 64, Logger: quiet})
+	dsn := srv.DSN(name)
+	if roundTrip > 0 {
+		cfg, err := gomysql.ParseDSN(dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		proxy, err := benchutil.StartDelayProxy(cfg.Addr, roundTrip)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { proxy.Close() })
+		direct, err := sqlx.Open("mysql", dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer direct.Close()
+		cfg.Addr = proxy.Addr()
+		dsn = cfg.FormatDSN()
+		proxied, err := sqlx.Open("mysql", dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer proxied.Close()
+		proxy.Calibrate(roundTrip, pinger(b, proxied), pinger(b, direct))
+	}
+	s, err := mysql.Open(ctx, mysql.Options{DSN: dsn, MaxOpenConns: conns, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
 	return s, name
+}
+
+// pinger times one trivial statement on db.
+func pinger(b *testing.B, db *sqlx.DB) func() time.Duration {
+	return func() time.Duration {
+		start := time.Now()
+		if _, err := db.Exec("SELECT 1"); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+}
+
+// reportPing reports the median time of a trivial statement: the round
+// trip the workers see, proxy included.
+func reportPing(b *testing.B, db *sqlx.DB) {
+	b.Helper()
+	lat := make([]time.Duration, 21)
+	for i := range lat {
+		lat[i] = pinger(b, db)()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "ping-µs")
 }
 
 func flip(i int) spec.RunStatus {
@@ -84,40 +139,62 @@ func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to spec.RunS
 // BenchmarkCASUpdate: a transition (CAS + audit row) per op, each goroutine
 // on its own run, the adapter beside the hand-written transaction.
 func BenchmarkCASUpdate(b *testing.B) {
-	ctx := context.Background()
 	for _, par := range []int{1, 8, 32} {
 		for _, impl := range []string{"adapter", "handwritten"} {
 			b.Run(fmt.Sprintf("%s/conc=%d", impl, par), func(b *testing.B) {
 				s, _ := benchDB(b)
-				runs := make([]spec.RunSnapshot, par)
-				for i := range runs {
-					r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench",
-						Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
-					if err != nil {
-						b.Fatal(err)
-					}
-					runs[i] = r
-				}
-				done := measureServer(b, s.DB())
-				benchutil.Concurrently(b, par, func(w int, next func() bool) {
-					run := runs[w]
-					for i := 0; next(); i++ {
-						var err error
-						if impl == "adapter" {
-							run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
-						} else {
-							err = handWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
-						}
-						if err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				done()
+				casUpdates(b, s, par, impl)
 			})
 		}
 	}
+}
+
+// BenchmarkCASUpdateOverNetwork is BenchmarkCASUpdate with the server a
+// network away: a proxy in this process adds 0.5 ms or 2 ms to every
+// round trip.
+func BenchmarkCASUpdateOverNetwork(b *testing.B) {
+	for _, rtt := range []time.Duration{500 * time.Microsecond, 2 * time.Millisecond} {
+		for _, par := range []int{1, 8, 32} {
+			for _, impl := range []string{"adapter", "handwritten"} {
+				b.Run(fmt.Sprintf("rtt=%v/%s/conc=%d", rtt, impl, par), func(b *testing.B) {
+					s, _ := benchDBOver(b, rtt, 64)
+					casUpdates(b, s, par, impl)
+					reportPing(b, s.DB())
+				})
+			}
+		}
+	}
+}
+
+func casUpdates(b *testing.B, s *mysql.Store, par int, impl string) {
+	ctx := context.Background()
+	runs := make([]spec.RunSnapshot, par)
+	for i := range runs {
+		r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench",
+			Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs[i] = r
+	}
+	done := measureServer(b, s.DB())
+	benchutil.Concurrently(b, par, func(w int, next func() bool) {
+		run := runs[w]
+		for i := 0; next(); i++ {
+			var err error
+			if impl == "adapter" {
+				run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
+			} else {
+				err = handWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	done()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 }
 
 // fillQueue creates n queued runs, from several goroutines.
@@ -166,44 +243,68 @@ func claimWithoutSkipLocked(ctx context.Context, db *sqlx.DB, worker string) (st
 // adapter (SKIP LOCKED) beside the FOR UPDATE baseline. Every claimed run
 // is recorded; a run claimed twice fails the benchmark.
 func BenchmarkClaimNext(b *testing.B) {
-	ctx := context.Background()
-	for _, workers := range []int{1, 4, 16} {
+	for _, workers := range []int{1, 4, 8, 16} {
 		for _, impl := range []string{"skiplocked", "forupdate"} {
 			b.Run(fmt.Sprintf("%s/workers=%d", impl, workers), func(b *testing.B) {
 				s, _ := benchDB(b)
-				fillQueue(b, s, b.N+workers)
-				var mu sync.Mutex
-				claimed := make(map[string]int, b.N)
-				done := measureServer(b, s.DB())
-				benchutil.Concurrently(b, workers, func(w int, next func() bool) {
-					owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
-					for next() {
-						var id string
-						var err error
-						if impl == "skiplocked" {
-							var cl spec.Claim
-							cl, err = s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
-							id = cl.Run.RunID
-						} else {
-							id, err = claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)
-						}
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						mu.Lock()
-						claimed[id]++
-						mu.Unlock()
-					}
-				})
-				done()
-				for id, n := range claimed {
-					if n > 1 {
-						b.Fatalf("run %s claimed %d times", id, n)
-					}
-				}
-				b.ReportMetric(float64(len(claimed))/b.Elapsed().Seconds(), "claims/s")
+				claims(b, s, workers, impl)
 			})
 		}
 	}
+}
+
+// BenchmarkClaimNextOverNetwork is BenchmarkClaimNext with the server a
+// network away (0.5 ms or 2 ms added to each round trip), where a claimer
+// waiting for the head of the queue waits for its holder's round trips.
+func BenchmarkClaimNextOverNetwork(b *testing.B) {
+	for _, rtt := range []time.Duration{500 * time.Microsecond, 2 * time.Millisecond} {
+		for _, workers := range []int{16, 64} {
+			for _, impl := range []string{"skiplocked", "forupdate"} {
+				b.Run(fmt.Sprintf("rtt=%v/%s/workers=%d", rtt, impl, workers), func(b *testing.B) {
+					s, _ := benchDBOver(b, rtt, workers+8)
+					claims(b, s, workers, impl)
+					reportPing(b, s.DB())
+				})
+			}
+		}
+	}
+}
+
+func claims(b *testing.B, s *mysql.Store, workers int, impl string) {
+	ctx := context.Background()
+	fillQueue(b, s, b.N+workers)
+	var mu sync.Mutex
+	claimed := make(map[string]int, b.N)
+	done := measureServer(b, s.DB())
+	benchutil.Concurrently(b, workers, func(w int, next func() bool) {
+		owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
+		for next() {
+			var id string
+			var err error
+			if impl == "skiplocked" {
+				var cl spec.Claim
+				cl, err = s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
+				id = cl.Run.RunID
+			} else {
+				id, err = claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			claimed[id]++
+			mu.Unlock()
+		}
+	})
+	done()
+	doubles := 0
+	for id, n := range claimed {
+		if n > 1 {
+			b.Errorf("run %s claimed %d times", id, n)
+			doubles += n - 1
+		}
+	}
+	b.ReportMetric(float64(doubles), "double-claims")
+	b.ReportMetric(float64(len(claimed))/b.Elapsed().Seconds(), "claims/s")
 }

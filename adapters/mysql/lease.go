@@ -42,8 +42,9 @@ type statement struct {
 }
 
 // claimCandidates returns a statement of claim-next that reads its
-// candidates: the head of the unleased queue, the first expired lease and
-// the first lease of an earlier incarnation of the claimant's worker. lock is
+// candidates: the head of the unleased queue, and the first of the leased
+// runs that are expired or held by an earlier incarnation of the
+// claimant's worker. lock is
 // forClaimSkipping (lock each candidate, passing over rows that other
 // transactions hold) or forClaimReading (a plain read of the latest
 // committed rows, locking nothing).
@@ -52,8 +53,7 @@ func (s *storage) claimCandidates(q driver.RunnableQuery, lock string) (statemen
 	shift := s.clockParam()
 	query, args, err := s.union([]statement{
 		{qUnleasedHead, []any{shift, statusArgs(q)}},
-		{qExpiredLease, []any{shift, shift, statusArgs(q)}},
-		{qEarlierLife, []any{shift, owner.Worker, owner.Incarnation, statusArgs(q)}},
+		{qTakeable, []any{shift, statusArgs(q), shift, owner.Worker, owner.Incarnation}},
 	}, q, statement{query: lock})
 	if err != nil {
 		return statement{}, err

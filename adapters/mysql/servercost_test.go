@@ -1,9 +1,14 @@
 package mysql_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -41,13 +46,43 @@ func readServerCounters(b *testing.B, db *sqlx.DB) map[string]float64 {
 	return out
 }
 
+// serverCPU is the CPU time the local server process has used, when the
+// server runs on this machine (ok false otherwise).
+func serverCPU() (cpu time.Duration, ok bool) {
+	for _, name := range []string{"mariadbd", "mysqld"} {
+		out, err := exec.Command("pidof", "-s", name).Output()
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(out)) + "/stat")
+		if err != nil {
+			return 0, false
+		}
+		// Fields 14 and 15 are user and system time in clock ticks (100/s
+		// on Linux); the command name before them is in parentheses.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		user, err1 := strconv.ParseInt(fields[11], 10, 64)
+		sys, err2 := strconv.ParseInt(fields[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, false
+		}
+		return time.Duration(user+sys) * 10 * time.Millisecond, true
+	}
+	return 0, false
+}
+
 // measureServer reports the server's work per operation for what runs
-// between its call and the returned function's. The counters are the
-// whole server's: run benchmarks alone on it.
+// between its call and the returned function's, and its CPU time per
+// operation when it runs on this machine. The counters are the whole
+// server's: run benchmarks alone on it.
 func measureServer(b *testing.B, db *sqlx.DB) (done func()) {
 	b.Helper()
 	before := readServerCounters(b, db)
+	cpuBefore, cpuOK := serverCPU()
 	return func() {
+		if cpuAfter, ok := serverCPU(); ok && cpuOK {
+			b.ReportMetric(float64((cpuAfter-cpuBefore).Microseconds())/float64(b.N), "server-cpu-µs/op")
+		}
 		after := readServerCounters(b, db)
 		for _, c := range serverCounters {
 			// The two SHOW statements are not the benchmark's.

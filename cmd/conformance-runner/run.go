@@ -59,6 +59,7 @@ const usageText = `conformance-runner certifies a runstate store against docs/sp
 
 Usage:
   conformance-runner [--adapter memory|badger|mysql | --plugin PATH | --gateway PATH] [flags]
+  conformance-runner bench [same store flags] [bench flags]   (see conformance-runner bench -h)
 
 Stores:
   --adapter memory           the in-memory reference store (default)
@@ -96,11 +97,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("conformance-runner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
-	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger or mysql")
-	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
-	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to certify a store through it")
-	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
-	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
+	addTargetFlags(fs, &o)
 	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores: keep real time and sleep through lease TTLs, as plugins do")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms)")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
@@ -120,15 +117,35 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError("unexpected argument %q", fs.Arg(0))
 	case o.format != "text" && o.format != "json":
 		return o, usageError("--format %q: want text or json", o.format)
+	}
+	return o, o.checkTarget()
+}
+
+// addTargetFlags adds the flags that name the store, shared by
+// certification and bench.
+func addTargetFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger or mysql")
+	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
+	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to reach a store through it")
+	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
+	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
+}
+
+// checkTarget refuses conflicting store flags and defaults to memory.
+func (o *options) checkTarget() error {
+	switch {
 	case (o.adapter != "" && o.pluginPath != "") || (o.gatewayPath != "" && (o.adapter != "" || o.pluginPath != "")):
-		return o, usageError("--adapter, --plugin and --gateway exclude each other")
+		return usageError("--adapter, --plugin and --gateway exclude each other")
 	case o.pluginPath == "" && o.adapter == "" && o.gatewayPath == "":
 		o.adapter = "memory"
 	}
-	return o, nil
+	return nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "bench" {
+		return runBench(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parse(args, stderr)
 	if err != nil {
 		return err

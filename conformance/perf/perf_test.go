@@ -1,0 +1,130 @@
+package perf_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/memory/memorytest"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/conformance/perf"
+	"github.com/runstate/runstate/spec"
+)
+
+var small = perf.Options{Levels: []int{1, 4}, Duration: 100 * time.Millisecond, Claims: 200, ListRuns: 1000, RecoveryRuns: 300}
+
+func TestEveryWorkloadIsMeasured(t *testing.T) {
+	ms, err := perf.Run(context.Background(), memorytest.Target(false), small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cas-update x1", "cas-update x4", "claim-next x1", "claim-next x4", "list-page depth=0", "list-page depth=900", "recovery runs=300"}
+	if len(ms) != len(want) {
+		t.Fatalf("got %d measurements, want %v", len(ms), want)
+	}
+	for i, m := range ms {
+		if m.Label() != want[i] {
+			t.Errorf("measurement %d is %s, want %s", i, m.Label(), want[i])
+		}
+		if m.Ops <= 0 || m.PerSecond <= 0 || m.Seconds <= 0 {
+			t.Errorf("%s: ops %d, %.1f/s over %.3fs", m.Label(), m.Ops, m.PerSecond, m.Seconds)
+		}
+		if m.Workload != perf.Recovery && (m.P50 <= 0 || m.P99 < m.P50) {
+			t.Errorf("%s: p50 %v, p99 %v", m.Label(), m.P50, m.P99)
+		}
+		if m.DoubleClaims != 0 {
+			t.Errorf("%s: %d double claims on the memory store", m.Label(), m.DoubleClaims)
+		}
+	}
+	if got := ms[2].Ops + 0; got != small.Claims {
+		t.Errorf("claim-next x1 made %d claims, want %d", got, small.Claims)
+	}
+	if ms[6].Ops != small.RecoveryRuns {
+		t.Errorf("recovery settled %d runs, want %d", ms[6].Ops, small.RecoveryRuns)
+	}
+}
+
+// A store that hands a run to two workers is caught and counted.
+func TestDoubleClaimsAreCounted(t *testing.T) {
+	target := memorytest.Target(false)
+	inner := target.NewHarness
+	target.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
+		h, err := inner(ctx)
+		return doubling{h}, err
+	}
+	opts := small
+	opts.Levels = []int{2}
+	ms, err := perf.Run(context.Background(), target, opts)
+	if !errors.Is(err, perf.ErrDoubleClaim) {
+		t.Fatalf("err = %v, want ErrDoubleClaim", err)
+	}
+	var found bool
+	for _, m := range ms {
+		if m.Workload == perf.ClaimNext {
+			found = true
+			if m.DoubleClaims != small.Claims/2 {
+				t.Errorf("counted %d double claims, want %d (every second claim repeats the one before)", m.DoubleClaims, small.Claims/2)
+			}
+		}
+	}
+	if !found {
+		t.Error("no claim-next measurement")
+	}
+}
+
+// doubling's store answers every second claim-next with the claim before.
+type doubling struct{ conformance.Harness }
+
+func (d doubling) Store() spec.RunStateStore {
+	return &doublingStore{Store: d.Harness.Store().(spec.Store)}
+}
+
+type doublingStore struct {
+	spec.Store
+	mu   sync.Mutex
+	n    int
+	last spec.Claim
+}
+
+func (s *doublingStore) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if s.n%2 == 0 {
+		return s.last, nil
+	}
+	c, err := s.Store.ClaimNextRun(ctx, p)
+	s.last = c
+	return c, err
+}
+
+// A store without leases is measured on what it has; claim-next is
+// reported skipped, not passed.
+func TestWithoutLeasesClaimNextIsSkipped(t *testing.T) {
+	target := memorytest.Target(false)
+	target.Capabilities.Leases = false
+	inner := target.NewHarness
+	target.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
+		h, err := inner(ctx)
+		return noLeases{h}, err
+	}
+	ms, err := perf.Run(context.Background(), target, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Workload == perf.ClaimNext && (m.Skipped == "" || m.Ops != 0) {
+			t.Errorf("%s: skipped %q with %d ops", m.Label(), m.Skipped, m.Ops)
+		}
+		if m.Workload == perf.Recovery && m.Ops != small.RecoveryRuns {
+			t.Errorf("recovery without leases settled %d runs", m.Ops)
+		}
+	}
+}
+
+type noLeases struct{ conformance.Harness }
+
+// Store hides the lease operations.
+func (n noLeases) Store() spec.RunStateStore { return struct{ spec.RunStateStore }{n.Harness.Store()} }
