@@ -46,10 +46,10 @@ Flags:
 
 type benchOptions struct {
 	options
-	references        listFlag
-	levels            string
-	markdown, chart   string
-	perf              perf.Options
+	references      listFlag
+	levels          string
+	markdown, chart string
+	perf            perf.Options
 }
 
 func parseBench(args []string, stderr io.Writer) (benchOptions, error) {
