@@ -134,22 +134,25 @@ func (s *storage) Now(context.Context) (time.Time, error) { return s.now(), nil 
 
 // Insert implements driver.Driver.
 func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
-	return s.update(ctx, func(txn *tx) error {
-		if _, exists, err := getRun(txn, r.Run.RunID); err != nil || exists {
-			if exists {
-				return spec.ErrAlreadyExists
-			}
-			return err
+	return s.update(ctx, func(txn *tx) error { return insert(txn, r) })
+}
+
+// insert stores a new run with its indexes and created event.
+func insert(txn *tx, r driver.InsertParams) error {
+	if _, exists, err := getRun(txn, r.Run.RunID); err != nil || exists {
+		if exists {
+			return spec.ErrAlreadyExists
 		}
-		next := storedRun{Run: r.Run}
-		if err := moveIndexes(txn, nil, indexed{r.Run, driver.LeaseState{}}); err != nil {
-			return err
-		}
-		if err := appendEvents(txn, []spec.AuditEvent{r.Created}, &next.LastSeq); err != nil {
-			return err
-		}
-		return setJSON(txn, runKey(r.Run.RunID), next)
-	})
+		return err
+	}
+	next := storedRun{Run: r.Run}
+	if err := moveIndexes(txn, nil, indexed{r.Run, driver.LeaseState{}}); err != nil {
+		return err
+	}
+	if err := appendEvents(txn, []spec.AuditEvent{r.Created}, &next.LastSeq); err != nil {
+		return err
+	}
+	return setJSON(txn, runKey(r.Run.RunID), next)
 }
 
 // current reads run id with its lease for a write; spec.ErrNotFound when missing.

@@ -1,0 +1,150 @@
+package benchutil
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// BulkLoader stores runs as a store's Insert would, many per transaction:
+// a million runs through the one-transaction-per-run API would take longer
+// than the measurements they are for. Each run comes with its created
+// event (seq 1).
+type BulkLoader func(ctx context.Context, runs []spec.RunSnapshot) error
+
+// ScaleOpener opens a fresh store under the scale benchmarks and its bulk
+// loader.
+type ScaleOpener func(b *testing.B) (spec.Store, BulkLoader)
+
+// ScaleRuns is how many finished runs the scale benchmarks put around the
+// live ones: 1,000,000, or $RUNSTATE_SCALE_RUNS for a quicker try.
+func ScaleRuns(b *testing.B) int {
+	if v := os.Getenv("RUNSTATE_SCALE_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 10000 {
+			b.Fatalf("RUNSTATE_SCALE_RUNS=%q: want a count of at least 10000", v)
+		}
+		return n
+	}
+	return 1_000_000
+}
+
+// liveRuns is how many non-terminal runs recovery settles.
+const liveRuns = 10_000
+
+// bulkRuns makes n runs of status, created a microsecond apart from start.
+func bulkRuns(n int, status spec.RunStatus, start time.Time) []spec.RunSnapshot {
+	runs := make([]spec.RunSnapshot, n)
+	for i := range runs {
+		at := start.Add(time.Duration(i) * time.Microsecond)
+		runs[i] = spec.RunSnapshot{RunID: ulid.MustNew(ulid.Timestamp(at), ulid.DefaultEntropy()).String(), WorkflowName: "bench",
+			Status: status, Priority: i % 10, CreatedAt: at, UpdatedAt: at, Version: 1,
+			Steps: []spec.Step{{Name: "build", Status: spec.StepQueued}}}
+		if status.Terminal() {
+			runs[i].Steps[0].Status = spec.StepSuccess
+		}
+	}
+	return runs
+}
+
+// load stores n runs of status in chunks, created from start on.
+func load(b *testing.B, bulk BulkLoader, n int, status spec.RunStatus, start time.Time) {
+	b.Helper()
+	const chunk = 10_000
+	for done := 0; done < n; done += chunk {
+		runs := bulkRuns(min(chunk, n-done), status, start.Add(time.Duration(done)*time.Microsecond))
+		if err := bulk(context.Background(), runs); err != nil {
+			b.Fatalf("bulk load of %s runs: %v", status, err)
+		}
+	}
+}
+
+// Scale measures what must not grow with the finished runs a store holds:
+// claim-next, a page of ListRuns deep into the store, and recovery of
+// 10,000 live runs, each in a store of ScaleRuns finished runs beside an
+// empty one. The benchmark names carry the number of finished runs, so
+// each pair compares side by side.
+func Scale(b *testing.B, open ScaleOpener) {
+	ctx := context.Background()
+	finished := ScaleRuns(b)
+	empty, emptyBulk := open(b)
+	big, bigBulk := open(b)
+	// Finished runs were created an hour ago, before every live run.
+	load(b, bigBulk, finished, spec.StatusSuccess, time.Now().Add(-time.Hour))
+	stores := []struct {
+		finished int
+		store    spec.Store
+		bulk     BulkLoader
+	}{{0, empty, emptyBulk}, {finished, big, bigBulk}}
+
+	for _, s := range stores {
+		b.Run(fmt.Sprintf("claim-next/finished=%d", s.finished), func(b *testing.B) {
+			load(b, s.bulk, b.N, spec.StatusQueued, time.Now())
+			owner := spec.Owner{Worker: "bench", Incarnation: "1"}
+			claims := make([]spec.Claim, 0, b.N)
+			for b.Loop() {
+				c, err := s.store.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
+				if err != nil {
+					b.Fatal(err)
+				}
+				claims = append(claims, c)
+			}
+			// The claimed runs finish, as a worker's would, so that what
+			// follows sees finished runs only.
+			b.StopTimer()
+			for _, c := range claims {
+				if _, err := s.store.UpdateRun(ctx, spec.UpdateRunParams{RunID: c.Run.RunID, ExpectedVersion: c.Run.Version,
+					Status: string(spec.StatusCanceled), LeaseToken: c.Lease.Token}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+
+	// Page 1 against the page nine tenths deep, in the big store.
+	depth := finished * 9 / 10
+	cursor := ""
+	for seen := 0; seen < depth; seen += spec.MaxPageLimit {
+		page, err := big.ListRuns(ctx, spec.ListRunsParams{Limit: spec.MaxPageLimit, Cursor: cursor})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cursor = page.NextCursor
+	}
+	for _, at := range []struct {
+		depth  int
+		cursor string
+	}{{0, ""}, {depth, cursor}} {
+		b.Run(fmt.Sprintf("list-page/depth=%d", at.depth), func(b *testing.B) {
+			for b.Loop() {
+				page, err := big.ListRuns(ctx, spec.ListRunsParams{Limit: 100, Cursor: at.cursor})
+				if err != nil || len(page.Runs) != 100 {
+					b.Fatalf("a page of %d runs: %v", len(page.Runs), err)
+				}
+			}
+		})
+	}
+
+	for _, s := range stores {
+		b.Run(fmt.Sprintf("recovery/live=%d/finished=%d", liveRuns, s.finished), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				load(b, s.bulk, liveRuns, spec.StatusRunning, time.Now())
+				b.StartTimer()
+				rep, err := spec.Recover(ctx, s.store, spec.RecoveryOptions{Owner: spec.Owner{Worker: "bench-recovery", Incarnation: "1"},
+					Logger: slog.New(slog.DiscardHandler)})
+				if err != nil || rep.Interrupted != liveRuns {
+					b.Fatalf("recovery interrupted %d of %d runs: %v", rep.Interrupted, liveRuns, err)
+				}
+			}
+		})
+	}
+}
