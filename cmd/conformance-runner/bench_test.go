@@ -146,4 +146,3 @@ func TestBenchRefusesAStoreThatHoldsRuns(t *testing.T) {
 		t.Fatalf("the refused store holds %d runs", len(runs))
 	}
 }
-

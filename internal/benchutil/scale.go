@@ -90,7 +90,8 @@ func Scale(b *testing.B, open ScaleOpener) {
 			load(b, s.bulk, b.N, spec.StatusQueued, time.Now())
 			owner := spec.Owner{Worker: "bench", Incarnation: "1"}
 			claims := make([]spec.Claim, 0, b.N)
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				c, err := s.store.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
 				if err != nil {
 					b.Fatal(err)
@@ -135,7 +136,7 @@ func Scale(b *testing.B, open ScaleOpener) {
 
 	for _, s := range stores {
 		b.Run(fmt.Sprintf("recovery/live=%d/finished=%d", liveRuns, s.finished), func(b *testing.B) {
-			for b.Loop() {
+			for range b.N {
 				b.StopTimer()
 				load(b, s.bulk, liveRuns, spec.StatusRunning, time.Now())
 				b.StartTimer()
