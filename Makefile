@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint bench conformance crash soak fuzz mutation proto plugins
+.PHONY: run test lint bench perf-report conformance crash soak fuzz mutation proto plugins gateway
 
 # The main job: run the bundled example workflow on the default (Badger) store.
 run:
@@ -17,9 +17,30 @@ lint:
 	$(GO) vet ./...
 	cd examples/filestore && $(GO) vet ./...
 
-# Benchmarks, each adapter side by side with its hand-written baseline.
+# Every benchmark of docs/performance.md, each beside its baseline measured
+# in the same run: the adapters against hand-written transactions (MySQL
+# also through a latency proxy, as across a network), the plugin boundary
+# against plain grpc-go between processes, and the scale benchmarks among a
+# million finished runs (RUNSTATE_SCALE_RUNS=100000 for a quicker pass).
+# MySQL benchmarks use the server the tests use. About 25 minutes here.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...
+
+# The portable benchmark (conformance-runner bench) of the Badger plugin,
+# the MySQL store and a store behind the gateway, each beside the memory
+# and Badger reference stores: JSON, Markdown and a chart per target, in
+# PERF_DIR. MYSQL_DSN names a server where scratch databases may be made.
+PERF_DIR  ?= docs/perf
+MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
+perf-report: plugins gateway
+	mkdir -p $(PERF_DIR)
+	$(GO) build -o bin/ ./cmd/conformance-runner
+	bin/conformance-runner bench --plugin bin/runstate-plugin-badger --config 'dir={{tempdir}}' --format json \
+		--markdown $(PERF_DIR)/badger-plugin.md --chart $(PERF_DIR)/badger-plugin.svg > $(PERF_DIR)/badger-plugin.json
+	bin/conformance-runner bench --adapter mysql --config 'dsn=$(MYSQL_DSN)' --format json \
+		--markdown $(PERF_DIR)/mysql.md --chart $(PERF_DIR)/mysql.svg > $(PERF_DIR)/mysql.json
+	bin/conformance-runner bench --gateway bin/runstate-gateway --config 'store=badger:{{tempdir}}/s' --format json \
+		--markdown $(PERF_DIR)/gateway-badger.md --chart $(PERF_DIR)/gateway-badger.svg > $(PERF_DIR)/gateway-badger.json
 
 # Certify the in-memory reference store against every rule of docs/spec.md.
 conformance:
@@ -74,3 +95,7 @@ proto:
 # Plugin binaries of the reference adapters, in bin/.
 plugins:
 	$(GO) build -o bin/ ./cmd/runstate-plugin-memory ./cmd/runstate-plugin-badger ./cmd/runstate-plugin-mysql
+
+# The gateway binary, in bin/.
+gateway:
+	$(GO) build -o bin/ ./cmd/runstate-gateway

@@ -100,26 +100,52 @@ func ownerIncarnationPrefix(o spec.Owner) []byte {
 }
 
 // indexKeys returns every index key of a run with snapshot s and lease l.
+// The keys are cut from one buffer: a write computes them twice (before
+// and after), and a key a piece would cost several allocations each.
 func indexKeys(s spec.RunSnapshot, l driver.LeaseState) [][]byte {
-	pos := append(micros(s.CreatedAt), s.RunID...)
-	keys := [][]byte{
-		append(createdPrefix(), pos...),
-		append(statusPrefix(s.Status), pos...),
-		append(workflowPrefix(s.WorkflowName), pos...),
-	}
+	var kb keyBuilder
+	kb.buf = make([]byte, 0, 160+len(s.WorkflowName)+8*len(s.RunID)+64*len(s.Labels))
+	keys := make([][]byte, 0, 5+len(s.Labels))
+	created := micros(s.CreatedAt)
+	withPos := func(k []byte) []byte { return kb.finish(append(append(k, created...), s.RunID...)) }
+	keys = append(keys,
+		withPos(kb.start(tagCreated)),
+		withPos(kb.text(kb.start(tagStatus), string(s.Status))),
+		withPos(kb.text(kb.start(tagWorkflow), s.WorkflowName)))
 	for k, v := range s.Labels {
-		keys = append(keys, append(labelPrefix(k, v), pos...))
+		keys = append(keys, withPos(kb.text(kb.text(kb.start(tagLabel), k), v)))
 	}
 	switch driver.QueueOf(s, l) {
 	case driver.QueueNone:
 	case driver.QueueUnleased:
-		keys = append(keys, append(append(queuePrefix(s.Status), invPriority(s.Priority)...), pos...))
+		keys = append(keys, withPos(append(kb.text(kb.start(tagQueue), string(s.Status)), invPriority(s.Priority)...)))
 	case driver.QueueLeased:
 		keys = append(keys,
-			append(append(expiryPrefix(s.Status), micros(l.ExpiresAt)...), s.RunID...),
-			append(ownerIncarnationPrefix(l.Owner), s.RunID...))
+			kb.finish(append(append(kb.text(kb.start(tagExpiry), string(s.Status)), micros(l.ExpiresAt)...), s.RunID...)),
+			kb.finish(append(kb.text(kb.text(kb.start(tagOwner), l.Owner.Worker), l.Owner.Incarnation), s.RunID...)))
 	}
 	return keys
+}
+
+// keyBuilder writes keys one after another into one buffer, in the layout
+// of key and text: start begins a key, text adds a 0-terminated part and
+// finish cuts the key off (capped, so nothing appends into the next one).
+type keyBuilder struct {
+	buf  []byte
+	from int
+}
+
+func (kb *keyBuilder) start(tag byte) []byte {
+	kb.from = len(kb.buf)
+	kb.buf = append(kb.buf, tag, 0)
+	return kb.buf
+}
+
+func (kb *keyBuilder) text(k []byte, s string) []byte { return append(append(k, s...), 0) }
+
+func (kb *keyBuilder) finish(k []byte) []byte {
+	kb.buf = k
+	return k[kb.from:len(k):len(k)]
 }
 
 // indexChanges returns the index keys to delete and to set when a run's
