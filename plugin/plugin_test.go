@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -262,5 +263,28 @@ func TestRedacted(t *testing.T) {
 	got := plugin.Redacted(map[string]string{"dsn": "u:p@/db", "dir": "/data", "api_token": "t", "region": "eu"}, []string{"region"})
 	if got["dsn"] != "<redacted>" || got["api_token"] != "<redacted>" || got["region"] != "<redacted>" || got["dir"] != "/data" {
 		t.Fatalf("Redacted: %v", got)
+	}
+}
+
+// With ProfileEnv set, a plugin process writes its CPU profile when the
+// host closes it, for the plugin's side of a benchmark.
+func TestAPluginWritesItsCPUProfileWhenAsked(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(plugin.ProfileEnv, dir)
+	ctx := context.Background()
+	c, err := plugin.Open(ctx, bin(t, memoryPkg), plugin.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Store().CreateRun(ctx, spec.CreateRunParams{WorkflowName: "profiled"}); err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PID()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(filepath.Join(dir, fmt.Sprintf("cpu-%d.pprof", pid)))
+	if err != nil || info.Size() == 0 {
+		t.Fatalf("no profile from plugin %d: %v", pid, err)
 	}
 }

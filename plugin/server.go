@@ -2,10 +2,13 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -51,6 +54,7 @@ func Serve(store spec.RunStateStore, opts ...ServeOption) {
 func ServeOpener(open Opener, opts ...ServeOption) {
 	// The host parses stderr lines of this shape as log entries.
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
+	defer profileCPU()()
 	srv := newServer("plugin", open, opts)
 	go watchHost(os.Getppid(), time.Second/5, func() {
 		// A host that was killed cannot stop its plugin: the plugin stops
@@ -68,6 +72,34 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 		GRPCServer: grpcServer,
 	})
 	srv.close()
+}
+
+// ProfileEnv names a directory where every plugin process writes a CPU
+// profile of its life, cpu-<pid>.pprof, when it is set in the host's
+// environment (plugins inherit it): the plugin's side of a call, for
+// go tool pprof beside the host's own -cpuprofile.
+const ProfileEnv = "RUNSTATE_PLUGIN_CPUPROFILE_DIR"
+
+// profileCPU starts the CPU profile ProfileEnv asks for and returns what
+// stops it; written when the host shuts the plugin down, not when it is
+// killed.
+func profileCPU() (stop func()) {
+	dir := os.Getenv(ProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d.pprof", os.Getpid())))
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		slog.Warn("no CPU profile", "dir", dir, "error", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // watchHost calls gone once the process's parent is no longer host: when

@@ -77,8 +77,15 @@ const (
 		` AND r.status IN (?) AND (r.lease_expires_at <= ` + clock + ` OR (r.lease_worker = ? AND r.lease_incarnation <> ?))`
 
 	// Listings read snapshots with their order keys.
-	listColumns      = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
-	qListRuns        = listColumns + ` WHERE TRUE`
+	listColumns = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
+	// ListRuns reads the index of its filter in (created_at, run_id)
+	// order and stops after a page. The index is pinned: after a burst of
+	// inserts the optimizer may otherwise scan and sort the whole table
+	// for the first page (4 ms instead of 0.7 with 10,000 runs).
+	byCreatedIndex   = ` FORCE INDEX (by_created)`
+	byStatusIndex    = ` FORCE INDEX (by_status)`
+	byWorkflowIndex  = ` FORCE INDEX (by_workflow)`
+	whereTrue        = ` WHERE TRUE`
 	byStatus         = ` AND r.status = ?`
 	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
 	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`

@@ -226,7 +226,18 @@ func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, erro
 func listSQL(q driver.RunQuery, st spec.RunStatus) (string, []any) {
 	var b strings.Builder
 	var args []any
-	b.WriteString(qListRuns)
+	b.WriteString(listColumns)
+	switch {
+	case st != "":
+		b.WriteString(byStatusIndex)
+	case q.Filter.WorkflowName != "":
+		b.WriteString(byWorkflowIndex)
+	case len(q.Filter.Labels) == 0:
+		b.WriteString(byCreatedIndex)
+	}
+	// Label filters alone are left to the optimizer: it may rather start
+	// from the labels table.
+	b.WriteString(whereTrue)
 	if st != "" {
 		b.WriteString(byStatus)
 		args = append(args, st)

@@ -128,7 +128,7 @@ func Run(ctx context.Context, target conformance.Target, opts Options) ([]Measur
 	}
 	for _, m := range out {
 		if m.DoubleClaims > 0 {
-			return out, fmt.Errorf("%w: %d double claims with %d workers", ErrDoubleClaim, m.DoubleClaims, m.Level)
+			return out, fmt.Errorf("%w: %d double claims, workers=%d", ErrDoubleClaim, m.DoubleClaims, m.Level)
 		}
 	}
 	return out, nil
@@ -207,7 +207,7 @@ func benchRun(int) spec.CreateRunParams {
 func casUpdates(ctx context.Context, target conformance.Target, opts Options) ([]Measurement, error) {
 	var out []Measurement
 	for _, level := range opts.Levels {
-		opts.Progress(fmt.Sprintf("%s with %d writers", CASUpdate, level))
+		opts.Progress(fmt.Sprintf("%s, writers=%d", CASUpdate, level))
 		err := withStore(ctx, target, func(st spec.RunStateStore) error {
 			ids, err := createRuns(ctx, st, level, benchRun)
 			if err != nil {
@@ -239,7 +239,7 @@ func casUpdates(ctx context.Context, target conformance.Target, opts Options) ([
 			return err
 		})
 		if err != nil {
-			return out, fmt.Errorf("%s with %d writers: %w", CASUpdate, level, err)
+			return out, fmt.Errorf("%s, writers=%d: %w", CASUpdate, level, err)
 		}
 	}
 	return out, nil
@@ -254,7 +254,7 @@ func claims(ctx context.Context, target conformance.Target, opts Options) ([]Mea
 			out = append(out, Measurement{Workload: ClaimNext, Level: level, Skipped: "the store has no leases"})
 			continue
 		}
-		opts.Progress(fmt.Sprintf("%s with %d workers", ClaimNext, level))
+		opts.Progress(fmt.Sprintf("%s, workers=%d", ClaimNext, level))
 		err := withStore(ctx, target, func(st spec.RunStateStore) error {
 			leases, ok := st.(spec.LeaseStore)
 			if !ok {
@@ -297,7 +297,7 @@ func claims(ctx context.Context, target conformance.Target, opts Options) ([]Mea
 			return err
 		})
 		if err != nil {
-			return out, fmt.Errorf("%s with %d workers: %w", ClaimNext, level, err)
+			return out, fmt.Errorf("%s, workers=%d: %w", ClaimNext, level, err)
 		}
 	}
 	return out, nil
@@ -310,7 +310,7 @@ const pageSize = 100
 // way through opts.ListRuns runs; keyset paging makes them cost the same.
 func listPages(ctx context.Context, target conformance.Target, opts Options) ([]Measurement, error) {
 	var out []Measurement
-	opts.Progress(fmt.Sprintf("%s over %d runs", ListPage, opts.ListRuns))
+	opts.Progress(fmt.Sprintf("%s, runs=%d", ListPage, opts.ListRuns))
 	err := withStore(ctx, target, func(st spec.RunStateStore) error {
 		if _, err := createRuns(ctx, st, opts.ListRuns, func(int) spec.CreateRunParams { return spec.CreateRunParams{WorkflowName: "bench"} }); err != nil {
 			return err
@@ -358,7 +358,7 @@ func listPages(ctx context.Context, target conformance.Target, opts Options) ([]
 // per second.
 func recovery(ctx context.Context, target conformance.Target, opts Options) ([]Measurement, error) {
 	n := opts.RecoveryRuns
-	opts.Progress(fmt.Sprintf("%s of %d runs", Recovery, n))
+	opts.Progress(fmt.Sprintf("%s, runs=%d", Recovery, n))
 	var out []Measurement
 	err := withStore(ctx, target, func(st spec.RunStateStore) error {
 		ids, err := createRuns(ctx, st, n, benchRun)
