@@ -40,7 +40,13 @@ type baseRecord struct {
 	LastSeq int64            `json:"last_seq"`
 }
 
-func (h handWritten) update(id string, expected int64, to spec.RunStatus) (int64, error) {
+// update is one transition by hand. With indexed, it keeps the adapter's
+// data layout: it also reads the run's lease record and moves the run's
+// status and queue index keys, as every store that lists by status and
+// claims from a queue must. The difference between the two is what the
+// indexes cost; between the indexed one and the adapter, what the adapter
+// adds.
+func (h handWritten) update(id string, expected int64, to spec.RunStatus, indexed bool) (int64, error) {
 	var version int64
 	err := h.db.Update(func(txn *bdb.Txn) error {
 		item, err := txn.Get([]byte("r\x00" + id))
@@ -55,56 +61,8 @@ func (h handWritten) update(id string, expected int64, to spec.RunStatus) (int64
 			return &spec.Error{Code: spec.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: rec.Run.Version}
 		}
 		from := rec.Run.Status
-		rec.Run.Status, rec.Run.Version, rec.Run.UpdatedAt = to, rec.Run.Version+1, driver.Timestamp(time.Now())
-		rec.LastSeq++
-		ev, _ := json.Marshal(spec.AuditEvent{RunID: id, Seq: rec.LastSeq, Kind: spec.AuditTransition, From: from, To: to,
-			Time: rec.Run.UpdatedAt, Version: rec.Run.Version})
-		if err := txn.Set([]byte(fmt.Sprintf("a\x00%s\x00%016x", id, rec.LastSeq)), ev); err != nil {
-			return err
-		}
-		val, _ := json.Marshal(rec)
-		version = rec.Run.Version
-		return txn.Set([]byte("r\x00"+id), val)
-	})
-	return version, err
-}
-
-// updateIndexed is the hand-written transaction with the adapter's data
-// layout: it also reads the run's lease record and moves the run's status
-// and queue index keys, as every store that lists by status and claims
-// from a queue must. The difference between it and update is what the
-// indexes cost; between it and the adapter, what the adapter adds.
-func (h handWritten) updateIndexed(id string, expected int64, to spec.RunStatus) (int64, error) {
-	var version int64
-	err := h.db.Update(func(txn *bdb.Txn) error {
-		item, err := txn.Get([]byte("r\x00" + id))
-		if err != nil {
-			return err
-		}
-		var rec baseRecord
-		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
-			return err
-		}
-		var lease driver.LeaseState
-		if item, err := txn.Get([]byte("l\x00" + id)); err == nil {
-			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &lease) }); err != nil {
-				return err
-			}
-		} else if !errors.Is(err, bdb.ErrKeyNotFound) {
-			return err
-		}
-		if rec.Run.Version != expected {
-			return &spec.Error{Code: spec.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: rec.Run.Version}
-		}
-		from := rec.Run.Status
-		created := fmt.Sprintf("%016x", rec.Run.CreatedAt.UnixMicro())
-		for _, k := range []string{"s\x00" + string(from) + "\x00" + created + id, fmt.Sprintf("q\x00%s\x00%08x%s%s", from, rec.Run.Priority, created, id)} {
-			if err := txn.Delete([]byte(k)); err != nil {
-				return err
-			}
-		}
-		for _, k := range []string{"s\x00" + string(to) + "\x00" + created + id, fmt.Sprintf("q\x00%s\x00%08x%s%s", to, rec.Run.Priority, created, id)} {
-			if err := txn.Set([]byte(k), nil); err != nil {
+		if indexed {
+			if err := moveIndexesByHand(txn, id, rec.Run, to); err != nil {
 				return err
 			}
 		}
@@ -120,6 +78,34 @@ func (h handWritten) updateIndexed(id string, expected int64, to spec.RunStatus)
 		return txn.Set([]byte("r\x00"+id), val)
 	})
 	return version, err
+}
+
+// moveIndexesByHand reads the run's lease and moves its status and queue
+// index keys from the run's status to to.
+func moveIndexesByHand(txn *bdb.Txn, id string, run spec.RunSnapshot, to spec.RunStatus) error {
+	var lease driver.LeaseState
+	if item, err := txn.Get([]byte("l\x00" + id)); err == nil {
+		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &lease) }); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, bdb.ErrKeyNotFound) {
+		return err
+	}
+	created := fmt.Sprintf("%016x", run.CreatedAt.UnixMicro())
+	keys := func(st spec.RunStatus) []string {
+		return []string{"s\x00" + string(st) + "\x00" + created + id, fmt.Sprintf("q\x00%s\x00%08x%s%s", st, run.Priority, created, id)}
+	}
+	for _, k := range keys(run.Status) {
+		if err := txn.Delete([]byte(k)); err != nil {
+			return err
+		}
+	}
+	for _, k := range keys(to) {
+		if err := txn.Set([]byte(k), nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func flip(i int) spec.RunStatus {
@@ -192,12 +178,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 					version := int64(1)
 					for i := 0; next(); i++ {
 						var err error
-						if impl == "handwritten" {
-							version, err = h.update(id, version, flip(i))
-						} else {
-							version, err = h.updateIndexed(id, version, flip(i))
-						}
-						if err != nil {
+						if version, err = h.update(id, version, flip(i), impl == "handwritten-indexed"); err != nil {
 							b.Error(err)
 							return
 						}

@@ -16,7 +16,7 @@ import (
 )
 
 // openInternal opens a store on a fresh database, dropped after the test.
-func openInternal(t *testing.T) *Store {
+func openInternal(t testing.TB) *Store {
 	t.Helper()
 	ctx := context.Background()
 	srv := testserver.Find(t)

@@ -3,13 +3,11 @@ package mysql
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/internal/benchutil"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/spec/driver"
@@ -60,18 +58,8 @@ func manyRows(insert string, n int) string {
 // BenchmarkScale: claim-next, a deep ListRuns page and recovery among a
 // million finished runs, beside an empty database.
 func BenchmarkScale(b *testing.B) {
-	srv := testserver.Find(b)
 	benchutil.Scale(b, func(b *testing.B) (spec.Store, benchutil.BulkLoader) {
-		ctx := context.Background()
-		name, err := srv.CreateDatabase(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := Open(ctx, Options{DSN: srv.DSN(name), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
+		s := openInternal(b)
 		return s, s.data.bulkInsert
 	})
 }

@@ -2,6 +2,7 @@ package benchutil
 
 import (
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,14 +15,24 @@ import (
 // throttles: data keeps flowing while earlier data waits, so pipelined
 // traffic is not serialised. It lives in the benchmark's process and
 // changes nothing on the machine's network.
+//
+// Its delivering goroutines sleep in nanosleep, and a goroutine in a
+// system call keeps one of the runtime's processors (GOMAXPROCS) until the
+// runtime's monitor takes it back, which can take milliseconds. With dozens
+// of connections the sleepers would hold every processor and the
+// benchmark's own goroutines would wait for one: measured at 2 ms and 32
+// writers, runs fell to a quarter of their throughput at random. So the
+// proxy adds a processor for each direction of each connection while it
+// runs, and gives them back on Close.
 type DelayProxy struct {
-	target  string
-	oneWay  atomic.Int64 // nanoseconds
-	ln      net.Listener
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	closing bool
+	target    string
+	oneWay    atomic.Int64 // nanoseconds
+	ln        net.Listener
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	closing   bool
+	baseProcs int
 }
 
 // StartDelayProxy listens on a free loopback port and forwards each
@@ -31,7 +42,7 @@ func StartDelayProxy(target string, roundTrip time.Duration) (*DelayProxy, error
 	if err != nil {
 		return nil, err
 	}
-	p := &DelayProxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &DelayProxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, baseProcs: runtime.GOMAXPROCS(0)}
 	p.SetDelay(roundTrip)
 	p.wg.Add(1)
 	go p.accept()
@@ -88,6 +99,7 @@ func (p *DelayProxy) Close() error {
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.wg.Wait()
+	runtime.GOMAXPROCS(p.baseProcs)
 	return err
 }
 
@@ -99,6 +111,10 @@ func (p *DelayProxy) track(c net.Conn) bool {
 		return false
 	}
 	p.conns[c] = struct{}{}
+	// One sleeper per direction, so one processor per tracked end.
+	if want := p.baseProcs + len(p.conns); runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 	return true
 }
 

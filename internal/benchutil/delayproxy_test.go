@@ -28,20 +28,27 @@ func echoServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// The proxy passes bytes unchanged, in order, both ways, and an exchange
-// through it takes at least the round trip it adds.
-func TestDelayProxyDelaysAndKeepsBytes(t *testing.T) {
-	const rtt = 20 * time.Millisecond
+// dialThrough connects to an echo server through a proxy adding rtt.
+func dialThrough(t *testing.T, rtt time.Duration) net.Conn {
+	t.Helper()
 	p, err := StartDelayProxy(echoServer(t), rtt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// The proxy passes bytes unchanged, in order, both ways, and an exchange
+// through it takes at least the round trip it adds.
+func TestDelayProxyDelaysAndKeepsBytes(t *testing.T) {
+	const rtt = 20 * time.Millisecond
+	c := dialThrough(t, rtt)
 	for i := range 5 {
 		msg := bytes.Repeat([]byte{byte('a' + i)}, 1000*(i+1))
 		start := time.Now()
@@ -65,16 +72,7 @@ func TestDelayProxyDelaysAndKeepsBytes(t *testing.T) {
 // writes sent together arrive about one round trip later, not ten.
 func TestDelayProxyPipelines(t *testing.T) {
 	const rtt = 100 * time.Millisecond
-	p, err := StartDelayProxy(echoServer(t), rtt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialThrough(t, rtt)
 	start := time.Now()
 	for range 10 {
 		if _, err := c.Write([]byte("0123456789")); err != nil {

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -110,33 +111,24 @@ var serviceDesc = grpc.ServiceDesc{
 	ServiceName: "runstate.floor.Floor",
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{
-		{MethodName: "Noop", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			in := new(emptypb.Empty)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			return srv.(*floor).noop(ctx, in)
-		}},
-		{MethodName: "Create", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			in := new(emptypb.Empty)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			return srv.(*floor).create(ctx, in)
-		}},
-		{MethodName: "Get", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			return srv.(*floor).get(ctx, in)
-		}},
-		{MethodName: "Update", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			return srv.(*floor).update(ctx, in)
-		}},
+		{MethodName: "Noop", Handler: unary((*floor).noop)},
+		{MethodName: "Create", Handler: unary((*floor).create)},
+		{MethodName: "Get", Handler: unary((*floor).get)},
+		{MethodName: "Update", Handler: unary((*floor).update)},
 	},
+}
+
+// unary adapts a method of floor to grpc's handler: decode the request,
+// call.
+func unary[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp any](call func(*floor, context.Context, PReq) (Resp, error)) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		in := PReq(new(Req))
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		return call(srv.(*floor), ctx, in)
+	}
 }
