@@ -8,8 +8,15 @@ run:
 	$(GO) run ./cmd/demo-runner run examples/workflows/hello.yaml
 
 # Every test, with the race detector (the suite runs concurrent workers).
+# gotestsum prints each test as it ends, so that a package's minutes show
+# progress, and the failures again at the end; then go test's closing line
+# of every package follows, and the exit status is go test's.
+TESTJSON ?= $(or $(TMPDIR),/tmp)/runstate-test-$(shell id -u).json
 test:
-	$(GO) test -race -count=1 ./...
+	@status=0; $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) -- -race -count=1 ./... || status=$$?; \
+	echo; echo "go test, per package:"; \
+	sed -n 's/^{.*"Action":"output".*"Output":"\(\(ok\|FAIL\|?\) *\\t[^"]*\)\\n"}$$/\1/p' $(TESTJSON) | sed 's/\\t/\t/g'; \
+	exit $$status
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -12,6 +12,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -146,10 +147,20 @@ type Result struct {
 	Outcome  Outcome       `json:"outcome"`
 	Failures []Failure     `json:"failures,omitempty"`
 	Detail   string        `json:"detail,omitempty"`
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration `json:"-"` // duration_seconds in JSON
 	// Attachments are files a check made to explain its result, such as
 	// the visualisation of a history that is not linearizable.
 	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// MarshalJSON writes the duration in seconds, as every duration runstate
+// prints.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type fields Result
+	return json.Marshal(struct {
+		fields
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{fields(r), r.Duration.Seconds()})
 }
 
 // Attachment is a file a check made; reports write it next to themselves.

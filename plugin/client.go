@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/runstate/runstate/internal/redact"
 	pb "github.com/runstate/runstate/plugin/proto"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/spec/driver"
@@ -74,18 +72,26 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		timeout = 10 * time.Second
 	}
 	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
+	hclogger := newHCLogger(log.With("plugin", name))
+	cmd := exec.Command(path)
+	// The plugin leads a process group of its own, so that a plugin that
+	// forks (a wrapper script) is ended whole when it fails to start; and
+	// the host stops waiting for its output 2s after it ends, however long
+	// a child of it keeps the pipes open.
+	ownProcessGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second
 	proc := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {pluginName: &grpcPlugin{}}},
-		Cmd:              exec.Command(path),
+		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		Logger:           newHCLogger(log.With("plugin", name)),
+		Logger:           hclogger,
 		StartTimeout:     timeout,
 		GRPCDialOptions:  []grpc.DialOption{grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize)},
 	})
 	rpcClient, err := proc.Client()
 	if err != nil {
-		proc.Kill()
+		endStarted(cmd, proc, hclogger)
 		// go-plugin tells a protocol version mismatch from other failures in
 		// its text alone, which the cause carries to the reader.
 		return nil, spec.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake: "+
@@ -93,7 +99,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	}
 	raw, err := rpcClient.Dispense(pluginName)
 	if err != nil {
-		proc.Kill()
+		endStarted(cmd, proc, hclogger)
 		return nil, spec.Unavailable(fmt.Sprintf("plugin %s serves no runstate store", name), err)
 	}
 	c := newClient(name, "plugin "+name, raw.(pb.RunStateStoreClient), proc)
@@ -103,6 +109,19 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	}
 	log.Info("store plugin ready", "plugin", name, "store", c.name, "version", c.version, "leases", c.leases)
 	return c, nil
+}
+
+// endStarted ends a plugin that failed to start: its whole process group,
+// then go-plugin's side of it. A binary that never ran, or has exited
+// already, has nothing to end (go-plugin would say it "failed to exit
+// gracefully").
+func endStarted(cmd *exec.Cmd, proc *goplugin.Client, log *hcLogger) {
+	if cmd.Process == nil {
+		return
+	}
+	endProcessGroup(cmd)
+	log.quietExit.Store(true)
+	proc.Kill()
 }
 
 // NewInProcess returns a client of a store served on conn by RegisterGRPC,
@@ -364,17 +383,9 @@ func (rs remote) GetLease(ctx context.Context, runID string) (spec.Lease, error)
 	return fromLease(r), nil
 }
 
-// secretWords mark configuration keys whose values are secret.
-var secretWords = []string{"dsn", "password", "secret", "token", "credential"}
-
-// Redacted returns config with secret values replaced, for logs and reports.
+// Redacted returns config with secret values replaced, for logs and
+// reports: the keys listed in secret, and those whose names say so (dsn,
+// password, secret, token, credential, …).
 func Redacted(config map[string]string, secret []string) map[string]string {
-	out := maps.Clone(config)
-	for k := range out {
-		lower := strings.ToLower(k)
-		if slices.Contains(secret, k) || slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(lower, w) }) {
-			out[k] = "<redacted>"
-		}
-	}
-	return out
+	return redact.Config(config, secret)
 }

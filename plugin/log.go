@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -15,9 +16,25 @@ type hcLogger struct {
 	l    *slog.Logger
 	name string
 	args []any
+	// quietExit: the plugin failed to start and was ended on purpose, so
+	// go-plugin's complaint that it did not exit gracefully is noise.
+	quietExit *atomic.Bool
 }
 
-func newHCLogger(l *slog.Logger) hclog.Logger { return &hcLogger{l: l} }
+func newHCLogger(l *slog.Logger) *hcLogger { return &hcLogger{l: l, quietExit: new(atomic.Bool)} }
+
+// renameKeys gives go-plugin's "plugin" (the binary's path) its own name:
+// the host's logger already says plugin=NAME, and a key twice on one line
+// reads as a mistake.
+func renameKeys(args []any) []any {
+	out := append([]any{}, args...)
+	for i := 0; i+1 < len(out); i += 2 {
+		if out[i] == "plugin" {
+			out[i] = "path"
+		}
+	}
+	return out
+}
 
 var hcLevels = map[hclog.Level]slog.Level{
 	hclog.Trace: slog.LevelDebug - 4, hclog.Debug: slog.LevelDebug, hclog.Info: slog.LevelInfo,
@@ -29,7 +46,10 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 	if !ok {
 		lv = slog.LevelInfo
 	}
-	attrs := append(append([]any{}, h.args...), args...)
+	if msg == "plugin failed to exit gracefully" && h.quietExit.Load() {
+		lv = slog.LevelDebug
+	}
+	attrs := append(append([]any{}, h.args...), renameKeys(args)...)
 	if h.name != "" {
 		attrs = append(attrs, "logger", h.name)
 	}
@@ -53,7 +73,7 @@ func (h *hcLogger) IsError() bool { return h.enabled(hclog.Error) }
 
 func (h *hcLogger) ImpliedArgs() []any { return h.args }
 func (h *hcLogger) With(args ...any) hclog.Logger {
-	return &hcLogger{l: h.l, name: h.name, args: append(append([]any{}, h.args...), args...)}
+	return &hcLogger{l: h.l, name: h.name, quietExit: h.quietExit, args: append(append([]any{}, h.args...), args...)}
 }
 func (h *hcLogger) Name() string { return h.name }
 func (h *hcLogger) Named(name string) hclog.Logger {
@@ -61,10 +81,10 @@ func (h *hcLogger) Named(name string) hclog.Logger {
 	if h.name != "" {
 		n = h.name + "." + name
 	}
-	return &hcLogger{l: h.l, name: n, args: h.args}
+	return &hcLogger{l: h.l, name: n, quietExit: h.quietExit, args: h.args}
 }
 func (h *hcLogger) ResetNamed(name string) hclog.Logger {
-	return &hcLogger{l: h.l, name: name, args: h.args}
+	return &hcLogger{l: h.l, name: name, quietExit: h.quietExit, args: h.args}
 }
 
 // The level is the slog handler's business.

@@ -288,3 +288,82 @@ func TestAPluginWritesItsCPUProfileWhenAsked(t *testing.T) {
 		t.Fatalf("no profile from plugin %d: %v", pid, err)
 	}
 }
+
+// A "plugin" that is a wrapper script forking a child and never answering
+// is ended whole at the start timeout: the host is not held by the child's
+// open pipes, and no process of it is left behind.
+func TestStartTimeoutEndsTheWholeProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	childPID := filepath.Join(dir, "child.pid")
+	script := filepath.Join(dir, "wrapper.sh")
+	body := "#!/bin/sh\nsleep 600 &\necho $! > " + childPID + "\nsleep 600\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := plugin.Open(context.Background(), script, plugin.Options{StartTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, spec.ErrUnavailable) {
+			t.Fatalf("want ErrUnavailable, got %v", err)
+		}
+	case <-time.After(time.Minute): // a hang guard, not a timing claim: the start timeout is 1s
+		t.Fatal("Open still waits, a minute after a 1s start timeout")
+	}
+	b, err := os.ReadFile(childPID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	// SIGKILL lands asynchronously; a killed child no one has reaped yet is
+	// a zombie, not a process.
+	for wait := time.Now(); alive(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Since(wait) > 10*time.Second {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the wrapper's child %d outlived the failed start", pid)
+		}
+	}
+}
+
+// alive reports whether pid is a running process (not gone, not a zombie).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+// A binary that never started, or exited at once, is reported once and
+// plainly: no complaint that it failed to exit, no key twice on a line.
+func TestFailedStartLogsPlainly(t *testing.T) {
+	for _, path := range []string{filepath.Join(t.TempDir(), "no-such-plugin"), "/bin/false"} {
+		var out testlog.Buffer
+		_, err := plugin.Open(context.Background(), path, plugin.Options{Logger: slog.New(slog.NewTextHandler(&out, nil))})
+		if !errors.Is(err, spec.ErrUnavailable) {
+			t.Fatalf("%s: want ErrUnavailable, got %v", path, err)
+		}
+		logs := out.String()
+		if strings.Contains(logs, "failed to exit gracefully") {
+			t.Errorf("%s: a process that never ran is said to have failed to exit:\n%s", path, logs)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+			seen := map[string]bool{}
+			for _, field := range strings.Fields(line) {
+				key, _, ok := strings.Cut(field, "=")
+				if ok && !strings.Contains(key, `"`) && seen[key] {
+					t.Errorf("%s: key %s twice on %q", path, key, line)
+				}
+				seen[key] = true
+			}
+		}
+		if n := strings.Count(err.Error(), "runstate: "); n != 1 {
+			t.Errorf("%s: %q says runstate %d times", path, err, n)
+		}
+	}
+}

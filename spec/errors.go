@@ -86,9 +86,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("runstate: ")
+	b.WriteString(errPrefix)
 	if e.Message != "" {
-		b.WriteString(e.Message)
+		b.WriteString(strings.TrimPrefix(e.Message, errPrefix))
 	} else {
 		b.WriteString(e.Code.words())
 	}
@@ -96,10 +96,14 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, " (run %s)", e.RunID)
 	}
 	if e.Cause != nil {
-		fmt.Fprintf(&b, ": %v", e.Cause)
+		// A cause that is runstate's own error is not prefixed twice.
+		fmt.Fprintf(&b, ": %s", strings.ReplaceAll(e.Cause.Error(), errPrefix, ""))
 	}
 	return b.String()
 }
+
+// errPrefix starts every message of the contract's errors, once.
+const errPrefix = "runstate: "
 
 // Is reports whether target is a sentinel or an *Error with the same Code,
 // so that errors.Is(err, ErrNotFound) holds for every not-found error.
@@ -116,7 +120,7 @@ func (e *Error) Is(target error) bool {
 // sentinel is the type of the Err* values.
 type sentinel Code
 
-func (s sentinel) Error() string { return "runstate: " + Code(s).words() }
+func (s sentinel) Error() string { return errPrefix + Code(s).words() }
 
 // words is the code as a phrase: "not found".
 func (c Code) words() string { return strings.ToLower(strings.ReplaceAll(string(c), "_", " ")) }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,12 +16,12 @@ type RecoveryPolicy string
 // Recovery policies.
 const (
 	// RecoverInterrupt moves orphaned running runs to interrupted with reason
-	// CRASH_RECOVERY (seed 000, REC-001). The default; it suits a single process.
+	// CRASH_RECOVERY (docs/requirements.md#000-5, REC-001). The default; it suits a single process.
 	RecoverInterrupt RecoveryPolicy = "interrupt"
-	// RecoverFail moves them to failed with a retryable CRASH_RECOVERY diagnostic (seed 003, REC-002).
+	// RecoverFail moves them to failed with a retryable CRASH_RECOVERY diagnostic (docs/requirements.md#003-2, REC-002).
 	RecoverFail RecoveryPolicy = "fail"
 	// RecoverTakeover leaves them running and releases them, so a worker that
-	// claims running runs continues them under a new lease (seed 004). It
+	// claims running runs continues them under a new lease (docs/requirements.md#004-2). It
 	// suits shared stores whose steps are safe to resume (REC-011).
 	RecoverTakeover RecoveryPolicy = "takeover"
 )
@@ -88,7 +89,20 @@ type RecoveryReport struct {
 	Failed      int            `json:"failed"`
 	Requeued    int            `json:"requeued"`
 	Skipped     int            `json:"skipped"`
-	Duration    time.Duration  `json:"duration"`
+	Duration    time.Duration  `json:"-"` // duration_seconds in JSON
+}
+
+// MarshalJSON writes the duration in seconds, as every duration runstate
+// prints, and an empty list of runs as [].
+func (r RecoveryReport) MarshalJSON() ([]byte, error) {
+	type fields RecoveryReport
+	if r.Runs == nil {
+		r.Runs = []RecoveredRun{}
+	}
+	return json.Marshal(struct {
+		fields
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{fields(r), r.Duration.Seconds()})
 }
 
 // Recovered is the number of runs whose state recovery changed or released.

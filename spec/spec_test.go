@@ -167,3 +167,16 @@ func TestStepsFollowingRunMovesOnlyWhatRuns(t *testing.T) {
 		t.Errorf("patches\n got %s\nwant %s", got, want)
 	}
 }
+
+func TestErrorMessagesSayRunstateOnce(t *testing.T) {
+	inner := spec.InvalidArgument("dir", "is required")
+	for _, err := range []error{
+		spec.Unavailable("the plugin did not start", inner),
+		&spec.Error{Code: spec.CodeInvalidArgument, Message: inner.Error()},
+		spec.Unavailable("store away", fmt.Errorf("dial: %w", spec.ErrUnavailable)),
+	} {
+		if n := strings.Count(err.Error(), "runstate: "); n != 1 {
+			t.Errorf("%q says runstate %d times", err, n)
+		}
+	}
+}

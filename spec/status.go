@@ -29,7 +29,7 @@ var runStatuses = []RunStatus{
 }
 
 // statusAliases are accepted on input and stored as their target
-// ("created" from seed 001, "pending" from seed 003). Rule FSM-006.
+// ("created" from requirement 001-1, "pending" from 003-1; docs/requirements.md). Rule FSM-006.
 var statusAliases = map[string]RunStatus{
 	"created": StatusQueued,
 	"pending": StatusQueued,
@@ -76,7 +76,7 @@ func (s RunStatus) Valid() bool { return slices.Contains(runStatuses, s) }
 // Terminal reports whether s is a terminal status.
 func (s RunStatus) Terminal() bool { return s.Valid() && !slices.Contains(nonTerminalRunStatuses(), s) }
 
-// RequiresDiagnostic reports whether entering s requires a Diagnostic (seed 001, DIAG-001).
+// RequiresDiagnostic reports whether entering s requires a Diagnostic (docs/requirements.md#001-7, DIAG-001).
 func (s RunStatus) RequiresDiagnostic() bool {
 	return s == StatusFailed || s == StatusDenied || s == StatusTimeout
 }

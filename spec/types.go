@@ -51,7 +51,7 @@ type HostState struct {
 	FinishedAt    time.Time `json:"finished_at,omitzero"`
 }
 
-// Diagnostic explains a failure (seed 001). ErrorCode and Message are required.
+// Diagnostic explains a failure (docs/requirements.md#001-7). ErrorCode and Message are required.
 type Diagnostic struct {
 	ErrorCode  string            `json:"error_code"`
 	Message    string            `json:"message"`

@@ -31,6 +31,9 @@ var (
 type Operator struct {
 	Store spec.RunStateStore
 	Actor spec.Actor
+	// Notifiers hear of every status change an action makes, as a
+	// Tracker's do.
+	Notifiers []Notifier
 }
 
 // maxOperatorAttempts bounds the re-reads of a run that keeps changing.
@@ -51,6 +54,9 @@ func (o Operator) act(ctx context.Context, runID string, decide func(cur spec.Ru
 		next, err := o.Store.UpdateRun(ctx, p)
 		if errors.Is(err, spec.ErrVersionConflict) {
 			continue // it changed meanwhile: look again
+		}
+		if err == nil && next.Status != cur.Status {
+			notifyAll(o.Notifiers, next, "", "", "")
 		}
 		return next, err
 	}

@@ -48,6 +48,9 @@ type Options struct {
 	// would change nothing, so that no step of a leased run goes ahead
 	// without a write or a check carrying its token.
 	Leases spec.LeaseStore
+	// OnRenewFailure, when set, is told of every lease renewal that failed
+	// (refused or not answered), for metrics.
+	OnRenewFailure func(error)
 }
 
 // Tracker writes runs to a store and notifies.
@@ -72,9 +75,13 @@ func New(store spec.RunStateStore, opts Options) *Tracker {
 var ErrRunEnded = errors.New("tracker: the run was ended elsewhere")
 
 func (t *Tracker) notify(s spec.RunSnapshot, step, host, errText string) {
+	notifyAll(t.opts.Notifiers, s, step, host, errText)
+}
+
+func notifyAll(notifiers []Notifier, s spec.RunSnapshot, step, host, errText string) {
 	ev := Event{RunID: s.RunID, WorkflowName: s.WorkflowName, Status: string(s.Status), Step: step, Host: host,
 		Timestamp: s.UpdatedAt, Error: errText, Version: s.Version}
-	for _, n := range t.opts.Notifiers {
+	for _, n := range notifiers {
 		n.Notify(ev)
 	}
 }
@@ -258,6 +265,9 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 		}
 		// Renewals do not wait for the run's writes, nor writes for them.
 		err := r.renew(ctx)
+		if err != nil && ctx.Err() == nil && r.t.opts.OnRenewFailure != nil {
+			r.t.opts.OnRenewFailure(err)
+		}
 		switch {
 		case errors.Is(err, spec.ErrLeaseLost):
 			stop(err)

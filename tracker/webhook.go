@@ -11,14 +11,17 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/runstate/runstate/internal/redact"
 )
 
 // DeadLetter is a notification that could not be delivered.
 type DeadLetter struct {
-	URL       string    `json:"url"`
+	URL       string    `json:"url"` // without its password or secret query parameters
 	Event     Event     `json:"event"`
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"last_error"`
@@ -96,6 +99,25 @@ type WebhookOptions struct {
 	DeadLetters DeadLetters
 	Logger      *slog.Logger
 	Client      *http.Client
+	// OnAttempt, when set, is told the outcome of every delivery attempt
+	// (Delivered, Retrying, DeadLettered), for metrics.
+	OnAttempt func(DeliveryOutcome)
+}
+
+// DeliveryOutcome is what became of one delivery attempt.
+type DeliveryOutcome string
+
+// Outcomes of delivery attempts.
+const (
+	Delivered    DeliveryOutcome = "delivered"
+	Retrying     DeliveryOutcome = "retrying"      // it failed and is tried again
+	DeadLettered DeliveryOutcome = "dead_lettered" // it failed, or could not be queued, for the last time
+)
+
+func (w *Webhook) observe(o DeliveryOutcome) {
+	if w.opts.OnAttempt != nil {
+		w.opts.OnAttempt(o)
+	}
 }
 
 // Webhook posts each event as JSON to a URL, in order, from its own
@@ -104,6 +126,7 @@ type WebhookOptions struct {
 // then dead-lettered.
 type Webhook struct {
 	url   string
+	shown string // url without its secrets, for logs and dead letters
 	opts  WebhookOptions
 	queue chan Event
 	stop  chan struct{} // closed by Close: take no more events
@@ -115,8 +138,24 @@ type Webhook struct {
 
 var _ Notifier = (*Webhook)(nil)
 
-// NewWebhook starts delivering to url.
-func NewWebhook(url string, opts WebhookOptions) *Webhook {
+// CheckWebhookURL checks that raw is an http or https URL with a host; its
+// error never repeats the URL, which may hold a password.
+func CheckWebhookURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return errors.New("the URL does not parse; want http(s)://host[:port]/path")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want an http:// or https:// URL, such as https://hooks.example.com/runstate")
+	case u.Host == "":
+		return errors.New("the URL names no host; want http(s)://host[:port]/path")
+	}
+	return nil
+}
+
+// NewWebhook starts delivering to url (see CheckWebhookURL). Logs and dead
+// letters show it without its password or secret query parameters.
+func NewWebhook(target string, opts WebhookOptions) *Webhook {
 	if opts.Attempts <= 0 {
 		opts.Attempts = 5
 	}
@@ -138,7 +177,7 @@ func NewWebhook(url string, opts WebhookOptions) *Webhook {
 	if opts.Client == nil {
 		opts.Client = &http.Client{}
 	}
-	w := &Webhook{url: url, opts: opts, queue: make(chan Event, opts.Queue), stop: make(chan struct{}),
+	w := &Webhook{url: target, shown: redact.URL(target), opts: opts, queue: make(chan Event, opts.Queue), stop: make(chan struct{}),
 		hurry: make(chan struct{}), done: make(chan struct{})}
 	go w.deliverAll()
 	return w
@@ -214,13 +253,15 @@ func (w *Webhook) deliver(ev Event) {
 	for attempt < w.opts.Attempts && !w.hurried() {
 		attempt++
 		if last = w.post(body); last == nil {
+			w.observe(Delivered)
 			return
 		}
 		if attempt == w.opts.Attempts {
 			break
 		}
+		w.observe(Retrying)
 		sleep := backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
-		w.opts.Logger.Debug("webhook delivery failed; retrying", "url", w.url, "run_id", ev.RunID, "attempt", attempt, "in", sleep, "error", last)
+		w.opts.Logger.Debug("webhook delivery failed; retrying", "url", w.shown, "run_id", ev.RunID, "attempt", attempt, "in", sleep, "error", last)
 		select {
 		case <-time.After(sleep):
 		case <-w.hurry:
@@ -235,10 +276,14 @@ func (w *Webhook) post(body []byte) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return errors.New("the webhook URL does not parse")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := w.opts.Client.Do(req)
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		urlErr.URL = w.shown // the client strips a password, not a token in the query
+	}
 	if err != nil {
 		return err
 	}
@@ -250,11 +295,12 @@ func (w *Webhook) post(body []byte) error {
 }
 
 func (w *Webhook) deadLetter(ev Event, attempts int, cause error) {
-	d := DeadLetter{URL: w.url, Event: ev, Attempts: attempts, At: time.Now().UTC()}
+	w.observe(DeadLettered)
+	d := DeadLetter{URL: w.shown, Event: ev, Attempts: attempts, At: time.Now().UTC()}
 	if cause != nil {
 		d.LastError = cause.Error()
 	}
-	w.opts.Logger.Warn("webhook delivery dead-lettered", "url", w.url, "run_id", ev.RunID, "status", ev.Status, "attempts", attempts, "error", d.LastError)
+	w.opts.Logger.Warn("webhook delivery dead-lettered", "url", w.shown, "run_id", ev.RunID, "status", ev.Status, "attempts", attempts, "error", d.LastError)
 	if w.opts.DeadLetters == nil {
 		return
 	}

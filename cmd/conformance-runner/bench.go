@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,15 +18,13 @@ import (
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/conformance/perf"
 	"github.com/runstate/runstate/internal/cli"
+	"github.com/spf13/cobra"
 )
 
-const benchUsageText = `conformance-runner bench measures a store with fixed workloads, beside the
-reference stores measured in the same run on the same machine.
+const benchLong = `bench measures a store with fixed workloads, beside the reference stores measured in
+the same run on the same machine.
 
-Usage:
-  conformance-runner bench [--adapter memory|badger|mysql | --plugin PATH | --gateway PATH] [flags]
-
-The store is named as for certification (conformance-runner -h); it must start empty, and
+The store is named as for certification (conformance-runner --help); it must start empty, and
 every workload level gets a fresh one. Workloads (docs/performance.md):
   cas-update   compare-and-set transitions, each writer on its own run, at each --levels
   claim-next   workers claiming --claims runs from a fuller queue, at each --levels; a run
@@ -39,10 +36,7 @@ Output: a table (or --format json) on stdout, progress on stderr, and optionally
 report and a chart (SVG or PNG, by the file's extension).
 
 Exit codes: 0 measured, 1 a store handed a run to two workers, 2 usage error or a store
-that holds runs, 3 the harness broke (a store could not be started or an operation failed).
-
-Flags:
-`
+that holds runs, 3 the harness broke (a store could not be started or an operation failed).`
 
 type benchOptions struct {
 	options
@@ -52,11 +46,24 @@ type benchOptions struct {
 	perf            perf.Options
 }
 
-func parseBench(args []string, stderr io.Writer) (benchOptions, error) {
-	o := benchOptions{options: options{config: configFlag{}, realClock: true}}
-	fs := flag.NewFlagSet("conformance-runner bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsageText); fs.PrintDefaults() }
+func newBenchCommand() *cobra.Command {
+	o := &benchOptions{options: options{config: configFlag{}, realClock: true}}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a store beside the reference stores",
+		Long:  benchLong,
+		Example: `  conformance-runner bench --adapter badger --chart badger.svg
+  conformance-runner bench --plugin ./runstate-plugin-badger --config dir={{tempdir}} --markdown perf.md
+  conformance-runner bench --adapter memory --levels 1,8 --duration 500ms --references none`,
+		Args: cli.ExactArgs(),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			return runBench(c.Context(), *o, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
 	addTargetFlags(fs, &o.options)
 	fs.Var(&o.references, "references", "reference stores measured beside it: memory, badger, or none (default memory,badger)")
 	fs.StringVar(&o.levels, "levels", "1,8,32", "writer and worker counts of cas-update and claim-next")
@@ -67,27 +74,26 @@ func parseBench(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
 	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
 	fs.StringVar(&o.chart, "chart", "", "also draw the stores side by side into this .svg or .png file")
-	if err := cli.Parse(fs, args, exitPass, exitUsage); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, usageError("unexpected argument %q", fs.Arg(0))
-	}
+	return cmd
+}
+
+// check checks bench's flags before anything starts.
+func (o *benchOptions) check() error {
 	if o.format != "text" && o.format != "json" {
-		return o, usageError("--format %q: want text or json", o.format)
+		return usageError("--format %q: want text or json", o.format)
 	}
 	for _, l := range strings.Split(o.levels, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(l))
 		if err != nil || n < 1 {
-			return o, usageError("--levels %q: want positive counts, e.g. 1,8,32", o.levels)
+			return usageError("--levels %q: want positive counts, e.g. 1,8,32", o.levels)
 		}
 		o.perf.Levels = append(o.perf.Levels, n)
 	}
 	if o.perf.Claims < 1 || o.perf.ListRuns < 2*100 || o.perf.RecoveryRuns < 1 || o.perf.Duration <= 0 {
-		return o, usageError("--claims, --recovery-runs and --duration must be positive, and --list-runs at least 200 (two pages)")
+		return usageError("--claims, --recovery-runs and --duration must be positive, and --list-runs at least 200 (two pages)")
 	}
 	if o.chart != "" && !strings.HasSuffix(o.chart, ".svg") && !strings.HasSuffix(o.chart, ".png") {
-		return o, usageError("--chart %q: name an .svg or .png file", o.chart)
+		return usageError("--chart %q: name an .svg or .png file", o.chart)
 	}
 	if len(o.references) == 0 {
 		o.references = listFlag{"memory", "badger"}
@@ -97,10 +103,10 @@ func parseBench(args []string, stderr io.Writer) (benchOptions, error) {
 	}
 	for _, r := range o.references {
 		if r != "memory" && r != "badger" {
-			return o, usageError("--references %q: want memory, badger or none", r)
+			return usageError("--references %q: want memory, badger or none", r)
 		}
 	}
-	return o, o.checkTarget()
+	return o.checkTarget()
 }
 
 // benchReport is one bench run, stamped like the conformance report.
@@ -111,16 +117,36 @@ type benchReport struct {
 	Environment map[string]string `json:"environment"`
 	Options     benchSettings     `json:"options"`
 	Started     time.Time         `json:"started"`
-	Duration    time.Duration     `json:"duration"`
+	Duration    time.Duration     `json:"-"` // duration_seconds in JSON
 	Stores      []storeResult     `json:"stores"`
 }
 
 type benchSettings struct {
 	Levels       []int         `json:"levels"`
-	CASDuration  time.Duration `json:"cas_duration"`
+	CASDuration  time.Duration `json:"-"` // cas_duration_seconds in JSON
 	Claims       int           `json:"claims"`
 	ListRuns     int           `json:"list_runs"`
 	RecoveryRuns int           `json:"recovery_runs"`
+}
+
+// MarshalJSON writes the duration in seconds, as every duration runstate
+// prints.
+func (r benchReport) MarshalJSON() ([]byte, error) {
+	type fields benchReport
+	return json.Marshal(struct {
+		fields
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{fields(r), r.Duration.Seconds()})
+}
+
+// MarshalJSON writes the duration in seconds, as every duration runstate
+// prints.
+func (s benchSettings) MarshalJSON() ([]byte, error) {
+	type fields benchSettings
+	return json.Marshal(struct {
+		fields
+		CASDurationSeconds float64 `json:"cas_duration_seconds"`
+	}{fields(s), s.CASDuration.Seconds()})
 }
 
 // storeResult is one store's measurements.
@@ -132,11 +158,7 @@ type storeResult struct {
 	Error        string             `json:"error,omitempty"`
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseBench(args, stderr)
-	if err != nil {
-		return err
-	}
+func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
 	target, cleanup, err := o.target(ctx)
 	if err != nil {
 		return err

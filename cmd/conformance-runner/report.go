@@ -25,9 +25,19 @@ type report struct {
 	Config       map[string]string           `json:"config,omitempty"`
 	Environment  map[string]string           `json:"environment"`
 	Started      time.Time                   `json:"started"`
-	Duration     time.Duration               `json:"duration"`
+	Duration     time.Duration               `json:"-"` // duration_seconds in JSON
 	Counts       map[conformance.Outcome]int `json:"counts"`
 	Results      []conformance.Result        `json:"results"`
+}
+
+// MarshalJSON writes the duration in seconds, as every duration runstate
+// prints.
+func (r report) MarshalJSON() ([]byte, error) {
+	type fields report
+	return json.Marshal(struct {
+		fields
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{fields(r), r.Duration.Seconds()})
 }
 
 func environment() map[string]string {
@@ -58,7 +68,8 @@ func (r report) byArea(fn func(area string, title string, results []conformance.
 
 // tally counts results by outcome.
 func tally(rs []conformance.Result) map[conformance.Outcome]int {
-	out := map[conformance.Outcome]int{}
+	// Every outcome is counted, zero included, so that readers need no default.
+	out := map[conformance.Outcome]int{conformance.Pass: 0, conformance.Fail: 0, conformance.Skip: 0, conformance.Error: 0}
 	for _, r := range rs {
 		out[r.Outcome]++
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -25,6 +24,8 @@ import (
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/spec"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes.
@@ -43,6 +44,7 @@ func usageError(format string, args ...any) error { return cli.Errorf(exitUsage,
 type listFlag []string
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Type() string   { return "list" }
 func (l *listFlag) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -55,11 +57,8 @@ func (l *listFlag) Set(v string) error {
 // configFlag collects repeated key=value settings.
 type configFlag = cli.KVFlag
 
-const usageText = `conformance-runner certifies a runstate store against docs/spec.md.
-
-Usage:
-  conformance-runner [--adapter memory|badger|mysql | --plugin PATH | --gateway PATH] [flags]
-  conformance-runner bench [same store flags] [bench flags]   (see conformance-runner bench -h)
+const rootLong = `conformance-runner certifies a runstate store against docs/spec.md: it runs every
+selected rule's checks on the store and reports the verdict per rule.
 
 Stores:
   --adapter memory           the in-memory reference store (default)
@@ -67,24 +66,28 @@ Stores:
   --adapter mysql            the MySQL store, a fresh database per check (--config dsn=user:pass@tcp(host:3306)/)
   --plugin PATH              a store plugin binary, started afresh for every check. Its store must
                              start empty: give each check its own place with {{tempdir}} (a new
-                             directory) or {{unique}} (a new token) in --config values, e.g.
-                             --config dir={{tempdir}}, or for the MySQL plugin
-                             --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
+                             directory) or {{unique}} (a new token) in --config values
   --gateway PATH             the runstate-gateway binary, started afresh for every check on loopback in
-                             front of the store --config store=… names (templated as for plugins, e.g.
-                             --config 'store=badger:{{tempdir}}/s'), and reached over TCP as an operator
+                             front of the store --config store=… names, and reached over TCP as an operator
 
 Checks create runs and claim runnable ones: a store that holds runs before the first check is
-refused (exit 2) before anything is written, unless --allow-stored-runs is given.
+refused (exit 2) before anything is written, unless --allow-stored-runs is given. Secret
+configuration values (keys naming dsn, password, secret, token or credential, and --secret
+keys) are redacted in every report.
 
 Exit codes: 0 all selected rules pass, 1 a rule failed, 2 usage error (a --config the plugin
-refuses too) or a store that holds runs, 3 the harness broke.
+refuses too) or a store that holds runs, 3 the harness broke.`
 
-Flags:
-`
+const rootExample = `  conformance-runner
+  conformance-runner --adapter badger --run LEASE,CLAIM --markdown report.md
+  conformance-runner --plugin ./runstate-plugin-badger --config dir={{tempdir}}
+  conformance-runner --plugin ./runstate-plugin-mysql \
+      --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
+  conformance-runner --list-rules --run LEASE`
 
 type options struct {
 	adapter, pluginPath, gatewayPath, format, junit, markdown string
+	configFile                                                string
 	config                                                    configFlag
 	secret, run, skip                                         listFlag
 	realClock, listRules, allowStoredRuns                     bool
@@ -92,12 +95,24 @@ type options struct {
 	ttl, timeout                                              time.Duration
 }
 
-func parse(args []string, stderr io.Writer) (options, error) {
-	o := options{config: configFlag{}}
-	fs := flag.NewFlagSet("conformance-runner", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
-	addTargetFlags(fs, &o)
+// newRoot builds the command tree: certification at the root, bench below.
+func newRoot() *cobra.Command {
+	o := &options{config: configFlag{}}
+	root := &cobra.Command{
+		Use:     "conformance-runner",
+		Short:   "Certify a runstate store against docs/spec.md",
+		Long:    rootLong,
+		Example: rootExample,
+		Args:    cli.ExactArgs(),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			return certify(c.Context(), *o, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	fs := root.Flags()
+	addTargetFlags(fs, o)
 	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores: keep real time and sleep through lease TTLs, as plugins do")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms)")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
@@ -109,30 +124,40 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.attachments, "attachments", "", "directory for files that explain failures, such as a non-linearizable history (default: beside --markdown or --junit)")
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
 	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
-	if err := cli.Parse(fs, args, exitPass, exitUsage); err != nil {
-		return o, err
+	root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	root.AddCommand(newBenchCommand())
+	return root
+}
+
+// check checks certification's flags before anything starts.
+func (o *options) check() error {
+	if o.format != "text" && o.format != "json" {
+		return usageError("--format %q: want text or json", o.format)
 	}
-	switch {
-	case fs.NArg() > 0:
-		return o, usageError("unexpected argument %q", fs.Arg(0))
-	case o.format != "text" && o.format != "json":
-		return o, usageError("--format %q: want text or json", o.format)
+	if o.timeout <= 0 || o.ttl < 0 {
+		return usageError("--timeout %v and --ttl %v: want a positive time limit and a TTL of 0 (the default) or more", o.timeout, o.ttl)
 	}
-	return o, o.checkTarget()
+	return o.checkTarget()
 }
 
 // addTargetFlags adds the flags that name the store, shared by
 // certification and bench.
-func addTargetFlags(fs *flag.FlagSet, o *options) {
+func addTargetFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger or mysql")
 	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
 	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to reach a store through it")
 	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
+	fs.StringVar(&o.configFile, "config-file", "", "more store configuration, a key=value per line (keeps a DSN's password out of ps; --config wins)")
 	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
 }
 
 // checkTarget refuses conflicting store flags and defaults to memory.
 func (o *options) checkTarget() error {
+	if o.configFile != "" {
+		if err := o.config.AddFile(o.configFile); err != nil {
+			return usageError("--config-file: %v", err)
+		}
+	}
 	switch {
 	case (o.adapter != "" && o.pluginPath != "") || (o.gatewayPath != "" && (o.adapter != "" || o.pluginPath != "")):
 		return usageError("--adapter, --plugin and --gateway exclude each other")
@@ -143,13 +168,11 @@ func (o *options) checkTarget() error {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "bench" {
-		return runBench(ctx, args[1:], stdout, stderr)
-	}
-	o, err := parse(args, stderr)
-	if err != nil {
-		return err
-	}
+	return cli.Execute(ctx, newRoot(), args, stdout, stderr, exitUsage)
+}
+
+// certify runs the selected rules on the store and reports.
+func certify(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	rules, err := conformance.Select(o.run, o.skip)
 	if err != nil {
 		return usageError("%v", err)

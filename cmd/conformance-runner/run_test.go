@@ -190,8 +190,9 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
 	}
-	if _, stderr, code := runCLI(t, "--help"); code != exitPass || !strings.Contains(stderr, "Exit codes") {
-		t.Errorf("--help: exit %d\n%s", code, stderr)
+	// Help that was asked for is the command's output: stdout, exit 0.
+	if stdout, _, code := runCLI(t, "--help"); code != exitPass || !strings.Contains(stdout, "Exit codes") {
+		t.Errorf("--help: exit %d\n%s", code, stdout)
 	}
 }
 
@@ -395,5 +396,57 @@ func TestAttachmentsAreWrittenBesideTheReports(t *testing.T) {
 	if !strings.Contains(string(md), "| skip | "+skipped.Statement+" | needs capability second_handle |") ||
 		!strings.Contains(text.String(), "SKIP "+skipped.ID+" — needs capability second_handle") {
 		t.Errorf("the reports do not say why %s was skipped:\n%s\n%s", skipped.ID, md, text.String())
+	}
+}
+
+func TestCommandLineConventions(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"bench", "--help"}} {
+		out, _, code := runCLI(t, args...)
+		if code != exitPass || !strings.Contains(out, "Examples:\n  conformance-runner") || !strings.Contains(out, "--adapter") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	if out, _, code := runCLI(t, "completion", "bash"); code != exitPass || !strings.Contains(out, "conformance-runner") {
+		t.Errorf("completion bash: exit %d", code)
+	}
+	// Flags in any order; every outcome counted, zeros too; durations in seconds.
+	out, stderr, code := runCLI(t, "--format", "json", "--run", "LEASE-001", "--adapter", "memory")
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var raw struct {
+		Counts  map[string]int   `json:"counts"`
+		Seconds *float64         `json:"duration_seconds"`
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw.Counts) != 4 || raw.Counts["fail"] != 0 || raw.Counts["pass"] != 1 {
+		t.Errorf("counts %v, want pass, fail, skip and error, zeros included", raw.Counts)
+	}
+	if raw.Seconds == nil || *raw.Seconds <= 0 || *raw.Seconds > 600 || raw.Results[0]["duration_seconds"] == nil || strings.Contains(out, `"duration":`) {
+		t.Errorf("durations are not in seconds:\n%s", out)
+	}
+}
+
+// A DSN in a file stays out of the process list and out of the report.
+func TestConfigFromAFile(t *testing.T) {
+	srv := testserver.Find(t)
+	server, _, _ := strings.Cut(srv.DSN(""), "/")
+	file := filepath.Join(t.TempDir(), "conformance.conf")
+	if err := os.WriteFile(file, []byte("# the test server\ndsn="+server+"/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "--adapter", "mysql", "--config-file", file, "--run", "CAS-001", "--format", "json")
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var rep report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Config["dsn"] != "<redacted>" {
+		t.Errorf("the report's config: %v (%v)", rep.Config, err)
+	}
+	if _, stderr, code := runCLI(t, "--adapter", "mysql", "--config-file", filepath.Join(t.TempDir(), "missing")); code != exitUsage || !strings.Contains(stderr, "--config-file") {
+		t.Errorf("a missing file: exit %d %s", code, stderr)
 	}
 }

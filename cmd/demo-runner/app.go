@@ -6,18 +6,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
 
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/cli"
@@ -39,61 +38,44 @@ type exitError = cli.ExitError
 
 func usageError(format string, args ...any) error { return cli.Errorf(exitUsage, format, args...) }
 
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
 type kvFlag = cli.KVFlag
 
-// globals are the flags before the subcommand.
+// globals are the flags every command takes.
 type globals struct {
-	store, dataDir, workerID, policy, logLevel string
-	notify                                     listFlag
-	pluginConfig                               kvFlag
-	gateway                                    gatewayFlags
-	lease, renew                               time.Duration
-	notifyAttempts                             int
-	notifyBackoff                              time.Duration
-	exclusive                                  bool
-	workerIDGiven                              bool // --worker-id was given, not defaulted
+	store, storeFile, dataDir, workerID, policy, logLevel string
+	pluginConfigFile                                      string
+	notify                                                []string
+	pluginConfig                                          kvFlag
+	gateway                                               gatewayFlags
+	lease, renew                                          time.Duration
+	notifyAttempts                                        int
+	notifyBackoff                                         time.Duration
+	exclusive                                             bool
+	workerIDGiven                                         bool // --worker-id was given, not defaulted
 }
 
-const usageText = `demo-runner runs workflow files on a runstate store.
+// envStore names the variable that gives the store when neither --store
+// nor --store-file does: it keeps a DSN's password out of the process list.
+const envStore = "RUNSTATE_STORE"
 
-Usage: demo-runner [global flags] COMMAND [flags] [args]
+const rootLong = `demo-runner runs workflow files on a runstate store: in the foreground, or queued and taken
+by workers under leases, with crash recovery, webhooks and an HTTP API.
 
-Commands:
-  run FILE          run a workflow in the foreground, with live progress
-  submit FILE       queue a run (--priority N) for a worker
-  worker            take queued runs by lease and run them until stopped
-  status RUN_ID     print a run's snapshot, with steps and hosts (JSON)
-  list              list runs (--status, --workflow, --label k=v, --limit, --cursor) (JSON)
-  audit RUN_ID      print a run's audit trail (JSON)
-  cancel RUN_ID     cancel a run (--reason)
-  signal RUN_ID     resume a run waiting in a wait step
-  retry RUN_ID      run again, as a new run, a finished run whose diagnostic allows it
-  recover           run crash recovery now and print its report (JSON)
-  serve             HTTP JSON API, Prometheus /metrics and /healthz
-  deadletters       list webhook notifications that could not be delivered (JSON)
+The store is --store, else the first line of --store-file, else $` + envStore + `, else
+badger:DATA-DIR/store. A DSN with a password belongs in the file or the variable, where the
+process list does not show it.
 
-run, worker and retry run crash recovery first; queries never write. Every
-command works beside the others, also on the default Badger store, which one
-process holds and shares with the rest. Exit codes: 0 success, 1 the run did
-not succeed (or was left waiting), 2 usage error, 3 the store or the
-environment failed.
+run, worker and retry run crash recovery first; queries never write. Every command works
+beside the others, also on the default Badger store, which one process holds and shares with
+the rest. Exit codes: 0 success, 1 the run did not succeed (or was left waiting), 2 usage
+error, 3 the store or the environment failed.`
 
-Global flags:
-`
-
-func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
-	g := globals{pluginConfig: kvFlag{}}
-	fs := flag.NewFlagSet("demo-runner", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
+func addGlobalFlags(fs *pflag.FlagSet, g *globals) {
 	fs.StringVar(&g.dataDir, "data-dir", ".runstate", "where the default store and the webhook dead letters live")
-	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT (default badger:DATA-DIR/store)")
+	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT (default $"+envStore+", or badger:DATA-DIR/store)")
+	fs.StringVar(&g.storeFile, "store-file", "", "read the store from this file's first line instead of --store (keeps a DSN's password out of ps)")
 	fs.Var(g.pluginConfig, "plugin-config", "configuration of a plugin store, key=value (repeatable)")
+	fs.StringVar(&g.pluginConfigFile, "plugin-config-file", "", "more plugin configuration, a key=value per line (keeps secrets out of ps; --plugin-config wins)")
 	fs.StringVar(&g.gateway.ca, "gateway-ca", "", "CA certificates (PEM) that sign the gateway's certificate (default: the system's)")
 	fs.StringVar(&g.gateway.cert, "gateway-cert", "", "this client's certificate (PEM), for a gateway that requires mutual TLS")
 	fs.StringVar(&g.gateway.key, "gateway-key", "", "the key of --gateway-cert (PEM)")
@@ -101,38 +83,87 @@ func parseGlobals(args []string, stderr io.Writer) (globals, []string, error) {
 	fs.BoolVar(&g.gateway.plaintext, "gateway-plaintext", false, "reach a gateway on this machine without TLS")
 	fs.StringVar(&g.workerID, "worker-id", "", "this worker's name, stable across restarts and unique among live processes (default: the host name, or host-2, host-3, … when another process here has it)")
 	fs.StringVar(&g.policy, "recovery", "interrupt", "crash recovery policy: interrupt, fail or takeover")
-	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed (see docs/leases.md)")
+	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed, up to "+spec.MaxLeaseTTL.String()+" (see docs/leases.md)")
 	fs.DurationVar(&g.renew, "renew", 0, "lease renewal cadence (default a third of --lease)")
-	fs.Var(&g.notify, "notify", "POST every state change to this URL (repeatable)")
+	fs.StringArrayVar(&g.notify, "notify", nil, "POST every state change to this http(s) URL (repeatable)")
 	fs.IntVar(&g.notifyAttempts, "notify-attempts", 5, "delivery attempts per notification before it is dead-lettered")
 	fs.DurationVar(&g.notifyBackoff, "notify-backoff", 200*time.Millisecond, "wait before the second delivery attempt, doubled for each further one")
 	fs.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&g.exclusive, "exclusive", false, "this process is the only one using the store: allows crash recovery on a store without leases")
-	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
-		return g, nil, err
+}
+
+// check completes and checks the global flags, before anything opens:
+// every value that cannot work is refused here, with what to give instead.
+func (g *globals) check() error {
+	if err := g.resolveStore(); err != nil {
+		return err
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return g, nil, usageError("name a command")
+	if err := checkStoreName(g.store); err != nil {
+		return err
 	}
-	if g.store == "" {
-		g.store = "badger:" + filepath.Join(g.dataDir, "store")
+	if g.pluginConfigFile != "" {
+		if err := g.pluginConfig.AddFile(g.pluginConfigFile); err != nil {
+			return usageError("--plugin-config-file: %v", err)
+		}
+	}
+	if g.lease <= 0 || g.lease > spec.MaxLeaseTTL {
+		return usageError("--lease %v: want a positive duration up to %v, such as 30s (docs/leases.md)", g.lease, spec.MaxLeaseTTL)
 	}
 	if g.renew == 0 {
 		g.renew = g.lease / 3
 	}
-	if g.lease <= 0 || g.renew <= 0 || g.renew >= g.lease {
-		return g, nil, usageError("--renew (%v) must be positive and shorter than --lease (%v)", g.renew, g.lease)
+	if g.renew <= 0 || g.renew >= g.lease {
+		return usageError("--renew %v: want a positive duration shorter than --lease (%v); leave it out for a third of --lease", g.renew, g.lease)
+	}
+	if !slices.Contains([]spec.RecoveryPolicy{spec.RecoverInterrupt, spec.RecoverFail, spec.RecoverTakeover}, spec.RecoveryPolicy(g.policy)) {
+		return usageError("--recovery %q: want interrupt, fail or takeover", g.policy)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return usageError("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	for _, u := range g.notify {
+		if err := tracker.CheckWebhookURL(u); err != nil {
+			return usageError("--notify: %v", err)
+		}
+	}
+	if g.notifyAttempts < 1 || g.notifyBackoff < 0 {
+		return usageError("--notify-attempts %d and --notify-backoff %v: want at least one attempt and a backoff of 0 or more", g.notifyAttempts, g.notifyBackoff)
 	}
 	g.workerIDGiven = g.workerID != ""
 	if strings.HasPrefix(g.store, "gateway:") && !g.workerIDGiven {
 		// A worker claims through a gateway in its principal's name only.
-		return g, nil, usageError("--store gateway:… needs --worker-id: the name of the principal whose token this worker uses")
+		return usageError("--store gateway:… needs --worker-id: the name of the principal whose token this worker uses")
 	}
 	if g.workerID == "" {
 		g.workerID, _ = os.Hostname()
 	}
-	return g, fs.Args(), nil
+	return nil
+}
+
+// resolveStore takes the store from --store, --store-file, $RUNSTATE_STORE
+// or the default, in that order.
+func (g *globals) resolveStore() error {
+	switch {
+	case g.store != "" && g.storeFile != "":
+		return usageError("--store and --store-file exclude each other")
+	case g.store != "":
+		return nil
+	case g.storeFile != "":
+		b, err := os.ReadFile(g.storeFile)
+		if err != nil {
+			return usageError("--store-file: %v", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if g.store = strings.TrimSpace(line); g.store == "" {
+			return usageError("--store-file %s: the first line is empty; write the store there, e.g. mysql:user:pass@tcp(host:3306)/runs", g.storeFile)
+		}
+	case os.Getenv(envStore) != "":
+		g.store = os.Getenv(envStore)
+	default:
+		g.store = "badger:" + filepath.Join(g.dataDir, "store")
+	}
+	return nil
 }
 
 // app is what a command works with once the store is open.
@@ -218,13 +249,17 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	}
 	var notifiers []tracker.Notifier
 	for _, url := range g.notify {
-		h := tracker.NewWebhook(url, tracker.WebhookOptions{Attempts: g.notifyAttempts, Backoff: g.notifyBackoff, DeadLetters: a.dead, Logger: log})
+		h := tracker.NewWebhook(url, tracker.WebhookOptions{Attempts: g.notifyAttempts, Backoff: g.notifyBackoff, DeadLetters: a.dead, Logger: log,
+			OnAttempt: a.metrics.observeDelivery})
 		a.hooks = append(a.hooks, h)
 		notifiers = append(notifiers, h)
 	}
-	a.tracker = tracker.New(a.store, tracker.Options{Notifiers: append(notifiers, a.metrics), Logger: log,
-		Actor: spec.Actor{Kind: spec.ActorWorker, ID: a.owner.String()}, Leases: a.leased})
-	a.operator = tracker.Operator{Store: a.store, Actor: spec.Actor{Kind: spec.ActorOperator, ID: operatorName()}}
+	notifiers = append(notifiers, a.metrics)
+	a.tracker = tracker.New(a.store, tracker.Options{Notifiers: notifiers, Logger: log,
+		Actor: spec.Actor{Kind: spec.ActorWorker, ID: a.owner.String()}, Leases: a.leased,
+		OnRenewFailure: func(error) { a.metrics.renewFailures.Inc() }})
+	a.operator = tracker.Operator{Store: a.store, Actor: spec.Actor{Kind: spec.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
+	a.metrics.storeGauges(a.store, a.dead)
 	return a, nil
 }
 
@@ -296,38 +331,3 @@ func (a *app) printJSON(v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
-// metrics are the Prometheus series serve exposes.
-type metrics struct {
-	reg          *prometheus.Registry
-	recovered    *prometheus.CounterVec
-	recoveryTime prometheus.Histogram
-	transitions  *prometheus.CounterVec
-}
-
-func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(),
-		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runstate_recovery_runs_total",
-			Help: "Runs crash recovery considered, by outcome (interrupted, failed, requeued, skipped)."}, []string{"outcome"}),
-		recoveryTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "runstate_recovery_duration_seconds",
-			Help: "How long crash recovery took.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runstate_run_status_changes_total",
-			Help: "Run state changes this process wrote, by resulting status."}, []string{"status"}),
-	}
-	m.reg.MustRegister(m.recovered, m.recoveryTime, m.transitions, collectors.NewGoCollector())
-	for _, outcome := range []spec.RecoveryOutcome{spec.OutcomeInterrupted, spec.OutcomeFailed, spec.OutcomeRequeued, spec.OutcomeSkipped} {
-		m.recovered.WithLabelValues(string(outcome)) // every series exists from the start, at 0
-	}
-	return m
-}
-
-func (m *metrics) observeRecovery(r spec.RecoveryReport) {
-	m.recovered.WithLabelValues(string(spec.OutcomeInterrupted)).Add(float64(r.Interrupted))
-	m.recovered.WithLabelValues(string(spec.OutcomeFailed)).Add(float64(r.Failed))
-	m.recovered.WithLabelValues(string(spec.OutcomeRequeued)).Add(float64(r.Requeued))
-	m.recovered.WithLabelValues(string(spec.OutcomeSkipped)).Add(float64(r.Skipped))
-	m.recoveryTime.Observe(r.Duration.Seconds())
-}
-
-// Notify counts state changes (metrics is a tracker.Notifier).
-func (m *metrics) Notify(ev tracker.Event) { m.transitions.WithLabelValues(ev.Status).Inc() }

@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,50 +16,275 @@ import (
 	"github.com/runstate/runstate/internal/workflow"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
+	"github.com/spf13/cobra"
 )
 
 // labelWorkflowFile names the workflow file a queued run executes; workers
 // read it from there (the file must be where every worker can read it).
 const labelWorkflowFile = "runstate/workflow-file"
 
-type command struct {
-	usage string
-	fn    func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error
-	flags func(fs *flag.FlagSet)
-	// role says what the command needs of the store, once its flags are parsed.
-	role func() role
+// newRoot builds the demo-runner command tree; g and o receive the flags.
+func newRoot(g *globals, o *options) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "demo-runner",
+		Short: "Run workflow files on a runstate store",
+		Long:  rootLong,
+		Example: `  demo-runner run examples/workflows/hello.yaml
+  demo-runner submit --priority 5 examples/workflows/approval.yaml
+  demo-runner worker --store mysql:runner@tcp(db:3306)/runs
+  RUNSTATE_STORE='mysql:runner:secret@tcp(db:3306)/runs' demo-runner list --status running`,
+	}
+	addGlobalFlags(root.PersistentFlags(), g)
+	// withApp runs fn once the global flags are checked and the store is
+	// open as the command's role needs it.
+	withApp := func(r func() role, fn func(ctx context.Context, a *app, args []string) error) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			a, err := start(c.Context(), *g, r(), c.OutOrStdout(), c.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer a.close()
+			return fn(c.Context(), a, args)
+		}
+	}
+	queries := func() role { return role{store: true} }
+	runFlags := func(c *cobra.Command) {
+		o.labels = kvFlag{}
+		c.Flags().IntVar(&o.priority, "priority", 0, "priority: larger runs first")
+		c.Flags().Var(o.labels, "label", "label key=value (repeatable)")
+	}
+	cmds := []*cobra.Command{
+		{
+			Use:   "run FILE",
+			Short: "Run a workflow in the foreground, with live progress",
+			Long: `Run creates a run of the workflow FILE and executes it in this process, under a lease
+that keeps other workers off it, printing RUN_ID STATUS at the end. Crash recovery runs
+first. Ctrl-C interrupts the run (a run waiting in a wait step is left waiting).`,
+			Example: `  demo-runner run examples/workflows/hello.yaml
+  demo-runner run --label team=web examples/workflows/flaky.yaml`,
+			Args: cli.ExactArgs("FILE"),
+			RunE: withApp(executes, func(ctx context.Context, a *app, args []string) error {
+				run, err := a.createFromFile(ctx, args, o)
+				if err != nil {
+					return err
+				}
+				return a.runForeground(ctx, run)
+			}),
+		},
+		{
+			Use:   "submit FILE",
+			Short: "Queue a run of a workflow for a worker",
+			Long: `Submit queues a run of the workflow FILE and prints its run id. A worker claims it by
+priority (larger first), then by age. The file must be readable at the same absolute path
+by the workers.`,
+			Example: `  demo-runner submit examples/workflows/approval.yaml
+  demo-runner submit examples/workflows/hello.yaml --priority 10 --label team=web`,
+			Args: cli.ExactArgs("FILE"),
+			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
+				run, err := a.createFromFile(ctx, args, o)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, run.RunID)
+				return nil
+			}),
+		},
+		{
+			Use:   "worker",
+			Short: "Take queued runs by lease and run them until stopped",
+			Long: `Worker claims runnable runs one at a time and executes them, renewing the lease on the
+run in hand. Any number of workers, on any number of machines, share one store. On SIGTERM
+the run in hand may finish within --grace, then it is interrupted. Crash recovery runs at
+start and every --recover-every.`,
+			Example: `  demo-runner worker
+  demo-runner worker --once                      # stop when nothing is runnable
+  demo-runner worker --recovery takeover --statuses queued,waiting,running`,
+			Args: cli.ExactArgs(),
+			RunE: withApp(executes, func(ctx context.Context, a *app, args []string) error {
+				if o.recoverEvery > 0 && !o.once {
+					// Recovery lives as long as the worker loop, and ends before
+					// the store closes, however the loop ends.
+					rctx, stopRecovery := context.WithCancel(ctx)
+					recovering := make(chan struct{})
+					go func() { defer close(recovering); a.recoverPeriodically(rctx, o.recoverEvery) }()
+					defer func() { stopRecovery(); <-recovering }()
+				}
+				if o.metricsAddr != "" {
+					lis, err := net.Listen("tcp", o.metricsAddr)
+					if err != nil {
+						return exitError{Code: exitFailure, Msg: fmt.Sprintf("--metrics-addr: %v", err)}
+					}
+					a.log.Info("serving metrics", "addr", lis.Addr().String())
+					mctx, stopMetrics := context.WithCancel(ctx)
+					serving := make(chan struct{})
+					go func() { defer close(serving); a.serveMetrics(mctx, lis) }()
+					defer func() { stopMetrics(); <-serving }()
+				}
+				return a.worker(ctx, strings.Split(o.statuses, ","), o.poll, o.grace, o.once)
+			}),
+		},
+		{
+			Use:     "status RUN_ID",
+			Short:   "Print a run's snapshot, with steps and hosts (JSON)",
+			Example: `  demo-runner status 01JD3Y8M4V6K0W7A2B9C5E1F3G`,
+			Args:    cli.ExactArgs("RUN_ID"),
+			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
+				run, err := a.store.GetRun(ctx, args[0])
+				if err != nil {
+					return storeError(err)
+				}
+				return a.printJSON(run)
+			}),
+		},
+		{
+			Use:   "list",
+			Short: "List runs, newest first (JSON)",
+			Long: `List prints a page of runs, newest first, as {"runs": [...], "next_cursor": "..."}; pass
+next_cursor to --cursor for the next page. Filters combine.`,
+			Example: `  demo-runner list --status running,waiting --label team=web --limit 20
+  demo-runner list --workflow approval --cursor NEXT_CURSOR`,
+			Args: cli.ExactArgs(),
+			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
+				page, err := a.store.ListRuns(ctx, o.list.params())
+				if err != nil {
+					return storeError(err)
+				}
+				return a.printJSON(newRunList(page))
+			}),
+		},
+		{
+			Use:     "audit RUN_ID",
+			Short:   "Print a run's audit trail (JSON)",
+			Example: `  demo-runner audit 01JD3Y8M4V6K0W7A2B9C5E1F3G`,
+			Args:    cli.ExactArgs("RUN_ID"),
+			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
+				events, err := a.auditTrail(ctx, args[0])
+				if err != nil {
+					return storeError(err)
+				}
+				return a.printJSON(events)
+			}),
+		},
+		{
+			Use:   "cancel RUN_ID",
+			Short: "Cancel a run",
+			Long: `Cancel ends a run that has not finished as canceled, with --reason in its audit trail. The
+worker executing it notices within its --renew and stops the step's commands.`,
+			Example: `  demo-runner cancel 01JD3Y8M4V6K0W7A2B9C5E1F3G --reason "wrong branch"`,
+			Args:    cli.ExactArgs("RUN_ID"),
+			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
+				return a.printMove(a.operator.Cancel(ctx, args[0], o.reason))
+			}),
+		},
+		{
+			Use:   "signal RUN_ID",
+			Short: "Resume a run waiting in a wait step",
+			Long: `Signal resumes a run waiting in a wait step: the worker holding it goes on at once, or
+the next worker to claim it.`,
+			Example: `  demo-runner signal 01JD3Y8M4V6K0W7A2B9C5E1F3G`,
+			Args:    cli.ExactArgs("RUN_ID"),
+			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
+				run, err := a.operator.Signal(ctx, args[0])
+				if err == nil {
+					a.log.Info("run signalled: the worker holding it resumes it (or the next worker to claim it)", "run_id", args[0])
+				}
+				return a.printMove(run, err)
+			}),
+		},
+		{
+			Use:   "retry RUN_ID",
+			Short: "Run again, as a new run, a finished run whose diagnostic allows it",
+			Long: `Retry creates a new run of a finished, unsuccessful run's workflow, with retry_of set to
+RUN_ID and the attempt counted up, and runs it in the foreground (--queue: only queues it).`,
+			Example: `  demo-runner retry 01JD3Y8M4V6K0W7A2B9C5E1F3G
+  demo-runner retry 01JD3Y8M4V6K0W7A2B9C5E1F3G --queue`,
+			Args: cli.ExactArgs("RUN_ID"),
+			RunE: withApp(func() role {
+				if o.queueOnly {
+					return role{store: true}
+				}
+				return executes()
+			}, func(ctx context.Context, a *app, args []string) error {
+				return a.retry(ctx, args[0], o.queueOnly)
+			}),
+		},
+		{
+			Use:   "recover",
+			Short: "Run crash recovery now and print its report (JSON)",
+			Long: `Recover settles the runs that processes which died left behind, under --recovery, and
+prints what it did. Runs that live workers hold are never touched.`,
+			Example: `  demo-runner recover --recovery fail`,
+			Args:    cli.ExactArgs(),
+			RunE: withApp(func() role { return role{store: true, recover: true} }, func(ctx context.Context, a *app, args []string) error {
+				return a.printJSON(a.recovery) // start recovered
+			}),
+		},
+		{
+			Use:   "serve",
+			Short: "Serve the HTTP JSON API, Prometheus /metrics and /healthz",
+			Long: `Serve answers the HTTP API (docs/demo-runner.md; its OpenAPI description at
+/openapi.json), Prometheus metrics at /metrics and a health check at /healthz.`,
+			Example: `  demo-runner serve --addr 127.0.0.1:8080`,
+			Args:    cli.ExactArgs(),
+			RunE: withApp(holds, func(ctx context.Context, a *app, args []string) error {
+				return a.serve(ctx, o.addr)
+			}),
+		},
+		{
+			Use:     "deadletters",
+			Short:   "List webhook notifications that could not be delivered (JSON)",
+			Example: `  demo-runner deadletters --data-dir .runstate`,
+			Args:    cli.ExactArgs(),
+			RunE: withApp(func() role { return role{} }, func(ctx context.Context, a *app, args []string) error {
+				list, err := a.dead.List()
+				if err != nil {
+					return exitError{Code: exitFailure, Msg: err.Error()}
+				}
+				if list == nil {
+					list = []tracker.DeadLetter{}
+				}
+				return a.printJSON(list)
+			}),
+		},
+	}
+	byName := map[string]*cobra.Command{}
+	for _, c := range cmds {
+		byName[c.Name()] = c
+		root.AddCommand(c)
+	}
+	runFlags(byName["run"])
+	byName["submit"].Flags().AddFlagSet(byName["run"].Flags())
+	w := byName["worker"].Flags()
+	w.StringVar(&o.statuses, "statuses", "queued,waiting", "statuses this worker claims (add running under the takeover policy)")
+	w.DurationVar(&o.poll, "poll", time.Second, "how often an idle worker looks for runs")
+	w.DurationVar(&o.grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
+	w.BoolVar(&o.once, "once", false, "stop when no run is runnable")
+	w.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this address while the worker runs (off when empty)")
+	w.DurationVar(&o.recoverEvery, "recover-every", time.Minute,
+		"how often the worker also runs crash recovery, for runs that workers which died and were not restarted left behind (0: only at start)")
+	byName["worker"].PreRunE = func(*cobra.Command, []string) error {
+		return o.checkWorker()
+	}
+	l := byName["list"].Flags()
+	o.list.labels = kvFlag{}
+	l.StringVar(&o.list.statuses, "status", "", "statuses, comma-separated")
+	l.StringVar(&o.list.workflow, "workflow", "", "workflow name")
+	l.Var(o.list.labels, "label", "label key=value (repeatable)")
+	l.IntVar(&o.list.limit, "limit", 20, "page size")
+	l.StringVar(&o.list.cursor, "cursor", "", "next_cursor of the previous page")
+	byName["cancel"].Flags().StringVar(&o.reason, "reason", "canceled by an operator", "why, for the audit trail")
+	byName["retry"].Flags().BoolVar(&o.queueOnly, "queue", false, "only queue the new run, for a worker")
+	byName["serve"].Flags().StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	completeFlags(root, byName)
+	return root
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	g, rest, err := parseGlobals(args, stderr)
-	if err != nil {
-		return err
-	}
-	name, rest := rest[0], rest[1:]
-	o := &options{}
-	cmd, ok := commands(o)[name]
-	if !ok {
-		return usageError("unknown command %q (demo-runner --help lists them)", name)
-	}
-	fs := flag.NewFlagSet("demo-runner "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, "Usage: demo-runner %s %s\n", name, cmd.usage); fs.PrintDefaults() }
-	if cmd.flags != nil {
-		cmd.flags(fs)
-	}
-	if err := cli.Parse(fs, rest, exitOK, exitUsage); err != nil {
-		return err
-	}
-	r := role{store: true}
-	if cmd.role != nil {
-		r = cmd.role()
-	}
-	a, err := start(ctx, g, r, stdout, stderr)
-	if err != nil {
-		return err
-	}
-	defer a.close()
-	return cmd.fn(ctx, a, fs, fs.Args())
+	g := &globals{pluginConfig: kvFlag{}}
+	return cli.Execute(ctx, newRoot(g, &options{}), args, stdout, stderr, exitUsage)
 }
 
 // Roles of the commands that are not plain queries.
@@ -76,9 +302,28 @@ type options struct {
 	statuses     string
 	reason       string
 	addr         string
+	metricsAddr  string
 	poll, grace  time.Duration
 	recoverEvery time.Duration
 	list         listOptions
+}
+
+// checkWorker checks the worker's flags before anything opens.
+func (o *options) checkWorker() error {
+	switch {
+	case o.recoverEvery < 0:
+		return usageError("--recover-every %v: want 0 (only at start) or a positive duration", o.recoverEvery)
+	case o.poll <= 0:
+		return usageError("--poll %v: want a positive duration, such as 1s", o.poll)
+	case o.grace < 0:
+		return usageError("--grace %v: want 0 (interrupt at once) or a positive duration", o.grace)
+	}
+	for _, s := range strings.Split(o.statuses, ",") {
+		if !slices.Contains([]spec.RunStatus{spec.StatusQueued, spec.StatusWaiting, spec.StatusRunning}, spec.RunStatus(s)) {
+			return usageError("--statuses %q: %q is not claimable; want queued, waiting or running, comma-separated", o.statuses, s)
+		}
+	}
+	return nil
 }
 
 // listOptions are the list command's filters, also sent through the API.
@@ -96,137 +341,6 @@ func (l listOptions) params() spec.ListRunsParams {
 	return p
 }
 
-func commands(o *options) map[string]command {
-	listFlags := func(fs *flag.FlagSet) {
-		o.list.labels = kvFlag{}
-		fs.StringVar(&o.list.statuses, "status", "", "statuses, comma-separated")
-		fs.StringVar(&o.list.workflow, "workflow", "", "workflow name")
-		fs.Var(o.list.labels, "label", "label key=value (repeatable)")
-		fs.IntVar(&o.list.limit, "limit", 20, "page size")
-		fs.StringVar(&o.list.cursor, "cursor", "", "next_cursor of the previous page")
-	}
-	runFlags := func(fs *flag.FlagSet) {
-		o.labels = kvFlag{}
-		fs.IntVar(&o.priority, "priority", 0, "priority: larger runs first")
-		fs.Var(o.labels, "label", "label key=value (repeatable)")
-	}
-	return map[string]command{
-		"run": {usage: "FILE", flags: runFlags, role: executes, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			run, err := a.createFromFile(ctx, args, o)
-			if err != nil {
-				return err
-			}
-			return a.runForeground(ctx, run)
-		}},
-		"submit": {usage: "FILE", flags: runFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			run, err := a.createFromFile(ctx, args, o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, run.RunID)
-			return nil
-		}},
-		"worker": {usage: "", role: executes, flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&o.statuses, "statuses", "queued,waiting", "statuses this worker claims (add running under the takeover policy)")
-			fs.DurationVar(&o.poll, "poll", time.Second, "how often an idle worker looks for runs")
-			fs.DurationVar(&o.grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
-			fs.BoolVar(&o.once, "once", false, "stop when no run is runnable")
-			fs.DurationVar(&o.recoverEvery, "recover-every", time.Minute,
-				"how often the worker also runs crash recovery, for runs that workers which died and were not restarted left behind (0: only at start)")
-		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			if o.recoverEvery < 0 {
-				return exitError{Code: exitUsage, Msg: "--recover-every must be 0 (only at start) or a positive duration"}
-			}
-			if o.recoverEvery > 0 && !o.once {
-				// Recovery lives as long as the worker loop, and ends before
-				// the store closes, however the loop ends.
-				rctx, stopRecovery := context.WithCancel(ctx)
-				recovering := make(chan struct{})
-				go func() { defer close(recovering); a.recoverPeriodically(rctx, o.recoverEvery) }()
-				defer func() { stopRecovery(); <-recovering }()
-			}
-			return a.worker(ctx, strings.Split(o.statuses, ","), o.poll, o.grace, o.once)
-		}},
-		"status": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			id, err := runIDArg(args)
-			if err != nil {
-				return err
-			}
-			run, err := a.store.GetRun(ctx, id)
-			if err != nil {
-				return storeError(err)
-			}
-			return a.printJSON(run)
-		}},
-		"list": {usage: "", flags: listFlags, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			page, err := a.store.ListRuns(ctx, o.list.params())
-			if err != nil {
-				return storeError(err)
-			}
-			return a.printJSON(runList{page.Runs, page.NextCursor})
-		}},
-		"audit": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			id, err := runIDArg(args)
-			if err != nil {
-				return err
-			}
-			events, err := a.auditTrail(ctx, id)
-			if err != nil {
-				return storeError(err)
-			}
-			return a.printJSON(events)
-		}},
-		"cancel": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&o.reason, "reason", "canceled by an operator", "why, for the audit trail")
-		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			id, err := runIDArg(args)
-			if err != nil {
-				return err
-			}
-			return a.printMove(a.operator.Cancel(ctx, id, o.reason))
-		}},
-		"signal": {usage: "RUN_ID", fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			id, err := runIDArg(args)
-			if err != nil {
-				return err
-			}
-			run, err := a.operator.Signal(ctx, id)
-			if err == nil {
-				a.log.Info("run signalled: the worker holding it resumes it (or the next worker to claim it)", "run_id", id)
-			}
-			return a.printMove(run, err)
-		}},
-		"retry": {usage: "RUN_ID", flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&o.queueOnly, "queue", false, "only queue the new run, for a worker")
-		}, role: func() role {
-			if o.queueOnly {
-				return role{store: true}
-			}
-			return executes()
-		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.retry(ctx, args, o.queueOnly)
-		}},
-		"recover": {usage: "", role: func() role { return role{store: true, recover: true} }, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.printJSON(a.recovery) // start recovered
-		}},
-		"serve": {usage: "", role: holds, flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
-		}, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			return a.serve(ctx, o.addr)
-		}},
-		"deadletters": {usage: "", role: func() role { return role{} }, fn: func(ctx context.Context, a *app, fs *flag.FlagSet, args []string) error {
-			list, err := a.dead.List()
-			if err != nil {
-				return exitError{Code: exitFailure, Msg: err.Error()}
-			}
-			if list == nil {
-				list = []tracker.DeadLetter{}
-			}
-			return a.printJSON(list)
-		}},
-	}
-}
-
 func workflowArg(args []string) (string, workflow.Workflow, error) {
 	if len(args) != 1 {
 		return "", workflow.Workflow{}, usageError("name one workflow file")
@@ -240,13 +354,6 @@ func workflowArg(args []string) (string, workflow.Workflow, error) {
 		return "", wf, usageError("%v", err)
 	}
 	return path, wf, nil
-}
-
-func runIDArg(args []string) (string, error) {
-	if len(args) != 1 {
-		return "", usageError("name one run id")
-	}
-	return args[0], nil
 }
 
 // createFromFile queues a run of the workflow file named in args.
@@ -278,10 +385,15 @@ func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
 	var token int64
 	if a.leased != nil {
 		cl, err := a.leased.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
-		if errors.Is(err, spec.ErrLeaseHeld) {
-			// On a shared store a worker claimed the new run first: it runs there.
-			a.log.Info("a worker took the run before this process could; it runs there", "run_id", run.RunID)
-			fmt.Fprintf(a.stdout, "%s %s\n", run.RunID, spec.StatusQueued)
+		if errors.Is(err, spec.ErrLeaseHeld) || errors.Is(err, spec.ErrNotClaimable) {
+			// On a shared store a worker claimed the new run first (and may
+			// have begun or even finished it): it runs there.
+			now := run.Status
+			if cur, gerr := a.store.GetRun(ctx, run.RunID); gerr == nil {
+				now = cur.Status
+			}
+			a.log.Info("a worker took the run before this process could; it runs there", "run_id", run.RunID, "status", now)
+			fmt.Fprintf(a.stdout, "%s %s\n", run.RunID, now)
 			return nil
 		}
 		if err != nil {
@@ -378,7 +490,18 @@ func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, gr
 	}
 	a.release(run.RunID, token)
 	final, _ := tr.Refresh(context.Background())
+	a.metrics.observeFinished(final)
 	return final, nil
+}
+
+func claimResult(err error) string {
+	switch {
+	case err == nil:
+		return claimClaimed
+	case errors.Is(err, spec.ErrNotFound):
+		return claimEmpty
+	}
+	return claimError
 }
 
 // leaseLost reports that another worker owns the run now.
@@ -469,7 +592,9 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 		}
 	}
 	for ctx.Err() == nil {
+		began := time.Now()
 		cl, err := a.leased.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: spec.RunnableFilter{Statuses: statuses}})
+		a.metrics.observeClaim(claimResult(err), time.Since(began))
 		switch {
 		case errors.Is(err, spec.ErrNotFound):
 			if once {
@@ -523,16 +648,13 @@ func (a *app) printMove(run spec.RunSnapshot, err error) error {
 	if err != nil {
 		return storeError(err)
 	}
+	a.metrics.observeFinished(run)
 	fmt.Fprintf(a.stdout, "%s %s\n", run.RunID, run.Status)
 	return nil
 }
 
 // retry starts a new run of a finished run's workflow, pointing at it.
-func (a *app) retry(ctx context.Context, args []string, queueOnly bool) error {
-	id, err := runIDArg(args)
-	if err != nil {
-		return err
-	}
+func (a *app) retry(ctx context.Context, id string, queueOnly bool) error {
 	old, err := a.store.GetRun(ctx, id)
 	if err != nil {
 		return storeError(err)

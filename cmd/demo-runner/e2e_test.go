@@ -252,8 +252,8 @@ func TestRunIsQueryableAfterItEndsAfterRestartAndThroughServe(t *testing.T) {
 	if got.RunID != id || got.Status != spec.StatusSuccess || got.Version != s.Version {
 		t.Errorf("served run: %+v", got)
 	}
-	var missing map[string]map[string]string
-	if code := getJSON(t, "http://"+addr+"/runs/no-such-run", &missing); code != 404 || missing["error"]["code"] != "NOT_FOUND" {
+	var missing map[string]any
+	if code := getJSON(t, "http://"+addr+"/runs/no-such-run", &missing); code != 404 || missing["code"] != "NOT_FOUND" {
 		t.Errorf("unknown run: HTTP %d %v", code, missing)
 	}
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -372,7 +372,7 @@ steps:
     type: sleep
     duration: 10ms
 `)
-	// A shared store whose steps may resume: the takeover policy (DECISIONS).
+	// A shared store whose steps may resume: the takeover policy (docs/requirements.md#d-recovery).
 	lease := []string{"--recovery", "takeover", "--lease", "1500ms", "--renew", "300ms"}
 	out, errOut, code := demo(t, "--store", store, "--data-dir", t.TempDir(), "submit", wf)
 	if code != 0 {

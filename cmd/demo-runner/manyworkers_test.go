@@ -55,7 +55,7 @@ func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			// One policy for the whole fleet (DECISIONS): takeover on MySQL,
+			// One policy for the whole fleet (docs/requirements.md#d-recovery): takeover on MySQL,
 			// interrupt through the plugin and on Badger, so both are exercised.
 			policy := "takeover"
 			if st.name != "mysql" {

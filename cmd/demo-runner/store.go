@@ -13,6 +13,7 @@ import (
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/badgershare"
+	"github.com/runstate/runstate/internal/redact"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/spec"
 )
@@ -48,9 +49,6 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 		}
 		return storeWithLeases(s, s.Close), nil
 	case "badger":
-		if arg == "" {
-			return nil, usageError("--store badger:PATH needs a directory")
-		}
 		if err := os.MkdirAll(arg, 0o755); err != nil {
 			return nil, err
 		}
@@ -79,9 +77,6 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 		log.Info("using store", "store", "mysql", "database", where)
 		return storeWithLeases(s, s.Close), nil
 	case "plugin":
-		if arg == "" {
-			return nil, usageError("--store plugin:PATH needs the plugin binary")
-		}
 		c, err := plugin.Open(ctx, arg, plugin.Options{Config: pluginConfig, Logger: log})
 		if err != nil {
 			return nil, err
@@ -96,12 +91,35 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 		}
 		return &openedStore{store: c.Store(), close: c.Close}, nil
 	case "gateway":
-		if arg == "" {
-			return nil, usageError("--store gateway:HOST:PORT needs the gateway's address")
-		}
 		return g.gateway.open(ctx, arg, log)
 	}
-	return nil, usageError("--store %q: want memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT", name)
+	return nil, checkStoreName(name) // check refused it already
+}
+
+// checkStoreName refuses a store name that cannot be opened, before
+// anything is: its message shows the name without a password.
+func checkStoreName(name string) error {
+	const want = "want memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT"
+	kind, arg, _ := strings.Cut(name, ":")
+	switch {
+	case kind == "memory" && arg != "":
+		return usageError("--store %q: memory takes nothing after it; %s", redact.Store(name), want)
+	case kind == "memory":
+	case kind == "badger" && arg == "":
+		return usageError("--store badger:PATH needs a directory, e.g. badger:.runstate/store")
+	case kind == "plugin" && arg == "":
+		return usageError("--store plugin:PATH needs the plugin binary, e.g. plugin:./runstate-plugin-badger")
+	case kind == "gateway" && arg == "":
+		return usageError("--store gateway:HOST:PORT needs the gateway's address, e.g. gateway:runs.example.com:7443")
+	case kind == "mysql":
+		if _, err := gomysql.ParseDSN(arg); err != nil {
+			return usageError("--store mysql:DSN: %v; want mysql:user:password@tcp(host:3306)/database", err)
+		}
+	case kind == "badger", kind == "plugin", kind == "gateway":
+	default:
+		return usageError("--store %q: %s", redact.Store(name), want)
+	}
+	return nil
 }
 
 // storeIdentity names the store --store points at, the same way from any

@@ -5,13 +5,15 @@ go 1.26.0
 require github.com/runstate/runstate v0.0.0
 
 require (
-	github.com/fatih/color v1.13.0 // indirect
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/fatih/color v1.18.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/hashicorp/go-hclog v1.6.3 // indirect
 	github.com/hashicorp/go-plugin v1.8.0 // indirect
 	github.com/hashicorp/yamux v0.1.2 // indirect
-	github.com/mattn/go-colorable v0.1.12 // indirect
-	github.com/mattn/go-isatty v0.0.17 // indirect
+	github.com/mattn/go-colorable v0.1.13 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/oklog/run v1.1.0 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	golang.org/x/net v0.60.0 // indirect

@@ -65,7 +65,40 @@ func Parse(fs *flag.FlagSet, args []string, helpCode, usageCode int) error {
 // KVFlag collects repeated key=value flags.
 type KVFlag map[string]string
 
-func (k KVFlag) String() string { return fmt.Sprint(map[string]string(k)) }
+func (k KVFlag) String() string {
+	if len(k) == 0 {
+		return ""
+	}
+	return fmt.Sprint(map[string]string(k))
+}
+
+// AddFile adds the key=value lines of the file at path (blank lines and
+// lines starting with # are skipped) where k has no value for the key yet:
+// secrets given in a file stay out of the process list, and a flag on the
+// command line still wins.
+func (k KVFlag) AddFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, val, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(key) == "" {
+			return fmt.Errorf("%s:%d: want key=value", path, i+1) // the line may be a secret: not repeated
+		}
+		if _, set := k[strings.TrimSpace(key)]; !set {
+			k[strings.TrimSpace(key)] = val
+		}
+	}
+	return nil
+}
+
+// Type names the value in help texts.
+func (k KVFlag) Type() string { return "key=value" }
 
 // Set adds one key=value.
 func (k KVFlag) Set(v string) error {

@@ -7,13 +7,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 
@@ -48,17 +52,75 @@ type Step struct {
 	Retryable bool          `yaml:"retryable"`
 }
 
-// Load reads and checks a workflow file.
+// MaxFileBytes bounds a workflow file: it describes steps, not data, and a
+// bound keeps a wrong file from taking the machine's memory to parse.
+const MaxFileBytes = 1 << 20
+
+// ErrInvalid is matched (errors.Is) by every error that says a workflow
+// file cannot be run: too large, not YAML, or not a workflow.
+var ErrInvalid = errors.New("workflow: invalid")
+
+// invalid is a workflow error; its text shows control bytes escaped, so
+// that a file's content cannot rewrite the terminal it is reported on.
+type invalid string
+
+func (e invalid) Error() string        { return string(e) }
+func (e invalid) Is(target error) bool { return target == ErrInvalid }
+
+func invalidf(format string, args ...any) error {
+	return invalid(Printable(fmt.Sprintf(format, args...)))
+}
+
+// Printable returns s with control bytes other than newline and tab, and
+// invalid UTF-8, written as Go escapes.
+func Printable(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Load reads and checks a workflow file of at most MaxFileBytes.
 func Load(path string) (Workflow, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Workflow{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return Workflow{}, err
+	}
+	if len(b) > MaxFileBytes {
+		return Workflow{}, invalidf("workflow %s: larger than %d bytes (1 MiB); a workflow file lists steps, is this the right file?", path, MaxFileBytes)
 	}
 	return Parse(b)
 }
 
-// Parse reads and checks workflow YAML.
+// Parse reads and checks workflow YAML; its errors match ErrInvalid.
 func Parse(b []byte) (Workflow, error) {
+	if len(b) > MaxFileBytes {
+		return Workflow{}, invalidf("workflow: larger than %d bytes (1 MiB)", MaxFileBytes)
+	}
+	w, err := parse(b)
+	if err != nil {
+		return w, invalid(Printable(err.Error()))
+	}
+	return w, nil
+}
+
+func parse(b []byte) (Workflow, error) {
 	var w Workflow
 	if err := yaml.UnmarshalWithOptions(b, &w, yaml.Strict()); err != nil {
 		return w, fmt.Errorf("workflow: %w", err)

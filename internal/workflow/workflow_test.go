@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/internal/proctest"
@@ -182,3 +184,40 @@ func TestShellTimeoutKillsTheWholeCommand(t *testing.T) {
 }
 
 var alive = proctest.Alive
+
+func TestOversizedFileIsRefusedBeforeParsing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 200 MB took 22 s and 7.5 GB to fail when the file was parsed whole.
+	if err := f.Truncate(200 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = workflow.Load(path)
+	if !errors.Is(err, workflow.ErrInvalid) || !strings.Contains(err.Error(), "1 MiB") {
+		t.Fatalf("a 200 MB file: %v", err)
+	}
+}
+
+func TestControlBytesAreEscapedInErrors(t *testing.T) {
+	for _, doc := range []string{
+		"name: \"\\e[2J\\e[31mred\"\nsteps: [{name: x, type: shell}]\n", // a valid YAML escape in the name
+		"name: \x1b[2Jraw\nsteps: []\n",                                 // a raw escape byte in the file
+		"name: ok\nsteps: [{name: \"\\u0007bell\", type: fail, status: broken}]\n",
+		"name: \xff\xfe\nsteps: []\n", // invalid UTF-8
+	} {
+		_, err := workflow.Parse([]byte(doc))
+		if !errors.Is(err, workflow.ErrInvalid) {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		msg := err.Error()
+		for _, r := range msg {
+			if r != '\n' && r != '\t' && (unicode.IsControl(r) || r == utf8.RuneError) {
+				t.Errorf("%q: the error holds %U raw: %q", doc, r, msg)
+			}
+		}
+	}
+}

@@ -281,7 +281,7 @@ func validateDiagnostic(d *spec.Diagnostic) error {
 }
 
 // diagnosticMissing reports what a spec.Diagnostic lacks to be usable by an
-// orchestrator (seed 001: error_code, message, retryable); "" when complete.
+// orchestrator (docs/requirements.md#001-7: error_code, message, retryable); "" when complete.
 // A blank error_code or message is missing (DIAG-002).
 func diagnosticMissing(d *spec.Diagnostic) string {
 	switch {

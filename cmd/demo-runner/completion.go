@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runstate/runstate/spec"
+)
+
+// completeFlags offers the values a flag can take to shell completion
+// (demo-runner completion bash|zsh|fish|powershell).
+func completeFlags(root *cobra.Command, byName map[string]*cobra.Command) {
+	fixed := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return values, cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	root.RegisterFlagCompletionFunc("store", func(_ *cobra.Command, _ []string, typed string) ([]string, cobra.ShellCompDirective) {
+		kinds := []string{"memory", "badger:", "mysql:", "plugin:", "gateway:"}
+		if kind, _, ok := strings.Cut(typed, ":"); ok && (kind == "badger" || kind == "plugin") {
+			return nil, cobra.ShellCompDirectiveDefault // a path follows
+		}
+		return kinds, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+	})
+	root.RegisterFlagCompletionFunc("recovery", fixed(string(spec.RecoverInterrupt), string(spec.RecoverFail), string(spec.RecoverTakeover)))
+	root.RegisterFlagCompletionFunc("log-level", fixed("debug", "info", "warn", "error"))
+	for _, name := range []string{"run", "submit"} {
+		byName[name].ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return []string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt
+		}
+	}
+	statuses := []string{}
+	for _, s := range spec.RunStatuses() {
+		statuses = append(statuses, string(s))
+	}
+	byName["list"].RegisterFlagCompletionFunc("status", fixed(statuses...))
+	byName["worker"].RegisterFlagCompletionFunc("statuses", fixed(string(spec.StatusQueued), string(spec.StatusWaiting), string(spec.StatusRunning)))
+}
