@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/internal/testlog"
 	"github.com/runstate/runstate/plugin"
@@ -25,11 +26,12 @@ const (
 	memoryPkg = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
 	badgerPkg = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
 	mysqlPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
+	pgPkg     = "github.com/runstate/runstate/cmd/runstate-plugin-postgres"
 	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
 	floorPkg  = "github.com/runstate/runstate/plugin/internal/floorserver"
 )
 
-var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg, floorPkg)
+var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, pgPkg, testPkg, floorPkg)
 
 func bin(t testing.TB, pkg string) string { return binaries.Path(t, pkg) }
 
@@ -75,6 +77,19 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 		// Pools are per process and the suite's packages share one server:
 		// 16 connections per handle serve the 16 racing writers of CAS-003.
 		return map[string]string{"dsn": srv.DSN(name), "max_open_conns": "16"}, func() { srv.DropDatabase(context.Background(), name) }, nil
+	}))
+}
+
+func TestConformancePostgresPlugin(t *testing.T) {
+	srv := pgtestserver.Find(t)
+	path := bin(t, pgPkg)
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true}
+	conformance.Run(t, plugintest.ProcessTarget("postgres", "postgres", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+		schema := srv.NewSchemaName()
+		// Every handle names the schema; the first creates it, and the
+		// check's end drops it.
+		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8"},
+			func() { srv.DropSchema(context.Background(), schema) }, nil
 	}))
 }
 

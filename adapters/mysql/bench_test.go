@@ -283,38 +283,14 @@ func BenchmarkClaimNextOverNetwork(b *testing.B) {
 func claims(b *testing.B, s *mysql.Store, workers int, impl string) {
 	ctx := context.Background()
 	fillQueue(b, s, b.N+workers)
-	var mu sync.Mutex
-	claimed := make(map[string]int, b.N)
 	done := measureServer(b, s.DB())
-	benchutil.Concurrently(b, workers, func(w int, next func() bool) {
+	benchutil.Claims(b, workers, func(w int) (string, error) {
 		owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
-		for next() {
-			var id string
-			var err error
-			if impl == "skiplocked" {
-				var cl spec.Claim
-				cl, err = s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
-				id = cl.Run.RunID
-			} else {
-				id, err = claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)
-			}
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			mu.Lock()
-			claimed[id]++
-			mu.Unlock()
+		if impl == "skiplocked" {
+			cl, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
+			return cl.Run.RunID, err
 		}
+		return claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)
 	})
 	done()
-	doubles := 0
-	for id, n := range claimed {
-		if n > 1 {
-			b.Errorf("run %s claimed %d times", id, n)
-			doubles += n - 1
-		}
-	}
-	b.ReportMetric(float64(doubles), "double-claims")
-	b.ReportMetric(float64(len(claimed))/b.Elapsed().Seconds(), "claims/s")
 }

@@ -201,21 +201,15 @@ func (s *storage) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (r
 // bestClaimable returns the index of the row q admits at the database
 // time that comes first in claim order, or -1.
 func bestClaimable(rows []runRow, q driver.RunnableQuery) (int, error) {
-	best := -1
-	var bestPos driver.RunnablePosition
+	candidates := make([]driver.Current, len(rows))
 	for i, row := range rows {
-		run, err := row.run()
+		c, err := row.current()
 		if err != nil {
 			return -1, err
 		}
-		if !q.Admits(run, row.lease(), driver.Timestamp(row.Now)) {
-			continue
-		}
-		if pos := driver.RunnablePositionOf(run); best < 0 || pos.Less(bestPos) {
-			best, bestPos = i, pos
-		}
+		candidates[i] = c
 	}
-	return best, nil
+	return q.FirstClaimable(candidates), nil
 }
 
 // Runnable implements driver.Driver: the unleased runs in claim order, the

@@ -42,7 +42,7 @@ func (r runRow) lease() driver.LeaseState {
 // current is the run of a locked row as a driver.Current.
 func (r runRow) current() (driver.Current, error) {
 	run, err := r.run()
-	return driver.Current{Run: run, Lease: r.lease(), LastSeq: r.LastSeq, Now: r.Now}, err
+	return driver.Current{Run: run, Lease: r.lease(), LastSeq: r.LastSeq, Now: driver.Timestamp(r.Now)}, err
 }
 
 func decodeRun(snapshot string) (spec.RunSnapshot, error) {

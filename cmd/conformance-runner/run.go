@@ -18,6 +18,8 @@ import (
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
+	"github.com/runstate/runstate/adapters/postgres/pgtest"
+	pgscratch "github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/cli"
@@ -64,6 +66,8 @@ Stores:
   --adapter memory           the in-memory reference store (default)
   --adapter badger           the Badger store, a fresh directory per check (--config dir=BASE, nosync=true)
   --adapter mysql            the MySQL store, a fresh database per check (--config dsn=user:pass@tcp(host:3306)/)
+  --adapter postgres         the PostgreSQL store, a fresh schema per check in the database
+                             --config dsn=postgres://user:pass@host:5432/database names
   --plugin PATH              a store plugin binary, started afresh for every check. Its store must
                              start empty: give each check its own place with {{tempdir}} (a new
                              directory) or {{unique}} (a new token) in --config values
@@ -83,6 +87,7 @@ const rootExample = `  conformance-runner
   conformance-runner --plugin ./runstate-plugin-badger --config dir={{tempdir}}
   conformance-runner --plugin ./runstate-plugin-mysql \
       --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
+  conformance-runner --adapter postgres --config 'dsn=postgres://user@db:5432/runs'
   conformance-runner --list-rules --run LEASE`
 
 type options struct {
@@ -143,7 +148,7 @@ func (o *options) check() error {
 // addTargetFlags adds the flags that name the store, shared by
 // certification and bench.
 func addTargetFlags(fs *pflag.FlagSet, o *options) {
-	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger or mysql")
+	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger, mysql or postgres")
 	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
 	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to reach a store through it")
 	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
@@ -296,10 +301,10 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 	if o.gatewayPath != "" {
 		return o.gatewayTarget()
 	}
-	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}}
+	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}, "postgres": {"dsn"}}
 	keys, ok := known[o.adapter]
 	if !ok {
-		return conformance.Target{}, none, usageError("--adapter %q: want memory, badger or mysql", o.adapter)
+		return conformance.Target{}, none, usageError("--adapter %q: want memory, badger, mysql or postgres", o.adapter)
 	}
 	for k := range o.config {
 		if !slices.Contains(keys, k) {
@@ -323,6 +328,16 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
 		}
 		return mysqltest.Target(srv, !o.realClock), none, nil
+	case "postgres":
+		dsn := o.config["dsn"]
+		if dsn == "" {
+			return conformance.Target{}, none, usageError("--adapter postgres needs --config dsn=postgres://user:password@host:5432/database")
+		}
+		srv, err := pgscratch.FromDSN(dsn, "dsn")
+		if err != nil {
+			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("postgres server: %v", err)}
+		}
+		return pgtest.Target(srv, !o.realClock), none, nil
 	}
 	return memorytest.Target(!o.realClock), none, nil
 }

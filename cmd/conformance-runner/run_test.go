@@ -8,6 +8,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/docs"
 	"github.com/runstate/runstate/plugin/plugintest"
@@ -39,14 +41,15 @@ func exitCode(err error) int {
 }
 
 const (
-	memoryPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
-	badgerPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
-	mysqlPkg   = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
-	testPkg    = "github.com/runstate/runstate/plugin/internal/testplugin"
-	gatewayPkg = "github.com/runstate/runstate/cmd/runstate-gateway"
+	memoryPkg   = "github.com/runstate/runstate/cmd/runstate-plugin-memory"
+	badgerPkg   = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
+	mysqlPkg    = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
+	postgresPkg = "github.com/runstate/runstate/cmd/runstate-plugin-postgres"
+	testPkg     = "github.com/runstate/runstate/plugin/internal/testplugin"
+	gatewayPkg  = "github.com/runstate/runstate/cmd/runstate-gateway"
 )
 
-var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, testPkg, gatewayPkg)
+var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, postgresPkg, testPkg, gatewayPkg)
 
 func bin(t *testing.T, pkg string) string { return binaries.Path(t, pkg) }
 
@@ -448,5 +451,38 @@ func TestConfigFromAFile(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, "--adapter", "mysql", "--config-file", filepath.Join(t.TempDir(), "missing")); code != exitUsage || !strings.Contains(stderr, "--config-file") {
 		t.Errorf("a missing file: exit %d %s", code, stderr)
+	}
+}
+
+// The built-in PostgreSQL target and the PostgreSQL plugin give the same
+// verdict on the same rules, each check on a schema of its own.
+func TestPostgresInProcessAndAsAPlugin(t *testing.T) {
+	srv := pgtestserver.Find(t)
+	rules := "CAS,LEASE-002,LIN-001"
+	in, stderr, code := runCLI(t, "--adapter", "postgres", "--config", "dsn="+srv.DSN(), "--run", rules, "--format", "json")
+	if code != exitPass {
+		t.Fatalf("--adapter postgres: exit %d\n%s", code, stderr)
+	}
+	out, stderr, code := runCLI(t, "--plugin", binaries.Path(t, postgresPkg), "--config", "dsn="+srv.DSN(),
+		"--config", "schema=runs_{{unique}}", "--config", "scratch_schema=true", "--run", rules, "--format", "json")
+	if code != exitPass {
+		t.Fatalf("the postgres plugin: exit %d\n%s", code, stderr)
+	}
+	verdicts := func(raw string) map[string]string {
+		var rep report
+		if err := json.Unmarshal([]byte(raw), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Config["dsn"] != "<redacted>" {
+			t.Errorf("the report shows the DSN: %v", rep.Config)
+		}
+		v := map[string]string{}
+		for _, r := range rep.Results {
+			v[r.Rule.ID] = string(r.Outcome)
+		}
+		return v
+	}
+	if a, b := verdicts(in), verdicts(out); len(a) < 6 || !maps.Equal(a, b) {
+		t.Errorf("in-process %v, as a plugin %v: want the same verdicts", a, b)
 	}
 }

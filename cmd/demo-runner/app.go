@@ -72,7 +72,7 @@ error, 3 the store or the environment failed.`
 
 func addGlobalFlags(fs *pflag.FlagSet, g *globals) {
 	fs.StringVar(&g.dataDir, "data-dir", ".runstate", "where the default store and the webhook dead letters live")
-	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT (default $"+envStore+", or badger:DATA-DIR/store)")
+	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH or gateway:HOST:PORT (default $"+envStore+", or badger:DATA-DIR/store)")
 	fs.StringVar(&g.storeFile, "store-file", "", "read the store from this file's first line instead of --store (keeps a DSN's password out of ps)")
 	fs.Var(g.pluginConfig, "plugin-config", "configuration of a plugin store, key=value (repeatable)")
 	fs.StringVar(&g.pluginConfigFile, "plugin-config-file", "", "more plugin configuration, a key=value per line (keeps secrets out of ps; --plugin-config wins)")

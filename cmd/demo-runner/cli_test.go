@@ -146,6 +146,8 @@ func TestBadFlagsAreRefusedBeforeAnythingOpens(t *testing.T) {
 		{[]string{"--store", "memory:extra", "list"}, "memory takes nothing after it"},
 		{[]string{"--store", "oracle:x", "list"}, "want memory, badger:PATH"},
 		{[]string{"--store", "badger:", "list"}, "needs a directory"},
+		{[]string{"--store", "postgres:host=db password=hunter2 port=notaport", "list"}, "password=<redacted> port=notaport: the DSN does not parse"},
+		{[]string{"--store", "postgres://u:hunter2@[::1", "list"}, "the DSN does not parse"},
 		{[]string{"--notify", "not a url", "list"}, "want an http:// or https:// URL"},
 		{[]string{"--notify", "http:///nohost", "list"}, "names no host"},
 		{[]string{"--recovery", "panic", "list"}, "want interrupt, fail or takeover"},
@@ -164,8 +166,8 @@ func TestBadFlagsAreRefusedBeforeAnythingOpens(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		_, errOut, code := inProcess(t, append([]string{"--data-dir", filepath.Join(dir, "data")}, c.args...)...)
-		if code != exitUsage || !strings.Contains(errOut, c.want) {
-			t.Errorf("%v: exit %d %q, want exit %d saying %q", c.args, code, errOut, exitUsage, c.want)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "hunter2") {
+			t.Errorf("%v: exit %d %q, want exit %d saying %q, and no password", c.args, code, errOut, exitUsage, c.want)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
 			t.Errorf("%v: the data directory was created for a command refused at parse time", c.args)

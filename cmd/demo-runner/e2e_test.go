@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
@@ -35,13 +36,14 @@ var binaries = plugintest.NewBinaries(demoPkg, mysqlPluginPkg)
 // sharedStore is a store that several demo-runner processes share, as the
 // global flags that name it.
 type sharedStore struct {
-	name string
-	args []string
-	dsn  string // the MySQL database behind it
+	name     string
+	args     []string
+	dsn      string // the database behind it
+	postgres bool   // dsn is PostgreSQL's, not MySQL's
 }
 
 // sharedStores returns MySQL, directly and through the MySQL plugin, each
-// on a fresh database.
+// on a fresh database, and PostgreSQL on a fresh schema.
 func sharedStores(t *testing.T) []sharedStore {
 	t.Helper()
 	var out []sharedStore
@@ -54,7 +56,21 @@ func sharedStores(t *testing.T) []sharedStore {
 		}
 		out = append(out, sharedStore{name: kind, args: args, dsn: dsn})
 	}
-	return out
+	dsn := freshSchema(t)
+	return append(out, sharedStore{name: "postgres", args: []string{"--store", "postgres:" + dsn}, dsn: dsn, postgres: true})
+}
+
+// freshSchema makes a PostgreSQL schema for one test and returns a DSN
+// whose search_path is that schema.
+func freshSchema(t *testing.T) string {
+	t.Helper()
+	srv := pgtestserver.Find(t)
+	schema, err := srv.CreateSchema(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.DropSchema(context.Background(), schema) })
+	return srv.DSNIn(schema)
 }
 
 // freshDatabase makes a MySQL database for one test and returns its DSN.

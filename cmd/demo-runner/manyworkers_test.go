@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/internal/badgershare"
 	"github.com/runstate/runstate/spec"
 )
@@ -55,10 +56,10 @@ func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			// One policy for the whole fleet (docs/requirements.md#d-recovery): takeover on MySQL,
-			// interrupt through the plugin and on Badger, so both are exercised.
+			// One policy for the whole fleet (docs/requirements.md#d-recovery): takeover on MySQL
+			// and PostgreSQL, interrupt through the plugin and on Badger, so both are exercised.
 			policy := "takeover"
-			if st.name != "mysql" {
+			if st.name != "mysql" && st.name != "postgres" {
 				policy = "interrupt"
 			}
 			runChaos(t, st, policy, cfg)
@@ -70,6 +71,14 @@ func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
 // read what the fleet did.
 func inspect(ctx context.Context, t *testing.T, st sharedStore, dir string) spec.Store {
 	t.Helper()
+	if st.postgres {
+		s, err := postgres.Open(ctx, postgres.Options{DSN: st.dsn, MaxOpenConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 	if st.dsn != "" {
 		s, err := mysql.Open(ctx, mysql.Options{DSN: st.dsn, MaxOpenConns: 2})
 		if err != nil {

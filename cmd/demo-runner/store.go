@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/badgershare"
 	"github.com/runstate/runstate/internal/redact"
@@ -32,7 +34,7 @@ func storeWithLeases(s spec.Store, close func() error) *openedStore {
 }
 
 // openStore opens the store named by --store: memory, badger:PATH,
-// mysql:DSN, plugin:PATH (configured by --plugin-config) or gateway:ADDR
+// mysql:DSN, postgres:DSN, plugin:PATH (configured by --plugin-config) or gateway:ADDR
 // (configured by the --gateway-* flags). It logs which
 // store is in use and warns when it keeps nothing after the process ends.
 // hold says the command runs for long: on Badger it then holds the
@@ -76,6 +78,19 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 		}
 		log.Info("using store", "store", "mysql", "database", where)
 		return storeWithLeases(s, s.Close), nil
+	case "postgres", "postgresql":
+		dsn := postgresDSN(name)
+		// As for MySQL: one run at a time per process, a few connections.
+		s, err := postgres.Open(ctx, postgres.Options{DSN: dsn, Logger: log, MaxOpenConns: 4})
+		if err != nil {
+			return nil, err
+		}
+		where := "?"
+		if cfg, err := pgx.ParseConfig(dsn); err == nil {
+			where = fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+		}
+		log.Info("using store", "store", "postgres", "database", where)
+		return storeWithLeases(s, s.Close), nil
 	case "plugin":
 		c, err := plugin.Open(ctx, arg, plugin.Options{Config: pluginConfig, Logger: log})
 		if err != nil {
@@ -99,7 +114,7 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 // checkStoreName refuses a store name that cannot be opened, before
 // anything is: its message shows the name without a password.
 func checkStoreName(name string) error {
-	const want = "want memory, badger:PATH, mysql:DSN, plugin:PATH or gateway:HOST:PORT"
+	const want = "want memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH or gateway:HOST:PORT"
 	kind, arg, _ := strings.Cut(name, ":")
 	switch {
 	case kind == "memory" && arg != "":
@@ -115,11 +130,28 @@ func checkStoreName(name string) error {
 		if _, err := gomysql.ParseDSN(arg); err != nil {
 			return usageError("--store mysql:DSN: %v; want mysql:user:password@tcp(host:3306)/database", err)
 		}
+	case kind == "postgres", kind == "postgresql":
+		if _, err := pgx.ParseConfig(postgresDSN(name)); err != nil {
+			return usageError("--store %s: the DSN does not parse; want postgres:postgres://user@host:5432/database or postgres:'host=… dbname=…'", redact.Store(name))
+		}
 	case kind == "badger", kind == "plugin", kind == "gateway":
 	default:
 		return usageError("--store %q: %s", redact.Store(name), want)
 	}
 	return nil
+}
+
+// postgresDSN is the DSN of a postgres store name: postgres:DSN, or a
+// bare postgres://… URL.
+func postgresDSN(name string) string {
+	kind, arg, _ := strings.Cut(name, ":")
+	if strings.HasPrefix(arg, "//") {
+		return name
+	}
+	if kind == "postgresql" || kind == "postgres" {
+		return arg
+	}
+	return name
 }
 
 // storeIdentity names the store --store points at, the same way from any

@@ -27,3 +27,33 @@ func Concurrently(b *testing.B, n int, body func(worker int, next func() bool)) 
 	wg.Wait()
 	b.StopTimer()
 }
+
+// Claims runs b.N claims from exactly n workers, claim taking one run for
+// worker w and returning its id, and reports claims/s and double-claims:
+// a run claimed twice also fails the benchmark. Between the timer's start
+// and its stop only claims run.
+func Claims(b *testing.B, n int, claim func(worker int) (string, error)) {
+	var mu sync.Mutex
+	claimed := make(map[string]int, b.N)
+	Concurrently(b, n, func(w int, next func() bool) {
+		for next() {
+			id, err := claim(w)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			claimed[id]++
+			mu.Unlock()
+		}
+	})
+	doubles := 0
+	for id, times := range claimed {
+		if times > 1 {
+			b.Errorf("run %s claimed %d times", id, times)
+			doubles += times - 1
+		}
+	}
+	b.ReportMetric(float64(doubles), "double-claims")
+	b.ReportMetric(float64(len(claimed))/b.Elapsed().Seconds(), "claims/s")
+}

@@ -6,6 +6,7 @@ package redact
 import (
 	"maps"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -72,10 +73,28 @@ func Store(name string) string {
 	switch kind {
 	case "mysql":
 		return kind + ":" + DSN(arg)
+	case "postgres", "postgresql":
+		if strings.HasPrefix(arg, "//") { // a bare postgres://… URL
+			return URL(name)
+		}
+		return kind + ":" + PostgresDSN(arg)
 	case "memory", "badger", "plugin", "gateway":
 		return name
 	}
 	return URL(name)
+}
+
+// postgresPassword finds the password of a keyword/value PostgreSQL DSN:
+// password=secret or password='a secret', with \' and \\ escapes.
+var postgresPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
+
+// PostgresDSN returns a PostgreSQL DSN, a URL or keyword/value pairs, with
+// its password replaced by Mark.
+func PostgresDSN(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return URL(dsn)
+	}
+	return postgresPassword.ReplaceAllString(dsn, "${1}"+Mark)
 }
 
 // DSN returns a MySQL DSN with its password replaced by Mark. A DSN that

@@ -15,6 +15,9 @@ func TestSecretsNeverSurvive(t *testing.T) {
 		{"MySQL store", "mysql:runner:" + pw + "@tcp(db:3306)/runs?parseTime=true", "mysql:runner:<redacted>@tcp(db:3306)/runs?parseTime=true"},
 		{"unparseable DSN", "mysql:runner:" + pw + "@tcp(db:3306)", "mysql:<unparseable DSN>"},
 		{"URL-shaped store", "postgres://runner:" + pw + "@db/runs", "postgres://runner:<redacted>@db/runs"},
+		{"PostgreSQL URL store", "postgres:postgres://runner:" + pw + "@db/runs?sslmode=disable", "postgres:postgres://runner:<redacted>@db/runs?sslmode=disable"},
+		{"PostgreSQL keyword store", "postgres:host=db password=" + pw + " dbname=runs", "postgres:host=db password=<redacted> dbname=runs"},
+		{"PostgreSQL quoted password", "postgres:host=db PassWord = '" + pw + " it\\'s' dbname=runs", "postgres:host=db PassWord = <redacted> dbname=runs"},
 		{"Badger store", "badger:/var/lib/runs", "badger:/var/lib/runs"},
 	}
 	for _, c := range cases {

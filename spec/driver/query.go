@@ -172,6 +172,23 @@ func (q RunnableQuery) Admits(s spec.RunSnapshot, lease LeaseState, now time.Tim
 	return q.matches(s) && !lease.Live(now)
 }
 
+// FirstClaimable returns the index of the candidate that q admits at the
+// candidate's own Now and that comes first in claim order, or -1 when q
+// admits none. A store whose ClaimNext reads candidates from several
+// indexes at once picks the one to claim with it.
+func (q RunnableQuery) FirstClaimable(candidates []Current) int {
+	best := -1
+	for i, c := range candidates {
+		if !q.Admits(c.Run, c.Lease, c.Now) {
+			continue
+		}
+		if best < 0 || RunnablePositionOf(c.Run).Less(RunnablePositionOf(candidates[best].Run)) {
+			best = i
+		}
+	}
+	return best
+}
+
 // matches passes terminal runs by (LEASE-008).
 func (q RunnableQuery) matches(s spec.RunSnapshot) bool {
 	return !s.Status.Terminal() && slices.Contains(q.Statuses, s.Status) &&

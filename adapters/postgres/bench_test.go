@@ -1,0 +1,184 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/adapters/postgres"
+	"github.com/runstate/runstate/adapters/postgres/testserver"
+	"github.com/runstate/runstate/internal/benchutil"
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
+)
+
+// benchStore opens the adapter on a fresh schema for one benchmark run.
+func benchStore(b *testing.B) *postgres.Store {
+	b.Helper()
+	srv := testserver.Find(b)
+	s, err := postgres.Open(context.Background(), postgres.Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true,
+		MaxOpenConns: 40, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func flip(i int) spec.RunStatus {
+	if i%2 == 1 {
+		return spec.StatusWaiting
+	}
+	return spec.StatusRunning
+}
+
+// handWrittenUpdate is the baseline: one transaction that locks the row,
+// checks the version, writes the snapshot and inserts the audit row, with
+// the adapter's isolation level (the server's default) and encoding.
+func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to spec.RunStatus) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var row struct {
+		Version  int64  `db:"version"`
+		LastSeq  int64  `db:"last_seq"`
+		Snapshot string `db:"snapshot"`
+	}
+	if err := tx.GetContext(ctx, &row, `SELECT version, last_seq, snapshot FROM runstate_runs WHERE run_id = $1 FOR UPDATE`, id); err != nil {
+		return err
+	}
+	var snap spec.RunSnapshot
+	if err := json.Unmarshal([]byte(row.Snapshot), &snap); err != nil {
+		return err
+	}
+	if snap.Version != row.Version {
+		return errors.New("version mismatch")
+	}
+	from := snap.Status
+	snap.Status, snap.Version, snap.UpdatedAt = to, snap.Version+1, driver.Timestamp(time.Now())
+	b, _ := json.Marshal(snap)
+	ev, _ := json.Marshal(spec.AuditEvent{RunID: id, Seq: row.LastSeq + 1, Kind: spec.AuditTransition, From: from, To: to, Time: snap.UpdatedAt, Version: snap.Version})
+	if _, err := tx.ExecContext(ctx, `UPDATE runstate_runs SET status = $1, version = $2, last_seq = $3, snapshot = $4 WHERE run_id = $5 AND version = $6`,
+		string(to), snap.Version, row.LastSeq+1, string(b), id, row.Version); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runstate_audit (run_id, seq, event) VALUES ($1, $2, $3)`, id, row.LastSeq+1, string(ev)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// BenchmarkCASUpdate: a transition (CAS + audit row) per op, each goroutine
+// on its own run, the adapter beside the hand-written transaction.
+func BenchmarkCASUpdate(b *testing.B) {
+	for _, par := range []int{1, 8, 32} {
+		for _, impl := range []string{"adapter", "handwritten"} {
+			b.Run(fmt.Sprintf("%s/conc=%d", impl, par), func(b *testing.B) {
+				casUpdates(b, benchStore(b), par, impl)
+			})
+		}
+	}
+}
+
+func casUpdates(b *testing.B, s *postgres.Store, par int, impl string) {
+	ctx := context.Background()
+	runs := make([]spec.RunSnapshot, par)
+	for i := range runs {
+		r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench",
+			Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs[i] = r
+	}
+	benchutil.Concurrently(b, par, func(w int, next func() bool) {
+		run := runs[w]
+		for i := 0; next(); i++ {
+			var err error
+			if impl == "adapter" {
+				run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
+			} else {
+				err = handWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
+}
+
+// fillQueue creates n queued runs, from several goroutines.
+func fillQueue(b *testing.B, s *postgres.Store, n int) {
+	b.Helper()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if _, err := s.CreateRun(context.Background(), spec.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// claimWithoutSkipLocked is the baseline claim: the same head of the queue
+// and update, but FOR UPDATE waits for the row another claimer locked.
+func claimWithoutSkipLocked(ctx context.Context, db *sqlx.DB, worker string) (string, error) {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback()
+	var id string
+	err = tx.GetContext(ctx, &id, `SELECT run_id FROM runstate_runs WHERE queue = 1 AND status IN ('queued', 'waiting')
+		ORDER BY priority DESC, created_at, run_id LIMIT 1 FOR UPDATE`)
+	if err != nil {
+		return "", err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE runstate_runs SET queue = 2, lease_token = lease_token + 1, lease_worker = $1,
+		lease_acquired_at = statement_timestamp(), lease_expires_at = statement_timestamp() + interval '1 hour', lease_released = FALSE
+		WHERE run_id = $2`, worker, id); err != nil {
+		return "", err
+	}
+	return id, tx.Commit()
+}
+
+// BenchmarkClaimNext: claims per second with 1, 8 and 16 workers, the
+// adapter (SKIP LOCKED) beside the FOR UPDATE baseline. Every claimed run
+// is recorded; a run claimed twice fails the benchmark.
+func BenchmarkClaimNext(b *testing.B) {
+	for _, workers := range []int{1, 8, 16} {
+		for _, impl := range []string{"skiplocked", "forupdate"} {
+			b.Run(fmt.Sprintf("%s/workers=%d", impl, workers), func(b *testing.B) {
+				s := benchStore(b)
+				ctx := context.Background()
+				fillQueue(b, s, b.N+workers)
+				benchutil.Claims(b, workers, func(w int) (string, error) {
+					owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
+					if impl == "skiplocked" {
+						cl, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
+						return cl.Run.RunID, err
+					}
+					return claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)
+				})
+			})
+		}
+	}
+}

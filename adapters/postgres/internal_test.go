@@ -1,0 +1,223 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runstate/runstate/adapters/postgres/testserver"
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
+)
+
+// openInternal opens a store on a fresh schema, dropped after the test.
+func openInternal(t testing.TB) *Store {
+	t.Helper()
+	srv := testserver.Find(t)
+	s, err := Open(context.Background(), Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The queue numbers the statements and partial indexes spell out are the
+// ones writes store.
+func TestQueueNumbersAgree(t *testing.T) {
+	if fmt.Sprint(int(driver.QueueUnleased)) != inQueueUnleased || fmt.Sprint(int(driver.QueueLeased)) != inQueueLeased {
+		t.Fatalf("queue %d/%d written, %s/%s searched", driver.QueueUnleased, driver.QueueLeased, inQueueUnleased, inQueueLeased)
+	}
+	schema, err := migrations.ReadFile("migrations/001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range []string{"claim_order ON runstate_runs (priority DESC, created_at, run_id) WHERE queue = " + inQueueUnleased,
+		"lease_expiry ON runstate_runs (lease_expires_at) WHERE queue = " + inQueueLeased,
+		"by_lease_owner ON runstate_runs (lease_worker, lease_incarnation) WHERE queue = " + inQueueLeased} {
+		if !strings.Contains(string(schema), index) {
+			t.Errorf("the schema has no partial index %s", index)
+		}
+	}
+}
+
+// The server's refusals map to the contract's codes, whatever the path
+// that produced them: a refused password cannot be produced on a server
+// that trusts local logins, so the mapping is checked here as well.
+func TestErrorsMapToTheContract(t *testing.T) {
+	for state, want := range map[string]error{
+		stateInvalidPassword:      spec.ErrPermissionDenied,
+		stateInvalidAuthorization: spec.ErrPermissionDenied,
+		stateInsufficientPrivs:    spec.ErrPermissionDenied,
+		stateUniqueViolation:      spec.ErrAlreadyExists,
+		stateUnknownDatabase:      spec.ErrInvalidArgument,
+		stateDeadlock:             spec.ErrUnavailable,
+		stateAdminShutdown:        spec.ErrUnavailable,
+		"08006":                   spec.ErrUnavailable,
+		"XX000":                   spec.ErrUnavailable,
+	} {
+		err := interpretError(fmt.Errorf("wrapped: %w", &pgconn.PgError{Severity: "FATAL", Code: state, Message: "from the server"}))
+		if !errors.Is(err, want) {
+			t.Errorf("SQLSTATE %s: %v, want %v", state, err, want)
+		}
+	}
+	for _, err := range []error{context.Canceled, context.DeadlineExceeded} {
+		if got := interpretError(fmt.Errorf("query: %w", err)); !errors.Is(got, err) || spec.CodeOf(got) != "" {
+			t.Errorf("%v became %v: a context's error passes as it is", err, got)
+		}
+	}
+}
+
+// Claim-next waits for a matching run whose row another transaction holds
+// (instead of answering that nothing is runnable), for a bounded time.
+func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t)
+	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "held"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := func(d time.Duration) {
+		tx, err := s.data.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "SELECT version FROM runstate_runs WHERE run_id = $1 FOR UPDATE", run.RunID); err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(d, func() { tx.Commit() })
+	}
+	claim := func() (spec.Claim, error) {
+		return s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w"}, TTL: time.Minute})
+	}
+
+	hold(300 * time.Millisecond) // a writer's moment: claim-next waits it out
+	cl, err := claim()
+	if err != nil || cl.Run.RunID != run.RunID {
+		t.Fatalf("claim-next while a writer held the only run for 300ms: %+v %v", cl, err)
+	}
+	if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+		t.Fatal(err)
+	}
+
+	hold(claimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
+	if _, err = claim(); !errors.Is(err, spec.ErrUnavailable) {
+		t.Fatalf("claim-next while the only run's row stayed held: %v, want UNAVAILABLE", err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	// The bound was the transaction's own: pooled sessions wait as configured.
+	var wait string
+	if err := s.data.db.GetContext(ctx, &wait, "SHOW lock_timeout"); err != nil || wait != "0" {
+		t.Errorf("a pooled session's lock_timeout: %q (%v), want the server's 0", wait, err)
+	}
+}
+
+// plan is a node of EXPLAIN (FORMAT JSON).
+type plan struct {
+	NodeType     string `json:"Node Type"`
+	IndexName    string `json:"Index Name"`
+	RelationName string `json:"Relation Name"`
+	CTEName      string `json:"CTE Name"`
+	SubplanName  string `json:"Subplan Name"`
+	ActualRows   int    `json:"Actual Rows"`
+	Plans        []plan `json:"Plans"`
+}
+
+// walk calls visit with every node under p, and the part of the
+// statement it belongs to: a CTE that locks is a subplan of its own, one
+// that does not is inlined as a branch of the UNION ALL (an Append).
+func (p plan) walk(part string, visit func(part string, n plan)) {
+	if strings.HasPrefix(p.SubplanName, "CTE ") {
+		part = strings.TrimPrefix(p.SubplanName, "CTE ")
+	}
+	visit(part, p)
+	for i, c := range p.Plans {
+		if part == "" && p.NodeType == "Append" && c.NodeType == "Subquery Scan" {
+			c.walk(fmt.Sprintf("part%d", i), visit)
+			continue
+		}
+		c.walk(part, visit)
+	}
+}
+
+// explain returns the plan of st, as executed (ANALYZE): each node with
+// the rows it produced.
+func explain(t *testing.T, s *Store, st statement) plan {
+	t.Helper()
+	var out string
+	if err := s.data.db.Get(&out, "EXPLAIN (ANALYZE, FORMAT JSON) "+st.query, st.args...); err != nil {
+		t.Fatalf("EXPLAIN: %v\n%s", err, st.query)
+	}
+	var plans []struct{ Plan plan }
+	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output: %v\n%s", err, out)
+	}
+	return plans[0].Plan
+}
+
+// Claim-next reads the head of the queue from the claim_order index in
+// order, never sorting it, and the leased runs it may take from their own
+// indexes; nothing scans the table.
+func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t)
+	// Enough rows of every kind that the planner's choice is the real one:
+	// most finished, some leased by claim-next, some queued.
+	if _, err := s.data.db.ExecContext(ctx, `INSERT INTO runstate_runs (run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue)
+		SELECT 'done-' || i, 'explain', 'succeeded', i % 7, now() - i * interval '1 ms', 1, 1, '{}', 0 FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 600 {
+		if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "explain", Priority: i % 7}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 300 {
+		if _, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.data.db.ExecContext(ctx, "ANALYZE runstate_runs"); err != nil {
+		t.Fatal(err)
+	}
+	q := driver.RunnableQuery{Statuses: []spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}, Limit: 1, Claimant: &spec.Owner{Worker: "w", Incarnation: "1"}}
+	for _, lock := range []string{forClaimSkipping, forClaimReading} {
+		p := explain(t, s, s.data.claimCandidates(q, lock))
+		indexes := map[string]map[string]bool{}
+		p.walk("", func(cte string, n plan) {
+			if indexes[cte] == nil {
+				indexes[cte] = map[string]bool{}
+			}
+			if n.IndexName != "" {
+				indexes[cte][n.IndexName] = true
+			}
+			switch {
+			case strings.Contains(n.NodeType, "Index Scan") && n.ActualRows > 10:
+				// The claimant's worker holds 300 leases, none of an
+				// earlier incarnation: no part may walk them.
+				t.Errorf("%s: %s of %s read %d entries; a claim reads only its few candidates", cte, n.NodeType, n.IndexName, n.ActualRows)
+			case n.NodeType == "Seq Scan":
+				t.Errorf("%s: a sequential scan of %s", cte, n.RelationName)
+			case n.NodeType == "Sort" && cte == "part0":
+				t.Errorf("the queue head is sorted, not read in index order")
+			}
+		})
+		if !indexes["part0"]["runstate_runs_claim_order"] {
+			t.Errorf("the queue head does not read claim_order: %v", indexes["part0"])
+		}
+		if !indexes["part1"]["runstate_runs_lease_expiry"] || !indexes["part1"]["runstate_runs_by_lease_owner"] {
+			t.Errorf("the leased runs are not read from their indexes: %v", indexes["part1"])
+		}
+		if t.Failed() {
+			out, _ := json.MarshalIndent(p, "", "  ")
+			t.Fatalf("plan:\n%s", out)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+// Package pgtest is the conformance harness of the PostgreSQL adapter:
+// each check gets a schema of its own in a database testserver finds.
+package pgtest
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/runstate/runstate/adapters/postgres"
+	"github.com/runstate/runstate/adapters/postgres/scratch"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/spec"
+)
+
+// Target is the PostgreSQL adapter's conformance target: each check gets
+// its own schema; the second handle is a separate connection pool, as a
+// second worker process would have. With manualClock the suite moves the
+// stores' clock itself (Options.Clock, bound as the database's time);
+// without, the database server's clock decides, as in production. It
+// declares leases, which postgres.Store implements (CAP-001); a second
+// handle on the same schema (CAP-002); and, with manualClock, the clock
+// every handle binds as the database's time (CAP-003).
+func Target(s *scratch.Server, manualClock bool) conformance.Target {
+	return conformance.Target{
+		Name:         "postgres",
+		StoreVersion: "postgres/" + s.Source,
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock},
+		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
+			h := &harness{server: s, schema: s.NewSchemaName()}
+			if manualClock {
+				h.clock = conformance.NewManualClock(time.Now())
+			}
+			var err error
+			if h.store, err = h.open(ctx, true); err != nil {
+				return nil, err
+			}
+			return h, nil
+		},
+	}
+}
+
+type harness struct {
+	server  *scratch.Server
+	schema  string
+	clock   *conformance.ManualClock // shared by every handle
+	store   *postgres.Store
+	handles []*postgres.Store
+}
+
+// open opens a handle on the check's schema; the first one creates it and
+// drops it when closed.
+func (h *harness) open(ctx context.Context, first bool) (*postgres.Store, error) {
+	return postgres.Open(ctx, postgres.Options{DSN: h.server.DSN(), Schema: h.schema, ScratchSchema: first, MaxOpenConns: 8,
+		Logger: slog.New(slog.DiscardHandler), Clock: h.storeClock()})
+}
+
+// storeClock is the manual clock, or nil (the database's) without one.
+func (h *harness) storeClock() spec.Clock {
+	if h.clock == nil {
+		return nil
+	}
+	return h.clock
+}
+
+func (h *harness) Store() spec.RunStateStore { return h.store }
+
+func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+	s, err := h.open(ctx, false)
+	if err == nil {
+		h.handles = append(h.handles, s)
+	}
+	return s, err
+}
+
+func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
+
+func (h *harness) Close(ctx context.Context) error {
+	for _, s := range h.handles {
+		s.Close()
+	}
+	return h.store.Close() // drops the schema
+}

@@ -1,0 +1,329 @@
+// Package postgres is the shared-store reference adapter on PostgreSQL 13
+// or later: several worker processes use one database, claims use SELECT …
+// FOR UPDATE SKIP LOCKED on partial indexes in claim order, and every write
+// is a compare-and-set on the version column, committed with its audit rows.
+//
+// Time comes from the database server (statement_timestamp), one clock for
+// every worker, so clock skew between workers cannot break leases.
+//
+// The driver is pgx (github.com/jackc/pgx/v5) through database/sql and
+// sqlx, as the MySQL adapter uses sqlx: the two read alike.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/spec/driver"
+)
+
+var (
+	_ spec.Store         = (*Store)(nil)
+	_ driver.Driver      = (*storage)(nil)
+	_ driver.NextClaimer = (*storage)(nil)
+	_ driver.LeaseReader = (*storage)(nil)
+)
+
+// Options configure Open.
+type Options struct {
+	// DSN in any form pgx accepts: a URL,
+	// postgres://user:password@host:5432/runstate?sslmode=disable, or
+	// keywords, host=db user=runstate dbname=runstate. As with libpq, the
+	// password may instead come from PGPASSWORD or ~/.pgpass, which keeps
+	// it out of command lines. It is never logged.
+	DSN string
+	// Schema holds runstate's tables (default: the connection's
+	// search_path, usually public). Open creates it when it is missing.
+	// Lower-case letters, digits and underscores, at most 63.
+	Schema string
+	// ScratchSchema makes Schema a scratch one, for a schema per
+	// conformance check: Open creates it and Close drops it. Open refuses
+	// a schema that exists already, so that no existing data can ever be
+	// dropped.
+	ScratchSchema bool
+	// MaxOpenConns bounds the connection pool (default 32).
+	MaxOpenConns int
+	// StalledSessionTimeout is how long the server keeps a session that is
+	// idle inside a transaction (default 10s; the server's
+	// idle_in_transaction_session_timeout). It ends such a session and
+	// rolls back its transaction: a worker that stalls inside a transaction
+	// (a paused VM, SIGSTOP) holds its row locks, and so blocks the
+	// takeover of its runs, no longer than this. A value in the DSN wins.
+	StalledSessionTimeout time.Duration
+	// Logger receives the adapter's messages; defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock, when set, replaces the database clock. Tests use it to move time
+	// without sleeping; production leaves it nil, and the database server's
+	// clock decides. The SQL is the same either way: the time is a bound
+	// parameter that is NULL in production.
+	Clock spec.Clock
+}
+
+// Store is a runstate store in a PostgreSQL database.
+type Store struct {
+	driver.Store
+	data *storage
+}
+
+// storage is the PostgreSQL adapter's driver.Driver.
+type storage struct {
+	db     *sqlx.DB
+	log    *slog.Logger
+	clock  spec.Clock // nil: the database clock
+	where  string     // user@host:port/database[/schema], for messages
+	schema string     // Options.Schema
+	// scratch: Close drops the schema (Options.ScratchSchema).
+	scratch bool
+	closed  atomic.Bool
+}
+
+// maxRetries bounds the retries of a transaction that hit a deadlock; the
+// server rolled it back, so running it again is safe.
+const maxRetries = 8
+
+// schemaName is what Options.Schema may be: a name that needs no quoting
+// in search_path.
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Open connects to the database named by opts.DSN, checks it answers and
+// applies the embedded migrations. A malformed DSN or schema name is
+// ErrInvalidArgument, a server that cannot be reached ErrUnavailable,
+// refused credentials ErrPermissionDenied.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := pgx.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, dsnError(err)
+	}
+	if opts.Schema != "" && !schemaName.MatchString(opts.Schema) {
+		return nil, spec.InvalidArgument("schema", "%q: use lower-case letters, digits and underscores (at most 63, not starting with a digit)", opts.Schema)
+	}
+	if opts.ScratchSchema && opts.Schema == "" {
+		return nil, spec.InvalidArgument("schema", "a scratch schema needs a name (Options.Schema)")
+	}
+	if opts.Schema != "" {
+		cfg.RuntimeParams["search_path"] = opts.Schema
+	}
+	// Times cross the wire in binary; the zone only shapes text, such as
+	// the server's own messages.
+	cfg.RuntimeParams["timezone"] = "UTC"
+	if _, set := cfg.RuntimeParams["application_name"]; !set {
+		cfg.RuntimeParams["application_name"] = "runstate"
+	}
+	stalled := opts.StalledSessionTimeout
+	if stalled <= 0 {
+		stalled = 10 * time.Second
+	}
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(stalled.Milliseconds(), 10)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 5 * time.Second // a server that is down fails fast
+	}
+	where := fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+	if opts.Schema != "" {
+		where += "/" + opts.Schema
+	}
+	s := &storage{db: sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx"), log: opts.Logger, clock: opts.Clock, where: where, schema: opts.Schema}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	maxOpen := opts.MaxOpenConns
+	if maxOpen <= 0 {
+		maxOpen = 32
+	}
+	s.db.SetMaxOpenConns(maxOpen)
+	s.db.SetMaxIdleConns(maxOpen)
+	s.db.SetConnMaxLifetime(30 * time.Minute)
+	if err := s.db.PingContext(ctx); err != nil {
+		return nil, errors.Join(s.openError(err), s.close())
+	}
+	if err := s.migrate(ctx, opts.ScratchSchema); err != nil {
+		return nil, errors.Join(s.openError(err), s.close())
+	}
+	s.scratch = opts.ScratchSchema
+	return &Store{Store: driver.Wrap(s), data: s}, nil
+}
+
+// dsnError words a DSN that does not parse. pgx's own message quotes the
+// DSN with the password masked as well as it can guess; the message here
+// quotes none of it.
+func dsnError(err error) error {
+	why := "does not parse"
+	// pgx says "cannot parse `DSN`: reason": keep the reason only.
+	if msg := err.Error(); strings.HasPrefix(msg, "cannot parse `") {
+		if i := strings.LastIndex(msg, "`: "); i > 0 {
+			why += ": " + msg[i+3:]
+		}
+	}
+	return spec.InvalidArgument("dsn", "%s (expected postgres://user:password@host:5432/database or host=… user=… dbname=…)", why)
+}
+
+func (s *storage) openError(err error) error {
+	err = interpretError(err)
+	var se *spec.Error
+	if errors.As(err, &se) && se.Code != spec.CodeInvalidArgument {
+		se.Message = fmt.Sprintf("postgres %s: %s", s.where, se.Message)
+	}
+	return err
+}
+
+// Close closes the connection pool, after dropping the schema if Open
+// created it (Options.ScratchSchema); later calls return
+// spec.ErrUnavailable.
+func (s *Store) Close() error { return s.data.close() }
+
+func (s *storage) close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if s.scratch {
+		// A plugin host allows its plugin 2 s to stop: the drop is one statement.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, dropErr := s.db.ExecContext(ctx, qDropSchema+pgx.Identifier{s.schema}.Sanitize()+cascade); dropErr != nil {
+			err = spec.Unavailable(fmt.Sprintf("the scratch schema %s of %s was not dropped; drop it by hand", s.schema, s.where), interpretError(dropErr))
+		}
+	}
+	return errors.Join(err, interpretError(s.db.Close()))
+}
+
+func (s *storage) open() error {
+	if s.closed.Load() {
+		return spec.Unavailable("postgres store "+s.where+" is closed", nil)
+	}
+	return nil
+}
+
+// clockParam is the time bound into every clock expression: NULL, for the
+// database's own clock, unless Options.Clock is set.
+func (s *storage) clockParam() any {
+	if s.clock == nil {
+		return nil
+	}
+	return driver.Timestamp(s.clock.Now())
+}
+
+// inTx runs fn in a READ COMMITTED transaction (PostgreSQL's default) and
+// commits it when fn returns nil. Deadlocks are retried; a lost connection
+// is not (the commit may have happened), it is ErrUnavailable.
+func (s *storage) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil { // CTX-001
+			return err
+		}
+		err := s.tryTx(ctx, fn)
+		if !retryable(err) || attempt == maxRetries {
+			return interpretError(err)
+		}
+		time.Sleep(time.Duration(rand.IntN(1000*(min(attempt, 6)+1))) * time.Microsecond)
+	}
+}
+
+func (s *storage) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// SQLSTATE codes the adapter interprets.
+const (
+	stateUniqueViolation      = "23505"
+	stateInvalidPassword      = "28P01"
+	stateInvalidAuthorization = "28000"
+	stateInsufficientPrivs    = "42501"
+	stateUnknownDatabase      = "3D000"
+	stateInvalidSchemaName    = "3F000"
+	stateDuplicateSchema      = "42P06"
+	stateDeadlock             = "40P01"
+	stateSerialization        = "40001"
+	stateLockNotAvailable     = "55P03"
+	stateTooManyConnections   = "53300"
+	stateAdminShutdown        = "57P01" // pg_terminate_backend, or a server shutting down
+	stateCrashShutdown        = "57P02"
+	stateCannotConnectNow     = "57P03"
+	stateIdleInTxTimeout      = "25P03"
+	classConnectionException  = "08"
+)
+
+const connectionLost = "connection to the postgres server failed or was lost; re-read before retrying, the call may or may not have committed"
+
+func retryable(err error) bool {
+	return hasState(err, stateDeadlock) || hasState(err, stateSerialization)
+}
+
+func hasState(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
+
+// interpretError maps driver and server errors to the contract's, in one
+// place. Errors that are already the contract's, or a context's, pass.
+func interpretError(err error) error {
+	var pe *pgconn.PgError
+	var ne net.Error
+	switch {
+	case err == nil, spec.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &pe):
+		switch {
+		case pe.Code == stateUniqueViolation:
+			return &spec.Error{Code: spec.CodeAlreadyExists, Message: pe.Message, Cause: err}
+		case pe.Code == stateInvalidPassword, pe.Code == stateInvalidAuthorization, pe.Code == stateInsufficientPrivs:
+			return &spec.Error{Code: spec.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
+		case pe.Code == stateUnknownDatabase:
+			return spec.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", pe.Message)
+		case pe.Code == stateInvalidSchemaName:
+			return spec.InvalidArgument("schema", "%s", pe.Message)
+		case pe.Code == stateDeadlock, pe.Code == stateSerialization:
+			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", maxRetries), err)
+		case pe.Code == stateTooManyConnections:
+			return spec.Unavailable("the server has no connection slot left; lower MaxOpenConns or raise max_connections", err)
+		case pe.Code == stateAdminShutdown, pe.Code == stateCrashShutdown, pe.Code == stateCannotConnectNow,
+			pe.Code == stateIdleInTxTimeout, len(pe.Code) == 5 && pe.Code[:2] == classConnectionException:
+			return spec.Unavailable(connectionLost, err)
+		}
+		return spec.Unavailable("postgres error", err)
+	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone), pgconn.Timeout(err):
+		return spec.Unavailable(connectionLost, err)
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return spec.Unavailable("cannot connect", err)
+	}
+	return spec.Unavailable("postgres store failed", err)
+}

@@ -1,0 +1,138 @@
+package postgres
+
+import "github.com/jmoiron/sqlx"
+
+// SQL of the adapter, in one place. Values are always bound parameters;
+// the only text assembled at run time is a repetition of fixed fragments
+// (one EXISTS per label, one part per kind of claim candidate), never
+// input. Statements are written with ? and numbered ($1, $2, …) by
+// numbered, once for the fixed ones.
+
+// numbered turns the ? placeholders of a statement into PostgreSQL's $n.
+func numbered(query string) string { return sqlx.Rebind(sqlx.DOLLAR, query) }
+
+// clock is the database clock, or the time of the store's Options.Clock
+// when a test set one (a bound parameter that is NULL in production).
+// statement_timestamp is one instant for the whole statement.
+const clock = `COALESCE(CAST(? AS timestamptz), statement_timestamp())`
+
+// The queue column holds driver.QueueOf of the run: where claims look for
+// it, so that each claim candidate search reads one partial index. These
+// are its numbers as SQL text; the partial indexes name the same ones.
+const (
+	inQueueUnleased = "1"
+	inQueueLeased   = "2"
+)
+
+// runColumns are read for every write: the row is locked while the store
+// decides, with the database time of the decision.
+const runColumns = `r.run_id, r.version, r.last_seq, r.snapshot, r.lease_token, r.lease_worker, r.lease_incarnation,
+	r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now`
+
+var (
+	qNow      = numbered(`SELECT ` + clock)
+	qLockRun  = numbered(`SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ? FOR UPDATE`)
+	qGetRun   = numbered(`SELECT snapshot FROM runstate_runs WHERE run_id = ?`)
+	qGetLease = numbered(`SELECT r.lease_token, r.lease_worker, r.lease_incarnation, r.lease_acquired_at, r.lease_expires_at, r.lease_released
+		FROM runstate_runs r WHERE r.run_id = ?`)
+
+	qInsertRun = numbered(`INSERT INTO runstate_runs
+		(run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// A change of both the run and its lease (a claim, a release that ends
+	// the run) is one row version: PostgreSQL writes a new version of the
+	// row, and an entry in each of its indexes, per UPDATE.
+	qUpdateRunAndLease = numbered(`UPDATE runstate_runs SET workflow_name = ?, status = ?, priority = ?, version = ?, last_seq = ?,
+		snapshot = ?, queue = ?, lease_token = ?, lease_worker = ?, lease_incarnation = ?, lease_acquired_at = ?, lease_expires_at = ?,
+		lease_released = ? WHERE run_id = ? AND version = ? AND lease_token = ?`)
+	qUpdateSeq   = numbered(`UPDATE runstate_runs SET last_seq = ? WHERE run_id = ?`)
+	qUpdateLease = numbered(`UPDATE runstate_runs SET lease_token = ?, lease_worker = ?, lease_incarnation = ?,
+		lease_acquired_at = ?, lease_expires_at = ?, lease_released = ?, queue = ?, last_seq = ?
+		WHERE run_id = ? AND version = ? AND lease_token = ?`)
+
+	qDeleteLabels = numbered(`DELETE FROM runstate_labels WHERE run_id = ?`)
+	qInsertLabel  = numbered(`INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES (?, ?, ?, ?)`)
+	qInsertEvent  = numbered(`INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, ?)`)
+	// AUD-006: events after a Seq, in Seq order, from the primary key; with
+	// the run, in one snapshot: no row when the run does not exist, one
+	// NULL event when it has none after the Seq.
+	qListEvents = numbered(`SELECT a.event FROM runstate_runs r LEFT JOIN LATERAL
+		(SELECT event FROM runstate_audit WHERE run_id = r.run_id AND seq > ? ORDER BY seq LIMIT ?) a ON TRUE
+		WHERE r.run_id = ?`)
+
+	// The waiting pass of claim-next waits for a row lock at most this
+	// long (a text such as 3000ms), for the rest of its transaction.
+	qSetLockWait = numbered(`SELECT set_config('lock_timeout', ?, true)`)
+)
+
+// Listing and claim fragments, combined by listSQL and candidates. ListRuns
+// orders by (created_at, run_id) (LIST-005) and continues after a keyset
+// position (LIST-006); claim order is priority, created_at, run_id
+// (LEASE-003). Statements built of these are numbered when assembled.
+const (
+	fromRuns      = ` FROM runstate_runs r`
+	byCreated     = ` ORDER BY r.created_at, r.run_id`
+	afterCreated  = ` AND (r.created_at, r.run_id) > (?, ?)`
+	hasLabel      = ` AND EXISTS (SELECT 1 FROM runstate_labels l WHERE l.run_id = r.run_id AND l.label_key = ? AND l.label_value = ?)`
+	byWorkflow    = ` AND r.workflow_name = ?`
+	byStatus      = ` AND r.status = ?`
+	inStatuses    = ` AND r.status = ANY (CAST(? AS text[]))`
+	byClaimOrder  = ` ORDER BY r.priority DESC, r.created_at, r.run_id`
+	afterClaimPos = ` AND (r.priority < ? OR (r.priority = ? AND (r.created_at, r.run_id) > (?, ?)))`
+	createdFrom   = ` AND r.created_at >= ?`
+	createdBefore = ` AND r.created_at < ?`
+	whereTrue     = ` WHERE TRUE`
+	limitRows     = ` LIMIT ?`
+
+	// Listings read snapshots with their order keys.
+	listColumns = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
+
+	// Claim candidates, read whole in one statement of two parts: the head
+	// of the unleased queue (the claim_order partial index, in order, no
+	// sorting), and the leased runs a claim may take, those whose lease has
+	// expired (lease_expiry) or that an earlier incarnation of the
+	// claimant's worker holds (by_lease_owner). The first pass locks them,
+	// skipping rows other transactions hold (SKIP LOCKED); the second, run
+	// only when the first finds nothing, reads them without locking and
+	// then locks the best by its key (qLockRun). A run is claimed only
+	// under its row lock, so concurrent claimers never share a run
+	// (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
+	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueUnleased + inStatuses
+	qTakeable     = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueLeased + inStatuses +
+		` AND (r.lease_expires_at <= ` + clock + ` OR ` + earlierLife + `)`
+	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE OF r SKIP LOCKED`
+	forClaimReading  = byClaimOrder + ` LIMIT 1`
+
+	// Runnable lists the same three kinds of run, each in claim order.
+	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + inStatuses
+	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + inStatuses
+	qListEarlierLife = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND (` + earlierLife + `)` + inStatuses
+
+	// earlierLife is a lease of worker ? held by an incarnation other than
+	// ? (both given twice), as two ranges of by_lease_owner: a B-tree
+	// cannot search for <>, and would walk every lease the worker's
+	// current incarnation holds.
+	earlierLife = `(r.lease_worker = ? AND r.lease_incarnation < ?) OR (r.lease_worker = ? AND r.lease_incarnation > ?)`
+)
+
+// Migrations, under a transaction-scoped advisory lock of the database
+// (one process migrates a schema at a time).
+var (
+	qMigrationLockWait     = `SELECT set_config('lock_timeout', '60s', true)`
+	qMigrationLock         = numbered(`SELECT pg_advisory_xact_lock(hashtext(?))`)
+	qSchemaExists          = numbered(`SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = ?)`)
+	qCreateMigrationsTable = `CREATE TABLE IF NOT EXISTS runstate_schema_migrations (
+		version integer NOT NULL PRIMARY KEY,
+		name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT statement_timestamp())`
+	qAppliedMigrations = `SELECT version FROM runstate_schema_migrations ORDER BY version`
+	qRecordMigration   = numbered(`INSERT INTO runstate_schema_migrations (version, name) VALUES (?, ?)`)
+)
+
+// Schemas (Options.Schema), followed by the quoted name.
+const (
+	qCreateSchema       = `CREATE SCHEMA `
+	qCreateSchemaIfNone = `CREATE SCHEMA IF NOT EXISTS `
+	qDropSchema         = `DROP SCHEMA IF EXISTS `
+	cascade             = ` CASCADE`
+)

@@ -1,0 +1,96 @@
+// Package scratch names schemas on a PostgreSQL server, one per
+// conformance check or test, and drops them. A schema, not a database: it
+// is made in milliseconds where CREATE DATABASE copies a template. It does
+// not depend on the adapter, so the adapter's own tests can use it, and it
+// links nothing of Docker, so the conformance runner can.
+package scratch
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Server is a PostgreSQL database to make scratch schemas in.
+type Server struct {
+	dsn string
+	// Source says where the server came from (environment, local, docker).
+	Source string
+}
+
+// FromDSN returns the database a DSN points at, after checking that it
+// answers. source says where the DSN came from, for reports.
+func FromDSN(dsn, source string) (*Server, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnectTimeout = 3 * time.Second
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, err
+	}
+	return &Server{dsn: dsn, Source: source}, nil
+}
+
+// DSN returns the server's DSN (the database of the schemas).
+func (s *Server) DSN() string { return s.dsn }
+
+// DSNIn returns the server's DSN with schema as its search_path, for a
+// program that takes a DSN only (the schema must exist: CreateSchema).
+func (s *Server) DSNIn(schema string) string {
+	if strings.Contains(s.dsn, "://") {
+		sep := "?"
+		if strings.Contains(s.dsn, "?") {
+			sep = "&"
+		}
+		return s.dsn + sep + "search_path=" + schema
+	}
+	return s.dsn + " search_path=" + schema
+}
+
+// CreateSchema makes a schema with a fresh name and returns the name.
+func (s *Server) CreateSchema(ctx context.Context) (string, error) {
+	name := s.NewSchemaName()
+	return name, s.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize())
+}
+
+// NewSchemaName returns a fresh name for a schema that does not exist yet.
+func (s *Server) NewSchemaName() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "runstate_t_" + hex.EncodeToString(b)
+}
+
+// DropSchema removes a schema and everything in it, if it exists.
+func (s *Server) DropSchema(ctx context.Context, name string) error {
+	return s.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+}
+
+// Exec runs one statement on the server, on a connection of its own.
+func (s *Server) Exec(ctx context.Context, stmt string, args ...any) error {
+	db, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, stmt, args...)
+	return err
+}
+
+func (s *Server) open() (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(s.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
