@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"fmt"
-	"slices"
 
 	"github.com/jmoiron/sqlx"
 
@@ -44,21 +42,5 @@ func migrate(ctx context.Context, db *sqlx.DB) error {
 	if err := conn.SelectContext(ctx, &applied, qAppliedMigrations); err != nil {
 		return err
 	}
-	if n := len(applied); n > 0 && applied[n-1] > sqlmigrate.Latest(all) {
-		return spec.Unavailable(fmt.Sprintf("the database has schema version %d; this build knows up to %d", applied[n-1], sqlmigrate.Latest(all)), nil)
-	}
-	for _, m := range all {
-		if slices.Contains(applied, m.Version) {
-			continue
-		}
-		for _, stmt := range m.Stmts {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-		}
-		if _, err := conn.ExecContext(ctx, qRecordMigration, m.Version, m.Name); err != nil {
-			return fmt.Errorf("migration %s: %w", m.Name, err)
-		}
-	}
-	return nil
+	return sqlmigrate.Apply(ctx, conn, all, applied, qRecordMigration)
 }

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate/internal/sqlstore"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/spec/driver"
 )
@@ -83,10 +83,6 @@ type storage struct {
 	scratch *gomysql.Config
 	dbName  string
 }
-
-// maxRetries bounds the retries of a transaction that hit a deadlock or a
-// lock wait timeout; InnoDB rolled it back, so running it again is safe.
-const maxRetries = 8
 
 // Open connects to the database named by opts.DSN, checks it answers and
 // applies the embedded migrations. A malformed DSN is ErrInvalidArgument,
@@ -217,38 +213,10 @@ func (s *storage) clockParam() any {
 }
 
 // inTx runs fn in a READ COMMITTED transaction and commits it when fn
-// returns nil. Deadlocks and lock wait timeouts are retried; a lost
-// connection is not (the commit may have happened), it is ErrUnavailable.
+// returns nil: deadlocks are retried, a lost connection is not (the commit
+// may have happened), it is ErrUnavailable.
 func (s *storage) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil { // CTX-001
-			return err
-		}
-		err := s.tryTx(ctx, fn)
-		if !retryable(err) || attempt == maxRetries {
-			return interpretError(err)
-		}
-		time.Sleep(time.Duration(rand.IntN(1000*(min(attempt, 6)+1))) * time.Microsecond)
-	}
-}
-
-func (s *storage) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
-	tx, err := s.db.BeginTxx(ctx, nil) // READ COMMITTED: the session's level (readCommittedConnector)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return sqlstore.Transactions{DB: s.db, Open: s.open, Retryable: retryable, Interpret: interpretError}.Run(ctx, fn)
 }
 
 // MySQL error numbers the adapter interprets.
@@ -296,7 +264,7 @@ func interpretError(err error) error {
 		case errUnknownDatabase:
 			return spec.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", me.Message)
 		case errDeadlock, errLockWaitTimeout:
-			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", maxRetries), err)
+			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
 		case errServerShutdown, errInterrupted, errConnKilled:
 			return spec.Unavailable(connectionLost, err)
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate/internal/sqlstore"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/spec/driver"
 )
@@ -70,11 +70,6 @@ func (s *storage) claimCandidates(q driver.RunnableQuery, lock string) statement
 	}, q, statement{query: lock})
 }
 
-// maxClaimRounds bounds how often one claim-next call looks again after
-// another call took the run it waited for. Each such round is another
-// claimer's success, so the bound is reached only under a storm of claims.
-const maxClaimRounds = 64
-
 // ClaimNext implements driver.NextClaimer, in up to two passes.
 //
 // The first locks the best candidate of each kind, skipping rows that
@@ -95,15 +90,14 @@ const maxClaimRounds = 64
 // again from the start.
 func (s *storage) ClaimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
 	skipping := s.claimCandidates(q, forClaimSkipping)
-	for range maxClaimRounds {
-		var found, taken bool
-		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return sqlstore.ClaimRounds(func() (found, taken bool, err error) {
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 			found, taken = false, false
-			var rows []runRow
+			var rows []sqlstore.Row
 			if err := tx.SelectContext(ctx, &rows, skipping.query, skipping.args...); err != nil {
 				return err
 			}
-			best, err := bestClaimable(rows, q)
+			best, err := sqlstore.FirstClaimable(rows, q)
 			if err != nil || best < 0 {
 				if err == nil {
 					found, taken, err = s.claimWaiting(ctx, tx, q, take)
@@ -113,19 +107,13 @@ func (s *storage) ClaimNext(ctx context.Context, q driver.RunnableQuery, take fu
 			found = true
 			return claimRow(ctx, tx, rows[best], take)
 		})
-		switch {
-		case err != nil:
-			return false, err
-		case found || !taken:
-			return found, nil
-		}
-	}
-	return false, spec.Unavailable(fmt.Sprintf("claim-next: other claimers took the run it waited for %d times in a row; try again", maxClaimRounds), nil)
+		return found, taken, err
+	})
 }
 
 // claimRow claims a locked row with take.
-func claimRow(ctx context.Context, tx *sqlx.Tx, row runRow, take func(driver.Current) driver.Change) error {
-	cur, err := row.current()
+func claimRow(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, take func(driver.Current) driver.Change) error {
+	cur, err := row.Current()
 	if err != nil {
 		return err
 	}
@@ -141,11 +129,11 @@ func (s *storage) claimWaiting(ctx context.Context, tx *sqlx.Tx, q driver.Runnab
 	// Built here, not with the first pass's statement: under load this
 	// pass rarely runs.
 	reading := s.claimCandidates(q, forClaimReading)
-	var rows []runRow
+	var rows []sqlstore.Row
 	if err := tx.SelectContext(ctx, &rows, reading.query, reading.args...); err != nil {
 		return false, false, err
 	}
-	best, err := bestClaimable(rows, q)
+	best, err := sqlstore.FirstClaimable(rows, q)
 	if err != nil || best < 0 {
 		return false, false, err
 	}
@@ -156,7 +144,7 @@ func (s *storage) claimWaiting(ctx context.Context, tx *sqlx.Tx, q driver.Runnab
 	if err != nil {
 		return false, false, err
 	}
-	if i, err := bestClaimable([]runRow{row}, q); err != nil || i < 0 {
+	if i, err := sqlstore.FirstClaimable([]sqlstore.Row{row}, q); err != nil || i < 0 {
 		return false, err == nil, err
 	}
 	return true, false, claimRow(ctx, tx, row, take)
@@ -170,29 +158,15 @@ const claimWaitLimit = 3 * time.Second
 // lockRunWaiting locks run id like lockRun, with lock waits bounded by
 // claimWaitLimit for the rest of the transaction, which writes only the
 // row it locks.
-func (s *storage) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
+func (s *storage) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (sqlstore.Row, error) {
 	if _, err := tx.ExecContext(ctx, qSetLockWait, strconv.FormatInt(claimWaitLimit.Milliseconds(), 10)+"ms"); err != nil {
-		return runRow{}, err
+		return sqlstore.Row{}, err
 	}
 	row, err := s.lockRun(ctx, tx, id)
 	if hasState(err, stateLockNotAvailable) {
 		return row, spec.Unavailable(fmt.Sprintf("claim-next: a matching run's row stayed locked by another transaction for %v; try again", claimWaitLimit), nil)
 	}
 	return row, err
-}
-
-// bestClaimable returns the index of the row q admits at the database
-// time that comes first in claim order, or -1.
-func bestClaimable(rows []runRow, q driver.RunnableQuery) (int, error) {
-	candidates := make([]driver.Current, len(rows))
-	for i, row := range rows {
-		c, err := row.current()
-		if err != nil {
-			return -1, err
-		}
-		candidates[i] = c
-	}
-	return q.FirstClaimable(candidates), nil
 }
 
 // Runnable implements driver.Driver: the unleased runs in claim order, the
@@ -219,11 +193,5 @@ func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]spec.
 	if err != nil {
 		return nil, err
 	}
-	// Merged in claim order; an expired lease of an earlier incarnation is
-	// in two heads.
-	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int {
-		return driver.RunnablePositionOf(a).Compare(driver.RunnablePositionOf(b))
-	})
-	runs = slices.CompactFunc(runs, func(a, b spec.RunSnapshot) bool { return a.RunID == b.RunID })
-	return runs[:min(len(runs), q.Limit)], nil
+	return sqlstore.MergeRunnable(runs, q.Limit), nil
 }

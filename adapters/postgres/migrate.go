@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"embed"
-	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
@@ -47,23 +45,7 @@ func (s *storage) migrate(ctx context.Context, scratch bool) error {
 		if err := tx.SelectContext(ctx, &applied, qAppliedMigrations); err != nil {
 			return err
 		}
-		if n := len(applied); n > 0 && applied[n-1] > sqlmigrate.Latest(all) {
-			return spec.Unavailable(fmt.Sprintf("the database has schema version %d; this build knows up to %d", applied[n-1], sqlmigrate.Latest(all)), nil)
-		}
-		for _, m := range all {
-			if slices.Contains(applied, m.Version) {
-				continue
-			}
-			for _, stmt := range m.Stmts {
-				if _, err := tx.ExecContext(ctx, stmt); err != nil {
-					return fmt.Errorf("migration %s: %w", m.Name, err)
-				}
-			}
-			if _, err := tx.ExecContext(ctx, qRecordMigration, m.Version, m.Name); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-		}
-		return nil
+		return sqlmigrate.Apply(ctx, tx, all, applied, qRecordMigration)
 	})
 }
 

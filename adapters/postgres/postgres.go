@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"regexp"
 	"strconv"
@@ -32,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate/internal/sqlstore"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/spec/driver"
 )
@@ -95,10 +95,6 @@ type storage struct {
 	scratch bool
 	closed  atomic.Bool
 }
-
-// maxRetries bounds the retries of a transaction that hit a deadlock; the
-// server rolled it back, so running it again is safe.
-const maxRetries = 8
 
 // schemaName is what Options.Schema may be: a name that needs no quoting
 // in search_path.
@@ -223,39 +219,11 @@ func (s *storage) clockParam() any {
 	return driver.Timestamp(s.clock.Now())
 }
 
-// inTx runs fn in a READ COMMITTED transaction (PostgreSQL's default) and
-// commits it when fn returns nil. Deadlocks are retried; a lost connection
-// is not (the commit may have happened), it is ErrUnavailable.
+// inTx runs fn in a READ COMMITTED transaction and commits it when fn
+// returns nil: deadlocks are retried, a lost connection is not (the commit
+// may have happened), it is ErrUnavailable.
 func (s *storage) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil { // CTX-001
-			return err
-		}
-		err := s.tryTx(ctx, fn)
-		if !retryable(err) || attempt == maxRetries {
-			return interpretError(err)
-		}
-		time.Sleep(time.Duration(rand.IntN(1000*(min(attempt, 6)+1))) * time.Microsecond)
-	}
-}
-
-func (s *storage) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return sqlstore.Transactions{DB: s.db, Open: s.open, Retryable: retryable, Interpret: interpretError}.Run(ctx, fn)
 }
 
 // SQLSTATE codes the adapter interprets.
@@ -308,7 +276,7 @@ func interpretError(err error) error {
 		case pe.Code == stateInvalidSchemaName:
 			return spec.InvalidArgument("schema", "%s", pe.Message)
 		case pe.Code == stateDeadlock, pe.Code == stateSerialization:
-			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", maxRetries), err)
+			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
 		case pe.Code == stateTooManyConnections:
 			return spec.Unavailable("the server has no connection slot left; lower MaxOpenConns or raise max_connections", err)
 		case pe.Code == stateAdminShutdown, pe.Code == stateCrashShutdown, pe.Code == stateCannotConnectNow,

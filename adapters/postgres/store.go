@@ -13,47 +13,14 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate/internal/sqlstore"
 	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/spec/driver"
 )
 
-// runRow is a run locked for a write, with the database time.
-type runRow struct {
-	RunID            string       `db:"run_id"`
-	Version          int64        `db:"version"`
-	LastSeq          int64        `db:"last_seq"`
-	Snapshot         string       `db:"snapshot"`
-	LeaseToken       int64        `db:"lease_token"`
-	LeaseWorker      string       `db:"lease_worker"`
-	LeaseIncarnation string       `db:"lease_incarnation"`
-	LeaseAcquiredAt  sql.NullTime `db:"lease_acquired_at"`
-	LeaseExpiresAt   sql.NullTime `db:"lease_expires_at"`
-	LeaseReleased    bool         `db:"lease_released"`
-	Now              time.Time    `db:"now"`
-}
-
-func (r runRow) lease() driver.LeaseState {
-	return driver.LeaseState{Owner: spec.Owner{Worker: r.LeaseWorker, Incarnation: r.LeaseIncarnation}, Token: r.LeaseToken,
-		AcquiredAt: r.LeaseAcquiredAt.Time.UTC(), ExpiresAt: r.LeaseExpiresAt.Time.UTC(), Released: r.LeaseReleased}
-}
-
-// current is the run of a locked row as a driver.Current.
-func (r runRow) current() (driver.Current, error) {
-	run, err := decodeRun(r.Snapshot)
-	return driver.Current{Run: run, Lease: r.lease(), LastSeq: r.LastSeq, Now: driver.Timestamp(r.Now)}, err
-}
-
-func decodeRun(snapshot string) (spec.RunSnapshot, error) {
-	var s spec.RunSnapshot
-	if err := json.Unmarshal([]byte(snapshot), &s); err != nil {
-		return s, spec.Unavailable("a stored snapshot does not decode: the database was changed outside runstate", err)
-	}
-	return s, nil
-}
-
 // lockRun reads and locks a run for a write; ErrNotFound when it is missing (RUN-004).
-func (s *storage) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (runRow, error) {
-	var r runRow
+func (s *storage) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (sqlstore.Row, error) {
+	var r sqlstore.Row
 	err := tx.GetContext(ctx, &r, qLockRun, s.clockParam(), id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, spec.ErrNotFound
@@ -72,31 +39,6 @@ func (s *storage) Now(ctx context.Context) (time.Time, error) {
 	return driver.Timestamp(now), interpretError(err)
 }
 
-// insertEvents stores numbered events and returns the last one's Seq
-// (lastSeq when there are none).
-func insertEvents(ctx context.Context, tx *sqlx.Tx, events []spec.AuditEvent, lastSeq int64) (int64, error) {
-	for _, ev := range events {
-		lastSeq = ev.Seq
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := tx.ExecContext(ctx, qInsertEvent, ev.RunID, ev.Seq, string(b)); err != nil {
-			return 0, err
-		}
-	}
-	return lastSeq, nil
-}
-
-func insertLabels(ctx context.Context, tx *sqlx.Tx, s spec.RunSnapshot) error {
-	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
-		if _, err := tx.ExecContext(ctx, qInsertLabel, s.RunID, k, s.Labels[k], s.CreatedAt); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Insert implements driver.Driver.
 func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -110,10 +52,10 @@ func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 		if err != nil {
 			return err // a duplicate key is ErrAlreadyExists (interpretError)
 		}
-		if err := insertLabels(ctx, tx, run); err != nil {
+		if err := sqlstore.InsertLabels(ctx, tx, qInsertLabel, run); err != nil {
 			return err
 		}
-		_, err = insertEvents(ctx, tx, []spec.AuditEvent{r.Created}, 0)
+		_, err = sqlstore.InsertEvents(ctx, tx, qInsertEvent, []spec.AuditEvent{r.Created}, 0)
 		return err
 	})
 }
@@ -130,7 +72,7 @@ func (s *storage) Modify(ctx context.Context, runID string, change func(driver.C
 		if err != nil {
 			return err
 		}
-		cur, err := row.current()
+		cur, err := row.Current()
 		if err != nil {
 			return err
 		}
@@ -141,8 +83,8 @@ func (s *storage) Modify(ctx context.Context, runID string, change func(driver.C
 // write stores change c of the locked row, read as cur: the events, then
 // the row in one UPDATE. The UPDATE repeats the version and lease-token
 // checks of the locked row in its WHERE clause.
-func write(ctx context.Context, tx *sqlx.Tx, row runRow, cur driver.Current, c driver.Change) error {
-	lastSeq, err := insertEvents(ctx, tx, c.Events, row.LastSeq)
+func write(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, cur driver.Current, c driver.Change) error {
+	lastSeq, err := sqlstore.InsertEvents(ctx, tx, qInsertEvent, c.Events, row.LastSeq)
 	if err != nil {
 		return err
 	}
@@ -156,7 +98,7 @@ func write(ctx context.Context, tx *sqlx.Tx, row runRow, cur driver.Current, c d
 	case c.Run == nil:
 		lease := *c.Lease
 		res, err = tx.ExecContext(ctx, qUpdateLease, lease.Token, lease.Owner.Worker, lease.Owner.Incarnation,
-			nullTime(lease.AcquiredAt), nullTime(lease.ExpiresAt), lease.Released, int(driver.QueueOf(cur.Run, lease)), lastSeq,
+			sqlstore.NullTime(lease.AcquiredAt), sqlstore.NullTime(lease.ExpiresAt), lease.Released, int(driver.QueueOf(cur.Run, lease)), lastSeq,
 			row.RunID, row.Version, row.LeaseToken)
 	default:
 		lease := cur.Lease
@@ -170,7 +112,7 @@ func write(ctx context.Context, tx *sqlx.Tx, row runRow, cur driver.Current, c d
 		}
 		res, err = tx.ExecContext(ctx, qUpdateRunAndLease, next.WorkflowName, string(next.Status), next.Priority, next.Version, lastSeq,
 			string(b), int(driver.QueueOf(next, lease)), lease.Token, lease.Owner.Worker, lease.Owner.Incarnation,
-			nullTime(lease.AcquiredAt), nullTime(lease.ExpiresAt), lease.Released, row.RunID, row.Version, row.LeaseToken)
+			sqlstore.NullTime(lease.AcquiredAt), sqlstore.NullTime(lease.ExpiresAt), lease.Released, row.RunID, row.Version, row.LeaseToken)
 		if err != nil {
 			return err
 		}
@@ -178,7 +120,7 @@ func write(ctx context.Context, tx *sqlx.Tx, row runRow, cur driver.Current, c d
 			if _, err := tx.ExecContext(ctx, qDeleteLabels, row.RunID); err != nil {
 				return err
 			}
-			if err := insertLabels(ctx, tx, next); err != nil {
+			if err := sqlstore.InsertLabels(ctx, tx, qInsertLabel, next); err != nil {
 				return err
 			}
 		}
@@ -192,19 +134,12 @@ func write(ctx context.Context, tx *sqlx.Tx, row runRow, cur driver.Current, c d
 	return nil
 }
 
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}
-
 // GetLease implements driver.LeaseReader: a plain read, no row lock.
 func (s *storage) GetLease(ctx context.Context, runID string) (driver.LeaseState, error) {
 	if err := s.open(); err != nil {
 		return driver.LeaseState{}, err
 	}
-	var r runRow
+	var r sqlstore.Row
 	err := s.db.GetContext(ctx, &r, qGetLease, runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.LeaseState{}, spec.ErrNotFound
@@ -212,7 +147,7 @@ func (s *storage) GetLease(ctx context.Context, runID string) (driver.LeaseState
 	if err != nil {
 		return driver.LeaseState{}, interpretError(err)
 	}
-	return r.lease(), nil
+	return r.Lease(), nil
 }
 
 // Get implements driver.Driver.
@@ -228,7 +163,7 @@ func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, erro
 	if err != nil {
 		return spec.RunSnapshot{}, interpretError(err)
 	}
-	return decodeRun(snap)
+	return sqlstore.DecodeRun(snap)
 }
 
 // selection appends the workflow and label conditions shared by listings
@@ -281,42 +216,15 @@ func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]spec.RunSn
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	statuses := slices.Compact(slices.Sorted(slices.Values(q.Filter.Statuses)))
-	if len(statuses) == 0 {
-		statuses = []spec.RunStatus{""}
-	}
-	var runs []spec.RunSnapshot
-	for _, st := range statuses {
+	return sqlstore.ListByStatus(q, func(st spec.RunStatus) ([]spec.RunSnapshot, error) {
 		query, args := listSQL(q, st)
-		found, err := s.selectSnapshots(ctx, query, args)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, found...)
-	}
-	// Merged in (created_at, run_id) order (LIST-005).
-	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
-	return runs[:min(len(runs), q.Limit)], nil
+		return s.selectSnapshots(ctx, query, args)
+	})
 }
 
 func (s *storage) selectSnapshots(ctx context.Context, query string, args []any) ([]spec.RunSnapshot, error) {
-	var rows []struct {
-		Snapshot  string    `db:"snapshot"`
-		CreatedAt time.Time `db:"created_at"`
-		RunID     string    `db:"run_id"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
-		return nil, interpretError(err)
-	}
-	out := make([]spec.RunSnapshot, 0, len(rows))
-	for _, r := range rows {
-		snap, err := decodeRun(r.Snapshot)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, snap)
-	}
-	return out, nil
+	runs, err := sqlstore.SelectSnapshots(ctx, s.db, query, args)
+	return runs, interpretError(err)
 }
 
 // ListAudit implements driver.Driver: the run and its events are read
@@ -337,9 +245,9 @@ func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.Au
 		if !e.Valid {
 			break // the run has no events after q.AfterSeq
 		}
-		var ev spec.AuditEvent
-		if err := json.Unmarshal([]byte(e.String), &ev); err != nil {
-			return nil, spec.Unavailable("a stored audit event does not decode", err)
+		ev, err := sqlstore.DecodeEvent(e.String)
+		if err != nil {
+			return nil, err
 		}
 		events = append(events, ev)
 	}

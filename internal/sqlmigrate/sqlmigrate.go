@@ -4,12 +4,16 @@
 package sqlmigrate
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/runstate/runstate/spec"
 )
 
 // Migration is one file NNN_name.sql: its version, name and statements.
@@ -73,4 +77,45 @@ func Split(body string) []string {
 		}
 	}
 	return out
+}
+
+// Pending returns the migrations of all (sorted by Load) whose versions
+// applied lacks. A database with a version newer than all knows was
+// migrated by a newer build: it is refused, never written.
+func Pending(all []Migration, applied []int) ([]Migration, error) {
+	if n := len(applied); n > 0 && slices.Max(applied) > Latest(all) {
+		return nil, spec.Unavailable(fmt.Sprintf("the database has schema version %d; this build knows up to %d", slices.Max(applied), Latest(all)), nil)
+	}
+	var out []Migration
+	for _, m := range all {
+		if !slices.Contains(applied, m.Version) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Execer runs a statement: a connection or a transaction.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Apply runs the pending migrations of all on db, each followed by record
+// (an INSERT of version and name into the adapter's migrations table).
+func Apply(ctx context.Context, db Execer, all []Migration, applied []int, record string) error {
+	pending, err := Pending(all, applied)
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		for _, stmt := range m.Stmts {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+		}
+		if _, err := db.ExecContext(ctx, record, m.Version, m.Name); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+	}
+	return nil
 }
