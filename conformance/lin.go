@@ -23,8 +23,15 @@ func init() {
 	register("LIN-002", "Concurrent claims, claim-next, renewals, releases and fenced writes, mixed with the run operations, form a history linearizable against the contract's sequential model of each run.", leases, checkLinearizableLeases)
 }
 
-// linOps is how many operations a LIN check records, at the least.
-const linOps = 10_000
+// linOps is how many operations a LIN check records when the target is
+// fast enough; a slower one records what a third of the check's time
+// allows, and the history is checked all the same. Fewer than linMinOps
+// say too little: the harness reports that, not a verdict. (A fixed count
+// within a fixed time would make the verdict depend on the machine's load.)
+const (
+	linOps    = 10_000
+	linMinOps = 2_000
+)
 
 func checkLinearizableRuns(c *checkState)   { c.checkLinearizable(false) }
 func checkLinearizableLeases(c *checkState) { c.checkLinearizable(true) }
@@ -350,8 +357,8 @@ func (c *checkState) checkLinearizable(withLeases bool) {
 	if c.ctx.Err() != nil {
 		c.harnessFatal("the check's time ran out while recording the history")
 	}
-	if len(history) < linOps {
-		c.broke(fmt.Sprintf("recorded %d operations within the budget of %v, fewer than %d", len(history), c.linBudget(), linOps))
+	if len(history) < linMinOps {
+		c.broke(fmt.Sprintf("recorded %d operations within the budget of %v, fewer than %d", len(history), c.linBudget(), linMinOps))
 	}
 	checkStart := time.Now()
 	model := linModel.ToModel()
