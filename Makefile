@@ -36,9 +36,11 @@ bench:
 # The portable benchmark (conformance-runner bench) of the Badger plugin,
 # the MySQL store and a store behind the gateway, each beside the memory
 # and Badger reference stores: JSON, Markdown and a chart per target, in
-# PERF_DIR. MYSQL_DSN names a server where scratch databases may be made.
+# PERF_DIR. MYSQL_DSN names a server where scratch databases may be made,
+# POSTGRES_DSN a database where scratch schemas may be.
 PERF_DIR  ?= docs/perf
 MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
+POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 perf-report: plugins gateway
 	mkdir -p $(PERF_DIR)
 	$(GO) build -o bin/ ./cmd/conformance-runner
@@ -46,6 +48,8 @@ perf-report: plugins gateway
 		--markdown $(PERF_DIR)/badger-plugin.md --chart $(PERF_DIR)/badger-plugin.svg > $(PERF_DIR)/badger-plugin.json
 	bin/conformance-runner bench --adapter mysql --config 'dsn=$(MYSQL_DSN)' --format json \
 		--markdown $(PERF_DIR)/mysql.md --chart $(PERF_DIR)/mysql.svg > $(PERF_DIR)/mysql.json
+	bin/conformance-runner bench --adapter postgres --config 'dsn=$(POSTGRES_DSN)' --format json \
+		--markdown $(PERF_DIR)/postgres.md --chart $(PERF_DIR)/postgres.svg > $(PERF_DIR)/postgres.json
 	bin/conformance-runner bench --gateway bin/runstate-gateway --config 'store=badger:{{tempdir}}/s' --format json \
 		--markdown $(PERF_DIR)/gateway-badger.md --chart $(PERF_DIR)/gateway-badger.svg > $(PERF_DIR)/gateway-badger.json
 

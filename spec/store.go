@@ -103,6 +103,25 @@ type LeaseReader interface {
 	GetLease(ctx context.Context, runID string) (Lease, error)
 }
 
+// RunnableWatcher is optional: a store that tells idle workers when a run
+// may have become runnable, so that one claims it at once rather than at
+// its next poll. Without it, workers poll; with it, they still should, at
+// a longer interval: a lease that expires notifies nobody, and a notice
+// may be lost with a connection.
+type RunnableWatcher interface {
+	// WatchRunnable returns a channel that receives a value soon after a
+	// run was created in the store, or became claimable without a lease (a
+	// release, a move back to a claimable status), by a handle that sends
+	// such notices. Values coalesce: one may stand for many changes, and
+	// one may come with no run to claim. The channel is closed when ctx
+	// ends or the store is closed.
+	WatchRunnable(ctx context.Context, p WatchRunnableParams) (<-chan struct{}, error)
+}
+
+// WatchRunnableParams configure RunnableWatcher.WatchRunnable; there is
+// nothing to configure yet.
+type WatchRunnableParams struct{}
+
 // Clock tells the time. Adapters take one so that tests can control time.
 type Clock interface {
 	Now() time.Time

@@ -105,19 +105,19 @@ func (s *storage) ClaimNext(ctx context.Context, q driver.RunnableQuery, take fu
 				return err
 			}
 			found = true
-			return claimRow(ctx, tx, rows[best], take)
+			return s.claimRow(ctx, tx, rows[best], take)
 		})
 		return found, taken, err
 	})
 }
 
 // claimRow claims a locked row with take.
-func claimRow(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, take func(driver.Current) driver.Change) error {
+func (s *storage) claimRow(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, take func(driver.Current) driver.Change) error {
 	cur, err := row.Current()
 	if err != nil {
 		return err
 	}
-	return write(ctx, tx, row, cur, take(cur))
+	return s.write(ctx, tx, row, cur, take(cur))
 }
 
 // claimWaiting is claim-next's second pass: it reads the candidates without
@@ -147,7 +147,7 @@ func (s *storage) claimWaiting(ctx context.Context, tx *sqlx.Tx, q driver.Runnab
 	if i, err := sqlstore.FirstClaimable([]sqlstore.Row{row}, q); err != nil || i < 0 {
 		return false, err == nil, err
 	}
-	return true, false, claimRow(ctx, tx, row, take)
+	return true, false, s.claimRow(ctx, tx, row, take)
 }
 
 // claimWaitLimit bounds how long claim-next's second pass waits for a row

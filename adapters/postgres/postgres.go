@@ -69,6 +69,13 @@ type Options struct {
 	// (a paused VM, SIGSTOP) holds its row locks, and so blocks the
 	// takeover of its runs, no longer than this. A value in the DSN wins.
 	StalledSessionTimeout time.Duration
+	// NotifyRunnable makes this store announce, with NOTIFY, every run it
+	// creates or makes claimable without a lease, to the workers waiting
+	// in Store.WatchRunnable (on any handle of the same schema). It costs
+	// the writes that announce one more statement, and PostgreSQL commits
+	// transactions that notify one at a time; so it is off by default, and
+	// on for processes whose submissions idle workers should see at once.
+	NotifyRunnable bool
 	// Logger receives the adapter's messages; defaults to slog.Default().
 	Logger *slog.Logger
 	// Clock, when set, replaces the database clock. Tests use it to move time
@@ -94,6 +101,13 @@ type storage struct {
 	// scratch: Close drops the schema (Options.ScratchSchema).
 	scratch bool
 	closed  atomic.Bool
+	// notify: writes announce runs that became runnable (Options.NotifyRunnable).
+	notify bool
+	// conn configures the connections that listen for those announcements.
+	conn *pgx.ConnConfig
+	// closing ends when the store is closed, and with it every watch.
+	closing context.Context
+	stop    context.CancelFunc
 }
 
 // schemaName is what Options.Schema may be: a name that needs no quoting
@@ -138,7 +152,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Schema != "" {
 		where += "/" + opts.Schema
 	}
-	s := &storage{db: sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx"), log: opts.Logger, clock: opts.Clock, where: where, schema: opts.Schema}
+	s := &storage{db: sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx"), log: opts.Logger, clock: opts.Clock, where: where, schema: opts.Schema,
+		notify: opts.NotifyRunnable, conn: cfg}
+	s.closing, s.stop = context.WithCancel(context.Background())
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -191,6 +207,7 @@ func (s *storage) close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.stop()
 	var err error
 	if s.scratch {
 		// A plugin host allows its plugin 2 s to stop: the drop is one statement.

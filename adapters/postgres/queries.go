@@ -50,6 +50,13 @@ var (
 		lease_acquired_at = ?, lease_expires_at = ?, lease_released = ?, queue = ?, last_seq = ?
 		WHERE run_id = ? AND version = ? AND lease_token = ?`)
 
+	// Workers of the same schema listen on one channel (watch.go); the
+	// payload names the schema, so that a database's schemas stay apart.
+	// The notice is sent at commit, once per transaction.
+	qNotifyRunnable = `SELECT pg_notify('` + runnableChannel + `', current_schema())`
+	qListen         = `LISTEN ` + runnableChannel
+	qCurrentSchema  = `SELECT current_schema()`
+
 	qDeleteLabels = numbered(`DELETE FROM runstate_labels WHERE run_id = ?`)
 	qInsertLabel  = numbered(`INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES (?, ?, ?, ?)`)
 	qInsertEvent  = numbered(`INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, ?)`)

@@ -55,8 +55,10 @@ func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 		if err := sqlstore.InsertLabels(ctx, tx, qInsertLabel, run); err != nil {
 			return err
 		}
-		_, err = sqlstore.InsertEvents(ctx, tx, qInsertEvent, []spec.AuditEvent{r.Created}, 0)
-		return err
+		if _, err = sqlstore.InsertEvents(ctx, tx, qInsertEvent, []spec.AuditEvent{r.Created}, 0); err != nil {
+			return err
+		}
+		return s.announce(ctx, tx, nil, run, driver.LeaseState{})
 	})
 }
 
@@ -76,14 +78,14 @@ func (s *storage) Modify(ctx context.Context, runID string, change func(driver.C
 		if err != nil {
 			return err
 		}
-		return write(ctx, tx, row, cur, change(cur))
+		return s.write(ctx, tx, row, cur, change(cur))
 	})
 }
 
 // write stores change c of the locked row, read as cur: the events, then
 // the row in one UPDATE. The UPDATE repeats the version and lease-token
 // checks of the locked row in its WHERE clause.
-func write(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, cur driver.Current, c driver.Change) error {
+func (s *storage) write(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, cur driver.Current, c driver.Change) error {
 	lastSeq, err := sqlstore.InsertEvents(ctx, tx, qInsertEvent, c.Events, row.LastSeq)
 	if err != nil {
 		return err
@@ -131,7 +133,28 @@ func write(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, cur driver.Curren
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return fmt.Errorf("update of locked run %s matched %d rows: %v", row.RunID, n, err)
 	}
-	return nil
+	next, lease := cur.Run, cur.Lease
+	if c.Run != nil {
+		next = *c.Run
+	}
+	if c.Lease != nil {
+		lease = *c.Lease
+	}
+	return s.announce(ctx, tx, &cur, next, lease)
+}
+
+// announce tells the workers that watch (Options.NotifyRunnable) that run
+// became claimable without a lease: created so, or moved there from a
+// lease or from another status (before: as it was; nil for a new run).
+func (s *storage) announce(ctx context.Context, tx *sqlx.Tx, before *driver.Current, run spec.RunSnapshot, lease driver.LeaseState) error {
+	if !s.notify || driver.QueueOf(run, lease) != driver.QueueUnleased {
+		return nil
+	}
+	if before != nil && driver.QueueOf(before.Run, before.Lease) == driver.QueueUnleased && before.Run.Status == run.Status {
+		return nil // claimable before, and as it was
+	}
+	_, err := tx.ExecContext(ctx, qNotifyRunnable)
+	return err
 }
 
 // GetLease implements driver.LeaseReader: a plain read, no row lock.

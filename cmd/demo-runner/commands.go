@@ -584,11 +584,28 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	if a.leased == nil {
 		return exitError{Code: exitFailure, Msg: "the store has no leases: a worker needs them to share runs safely"}
 	}
-	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", statuses)
+	// A store that announces runnable runs wakes the worker at once; it
+	// still polls, for leases that expire and notices that get lost.
+	var wake <-chan struct{}
+	wakeups := "poll"
+	if w, ok := a.leased.(spec.RunnableWatcher); ok && !once {
+		ch, err := w.WatchRunnable(ctx, spec.WatchRunnableParams{})
+		if err != nil {
+			a.log.Warn("cannot watch the store for runnable runs; polling only", "error", err)
+		} else {
+			wake, wakeups = ch, "notify and poll"
+		}
+	}
+	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", statuses,
+		"poll", poll, "wakeups", wakeups)
 	idle := func() {
 		select {
 		case <-ctx.Done():
 		case <-time.After(poll):
+		case _, open := <-wake:
+			if !open {
+				wake = nil // the watch ended: poll only
+			}
 		}
 	}
 	for ctx.Err() == nil {

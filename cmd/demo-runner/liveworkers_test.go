@@ -178,3 +178,21 @@ func TestLiveWorkersSettleARunADeadWorkerLeftBehind(t *testing.T) {
 	}
 	t.Logf("the dead worker's run was settled %v after it died (lease 2s, renewed every 500ms; recovery every 300ms)", settled.Round(time.Millisecond))
 }
+
+// On PostgreSQL an idle worker is woken by the store when a run is
+// submitted: with a poll of ten minutes, the run is claimed at once.
+func TestIdleWorkerIsWokenBySubmit(t *testing.T) {
+	global := []string{"--store", "postgres:" + freshSchema(t), "--data-dir", t.TempDir()}
+	w := startDemo(t, with(global, "worker", "--poll", "10m")...)
+	w.await(t, `worker started.*wakeups="notify and poll"`, 20*time.Second)
+	// Its first look finds nothing; it then sleeps until woken.
+	time.Sleep(time.Second)
+	out, errOut, code := demo(t, with(global, "submit", "../../examples/workflows/hello.yaml")...)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	// Far less than the poll: only a notice wakes the worker in time.
+	w.await(t, `claimed run" run_id=`+id, 60*time.Second)
+	w.await(t, `run done" run_id=`+id+` status=success`, 30*time.Second)
+}

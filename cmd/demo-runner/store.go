@@ -81,7 +81,8 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 	case "postgres", "postgresql":
 		dsn := postgresDSN(name)
 		// As for MySQL: one run at a time per process, a few connections.
-		s, err := postgres.Open(ctx, postgres.Options{DSN: dsn, Logger: log, MaxOpenConns: 4})
+		// Submissions and releases wake idle workers (LISTEN/NOTIFY).
+		s, err := postgres.Open(ctx, postgres.Options{DSN: dsn, Logger: log, MaxOpenConns: 4, NotifyRunnable: true})
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,8 @@
 // PGPASSWORD or ~/.pgpass instead), schema, max_open_conns, and
 // scratch_schema=true: the plugin creates the schema, which must not
 // exist, and drops it when it stops (for a schema per conformance check:
-// schema=runs_{{unique}}).
+// schema=runs_{{unique}}); notify_runnable=true announces runnable runs to
+// the workers that watch the schema directly (docs/postgres.md).
 package main
 
 import (
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
-		if err := plugin.CheckConfig(cfg, []string{"dsn"}, []string{"schema", "max_open_conns", "scratch_schema"}); err != nil {
+		if err := plugin.CheckConfig(cfg, []string{"dsn"}, []string{"schema", "max_open_conns", "scratch_schema", "notify_runnable"}); err != nil {
 			return nil, err
 		}
 		opts := postgres.Options{DSN: cfg["dsn"], Schema: cfg["schema"]}
@@ -34,6 +35,13 @@ func main() {
 			opts.ScratchSchema = true
 		default:
 			return nil, spec.InvalidArgument("scratch_schema", "%q: want true or false", v)
+		}
+		switch v := cfg["notify_runnable"]; v {
+		case "", "false":
+		case "true":
+			opts.NotifyRunnable = true
+		default:
+			return nil, spec.InvalidArgument("notify_runnable", "%q: want true or false", v)
 		}
 		return postgres.Open(ctx, opts)
 	}, plugin.WithName("postgres", "postgres"))

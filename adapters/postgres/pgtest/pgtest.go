@@ -51,8 +51,10 @@ type harness struct {
 // open opens a handle on the check's schema; the first one creates it and
 // drops it when closed.
 func (h *harness) open(ctx context.Context, first bool) (*postgres.Store, error) {
+	// Announcing runnable runs is on, so that every rule holds with the
+	// statement it adds to writes.
 	return postgres.Open(ctx, postgres.Options{DSN: h.server.DSN(), Schema: h.schema, ScratchSchema: first, MaxOpenConns: 8,
-		Logger: slog.New(slog.DiscardHandler), Clock: h.storeClock()})
+		NotifyRunnable: true, Logger: slog.New(slog.DiscardHandler), Clock: h.storeClock()})
 }
 
 // storeClock is the manual clock, or nil (the database's) without one.

@@ -1,0 +1,143 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/postgres"
+	"github.com/runstate/runstate/spec"
+)
+
+// woken waits for a value on wake; the bound only ends a test that would
+// otherwise hang, far beyond the milliseconds a notice takes.
+func woken(t *testing.T, wake <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case _, ok := <-wake:
+		if !ok {
+			t.Fatalf("%s: the watch ended", what)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: no notice", what)
+	}
+}
+
+// drain takes a notice that may be waiting, so that the next wait sees a
+// new one.
+func drain(wake <-chan struct{}) {
+	select {
+	case <-wake:
+	default:
+	}
+}
+
+// A watcher on one handle hears the runs another handle creates and
+// releases, and nothing of another schema; it survives the loss of its
+// connection and ends with its context.
+func TestWatchRunnableHearsOtherHandles(t *testing.T) {
+	srv, schema := freshSchema(t)
+	_, other := freshSchema(t)
+	ctx := context.Background()
+	writer := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema, NotifyRunnable: true})
+	elsewhere := open(t, postgres.Options{DSN: srv.DSN(), Schema: other, NotifyRunnable: true})
+	watcher := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
+	watchCtx, stop := context.WithCancel(ctx)
+	wake, err := watcher.WatchRunnable(watchCtx, spec.WatchRunnableParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run, err := writer.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "a run created by another handle")
+	claim, err := watcher.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w1"}, TTL: time.Minute})
+	if err != nil || claim.Run.RunID != run.RunID {
+		t.Fatalf("claim after the notice: %+v %v", claim, err)
+	}
+	drain(wake)
+	if err := writer.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: claim.Lease.Token}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "a released lease")
+
+	// Another schema's runs are not this watcher's; the notice of the next
+	// run of its own schema is the first to come.
+	drain(wake)
+	if _, err := elsewhere.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.CreateRun(ctx, spec.CreateRunParams{RunID: "marker", WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "its own schema's run")
+	select {
+	case <-wake:
+		t.Fatal("a second notice: the other schema's run was heard")
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// The listening connection is ended: the watcher says so with a notice,
+	// connects again, and hears the next run.
+	var ended int
+	if err := writer.DB().GetContext(ctx, &ended, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'runstate' AND query = 'LISTEN runstate_runnable'`); err != nil || ended == 0 {
+		t.Fatalf("ended %d listening sessions: %v", ended, err)
+	}
+	woken(t, wake, "the lost connection")
+	deadline := time.Now().Add(20 * time.Second)
+	for heard := false; !heard; {
+		drain(wake)
+		if _, err := writer.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-wake:
+			heard = true
+		case <-time.After(500 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the watcher never listened again")
+			}
+		}
+	}
+
+	stop()
+	for range wake { // closed when its context ends
+	}
+}
+
+// A write that leaves a run as claimable as it was sends nothing.
+func TestOnlyRunnableChangesAreAnnounced(t *testing.T) {
+	srv, schema := freshSchema(t)
+	ctx := context.Background()
+	s := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema, NotifyRunnable: true})
+	quiet := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
+	wake, err := s.WatchRunnable(ctx, spec.WatchRunnableParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "created")
+	// A message only, and runs made by a handle that does not announce:
+	// the next notice is the marker's.
+	if _, err := s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quiet.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateRun(ctx, spec.CreateRunParams{RunID: "marker", WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "the marker")
+	select {
+	case <-wake:
+		t.Fatal("a notice for a write that changed nothing claimable")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
