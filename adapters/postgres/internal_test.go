@@ -75,6 +75,25 @@ func TestErrorsMapToTheContract(t *testing.T) {
 	}
 }
 
+// Transactions are READ COMMITTED whatever the database's or role's
+// default: a locking read must see the latest committed row, never fail on
+// it. Every session of the store says so itself.
+func TestTransactionsAreReadCommitted(t *testing.T) {
+	s := openInternal(t)
+	tx, err := s.data.db.Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var level, session string
+	if err := tx.Get(&level, "SHOW transaction_isolation"); err != nil || level != "read committed" {
+		t.Fatalf("a transaction's isolation %q (%v), want read committed", level, err)
+	}
+	if err := tx.Get(&session, "SELECT setting FROM pg_settings WHERE name = 'default_transaction_isolation' AND source = 'client'"); err != nil || session != "read committed" {
+		t.Fatalf("the session's default %q (%v), want read committed set by the store", session, err)
+	}
+}
+
 // Claim-next waits for a matching run whose row another transaction holds
 // (instead of answering that nothing is runnable), for a bounded time.
 func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {

@@ -94,6 +94,8 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 	}{
 		{"malformed DSN", postgres.Options{DSN: "postgres://u:" + secret + "@[::1"}, spec.ErrInvalidArgument},
 		{"malformed keywords", postgres.Options{DSN: "host=127.0.0.1 password=" + secret + " port=notaport"}, spec.ErrInvalidArgument},
+		{"unquoted password with a space", postgres.Options{DSN: "host=127.0.0.1 password=x " + secret + " dbname=test"}, spec.ErrInvalidArgument},
+		{"schema named like the server's", postgres.Options{DSN: srv.DSN(), Schema: "pg_runs"}, spec.ErrInvalidArgument},
 		{"unknown database", postgres.Options{DSN: dsn("", "", "runstate_no_such_db", 0)}, spec.ErrInvalidArgument},
 		{"server down", postgres.Options{DSN: dsn("", secret, "", 1)}, spec.ErrUnavailable},
 		{"bad schema name", postgres.Options{DSN: srv.DSN(), Schema: "Runs; DROP"}, spec.ErrInvalidArgument},

@@ -112,6 +112,7 @@ type storage struct {
 
 // schemaName is what Options.Schema may be: a name that needs no quoting
 // in search_path.
+// Names starting with pg_ are the server's.
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Open connects to the database named by opts.DSN, checks it answers and
@@ -123,8 +124,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, dsnError(err)
 	}
-	if opts.Schema != "" && !schemaName.MatchString(opts.Schema) {
-		return nil, spec.InvalidArgument("schema", "%q: use lower-case letters, digits and underscores (at most 63, not starting with a digit)", opts.Schema)
+	if opts.Schema != "" && (!schemaName.MatchString(opts.Schema) || strings.HasPrefix(opts.Schema, "pg_")) {
+		return nil, spec.InvalidArgument("schema", "%q: use lower-case letters, digits and underscores (at most 63, not starting with a digit or pg_)", opts.Schema)
 	}
 	if opts.ScratchSchema && opts.Schema == "" {
 		return nil, spec.InvalidArgument("schema", "a scratch schema needs a name (Options.Schema)")
@@ -135,6 +136,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// Times cross the wire in binary; the zone only shapes text, such as
 	// the server's own messages.
 	cfg.RuntimeParams["timezone"] = "UTC"
+	// Claims and writes rely on READ COMMITTED (a locking read sees the
+	// latest committed row), whatever the database's or role's default.
+	cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
 	if _, set := cfg.RuntimeParams["application_name"]; !set {
 		cfg.RuntimeParams["application_name"] = "runstate"
 	}
@@ -179,14 +183,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // DSN with the password masked as well as it can guess; the message here
 // quotes none of it.
 func dsnError(err error) error {
-	why := "does not parse"
-	// pgx says "cannot parse `DSN`: reason": keep the reason only.
-	if msg := err.Error(); strings.HasPrefix(msg, "cannot parse `") {
-		if i := strings.LastIndex(msg, "`: "); i > 0 {
-			why += ": " + msg[i+3:]
-		}
-	}
-	return spec.InvalidArgument("dsn", "%s (expected postgres://user:password@host:5432/database or host=… user=… dbname=…)", why)
+	// pgx's reason may quote part of the DSN (a word of an unquoted
+	// password): none of it is repeated.
+	return spec.InvalidArgument("dsn", "does not parse (expected postgres://user:password@host:5432/database, or host=… user=… dbname=… "+
+		"with values that hold spaces in single quotes)")
 }
 
 func (s *storage) openError(err error) error {
@@ -301,14 +301,18 @@ func interpretError(err error) error {
 			return spec.Unavailable(connectionLost, err)
 		}
 		return spec.Unavailable("postgres error", err)
+	case isConnectError(err):
+		return spec.Unavailable("cannot connect to the server", err)
 	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone), pgconn.Timeout(err):
 		return spec.Unavailable(connectionLost, err)
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return spec.Unavailable("cannot connect", err)
-	}
 	return spec.Unavailable("postgres store failed", err)
+}
+
+// isConnectError reports a failure to connect, where nothing was sent.
+func isConnectError(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
 }

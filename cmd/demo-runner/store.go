@@ -133,7 +133,8 @@ func checkStoreName(name string) error {
 		}
 	case kind == "postgres", kind == "postgresql":
 		if _, err := pgx.ParseConfig(postgresDSN(name)); err != nil {
-			return usageError("--store %s: the DSN does not parse; want postgres:postgres://user@host:5432/database or postgres:'host=… dbname=…'", redact.Store(name))
+			// Not shown: a DSN that does not parse may hide a password anywhere.
+			return usageError("--store %s:…: the DSN does not parse; want postgres:postgres://user@host:5432/database or postgres:'host=… dbname=…' (values with spaces in single quotes)", kind)
 		}
 	case kind == "badger", kind == "plugin", kind == "gateway":
 	default:

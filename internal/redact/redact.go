@@ -85,8 +85,9 @@ func Store(name string) string {
 }
 
 // postgresPassword finds the password of a keyword/value PostgreSQL DSN:
-// password=secret or password='a secret', with \' and \\ escapes.
-var postgresPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
+// password=secret or password='a secret', with \' and \\ escapes, and
+// sslpassword likewise.
+var postgresPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
 
 // PostgresDSN returns a PostgreSQL DSN, a URL or keyword/value pairs, with
 // its password replaced by Mark.

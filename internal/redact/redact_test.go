@@ -18,6 +18,7 @@ func TestSecretsNeverSurvive(t *testing.T) {
 		{"PostgreSQL URL store", "postgres:postgres://runner:" + pw + "@db/runs?sslmode=disable", "postgres:postgres://runner:<redacted>@db/runs?sslmode=disable"},
 		{"PostgreSQL keyword store", "postgres:host=db password=" + pw + " dbname=runs", "postgres:host=db password=<redacted> dbname=runs"},
 		{"PostgreSQL quoted password", "postgres:host=db PassWord = '" + pw + " it\\'s' dbname=runs", "postgres:host=db PassWord = <redacted> dbname=runs"},
+		{"PostgreSQL key password", "postgres:host=db sslpassword=" + pw + " dbname=runs", "postgres:host=db sslpassword=<redacted> dbname=runs"},
 		{"Badger store", "badger:/var/lib/runs", "badger:/var/lib/runs"},
 	}
 	for _, c := range cases {
