@@ -39,6 +39,24 @@ type Capabilities struct {
 	// ControlledClock: Harness.Advance moves the store's clock, so checks
 	// about time need not sleep. Without it they sleep in real time.
 	ControlledClock bool `json:"controlled_clock"`
+	// Faults: the harness implements FaultInjector and can cause these.
+	// In a rule's Requires, the faults of which the check needs one: it
+	// runs under each that the target declares.
+	Faults []Fault `json:"faults,omitempty"`
+}
+
+// String lists the capabilities as reports show them:
+// "leases=true second_handle=false controlled_clock=false faults=restart".
+func (c Capabilities) String() string {
+	faults := "none"
+	if len(c.Faults) > 0 {
+		names := make([]string, len(c.Faults))
+		for i, f := range c.Faults {
+			names[i] = string(f)
+		}
+		faults = strings.Join(names, ",")
+	}
+	return fmt.Sprintf("leases=%v second_handle=%v controlled_clock=%v faults=%s", c.Leases, c.SecondHandle, c.ControlledClock, faults)
 }
 
 func (c Capabilities) missing(need Capabilities) []string {
@@ -51,6 +69,13 @@ func (c Capabilities) missing(need Capabilities) []string {
 	}
 	if need.ControlledClock && !c.ControlledClock {
 		out = append(out, "controlled_clock")
+	}
+	if len(need.Faults) > 0 && !slices.ContainsFunc(need.Faults, func(f Fault) bool { return slices.Contains(c.Faults, f) }) {
+		var names []string
+		for _, f := range need.Faults {
+			names = append(names, string(f))
+		}
+		out = append(out, "faults ("+strings.Join(names, " or ")+")")
 	}
 	return out
 }

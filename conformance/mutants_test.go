@@ -1331,7 +1331,7 @@ func mutants() []mutant {
 // TestEveryMutantIsCaughtByItsRule runs each mutant against the rule that
 // must catch it, and fails for every mutant that rule lets through.
 func TestEveryMutantIsCaughtByItsRule(t *testing.T) {
-	all := targetMutants()
+	all := append(targetMutants(), faultMutants()...)
 	for _, m := range mutants() {
 		all = append(all, targetMutant{m.rule, m.name, func() conformance.Target { return mutantTarget(m.wrap) }})
 	}

@@ -12,7 +12,7 @@ import (
 type Rule struct {
 	// ID is stable across releases: AREA-NNN.
 	ID string `json:"id"`
-	// Area groups rules: FSM, CAS, DIAG, AUD, RUN, LIST, LEASE, REC, BAD, CTX, LIN, CAP.
+	// Area groups rules: FSM, CAS, DIAG, AUD, RUN, LIST, LEASE, REC, BAD, CTX, LIN, FAULT, CAP.
 	Area string `json:"area"`
 	// Statement is the rule in one line.
 	Statement string `json:"statement"`
@@ -42,6 +42,7 @@ var areas = []Area{
 	{"BAD", "Bad input"},
 	{"CTX", "Context"},
 	{"LIN", "Linearizability"},
+	{"FAULT", "Faults at the backend"},
 	{"CAP", "Declared capabilities"},
 }
 

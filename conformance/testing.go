@@ -9,11 +9,16 @@ import (
 	"time"
 )
 
-// Run runs every rule against target as subtests named by rule ID. A rule
-// whose capability the target lacks is reported as skipped, never passed.
-func Run(t *testing.T, target Target) {
+// Run runs every rule against target as subtests named by rule ID, or
+// only those that match a rule ID or area in only. A rule whose capability
+// the target lacks is reported as skipped, never passed.
+func Run(t *testing.T, target Target, only ...string) {
 	t.Helper()
-	for _, rule := range Rules() {
+	rules, err := Select(only, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range rules {
 		t.Run(rule.ID, func(t *testing.T) {
 			res := RunRule(context.Background(), target, rule)
 			switch res.Outcome {

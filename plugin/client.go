@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -32,6 +33,14 @@ type Options struct {
 	Logger *slog.Logger
 	// StartTimeout bounds the plugin's start and handshake (default 10s).
 	StartTimeout time.Duration
+	// Relaunch starts a plugin process that died again, with the same
+	// configuration, RelaunchPause (default 1s) after it died, so that the
+	// client works again without being reopened (FAULT-006). Until the new
+	// process answers, calls fail with spec.ErrUnavailable at once; a failed
+	// start is retried after a pause that doubles up to 30s. Without it a
+	// dead plugin's client stays unavailable until closed.
+	Relaunch      bool
+	RelaunchPause time.Duration
 }
 
 // Client is a plugin's store as seen from the host. Use Store for the
@@ -39,16 +48,41 @@ type Options struct {
 type Client struct {
 	name, version string
 	peer          string // the other side, in messages: "plugin memory"
-	rpc           pb.RunStateStoreClient
 	leases        bool
-	proc          *goplugin.Client // nil for an in-process connection
 
-	// life ends when the plugin process exits or the client is closed;
-	// every call's context is tied to it.
-	life     context.Context
-	end      context.CancelFunc
-	exited   chan struct{}
-	watching sync.WaitGroup
+	// life ends when the client is closed.
+	life context.Context
+	end  context.CancelFunc
+
+	mu        sync.Mutex
+	cur       *session
+	launch    func(ctx context.Context) (*session, error) // nil: no relaunch
+	pause     time.Duration                               // before a relaunch
+	launching bool
+	log       *slog.Logger
+	bg        sync.WaitGroup // watchers and relaunches
+}
+
+// session is one plugin process, or the in-process connection.
+type session struct {
+	rpc  pb.RunStateStoreClient
+	proc *goplugin.Client // nil for an in-process connection
+	cmd  *exec.Cmd        // the process proc started
+	// life ends when the process exits or the client is closed; every
+	// call's context is tied to it.
+	life   context.Context
+	end    context.CancelFunc
+	exited chan struct{}
+	opened *pb.OpenResponse // what the plugin said of its store
+}
+
+func (s *session) dead() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // remote is the plugin's store as the protocol carries it: each call goes
@@ -67,12 +101,33 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		log = slog.Default()
 	}
 	name := filepath.Base(path)
+	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
+	c := newClient(name, "plugin "+name, log)
+	launch := func(ctx context.Context) (*session, error) { return c.start(ctx, path, opts) }
+	s, err := launch(ctx)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if opts.Relaunch {
+		c.launch, c.pause = launch, opts.RelaunchPause
+		if c.pause <= 0 {
+			c.pause = time.Second
+		}
+	}
+	c.use(s)
+	log.Info("store plugin ready", "plugin", name, "store", c.name, "version", c.version, "leases", c.leases)
+	return c, nil
+}
+
+// start starts one plugin process and opens its store.
+func (c *Client) start(ctx context.Context, path string, opts Options) (*session, error) {
 	timeout := opts.StartTimeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
-	hclogger := newHCLogger(log.With("plugin", name))
+	name := filepath.Base(path)
+	hclogger := newHCLogger(c.log.With("plugin", name))
 	cmd := exec.Command(path)
 	// The plugin leads a process group of its own, so that a plugin that
 	// forks (a wrapper script) is ended whole when it fails to start; and
@@ -102,13 +157,14 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		endStarted(cmd, proc, hclogger)
 		return nil, spec.Unavailable(fmt.Sprintf("plugin %s serves no runstate store", name), err)
 	}
-	c := newClient(name, "plugin "+name, raw.(pb.RunStateStoreClient), proc)
-	if err := c.open(ctx, opts.Config); err != nil {
-		c.Close()
+	s := c.newSession(raw.(pb.RunStateStoreClient), proc)
+	s.cmd = cmd
+	if err := c.open(ctx, s, opts.Config); err != nil {
+		s.end()
+		proc.Kill()
 		return nil, err
 	}
-	log.Info("store plugin ready", "plugin", name, "store", c.name, "version", c.version, "leases", c.leases)
-	return c, nil
+	return s, nil
 }
 
 // endStarted ends a plugin that failed to start: its whole process group,
@@ -135,62 +191,146 @@ func NewInProcess(ctx context.Context, conn grpc.ClientConnInterface, config map
 // ("the store served at /path/store.sock"). Closing the client does not
 // close conn.
 func Connect(ctx context.Context, conn grpc.ClientConnInterface, peer string, config map[string]string) (*Client, error) {
-	c := newClient(peer, peer, pb.NewRunStateStoreClient(conn), nil)
-	if err := c.open(ctx, config); err != nil {
+	c := newClient(peer, peer, slog.Default())
+	s := c.newSession(pb.NewRunStateStoreClient(conn), nil)
+	if err := c.open(ctx, s, config); err != nil {
 		c.Close()
 		return nil, err
 	}
+	c.use(s)
 	return c, nil
 }
 
-func newClient(name, peer string, rpc pb.RunStateStoreClient, proc *goplugin.Client) *Client {
-	c := &Client{name: name, peer: peer, rpc: rpc, proc: proc, exited: make(chan struct{})}
+func newClient(name, peer string, log *slog.Logger) *Client {
+	c := &Client{name: name, peer: peer, log: log}
 	c.life, c.end = context.WithCancel(context.Background())
-	if proc != nil {
-		c.watching.Add(1)
-		go c.watch()
-	}
 	return c
 }
 
-// watch notices the plugin process exiting and ends every call in flight.
-func (c *Client) watch() {
-	defer c.watching.Done()
+// newSession makes the session of a started process (proc) or of an
+// in-process connection (proc nil), watching the process.
+func (c *Client) newSession(rpc pb.RunStateStoreClient, proc *goplugin.Client) *session {
+	s := &session{rpc: rpc, proc: proc, exited: make(chan struct{})}
+	s.life, s.end = context.WithCancel(c.life)
+	if proc != nil {
+		c.bg.Add(1)
+		go c.watch(s)
+	}
+	return s
+}
+
+// watch notices the plugin process exiting, ends every call in flight
+// and, with Relaunch, starts another.
+func (c *Client) watch(s *session) {
+	defer c.bg.Done()
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.life.Done():
+		case <-s.life.Done():
 			return
 		case <-t.C:
-			if c.proc.Exited() {
-				close(c.exited)
-				c.end()
+			if s.proc.Exited() {
+				close(s.exited)
+				s.end()
+				c.relaunch(s)
 				return
 			}
 		}
 	}
 }
 
-func (c *Client) dead() bool {
-	select {
-	case <-c.exited:
-		return true
-	default:
-		return false
+// relaunch starts a process in place of the dead session s, in the
+// background, retrying with a growing pause until one starts or the client
+// is closed.
+func (c *Client) relaunch(dead *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.launch == nil || c.launching || c.cur != dead || c.life.Err() != nil {
+		return
 	}
+	c.launching = true
+	c.log.Warn("store plugin exited; starting it again", "plugin", c.peer)
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		pause := c.pause
+		for {
+			// A plugin that dies at once is not started in a tight loop.
+			select {
+			case <-time.After(pause):
+			case <-c.life.Done():
+			}
+			pause = min(2*pause, 30*time.Second)
+			s, err := c.launch(c.life)
+			c.mu.Lock()
+			if err == nil && s.opened.Leases != c.leases {
+				err = fmt.Errorf("the plugin started again reports a store with leases %v, where it had %v", s.opened.Leases, c.leases)
+				s.end()
+				s.proc.Kill()
+				s = nil
+			}
+			if err == nil && c.life.Err() == nil {
+				c.cur, c.launching = s, false
+				c.mu.Unlock()
+				c.log.Info("store plugin started again", "plugin", c.peer)
+				return
+			}
+			if c.life.Err() != nil {
+				c.launching = false
+				c.mu.Unlock()
+				if s != nil {
+					s.end()
+					s.proc.Kill()
+				}
+				return
+			}
+			c.mu.Unlock()
+			c.log.Error("starting the store plugin again failed; retrying", "plugin", c.peer, "in", pause, "err", err)
+		}
+	}()
 }
 
-func (c *Client) open(ctx context.Context, config map[string]string) error {
-	resp, err := c.rpc.Open(ctx, &pb.OpenRequest{Config: config})
+// session returns the session calls go to: nil and the reason when there
+// is none that works. A dead plugin fails calls with UNAVAILABLE at once,
+// never hanging them (FAULT-002).
+func (c *Client) session() (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.life.Err() != nil:
+		return nil, spec.Unavailable(c.peer+" is closed", nil)
+	case c.cur == nil:
+		return nil, spec.Unavailable(c.peer+" is not open", nil)
+	case c.cur.dead() && c.launching:
+		return nil, spec.Unavailable(c.peer+" has exited and is being started again", nil)
+	case c.cur.dead():
+		return nil, spec.Unavailable(c.peer+" has exited", nil)
+	}
+	return c.cur, nil
+}
+
+// open sends the plugin its configuration; what the plugin says of its
+// store is kept in s.
+func (c *Client) open(ctx context.Context, s *session, config map[string]string) error {
+	resp, err := s.rpc.Open(ctx, &pb.OpenRequest{Config: config})
 	if err != nil {
-		return c.err(ctx, err)
+		return c.err(ctx, s, err)
 	}
-	if resp.Name != "" {
-		c.name = resp.Name
-	}
-	c.version, c.leases = resp.Version, resp.Leases
+	s.opened = resp
 	return nil
+}
+
+// use makes s the session calls go to; the first one says what the
+// client's store is.
+func (c *Client) use(s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur = s
+	if s.opened.Name != "" {
+		c.name = s.opened.Name
+	}
+	c.version, c.leases = s.opened.Version, s.opened.Leases
 }
 
 // Leases reports whether the plugin's store implements spec.LeaseStore.
@@ -217,56 +357,85 @@ type runOnly struct{ spec.RunStateStore }
 // and ends the client; later calls return spec.ErrUnavailable.
 func (c *Client) Close() error {
 	c.end()
-	c.watching.Wait()
-	if c.proc != nil {
-		c.proc.Kill()
+	c.bg.Wait()
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s != nil && s.proc != nil {
+		s.proc.Kill()
 	}
 	return nil
 }
 
-// call ties ctx to the client's life, so that a call in flight ends when
-// the plugin process exits.
-func (c *Client) call(ctx context.Context) (context.Context, func(), error) {
-	if c.dead() {
-		return nil, nil, spec.Unavailable(c.peer+" has exited", nil)
+// Kill ends the plugin process and every process it started at once
+// (SIGKILL on Unix), as a crash would, and returns when the client has
+// seen it die: calls fail with spec.ErrUnavailable until, with
+// Options.Relaunch, another process has started. For fault tests and
+// drills; Close ends a plugin gracefully.
+func (c *Client) Kill() error {
+	s, err := c.session()
+	if err != nil {
+		return err
 	}
-	if c.life.Err() != nil {
-		return nil, nil, spec.Unavailable(c.peer+" is closed", nil)
+	if s.cmd == nil || s.cmd.Process == nil {
+		return errors.New(c.peer + " runs in this process: there is no process to kill")
 	}
-	ctx2, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.life, cancel)
-	return ctx2, func() { stop(); cancel() }, nil
+	endProcessGroup(s.cmd)
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New(c.peer + " did not exit within 10s of SIGKILL")
+	}
+}
+
+// PID is the plugin process's id: 0 for an in-process connection or while
+// no process runs.
+func (c *Client) PID() int {
+	s, err := c.session()
+	if err != nil || s.proc == nil {
+		return 0
+	}
+	if rc := s.proc.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
 }
 
 // err turns a call's failure into the contract's error. ctx is the caller's.
-func (c *Client) err(ctx context.Context, err error) error {
+func (c *Client) err(ctx context.Context, s *session, err error) error {
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() == nil && (c.dead() || c.life.Err() != nil) {
+	if ctx.Err() == nil && (s.dead() || s.life.Err() != nil) {
 		return spec.Unavailable(c.peer+" has exited", err)
 	}
-	return fromStatus(err, c.peer, c.dead)
+	return fromStatus(err, c.peer, s.dead)
 }
 
-// do runs one call against the plugin.
-func do[T any](c *Client, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+// do runs one call against the plugin, its context tied to the process's
+// life, so that a call in flight ends when the process exits.
+func do[T any](c *Client, ctx context.Context, f func(context.Context, pb.RunStateStoreClient) (T, error)) (T, error) {
 	var zero T
-	cctx, done, err := c.call(ctx)
+	s, err := c.session()
 	if err != nil {
 		return zero, err
 	}
-	defer done()
-	out, err := f(cctx)
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.life, cancel)
+	defer func() { stop(); cancel() }()
+	out, err := f(cctx, s.rpc)
 	if err != nil {
-		return zero, c.err(ctx, err)
+		return zero, c.err(ctx, s, err)
 	}
 	return out, nil
 }
 
 // CreateRun implements spec.RunStateStore.
 func (rs remote) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Run, error) { return rs.c.rpc.CreateRun(ctx, createPB(p)) })
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
+		return rpc.CreateRun(ctx, createPB(p))
+	})
 	if err != nil {
 		return spec.RunSnapshot{}, err
 	}
@@ -275,7 +444,9 @@ func (rs remote) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.Ru
 
 // UpdateRun implements spec.RunStateStore.
 func (rs remote) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Run, error) { return rs.c.rpc.UpdateRun(ctx, updatePB(p)) })
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
+		return rpc.UpdateRun(ctx, updatePB(p))
+	})
 	if err != nil {
 		return spec.RunSnapshot{}, err
 	}
@@ -284,8 +455,8 @@ func (rs remote) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.Ru
 
 // GetRun implements spec.RunStateStore.
 func (rs remote) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Run, error) {
-		return rs.c.rpc.GetRun(ctx, &pb.GetRunRequest{RunId: runID})
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
+		return rpc.GetRun(ctx, &pb.GetRunRequest{RunId: runID})
 	})
 	if err != nil {
 		return spec.RunSnapshot{}, err
@@ -295,8 +466,8 @@ func (rs remote) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, er
 
 // ListRuns implements spec.RunStateStore.
 func (rs remote) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
-		return rs.c.rpc.ListRuns(ctx, &pb.ListRunsRequest{Statuses: p.Statuses, WorkflowName: p.WorkflowName, Labels: p.Labels,
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.RunPage, error) {
+		return rpc.ListRuns(ctx, &pb.ListRunsRequest{Statuses: p.Statuses, WorkflowName: p.WorkflowName, Labels: p.Labels,
 			CreatedFrom: ts(p.CreatedFrom), CreatedBefore: ts(p.CreatedBefore), Limit: int64(p.Limit), Cursor: p.Cursor})
 	})
 	if err != nil {
@@ -307,8 +478,8 @@ func (rs remote) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunP
 
 // ListAuditEvents implements spec.RunStateStore.
 func (rs remote) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.AuditPage, error) {
-		return rs.c.rpc.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{RunId: p.RunID, AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.AuditPage, error) {
+		return rpc.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{RunId: p.RunID, AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
 	})
 	if err != nil {
 		return spec.AuditPage{}, err
@@ -322,8 +493,8 @@ func (rs remote) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (s
 
 // ClaimRun implements spec.LeaseStore.
 func (rs remote) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Claim, error) {
-		return rs.c.rpc.ClaimRun(ctx, &pb.ClaimRunRequest{RunId: p.RunID, Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Statuses: p.Statuses})
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Claim, error) {
+		return rpc.ClaimRun(ctx, &pb.ClaimRunRequest{RunId: p.RunID, Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Statuses: p.Statuses})
 	})
 	if err != nil {
 		return spec.Claim{}, err
@@ -333,8 +504,8 @@ func (rs remote) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Clai
 
 // ClaimNextRun implements spec.LeaseStore.
 func (rs remote) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Claim, error) {
-		return rs.c.rpc.ClaimNextRun(ctx, &pb.ClaimNextRunRequest{Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Filter: filterPB(p.Filter)})
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Claim, error) {
+		return rpc.ClaimNextRun(ctx, &pb.ClaimNextRunRequest{Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Filter: filterPB(p.Filter)})
 	})
 	if err != nil {
 		return spec.Claim{}, err
@@ -344,8 +515,8 @@ func (rs remote) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec
 
 // RenewLease implements spec.LeaseStore.
 func (rs remote) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Lease, error) {
-		return rs.c.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{RunId: p.RunID, Token: p.Token, Ttl: durationpb.New(p.TTL)})
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Lease, error) {
+		return rpc.RenewLease(ctx, &pb.RenewLeaseRequest{RunId: p.RunID, Token: p.Token, Ttl: durationpb.New(p.TTL)})
 	})
 	if err != nil {
 		return spec.Lease{}, err
@@ -355,16 +526,16 @@ func (rs remote) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.
 
 // ReleaseLease implements spec.LeaseStore.
 func (rs remote) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
-	_, err := do(rs.c, ctx, func(ctx context.Context) (*pb.ReleaseLeaseResponse, error) {
-		return rs.c.rpc.ReleaseLease(ctx, &pb.ReleaseLeaseRequest{RunId: p.RunID, Token: p.Token})
+	_, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.ReleaseLeaseResponse, error) {
+		return rpc.ReleaseLease(ctx, &pb.ReleaseLeaseRequest{RunId: p.RunID, Token: p.Token})
 	})
 	return err
 }
 
 // ListRunnableRuns implements spec.LeaseStore.
 func (rs remote) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.RunPage, error) {
-		return rs.c.rpc.ListRunnableRuns(ctx, &pb.ListRunnableRunsRequest{Filter: filterPB(p.Filter), Limit: int64(p.Limit), Cursor: p.Cursor})
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.RunPage, error) {
+		return rpc.ListRunnableRuns(ctx, &pb.ListRunnableRunsRequest{Filter: filterPB(p.Filter), Limit: int64(p.Limit), Cursor: p.Cursor})
 	})
 	if err != nil {
 		return spec.RunPage{}, err
@@ -374,8 +545,8 @@ func (rs remote) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams
 
 // GetLease implements spec.LeaseReader.
 func (rs remote) GetLease(ctx context.Context, runID string) (spec.Lease, error) {
-	r, err := do(rs.c, ctx, func(ctx context.Context) (*pb.Lease, error) {
-		return rs.c.rpc.GetLease(ctx, &pb.GetRunRequest{RunId: runID})
+	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Lease, error) {
+		return rpc.GetLease(ctx, &pb.GetRunRequest{RunId: runID})
 	})
 	if err != nil {
 		return spec.Lease{}, err

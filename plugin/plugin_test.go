@@ -60,15 +60,19 @@ func TestConformanceMemoryPlugin(t *testing.T) {
 	conformance.Run(t, plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true}, plugintest.NoConfig))
 }
 
+// restarts: the plugin process targets of stores whose data outlives the
+// process are killed and started again for the FAULT rules.
+var restarts = []conformance.Fault{conformance.FaultRestart}
+
 func TestConformanceBadgerPlugin(t *testing.T) {
-	conformance.Run(t, plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true},
+	conformance.Run(t, plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true, Faults: restarts},
 		plugintest.TempDirConfig(t.TempDir(), "dir")))
 }
 
 func TestConformanceMySQLPlugin(t *testing.T) {
 	srv := testserver.Find(t)
 	path := bin(t, mysqlPkg)
-	caps := conformance.Capabilities{Leases: true, SecondHandle: true}
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
 	conformance.Run(t, plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		name, err := srv.CreateDatabase(ctx)
 		if err != nil {
@@ -83,7 +87,7 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 func TestConformancePostgresPlugin(t *testing.T) {
 	srv := pgtestserver.Find(t)
 	path := bin(t, pgPkg)
-	caps := conformance.Capabilities{Leases: true, SecondHandle: true}
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
 	conformance.Run(t, plugintest.ProcessTarget("postgres", "postgres", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		schema := srv.NewSchemaName()
 		// Every handle names the schema; the first creates it, and the
@@ -380,5 +384,47 @@ func TestFailedStartLogsPlainly(t *testing.T) {
 		if n := strings.Count(err.Error(), "runstate: "); n != 1 {
 			t.Errorf("%s: %q says runstate %d times", path, err, n)
 		}
+	}
+}
+
+// With Relaunch, a plugin killed as by a crash is started again on its
+// data, and the same client works again; until then calls fail at once.
+func TestAKilledPluginIsStartedAgain(t *testing.T) {
+	ctx := context.Background()
+	c, err := plugin.Open(ctx, bin(t, badgerPkg), plugin.Options{Config: map[string]string{"dir": t.TempDir()},
+		Logger: slog.New(slog.DiscardHandler), Relaunch: true, RelaunchPause: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	store := c.Store()
+	run, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.PID()
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if _, err := store.GetRun(ctx, run.RunID); !errors.Is(err, spec.ErrUnavailable) || time.Since(began) > time.Second {
+		t.Fatalf("a call while the plugin is down: %v after %v, want UNAVAILABLE at once", err, time.Since(began))
+	}
+	var got spec.RunSnapshot
+	for {
+		if got, err = store.GetRun(ctx, run.RunID); err == nil {
+			break
+		}
+		if !errors.Is(err, spec.ErrUnavailable) || time.Since(began) > 20*time.Second {
+			t.Fatalf("the plugin did not come back: %v after %v", err, time.Since(began))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("back %v after the kill", time.Since(began).Round(time.Millisecond))
+	if got.Version != run.Version || c.PID() == first || c.PID() == 0 {
+		t.Fatalf("after the restart: version %d (want %d), process %d (was %d)", got.Version, run.Version, c.PID(), first)
+	}
+	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "running"}); err != nil {
+		t.Fatalf("a write after the restart: %v", err)
 	}
 }

@@ -107,6 +107,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Tune != nil {
 		opts.Tune(&bo)
 	}
+	// A commit is on disk before it is acknowledged: a process killed
+	// after the answer loses nothing (FAULT-003).
 	bo.SyncWrites = !opts.NoSync
 	db, err := bdb.Open(bo)
 	if err != nil {

@@ -18,3 +18,10 @@ func TestConformanceRealClock(t *testing.T) {
 	}
 	conformance.Run(t, mysqltest.Target(testserver.Find(t), false))
 }
+
+// The FAULT rules with restarts, on a server of this test's own: the
+// harness kills it (SIGKILL) and starts it again on its data directory.
+func TestConformanceAcrossRestarts(t *testing.T) {
+	private := testserver.StartPrivate(t)
+	conformance.Run(t, mysqltest.TargetRestarting(private.Server, true, private), "FAULT")
+}

@@ -84,6 +84,20 @@ type storage struct {
 	dbName  string
 }
 
+// driverLogger takes the driver's own lines (a connection found cut, a
+// packet that could not be read) to the store's logger at debug level,
+// instead of the process's stderr: the error a call returns says what
+// matters to its caller.
+type driverLogger struct{ log *slog.Logger }
+
+func (l driverLogger) Print(v ...any) {
+	log := l.log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Debug("mysql driver: " + strings.TrimSpace(fmt.Sprintln(v...)))
+}
+
 // Open connects to the database named by opts.DSN, checks it answers and
 // applies the embedded migrations. A malformed DSN is ErrInvalidArgument,
 // a server that cannot be reached ErrUnavailable, refused credentials
@@ -112,6 +126,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if _, set := cfg.Params["wait_timeout"]; !set {
 		cfg.Params["wait_timeout"] = strconv.Itoa(int(stalled / time.Second))
 	}
+	cfg.Logger = driverLogger{opts.Logger}
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, spec.InvalidArgument("dsn", "%v", err)
@@ -248,7 +263,12 @@ func isErrorNumber(err error, number uint16) bool {
 }
 
 // interpretError maps driver and server errors to the contract's, in one
-// place. Errors that are already the contract's, or a context's, pass.
+// place. Errors that are already the contract's, or a context's, pass; a
+// server that cannot be reached, was restarted or cut the connection is
+// UNAVAILABLE (FAULT-001, FAULT-002). database/sql drops the connections
+// found broken, so the pool works again once the server answers, without
+// reopening the store (FAULT-006); every statement carries the caller's
+// context, whose deadline the driver honours on a slow link (FAULT-007).
 func interpretError(err error) error {
 	var me *gomysql.MySQLError
 	var ne net.Error

@@ -275,7 +275,12 @@ func hasState(err error, code string) bool {
 }
 
 // interpretError maps driver and server errors to the contract's, in one
-// place. Errors that are already the contract's, or a context's, pass.
+// place. Errors that are already the contract's, or a context's, pass; a
+// server that cannot be reached, was restarted or cut the connection is
+// UNAVAILABLE (FAULT-001, FAULT-002). database/sql drops the connections
+// found broken, so the pool works again once the server answers, without
+// reopening the store (FAULT-006); every statement carries the caller's
+// context, whose deadline pgx honours on a slow link (FAULT-007).
 func interpretError(err error) error {
 	var pe *pgconn.PgError
 	var ne net.Error

@@ -88,8 +88,7 @@ func writeJSON(w io.Writer, r report) error {
 }
 
 func writeText(w io.Writer, r report) {
-	fmt.Fprintf(w, "runstate conformance %s: %s (%s)\ncapabilities: leases=%v second_handle=%v controlled_clock=%v\n\n", r.Suite, r.Adapter,
-		r.StoreVersion, r.Capabilities.Leases, r.Capabilities.SecondHandle, r.Capabilities.ControlledClock)
+	fmt.Fprintf(w, "runstate conformance %s: %s (%s)\ncapabilities: %s\n\n", r.Suite, r.Adapter, r.StoreVersion, r.Capabilities)
 	r.byArea(func(area, title string, rs []conformance.Result) {
 		c := tally(rs)
 		fmt.Fprintf(w, "%-6s %-30s %3d pass %3d fail %3d skip %3d error\n", area, title,
@@ -123,7 +122,7 @@ func writeText(w io.Writer, r report) {
 func writeMarkdown(w io.Writer, r report, markdownDir string) {
 	fmt.Fprintf(w, "# runstate conformance report\n\n| | |\n| --- | --- |\n")
 	fmt.Fprintf(w, "| suite | %s |\n| adapter | %s |\n| adapter version | %s |\n", r.Suite, r.Adapter, r.StoreVersion)
-	fmt.Fprintf(w, "| capabilities | leases=%v, second_handle=%v, controlled_clock=%v |\n", r.Capabilities.Leases, r.Capabilities.SecondHandle, r.Capabilities.ControlledClock)
+	fmt.Fprintf(w, "| capabilities | %s |\n", r.Capabilities)
 	for _, k := range sortedKeys(r.Config) {
 		fmt.Fprintf(w, "| config %s | `%s` |\n", k, r.Config[k])
 	}
@@ -227,7 +226,7 @@ func writeJUnit(w io.Writer, r report) error {
 		Failures: r.Counts[conformance.Fail], Errors: r.Counts[conformance.Error], Skipped: r.Counts[conformance.Skip],
 		Time: r.Duration.Seconds()}
 	out.Properties = []junitProperty{{"suite_version", r.Suite}, {"adapter", r.Adapter}, {"adapter_version", r.StoreVersion},
-		{"capabilities", fmt.Sprintf("leases=%v second_handle=%v controlled_clock=%v", r.Capabilities.Leases, r.Capabilities.SecondHandle, r.Capabilities.ControlledClock)}}
+		{"capabilities", r.Capabilities.String()}}
 	for _, k := range sortedKeys(r.Config) {
 		out.Properties = append(out.Properties, junitProperty{"config." + k, r.Config[k]})
 	}

@@ -95,7 +95,7 @@ type options struct {
 	configFile                                                string
 	config                                                    configFlag
 	secret, run, skip                                         listFlag
-	realClock, listRules, allowStoredRuns                     bool
+	realClock, listRules, allowStoredRuns, killPlugin         bool
 	attachments                                               string
 	ttl, timeout                                              time.Duration
 }
@@ -125,6 +125,7 @@ func newRoot() *cobra.Command {
 	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
 	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
 	fs.BoolVar(&o.listRules, "list-rules", false, "print every selected rule with its statement and exit")
+	fs.BoolVar(&o.killPlugin, "kill-plugin", false, "plugins: declare the restart fault, for a store whose data outlives its process: the FAULT rules kill the plugin (SIGKILL) and its client starts it again")
 	fs.BoolVar(&o.allowStoredRuns, "allow-stored-runs", false, "run although the store holds runs: checks may change and claim them, and listing checks fail")
 	fs.StringVar(&o.attachments, "attachments", "", "directory for files that explain failures, such as a non-linearizable history (default: beside --markdown or --junit)")
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
@@ -138,6 +139,9 @@ func newRoot() *cobra.Command {
 func (o *options) check() error {
 	if o.format != "text" && o.format != "json" {
 		return usageError("--format %q: want text or json", o.format)
+	}
+	if o.killPlugin && o.pluginPath == "" {
+		return usageError("--kill-plugin goes with --plugin (the MySQL and PostgreSQL adapters declare their faults themselves)")
 	}
 	if o.timeout <= 0 || o.ttl < 0 {
 		return usageError("--timeout %v and --ttl %v: want a positive time limit and a TTL of 0 (the default) or more", o.timeout, o.ttl)
@@ -355,7 +359,11 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 	} else if err != nil {
 		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}
 	}
-	return plugintest.ProcessTarget(name, version, o.pluginPath, conformance.Capabilities{Leases: leases}, config), nil
+	caps := conformance.Capabilities{Leases: leases}
+	if o.killPlugin {
+		caps.Faults = []conformance.Fault{conformance.FaultRestart}
+	}
+	return plugintest.ProcessTarget(name, version, o.pluginPath, caps, config), nil
 }
 
 // gatewayTarget starts the gateway binary afresh for every check, without

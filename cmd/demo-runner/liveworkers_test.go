@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -195,4 +199,56 @@ func TestIdleWorkerIsWokenBySubmit(t *testing.T) {
 	// Far less than the poll: only a notice wakes the worker in time.
 	w.await(t, `claimed run" run_id=`+id, 60*time.Second)
 	w.await(t, `run done" run_id=`+id+` status=success`, 30*time.Second)
+}
+
+// A worker whose store plugin is killed (SIGKILL, as a crash) starts the
+// plugin again and goes on working: a run submitted afterwards is done.
+func TestAWorkerOutlivesItsStorePlugin(t *testing.T) {
+	global := []string{"--store", "plugin:" + binaries.Path(t, mysqlPluginPkg), "--plugin-config", "dsn=" + freshDatabase(t),
+		"--data-dir", t.TempDir()}
+	w := startDemo(t, with(global, "worker", "--poll", "200ms")...)
+	w.await(t, `worker started`, 20*time.Second)
+	plugin := childOf(t, w.cmd.Process.Pid)
+	if err := syscall.Kill(-plugin, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w.await(t, `store plugin exited; starting it again`, 10*time.Second)
+	w.await(t, `store plugin started again`, 30*time.Second)
+	if again := childOf(t, w.cmd.Process.Pid); again == plugin {
+		t.Fatalf("the plugin process %d is the one killed", again)
+	}
+	out, errOut, code := demo(t, with(global, "submit", "../../examples/workflows/hello.yaml")...)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	w.await(t, `run done" run_id=`+id+` status=success`, 60*time.Second)
+}
+
+// childOf returns the process id of pid's one child.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Each thread lists the children it forked.
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("no threads of process %d: %v", pid, err)
+		}
+		var f []string
+		for _, task := range tasks {
+			b, _ := os.ReadFile(task)
+			f = append(f, strings.Fields(string(b))...)
+		}
+		if len(f) == 1 {
+			child, err := strconv.Atoi(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return child
+		} else if time.Now().After(deadline) {
+			t.Fatalf("process %d has children %v, want one", pid, f)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -93,7 +93,8 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 		log.Info("using store", "store", "postgres", "database", where)
 		return storeWithLeases(s, s.Close), nil
 	case "plugin":
-		c, err := plugin.Open(ctx, arg, plugin.Options{Config: pluginConfig, Logger: log})
+		// A plugin that dies is started again, so that a worker outlives it.
+		c, err := plugin.Open(ctx, arg, plugin.Options{Config: pluginConfig, Logger: log, Relaunch: true})
 		if err != nil {
 			return nil, err
 		}

@@ -195,7 +195,7 @@ func openStore(ctx context.Context, name string, log *slog.Logger) (spec.RunStat
 		}
 		return s, s.Close, nil
 	case "plugin":
-		c, err := plugin.Open(ctx, arg, plugin.Options{Logger: log})
+		c, err := plugin.Open(ctx, arg, plugin.Options{Logger: log, Relaunch: true})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -98,7 +98,11 @@ const MaxRetries = 8
 // Run runs fn in a transaction at the connection's isolation level (READ
 // COMMITTED for both adapters) and commits it when fn returns nil.
 // Retryable errors are retried up to MaxRetries times with a short random
-// pause; a lost connection is not (the commit may have happened).
+// pause; a lost connection is not (the commit may have happened): the
+// snapshot, its audit events and the lease of a write change in one
+// transaction, so a write cut off by a fault is applied wholly or not at
+// all, never twice (FAULT-004, FAULT-005), and it is acknowledged only
+// once committed (FAULT-003).
 func (t Transactions) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err := t.Open(); err != nil {
 		return err

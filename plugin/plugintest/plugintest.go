@@ -5,6 +5,7 @@ package plugintest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -88,17 +89,26 @@ func NoConfig(context.Context) (map[string]string, func(), error) { return nil, 
 // plugin at path. With caps.SecondHandle, OpenHandle starts another process
 // of the plugin on the same configuration: a second worker sharing the store.
 // Plugin processes keep real time: caps.ControlledClock must be false.
+// With conformance.FaultRestart in caps.Faults (the only fault it causes)
+// the harness kills the plugin processes (SIGKILL) for the FAULT rules
+// and its clients start them again (plugin.Options.Relaunch): declare it
+// for a store whose data outlives its process.
 func ProcessTarget(name, version, path string, caps conformance.Capabilities, config Config) conformance.Target {
 	return conformance.Target{
 		Name:         name + " (plugin process)",
 		StoreVersion: version,
 		Capabilities: caps,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
+			for _, f := range caps.Faults {
+				if f != conformance.FaultRestart {
+					return nil, fmt.Errorf("a plugin process target causes no %s fault, only restart", f)
+				}
+			}
 			cfg, cleanup, err := config(ctx)
 			if err != nil {
 				return nil, err
 			}
-			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup}
+			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup, relaunch: len(caps.Faults) > 0}
 			c, err := h.start(ctx)
 			if err != nil {
 				cleanup()
@@ -111,21 +121,53 @@ func ProcessTarget(name, version, path string, caps conformance.Capabilities, co
 }
 
 type processHarness struct {
-	path    string
-	cfg     map[string]string
-	cleanup func()
-	first   *plugin.Client
-	clients []*plugin.Client
+	path     string
+	cfg      map[string]string
+	cleanup  func()
+	relaunch bool
+	first    *plugin.Client
+	clients  []*plugin.Client
 }
 
 var quiet = slog.New(slog.DiscardHandler)
 
 func (h *processHarness) start(ctx context.Context) (*plugin.Client, error) {
-	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet})
+	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet, Relaunch: h.relaunch})
 	if err == nil {
 		h.clients = append(h.clients, c)
 	}
 	return c, err
+}
+
+// StartFault kills every plugin process of the check (a restart).
+func (h *processHarness) StartFault(_ context.Context, p conformance.FaultParams) error {
+	if p.Fault != conformance.FaultRestart || !h.relaunch {
+		return fmt.Errorf("a plugin process harness causes no %s fault", p.Fault)
+	}
+	var errs []error
+	for _, c := range h.clients {
+		errs = append(errs, c.Kill())
+	}
+	return errors.Join(errs...)
+}
+
+// EndFault waits until every client has started its plugin again.
+func (h *processHarness) EndFault(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, c := range h.clients {
+		for {
+			_, err := c.Store().ListRuns(ctx, spec.ListRunsParams{Limit: 1})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("the plugin did not answer again within a minute of being killed: %w", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func (h *processHarness) Store() spec.RunStateStore { return h.first.Store() }

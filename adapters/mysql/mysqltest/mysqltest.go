@@ -4,12 +4,17 @@ package mysqltest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/conformance/faultproxy"
 	"github.com/runstate/runstate/spec"
 )
 
@@ -19,23 +24,52 @@ import (
 // stores' clock itself (Options.Clock, bound as the database's time);
 // without, the database server's clock decides, as in production. It
 // declares leases, which mysql.Store implements (CAP-001); a second handle
-// on the same database (CAP-002); and, with manualClock, the clock every
-// handle binds as the database's time (CAP-003).
+// on the same database (CAP-002); with manualClock, the clock every handle
+// binds as the database's time (CAP-003); and the faults of a
+// faultproxy.Proxy that every handle connects through (FAULT-*).
 func Target(s *scratch.Server, manualClock bool) conformance.Target {
+	return target(s, manualClock, nil)
+}
+
+// Restartable is a server a harness can kill and start again, such as
+// testserver.Private.
+type Restartable interface {
+	// Kill stops the server as a crash would.
+	Kill() error
+	// Start starts it again and returns once it answers.
+	Start(ctx context.Context) error
+}
+
+// TargetRestarting is Target on a server of the test's own that the
+// harness may also kill and start again (the restart fault, FAULT-002).
+// Never give it a server that other tests use.
+func TargetRestarting(s *scratch.Server, manualClock bool, r Restartable) conformance.Target {
+	t := target(s, manualClock, r)
+	t.Name = "mysql (private server)"
+	t.Capabilities.Faults = append(slices.Clone(faultproxy.Faults), conformance.FaultRestart)
+	return t
+}
+
+func target(s *scratch.Server, manualClock bool, r Restartable) conformance.Target {
 	return conformance.Target{
 		Name:         "mysql",
 		StoreVersion: "mysql/" + s.Source,
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock},
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock, Faults: faultproxy.Faults},
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			name, err := s.CreateDatabase(ctx)
 			if err != nil {
 				return nil, err
 			}
-			h := &harness{server: s, db: name}
+			h := &harness{server: s, db: name, restarter: r}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
+			if h.dsn, h.proxy, err = throughProxy(s.DSN(name)); err != nil {
+				s.DropDatabase(ctx, name)
+				return nil, err
+			}
 			if h.store, err = h.open(ctx); err != nil {
+				h.proxy.Close()
 				s.DropDatabase(ctx, name)
 				return nil, err
 			}
@@ -44,16 +78,36 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 	}
 }
 
+// throughProxy starts a proxy to dsn's server and returns dsn pointed at it.
+func throughProxy(dsn string) (string, *faultproxy.Proxy, error) {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := faultproxy.Start(cfg.Addr)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.Addr = p.Addr()
+	return cfg.FormatDSN(), p, nil
+}
+
 type harness struct {
-	server  *scratch.Server
-	db      string
-	clock   *conformance.ManualClock // shared by every handle
-	store   *mysql.Store
-	handles []*mysql.Store
+	server *scratch.Server
+	db     string
+	dsn    string // through proxy
+	proxy  *faultproxy.Proxy
+	// restarter restarts the server, where the target declares it; down
+	// while a restart fault lasts.
+	restarter Restartable
+	down      bool
+	clock     *conformance.ManualClock // shared by every handle
+	store     *mysql.Store
+	handles   []*mysql.Store
 }
 
 func (h *harness) open(ctx context.Context) (*mysql.Store, error) {
-	return mysql.Open(ctx, mysql.Options{DSN: h.server.DSN(h.db), MaxOpenConns: 16, Logger: slog.New(slog.DiscardHandler),
+	return mysql.Open(ctx, mysql.Options{DSN: h.dsn, MaxOpenConns: 16, Logger: slog.New(slog.DiscardHandler),
 		Clock: h.storeClock()})
 }
 
@@ -77,9 +131,28 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
 
+func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
+	if p.Fault == conformance.FaultRestart && h.restarter != nil {
+		h.down = true
+		return h.restarter.Kill()
+	}
+	return h.proxy.StartFault(ctx, p)
+}
+
+func (h *harness) EndFault(ctx context.Context) error {
+	err := h.proxy.EndFault(ctx)
+	if h.down {
+		h.down = false
+		err = errors.Join(err, h.restarter.Start(ctx))
+	}
+	return err
+}
+
 func (h *harness) Close(ctx context.Context) error {
+	h.proxy.EndFault(ctx)
 	for _, s := range append(h.handles, h.store) {
 		s.Close()
 	}
+	h.proxy.Close()
 	return h.server.DropDatabase(ctx, h.db)
 }

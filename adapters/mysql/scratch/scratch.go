@@ -25,25 +25,36 @@ type Server struct {
 // ignored), after checking that it answers. source says where the DSN came
 // from, for reports.
 func FromDSN(dsn, source string) (*Server, error) {
+	s, err := FromDSNUnchecked(dsn, source)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s, s.Ping(ctx)
+}
+
+// FromDSNUnchecked is FromDSN for a server that may not be up yet.
+func FromDSNUnchecked(dsn, source string) (*Server, error) {
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Source: source}
-	return s, s.ping()
+	return &Server{cfg: cfg, Source: source}, nil
 }
 
-func (s *Server) ping() error {
+// Ping checks that the server answers.
+func (s *Server) Ping(ctx context.Context) error {
 	cfg := s.cfg.Clone()
 	cfg.DBName = ""
 	cfg.Timeout = 3 * time.Second
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	cfg.Logger = &gomysql.NopLogger{} // a server starting up is expected not to answer
+	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return err
 	}
+	db := sql.OpenDB(connector)
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	return db.PingContext(ctx)
 }
 

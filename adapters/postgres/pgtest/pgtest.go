@@ -10,6 +10,7 @@ import (
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/conformance/faultproxy"
 	"github.com/runstate/runstate/spec"
 )
 
@@ -25,14 +26,25 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 	return conformance.Target{
 		Name:         "postgres",
 		StoreVersion: "postgres/" + s.Source,
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock},
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock, Faults: faultproxy.Faults},
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			h := &harness{server: s, schema: s.NewSchemaName()}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
-			var err error
+			addr, err := s.Addr()
+			if err != nil {
+				return nil, err
+			}
+			if h.proxy, err = faultproxy.Start(addr); err != nil {
+				return nil, err
+			}
+			if h.dsn, err = s.DSNVia(h.proxy.Addr()); err != nil {
+				h.proxy.Close()
+				return nil, err
+			}
 			if h.store, err = h.open(ctx, true); err != nil {
+				h.proxy.Close()
 				return nil, err
 			}
 			return h, nil
@@ -43,6 +55,8 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 type harness struct {
 	server  *scratch.Server
 	schema  string
+	dsn     string // through proxy
+	proxy   *faultproxy.Proxy
 	clock   *conformance.ManualClock // shared by every handle
 	store   *postgres.Store
 	handles []*postgres.Store
@@ -53,7 +67,7 @@ type harness struct {
 func (h *harness) open(ctx context.Context, first bool) (*postgres.Store, error) {
 	// Announcing runnable runs is on, so that every rule holds with the
 	// statement it adds to writes.
-	return postgres.Open(ctx, postgres.Options{DSN: h.server.DSN(), Schema: h.schema, ScratchSchema: first, MaxOpenConns: 8,
+	return postgres.Open(ctx, postgres.Options{DSN: h.dsn, Schema: h.schema, ScratchSchema: first, MaxOpenConns: 8,
 		NotifyRunnable: true, Logger: slog.New(slog.DiscardHandler), Clock: h.storeClock()})
 }
 
@@ -77,9 +91,18 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
 
+func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
+	return h.proxy.StartFault(ctx, p)
+}
+
+func (h *harness) EndFault(ctx context.Context) error { return h.proxy.EndFault(ctx) }
+
 func (h *harness) Close(ctx context.Context) error {
+	h.proxy.EndFault(ctx)
 	for _, s := range h.handles {
 		s.Close()
 	}
-	return h.store.Close() // drops the schema
+	err := h.store.Close() // drops the schema
+	h.proxy.Close()
+	return err
 }

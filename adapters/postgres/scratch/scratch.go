@@ -10,6 +10,10 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +60,41 @@ func (s *Server) DSNIn(schema string) string {
 		return s.dsn + sep + "search_path=" + schema
 	}
 	return s.dsn + " search_path=" + schema
+}
+
+// Addr returns the server's TCP address, host:port.
+func (s *Server) Addr() (string, error) {
+	cfg, err := pgx.ParseConfig(s.dsn)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(cfg.Host, "/") {
+		return "", fmt.Errorf("the server is reached through the socket %s, not TCP", cfg.Host)
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
+}
+
+// DSNVia returns the server's DSN with addr (host:port) in place of the
+// server's address, for a connection through a proxy; every other setting
+// stays.
+func (s *Server) DSNVia(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(s.dsn, "://") {
+		// Of repeated keywords the last counts.
+		return s.dsn + " host=" + host + " port=" + port, nil
+	}
+	u, err := url.Parse(s.dsn)
+	if err != nil {
+		return "", fmt.Errorf("the server's DSN is not a URL pgx reads: %w", err)
+	}
+	q := u.Query()
+	q.Del("host")
+	q.Del("port")
+	u.Host, u.RawQuery = addr, q.Encode()
+	return u.String(), nil
 }
 
 // CreateSchema makes a schema with a fresh name and returns the name.

@@ -1,0 +1,329 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/spec"
+)
+
+// A simulated backend for the FAULT rules' own tests: the memory store
+// behind a "link" that a harness partitions, resets, delays and restarts.
+// A call crosses the link twice: its request (lost in a partition, refused
+// while the backend is down) and its answer (lost when the connection is
+// cut or partitioned after the backend applied the call, so that the
+// caller cannot know the outcome, as over a real network).
+
+// simLink is the path between the handles and the memory store.
+type simLink struct {
+	mu          sync.Mutex
+	partitioned bool
+	down        bool
+	delay       time.Duration
+	healed      chan struct{} // closed when a partition heals
+	resets      int           // counts connection cuts
+	// cutNext is how many calls still to be cut after the backend applied
+	// them: a reset cuts the calls in flight and those about to use the
+	// pool's connections it cut, whose answers are lost.
+	cutNext int
+}
+
+func newSimLink() *simLink { return &simLink{healed: make(chan struct{})} }
+
+// serverTime is how long the simulated backend takes per call, so that a
+// reset meets calls in flight.
+const serverTime = 2 * time.Millisecond
+
+// cross carries one message: it waits out a partition (until it heals or
+// ctx ends), fails while the backend is down, and takes half the delay.
+func (l *simLink) cross(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		partitioned, down, healed, delay := l.partitioned, l.down, l.healed, l.delay
+		l.mu.Unlock()
+		if down {
+			return spec.Unavailable("connection refused: the backend is down", nil)
+		}
+		if !partitioned {
+			if delay > 0 {
+				select {
+				case <-time.After(delay / 2):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}
+		select {
+		case <-healed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (l *simLink) generation() int { l.mu.Lock(); defer l.mu.Unlock(); return l.resets }
+
+func (l *simLink) set(change func()) { l.mu.Lock(); defer l.mu.Unlock(); change() }
+
+// simCall makes f on the backend across the link.
+func simCall[T any](l *simLink, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := l.cross(ctx); err != nil {
+		return zero, err
+	}
+	gen := l.generation()
+	// The backend works on, whatever the caller's context does meanwhile.
+	time.Sleep(serverTime)
+	out, err := f(context.WithoutCancel(ctx))
+	l.mu.Lock()
+	cut := l.resets != gen || l.cutNext > 0
+	if l.resets == gen && l.cutNext > 0 {
+		l.cutNext--
+	}
+	l.mu.Unlock()
+	if cut {
+		return zero, spec.Unavailable("connection reset by peer", nil)
+	}
+	if lerr := l.cross(ctx); lerr != nil {
+		return zero, lerr
+	}
+	return out, err
+}
+
+// simStore is a handle on the memory store across the link.
+type simStore struct {
+	m    *memory.Store
+	link *simLink
+}
+
+var _ spec.Store = simStore{}
+var _ spec.LeaseReader = simStore{}
+
+func (s simStore) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunSnapshot, error) { return s.m.CreateRun(ctx, p) })
+}
+
+func (s simStore) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunSnapshot, error) { return s.m.UpdateRun(ctx, p) })
+}
+
+func (s simStore) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunSnapshot, error) { return s.m.GetRun(ctx, id) })
+}
+
+func (s simStore) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunPage, error) { return s.m.ListRuns(ctx, p) })
+}
+
+func (s simStore) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.AuditPage, error) { return s.m.ListAuditEvents(ctx, p) })
+}
+
+func (s simStore) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.Claim, error) { return s.m.ClaimRun(ctx, p) })
+}
+
+func (s simStore) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.Claim, error) { return s.m.ClaimNextRun(ctx, p) })
+}
+
+func (s simStore) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.Lease, error) { return s.m.RenewLease(ctx, p) })
+}
+
+func (s simStore) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+	_, err := simCall(s.link, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.ReleaseLease(ctx, p) })
+	return err
+}
+
+func (s simStore) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunPage, error) { return s.m.ListRunnableRuns(ctx, p) })
+}
+
+func (s simStore) GetLease(ctx context.Context, id string) (spec.Lease, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (spec.Lease, error) { return s.m.GetLease(ctx, id) })
+}
+
+// simHarness declares every fault and causes it on the link.
+type simHarness struct {
+	store spec.RunStateStore
+	m     *memory.Store
+	link  *simLink
+}
+
+var _ conformance.FaultInjector = (*simHarness)(nil)
+
+func (h *simHarness) Store() spec.RunStateStore                              { return h.store }
+func (h *simHarness) OpenHandle(context.Context) (spec.RunStateStore, error) { return h.store, nil }
+func (h *simHarness) Advance(time.Duration)                                  {}
+func (h *simHarness) Close(context.Context) error                            { return h.m.Close() }
+
+func (h *simHarness) StartFault(_ context.Context, p conformance.FaultParams) error {
+	switch p.Fault {
+	case conformance.FaultPartition:
+		h.link.set(func() { h.link.partitioned = true })
+	case conformance.FaultReset:
+		h.link.set(func() { h.link.resets++; h.link.cutNext = 4 })
+	case conformance.FaultDelay:
+		h.link.set(func() { h.link.delay = p.Delay })
+	case conformance.FaultRestart:
+		// The backend's committed data outlives it: the memory store stays.
+		h.link.set(func() { h.link.down = true; h.link.resets++ })
+	default:
+		return errors.New("unknown fault " + string(p.Fault))
+	}
+	return nil
+}
+
+func (h *simHarness) EndFault(context.Context) error {
+	h.link.set(func() {
+		if h.link.partitioned {
+			close(h.link.healed)
+			h.link.healed = make(chan struct{})
+		}
+		h.link.partitioned, h.link.down, h.link.delay = false, false, 0
+	})
+	return nil
+}
+
+var allFaults = []conformance.Fault{conformance.FaultPartition, conformance.FaultReset, conformance.FaultDelay, conformance.FaultRestart}
+
+// faultTarget serves a fresh memory store across a simulated link per
+// check; wrap may break the handle the checks use.
+func faultTarget(wrap func(s simStore) spec.RunStateStore) conformance.Target {
+	return conformance.Target{
+		Name:         "simulated faults",
+		Capabilities: conformance.Capabilities{Leases: true, Faults: allFaults},
+		LeaseTTL:     300 * time.Millisecond,
+		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
+			m, err := memory.Open(ctx, memory.Options{})
+			if err != nil {
+				return nil, err
+			}
+			s := simStore{m: m, link: newSimLink()}
+			return &simHarness{store: wrap(s), m: m, link: s.link}, nil
+		},
+	}
+}
+
+// The correct store across the simulated link passes every FAULT rule,
+// under every fault, so the mutants' failures come from their faults.
+func TestSimulatedFaultsPassTheFaultRules(t *testing.T) {
+	rules, err := conformance.Select([]string{"FAULT"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := faultTarget(func(s simStore) spec.RunStateStore { return s })
+	for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {
+		if res.Outcome != conformance.Pass {
+			t.Errorf("%s: %s %s %v", res.Rule.ID, res.Outcome, res.Detail, res.Failures)
+			continue
+		}
+		t.Logf("%s %v: %s", res.Rule.ID, res.Duration.Round(time.Millisecond), res.Detail)
+	}
+}
+
+// Without the capability the FAULT rules are skipped, naming it.
+func TestFaultRulesNeedTheCapability(t *testing.T) {
+	rules, _ := conformance.Select([]string{"FAULT"}, nil)
+	target := faultTarget(func(s simStore) spec.RunStateStore { return s })
+	target.Capabilities.Faults = []conformance.Fault{conformance.FaultReset}
+	for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {
+		needsReset := res.Rule.ID != "FAULT-001" && res.Rule.ID != "FAULT-002" && res.Rule.ID != "FAULT-007"
+		switch {
+		case needsReset && res.Outcome != conformance.Pass:
+			t.Errorf("%s with reset declared: %s %s", res.Rule.ID, res.Outcome, res.Detail)
+		case !needsReset && (res.Outcome != conformance.Skip || res.Detail == ""):
+			t.Errorf("%s without its fault: %s %q, want a skip naming the capability", res.Rule.ID, res.Outcome, res.Detail)
+		}
+	}
+}
+
+// ---- Broken across faults: each fails the FAULT rule that names its fault ----
+
+// hangsPastDeadline waits for the backend however long the caller's
+// deadline is.
+type hangsPastDeadline struct{ simStore }
+
+func (s hangsPastDeadline) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	return s.simStore.GetRun(context.WithoutCancel(ctx), id)
+}
+
+// acksBeforeCommit answers a write at once, from what it knows, and sends
+// it to the backend afterwards: a write the fault stops is lost after
+// being acknowledged.
+type acksBeforeCommit struct{ simStore }
+
+func (s acksBeforeCommit) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	cur, err := s.m.GetRun(ctx, p.RunID)
+	st, perr := spec.ParseRunStatus(p.Status)
+	if err != nil || perr != nil || cur.Version != p.ExpectedVersion || !spec.CanTransition(cur.Status, st) {
+		return s.simStore.UpdateRun(ctx, p)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		s.simStore.UpdateRun(ctx, p)
+	}()
+	cur.Status, cur.Version = st, cur.Version+1
+	return cur, nil
+}
+
+// retriesAndDoubles retries a write whose answer a reset lost by writing
+// its audit event again: the write was applied, and now has two events.
+type retriesAndDoubles struct {
+	simStore
+	doubled *overrides[[]spec.AuditEvent]
+}
+
+func (s retriesAndDoubles) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	out, err := s.simStore.UpdateRun(ctx, p)
+	if !errors.Is(err, spec.ErrUnavailable) {
+		return out, err
+	}
+	cur, gerr := s.m.GetRun(ctx, p.RunID)
+	if gerr != nil || cur.Version != p.ExpectedVersion+1 {
+		return out, err
+	}
+	page, _ := s.m.ListAuditEvents(ctx, spec.ListAuditParams{RunID: p.RunID, Limit: spec.MaxPageLimit})
+	again, _ := s.doubled.get(p.RunID)
+	s.doubled.set(p.RunID, append(again, page.Events[len(page.Events)-1]))
+	return cur, nil
+}
+
+func (s retriesAndDoubles) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+	page, err := s.simStore.ListAuditEvents(ctx, p)
+	again, _ := s.doubled.get(p.RunID)
+	if err != nil || page.More || len(again) == 0 || len(page.Events) == 0 {
+		return page, err
+	}
+	seq := page.Events[len(page.Events)-1].Seq
+	for _, e := range again {
+		seq++
+		e.Seq = seq
+		page.Events = append(page.Events, e)
+	}
+	return page, nil
+}
+
+func faultMutants() []targetMutant {
+	return []targetMutant{
+		{"FAULT-001", "a read that waits out a partition past its deadline", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore { return hangsPastDeadline{s} })
+		}},
+		{"FAULT-003", "a write acknowledged before it reaches the backend", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore { return acksBeforeCommit{s} })
+		}},
+		{"FAULT-004", "a write retried after a reset, its audit event written twice", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore {
+				return retriesAndDoubles{s, &overrides[[]spec.AuditEvent]{}}
+			})
+		}},
+	}
+}
