@@ -23,5 +23,5 @@ func TestConformanceRealClock(t *testing.T) {
 // harness kills it (SIGKILL) and starts it again on its data directory.
 func TestConformanceAcrossRestarts(t *testing.T) {
 	private := testserver.StartPrivate(t)
-	conformance.Run(t, mysqltest.TargetRestarting(private.Server, true, private), "FAULT")
+	conformance.Run(t, mysqltest.TargetRestarting(private.Scratch, true, private), "FAULT")
 }

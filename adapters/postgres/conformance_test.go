@@ -18,3 +18,11 @@ func TestConformanceRealClock(t *testing.T) {
 	}
 	conformance.Run(t, pgtest.Target(testserver.Find(t), false))
 }
+
+// The FAULT rules with restarts, on a server of this test's own: the
+// harness kills it (SIGKILL to the postmaster and its backends) and starts
+// it again on its data directory.
+func TestConformanceAcrossRestarts(t *testing.T) {
+	private := testserver.StartPrivate(t)
+	conformance.Run(t, pgtest.TargetRestarting(private.Scratch, true, private), "FAULT")
+}

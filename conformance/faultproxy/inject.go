@@ -2,7 +2,10 @@ package faultproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/runstate/runstate/conformance"
 )
@@ -21,7 +24,7 @@ func (p *Proxy) StartFault(_ context.Context, f conformance.FaultParams) error {
 	case conformance.FaultDelay:
 		p.SetDelay(f.Delay)
 	default:
-		return fmt.Errorf("a proxy cannot cause a %s: a harness restarts its backend itself", f.Fault)
+		return fmt.Errorf("a proxy cannot cause a %s: a harness restarts its backend itself (Proxy.WithRestarts)", f.Fault)
 	}
 	return nil
 }
@@ -31,4 +34,51 @@ func (p *Proxy) EndFault(context.Context) error {
 	p.Heal()
 	p.SetDelay(0)
 	return nil
+}
+
+// Restarter kills a server and starts it again, such as the private
+// servers the MySQL and PostgreSQL test packages start.
+type Restarter interface {
+	// Kill stops the server as a crash would.
+	Kill() error
+	// Start starts it again on the same data and returns once it answers.
+	Start(ctx context.Context) error
+}
+
+// FaultsWithRestarts are Faults and the restart.
+var FaultsWithRestarts = append(slices.Clone(Faults), conformance.FaultRestart)
+
+// WithRestarts returns a conformance.FaultInjector that restarts r (kill
+// at StartFault, start at EndFault) and leaves the other faults to p. Give
+// it only a server of the test's own: other tests' stores would fail.
+func (p *Proxy) WithRestarts(r Restarter) conformance.FaultInjector {
+	return &restarting{Proxy: p, server: r}
+}
+
+type restarting struct {
+	*Proxy
+	server Restarter
+	mu     sync.Mutex
+	down   bool
+}
+
+func (r *restarting) StartFault(ctx context.Context, f conformance.FaultParams) error {
+	if f.Fault != conformance.FaultRestart {
+		return r.Proxy.StartFault(ctx, f)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down = true
+	return r.server.Kill()
+}
+
+func (r *restarting) EndFault(ctx context.Context) error {
+	err := r.Proxy.EndFault(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		r.down = false
+		err = errors.Join(err, r.server.Start(ctx))
+	}
+	return err
 }

@@ -4,9 +4,7 @@ package mysqltest
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -31,26 +29,17 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 	return target(s, manualClock, nil)
 }
 
-// Restartable is a server a harness can kill and start again, such as
-// testserver.Private.
-type Restartable interface {
-	// Kill stops the server as a crash would.
-	Kill() error
-	// Start starts it again and returns once it answers.
-	Start(ctx context.Context) error
-}
-
 // TargetRestarting is Target on a server of the test's own that the
 // harness may also kill and start again (the restart fault, FAULT-002).
 // Never give it a server that other tests use.
-func TargetRestarting(s *scratch.Server, manualClock bool, r Restartable) conformance.Target {
+func TargetRestarting(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	t := target(s, manualClock, r)
 	t.Name = "mysql (private server)"
-	t.Capabilities.Faults = append(slices.Clone(faultproxy.Faults), conformance.FaultRestart)
+	t.Capabilities.Faults = faultproxy.FaultsWithRestarts
 	return t
 }
 
-func target(s *scratch.Server, manualClock bool, r Restartable) conformance.Target {
+func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	return conformance.Target{
 		Name:         "mysql",
 		StoreVersion: "mysql/" + s.Source,
@@ -60,13 +49,17 @@ func target(s *scratch.Server, manualClock bool, r Restartable) conformance.Targ
 			if err != nil {
 				return nil, err
 			}
-			h := &harness{server: s, db: name, restarter: r}
+			h := &harness{server: s, db: name}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
 			if h.dsn, h.proxy, err = throughProxy(s.DSN(name)); err != nil {
 				s.DropDatabase(ctx, name)
 				return nil, err
+			}
+			h.faults = h.proxy
+			if r != nil {
+				h.faults = h.proxy.WithRestarts(r)
 			}
 			if h.store, err = h.open(ctx); err != nil {
 				h.proxy.Close()
@@ -93,17 +86,14 @@ func throughProxy(dsn string) (string, *faultproxy.Proxy, error) {
 }
 
 type harness struct {
-	server *scratch.Server
-	db     string
-	dsn    string // through proxy
-	proxy  *faultproxy.Proxy
-	// restarter restarts the server, where the target declares it; down
-	// while a restart fault lasts.
-	restarter Restartable
-	down      bool
-	clock     *conformance.ManualClock // shared by every handle
-	store     *mysql.Store
-	handles   []*mysql.Store
+	server  *scratch.Server
+	db      string
+	dsn     string // through proxy
+	proxy   *faultproxy.Proxy
+	faults  conformance.FaultInjector // the proxy, and restarts where declared
+	clock   *conformance.ManualClock  // shared by every handle
+	store   *mysql.Store
+	handles []*mysql.Store
 }
 
 func (h *harness) open(ctx context.Context) (*mysql.Store, error) {
@@ -132,24 +122,13 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
 
 func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
-	if p.Fault == conformance.FaultRestart && h.restarter != nil {
-		h.down = true
-		return h.restarter.Kill()
-	}
-	return h.proxy.StartFault(ctx, p)
+	return h.faults.StartFault(ctx, p)
 }
 
-func (h *harness) EndFault(ctx context.Context) error {
-	err := h.proxy.EndFault(ctx)
-	if h.down {
-		h.down = false
-		err = errors.Join(err, h.restarter.Start(ctx))
-	}
-	return err
-}
+func (h *harness) EndFault(ctx context.Context) error { return h.faults.EndFault(ctx) }
 
 func (h *harness) Close(ctx context.Context) error {
-	h.proxy.EndFault(ctx)
+	h.faults.EndFault(ctx)
 	for _, s := range append(h.handles, h.store) {
 		s.Close()
 	}

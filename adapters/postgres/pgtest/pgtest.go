@@ -23,6 +23,20 @@ import (
 // handle on the same schema (CAP-002); and, with manualClock, the clock
 // every handle binds as the database's time (CAP-003).
 func Target(s *scratch.Server, manualClock bool) conformance.Target {
+	return target(s, manualClock, nil)
+}
+
+// TargetRestarting is Target on a server of the test's own that the
+// harness may also kill and start again (the restart fault, FAULT-002).
+// Never give it a server that other tests use.
+func TargetRestarting(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
+	t := target(s, manualClock, r)
+	t.Name = "postgres (private server)"
+	t.Capabilities.Faults = faultproxy.FaultsWithRestarts
+	return t
+}
+
+func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	return conformance.Target{
 		Name:         "postgres",
 		StoreVersion: "postgres/" + s.Source,
@@ -43,6 +57,10 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 				h.proxy.Close()
 				return nil, err
 			}
+			h.faults = h.proxy
+			if r != nil {
+				h.faults = h.proxy.WithRestarts(r)
+			}
 			if h.store, err = h.open(ctx, true); err != nil {
 				h.proxy.Close()
 				return nil, err
@@ -57,7 +75,8 @@ type harness struct {
 	schema  string
 	dsn     string // through proxy
 	proxy   *faultproxy.Proxy
-	clock   *conformance.ManualClock // shared by every handle
+	faults  conformance.FaultInjector // the proxy, and restarts where declared
+	clock   *conformance.ManualClock  // shared by every handle
 	store   *postgres.Store
 	handles []*postgres.Store
 }
@@ -92,13 +111,13 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
 
 func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
-	return h.proxy.StartFault(ctx, p)
+	return h.faults.StartFault(ctx, p)
 }
 
-func (h *harness) EndFault(ctx context.Context) error { return h.proxy.EndFault(ctx) }
+func (h *harness) EndFault(ctx context.Context) error { return h.faults.EndFault(ctx) }
 
 func (h *harness) Close(ctx context.Context) error {
-	h.proxy.EndFault(ctx)
+	h.faults.EndFault(ctx)
 	for _, s := range h.handles {
 		s.Close()
 	}

@@ -31,19 +31,33 @@ type Server struct {
 // FromDSN returns the database a DSN points at, after checking that it
 // answers. source says where the DSN came from, for reports.
 func FromDSN(dsn, source string) (*Server, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	s, err := FromDSNUnchecked(dsn, source)
 	if err != nil {
 		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s, s.Ping(ctx)
+}
+
+// FromDSNUnchecked is FromDSN for a server that may not be up yet.
+func FromDSNUnchecked(dsn, source string) (*Server, error) {
+	if _, err := pgx.ParseConfig(dsn); err != nil {
+		return nil, err
+	}
+	return &Server{dsn: dsn, Source: source}, nil
+}
+
+// Ping checks that the database answers.
+func (s *Server) Ping(ctx context.Context) error {
+	cfg, err := pgx.ParseConfig(s.dsn)
+	if err != nil {
+		return err
 	}
 	cfg.ConnectTimeout = 3 * time.Second
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		return nil, err
-	}
-	return &Server{dsn: dsn, Source: source}, nil
+	return db.PingContext(ctx)
 }
 
 // DSN returns the server's DSN (the database of the schemas).

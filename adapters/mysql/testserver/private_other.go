@@ -1,8 +1,0 @@
-//go:build !linux
-
-package testserver
-
-import "os/exec"
-
-// dieWithTest: outside Linux a crashed test may leave its server running.
-func dieWithTest(*exec.Cmd) {}

@@ -1,0 +1,41 @@
+package serverproc
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// ownGroup starts cmd in a process group of its own, as the user as when set,
+// killed by the kernel if the test process dies, so that a crashed test
+// leaves no server behind.
+func ownGroup(cmd *exec.Cmd, as *User) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if as != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: as.Uid, Gid: as.Gid}
+	}
+	return nil
+}
+
+// killGroup kills cmd's process group and waits for the leader and the
+// rest of the group to be gone, so that a restart finds its port, its
+// files and its shared memory free.
+func killGroup(cmd *exec.Cmd, done <-chan struct{}) error {
+	pgid := cmd.Process.Pid
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	<-done
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+	}
+	return fmt.Errorf("processes of group %d outlived SIGKILL by 10s", pgid)
+}
