@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,9 @@ const (
 	deadlineGrace = time.Second
 	// faultHold is how long a fault lasts while writers run.
 	faultHold = 1500 * time.Millisecond
+	// writeDeadline bounds each call of the writers and claimers that run
+	// through a fault.
+	writeDeadline = callDeadline / 2
 	// recoveryLimit is how soon a handle must work again after a fault.
 	recoveryLimit = 10 * time.Second
 )
@@ -99,9 +103,15 @@ func (c *checkState) faultsToRun() []Fault {
 	return out
 }
 
+// a names a fault in messages: "a partition".
+func (f Fault) a() string { return "a " + string(f) }
+
+// startFault starts p; a fault that fails to start is ended (the
+// harness may have half-started it) and the check ends as broken.
 func (c *checkState) startFault(p FaultParams) {
 	if err := c.injector().StartFault(c.ctx, p); err != nil {
-		c.harnessFatal("starting fault %s: %v", p.Fault, err)
+		endErr := c.injector().EndFault(context.WithoutCancel(c.ctx))
+		c.harnessFatal("starting fault %s: %v (ending it: %v)", p.Fault, err, endErr)
 	}
 }
 
@@ -133,27 +143,35 @@ type callOutcome struct {
 
 // within makes call with deadline d and waits for it until d plus the
 // grace. A call that has not returned by then is left running: done is
-// closed when it does.
-func (c *checkState) within(d time.Duration, call func(ctx context.Context) error) (out callOutcome, done <-chan struct{}) {
+// closed when it does. A panic in it breaks the check.
+func (c *checkState) within(d time.Duration, call func(ctx context.Context) error) (callOutcome, <-chan struct{}) {
 	ended := make(chan struct{})
-	var mu sync.Mutex
+	var (
+		mu  sync.Mutex
+		res callOutcome
+	)
+	ctx, cancel := context.WithTimeout(c.ctx, d)
+	began := time.Now()
 	go func() {
 		defer close(ended)
-		ctx, cancel := context.WithTimeout(c.ctx, d)
 		defer cancel()
-		began := time.Now()
+		defer func() {
+			if p := recover(); p != nil {
+				c.broke(fmt.Sprintf("panic in a call during a fault: %v\n%s", p, debug.Stack()))
+			}
+		}()
 		err := call(ctx)
 		mu.Lock()
-		out = callOutcome{err: err, took: time.Since(began), returned: true}
+		res = callOutcome{err: err, took: time.Since(began), returned: true}
 		mu.Unlock()
 	}()
 	select {
 	case <-ended:
-	case <-time.After(d + deadlineGrace):
+	case <-time.After(d + deadlineGrace - time.Since(began)):
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return out, ended
+	return res, ended
 }
 
 // callsDuringFault are the calls FAULT-001, FAULT-002 and FAULT-007 make:
@@ -206,11 +224,11 @@ func checkCallsReturnDuring(c *checkState, f Fault) {
 		name := calls[i].name
 		switch {
 		case !o.returned:
-			c.Errorf(fmt.Sprintf("%s during %s to return by its deadline of %v", name, f, callDeadline), "still running %v after it", deadlineGrace)
+			c.Errorf(fmt.Sprintf("%s during %s to return by its deadline of %v", name, f.a(), callDeadline), "still running %v after it", deadlineGrace)
 		case o.err == nil:
-			c.Errorf(fmt.Sprintf("%s during %s to fail: the backend cannot be reached", name, f), "it succeeded after %v (does the fault reach this handle?)", o.took.Round(time.Millisecond))
+			c.Errorf(fmt.Sprintf("%s during %s to fail: the backend cannot be reached", name, f.a()), "it succeeded after %v (does the fault reach this handle?)", o.took.Round(time.Millisecond))
 		case !faultError(o.err):
-			c.Errorf(fmt.Sprintf("%s during %s to fail with UNAVAILABLE or the context's error", name, f), "%s", describeErr(o.err))
+			c.Errorf(fmt.Sprintf("%s during %s to fail with UNAVAILABLE or the context's error", name, f.a()), "%s", describeErr(o.err))
 		}
 	}
 	var slowest time.Duration
@@ -225,7 +243,7 @@ func checkCallsReturnDuring(c *checkState, f Fault) {
 		case <-time.After(recoveryLimit):
 		}
 	}
-	c.note(fmt.Sprintf("%d calls during %s, slowest returned after %v", len(calls), f, slowest.Round(time.Millisecond)))
+	c.note(fmt.Sprintf("%d calls during %s, slowest returned after %v", len(calls), f.a(), slowest.Round(time.Millisecond)))
 }
 
 // faultWhile starts fault f after a while, in the background, ends it
@@ -237,6 +255,11 @@ func (c *checkState) faultWhile(f Fault, after time.Duration) (endedAt func() ti
 	)
 	go func() {
 		defer func() { mu.Lock(); defer mu.Unlock(); ended = time.Now() }()
+		defer func() {
+			if p := recover(); p != nil {
+				c.broke(fmt.Sprintf("panic while causing %s: %v\n%s", f.a(), p, debug.Stack()))
+			}
+		}()
 		time.Sleep(after)
 		c.startFault(FaultParams{Fault: f})
 		defer c.endFault(f)
@@ -245,108 +268,147 @@ func (c *checkState) faultWhile(f Fault, after time.Duration) (endedAt func() ti
 	return func() time.Time { mu.Lock(); defer mu.Unlock(); return ended }
 }
 
-// ack is a write the store acknowledged: the run at that version.
+// faultCall makes one call of a writer or claimer with the writers'
+// deadline. A call that does not return by it (and the grace) is a
+// failure of the check's rule, and stops its caller: ok is false.
+func (c *checkState) faultCall(what string, f Fault, call func(ctx context.Context) error) (err error, ok bool) {
+	o, _ := c.within(writeDeadline, call)
+	if !o.returned {
+		c.Errorf(fmt.Sprintf("%s around %s to return by its deadline of %v", what, f.a(), writeDeadline), "still running %v after it", deadlineGrace)
+		return nil, false
+	}
+	return o.err, true
+}
+
+// ack is a write the store acknowledged: the run at that version, and
+// the write's own reason, which its audit event records.
 type ack struct {
 	version int64
 	status  spec.RunStatus
+	reason  string
 }
 
 // faultLedger is what the writers of a fault scenario saw.
 type faultLedger struct {
-	mu        sync.Mutex
-	runs      []string
-	acks      map[string][]ack
-	failed    int               // writes that failed with a fault's error
-	unexpect  []string          // writes that failed otherwise
-	afterEnd  []time.Duration   // per writer: from the fault's end to its first success
-	notBack   []string          // writers with no success within recoveryLimit of the end
-	lateError map[string]string // per writer: a non-fault error after the end
+	mu       sync.Mutex
+	runs     []string
+	acks     map[string][]ack
+	failed   int      // writes that failed with a fault's error
+	unexpect []string // writes that failed otherwise
+	// lost: a run read back older than a write acknowledged on it.
+	lost     []string
+	afterEnd []time.Duration // per writer: from the fault's end to its first write
+	notBack  []string        // writers with no write within recoveryLimit of the end, and why
+	late     []string        // errors other than a fault's after the end
+}
+
+func (l *faultLedger) add(list *[]string, format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*list = append(*list, fmt.Sprintf(format, args...))
 }
 
 // writeThroughFault runs writers over fresh runs, each moving its runs
-// queued -> running -> waiting -> running …, starts fault f while they
-// write, ends it after faultHold, and lets them go on until each has
-// written again after the end, or recoveryLimit has passed.
+// queued -> running -> waiting -> running …, each write with a reason of
+// its own, spread over both handles where the target has two; starts
+// fault f while they write, ends it after faultHold, and lets them go on
+// until each has written again after the end, or recoveryLimit has passed.
 func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 	const writers, runsEach = 4, 2
-	l := &faultLedger{acks: map[string][]ack{}, lateError: map[string]string{}}
+	l := &faultLedger{acks: map[string][]ack{}}
 	start := make([][]spec.RunSnapshot, writers)
 	for w := range writers {
 		for range runsEach {
 			run := c.newRun()
 			start[w] = append(start[w], run)
 			l.runs = append(l.runs, run.RunID)
-			l.acks[run.RunID] = []ack{{run.Version, run.Status}}
+			l.acks[run.RunID] = []ack{{run.Version, run.Status, ""}}
 		}
 	}
+	handles := c.handles(writers)
 	endedAt := c.faultWhile(f, 200*time.Millisecond)
 	c.parallel(writers, func(w int) {
-		runs := start[w]
+		store, runs := handles[w], start[w]
 		stale := make([]bool, len(runs))
+		acked := make([]int64, len(runs)) // the version last acknowledged per run
+		var lastErr error
 		for i := 0; ; i++ {
 			end := endedAt()
 			if !end.IsZero() && time.Since(end) > recoveryLimit {
-				l.mu.Lock()
-				l.notBack = append(l.notBack, fmt.Sprintf("writer %d", w))
-				l.mu.Unlock()
+				l.add(&l.notBack, "writer %d, last error: %s", w, describeErr(lastErr))
 				return
 			}
 			k := i % len(runs)
-			ctx, cancel := context.WithTimeout(c.ctx, callDeadline/2)
 			var err error
+			wrote := false
 			if stale[k] {
 				var got spec.RunSnapshot
-				if got, err = c.store.GetRun(ctx, runs[k].RunID); err == nil {
+				var ok bool
+				if err, ok = c.faultCall("GetRun", f, func(ctx context.Context) (err error) { got, err = store.GetRun(ctx, runs[k].RunID); return }); !ok {
+					return
+				}
+				if err == nil {
+					if got.Version < acked[k] {
+						l.add(&l.lost, "run %s read back at version %d (%s) after version %d was acknowledged", got.RunID, got.Version, got.Status, acked[k])
+					}
 					runs[k], stale[k] = got, false
 				}
 			} else {
-				next := spec.StatusRunning
+				p := transition(runs[k], spec.StatusRunning)
 				if runs[k].Status == spec.StatusRunning {
-					next = spec.StatusWaiting
+					p = transition(runs[k], spec.StatusWaiting)
 				}
+				p.Reason = fmt.Sprintf("writer %d write %d", w, i)
 				var got spec.RunSnapshot
-				if got, err = c.store.UpdateRun(ctx, transition(runs[k], next)); err == nil {
-					runs[k] = got
+				var ok bool
+				if err, ok = c.faultCall("UpdateRun", f, func(ctx context.Context) (err error) { got, err = store.UpdateRun(ctx, p); return }); !ok {
+					return
+				}
+				if err == nil {
+					runs[k], acked[k], wrote = got, got.Version, true
 					l.mu.Lock()
-					l.acks[got.RunID] = append(l.acks[got.RunID], ack{got.Version, got.Status})
+					l.acks[got.RunID] = append(l.acks[got.RunID], ack{got.Version, got.Status, p.Reason})
 					l.mu.Unlock()
-					// Paced, so that the trails stay short enough to read whole.
-					time.Sleep(10 * time.Millisecond)
 				} else {
 					stale[k] = true
-					l.mu.Lock()
 					switch {
 					case faultError(err):
+						l.mu.Lock()
 						l.failed++
+						l.mu.Unlock()
 					case errors.Is(err, spec.ErrVersionConflict):
 						// An earlier write whose outcome was unknown was applied.
 					default:
-						l.unexpect = append(l.unexpect, describeErr(err))
+						l.add(&l.unexpect, "%s", describeErr(err))
 					}
-					l.mu.Unlock()
 				}
 			}
-			cancel()
+			if err != nil {
+				lastErr = err
+			}
 			if end := endedAt(); !end.IsZero() {
-				if err == nil && !stale[k] {
+				if wrote {
 					l.mu.Lock()
 					l.afterEnd = append(l.afterEnd, time.Since(end))
 					l.mu.Unlock()
 					return
 				}
 				if err != nil && !faultError(err) && !errors.Is(err, spec.ErrVersionConflict) {
-					l.mu.Lock()
-					l.lateError[fmt.Sprintf("writer %d", w)] = describeErr(err)
-					l.mu.Unlock()
+					l.add(&l.late, "writer %d: %s", w, describeErr(err))
 				}
 			}
-			if err != nil {
-				time.Sleep(20 * time.Millisecond)
-			}
+			// Paced, so that the trails stay short enough to read whole.
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	for endedAt().IsZero() {
 		time.Sleep(10 * time.Millisecond)
+	}
+	if l.failed == 0 && f != FaultReset {
+		// A reset may meet no call in flight; a partition or a restart of
+		// 1.5 s cannot miss every write of four writers.
+		c.Errorf(fmt.Sprintf("some writes during %s to fail: the backend cannot be reached", f.a()),
+			"none failed (does the fault reach the store's handles?)")
 	}
 	return l
 }
@@ -355,21 +417,28 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 func checkAcknowledgedWritesSurvive(c *checkState) {
 	for _, f := range c.faultsToRun() {
 		l := c.writeThroughFault(f)
+		for _, e := range l.lost {
+			c.Errorf(fmt.Sprintf("no acknowledged write lost across %s", f.a()), "%s", e)
+		}
 		n := 0
 		for _, id := range l.runs {
 			got, evs := c.get(id), c.events(id)
 			recorded := map[ack]bool{}
 			for _, e := range evs {
-				recorded[ack{e.Version, e.To}] = true
+				reason := e.Reason
+				if e.Kind == spec.AuditCreated {
+					reason = ""
+				}
+				recorded[ack{e.Version, e.To, reason}] = true
 			}
 			for _, a := range l.acks[id] {
 				n++
 				if got.Version < a.version {
-					c.Errorf(fmt.Sprintf("run %s, acknowledged at version %d (%s) before or during %s, at that version or later after it", id, a.version, a.status, f),
+					c.Errorf(fmt.Sprintf("run %s, acknowledged at version %d (%s) before or during %s, at that version or later after it", id, a.version, a.status, f.a()),
 						"version %d (%s)", got.Version, got.Status)
 				}
 				if !recorded[a] {
-					c.Errorf(fmt.Sprintf("run %s's audit trail to hold the event of its acknowledged write to %s at version %d across %s", id, a.status, a.version, f),
+					c.Errorf(fmt.Sprintf("run %s's audit trail to hold the event of its acknowledged write %q to %s at version %d across %s", id, a.reason, a.status, a.version, f.a()),
 						"%d events, the last %s", len(evs), jsonOf(evs[max(0, len(evs)-2):]))
 				}
 			}
@@ -383,16 +452,14 @@ func checkWritesWhollyOrNot(c *checkState) {
 	for _, f := range c.faultsToRun() {
 		l := c.writeThroughFault(f)
 		for _, e := range l.unexpect {
-			c.Errorf(fmt.Sprintf("a write cut off by %s to fail with UNAVAILABLE or the context's error", f), "%s", e)
+			c.Errorf(fmt.Sprintf("a write cut off by %s to fail with UNAVAILABLE or the context's error", f.a()), "%s", e)
 		}
 		for _, id := range l.runs {
-			c.trailAgrees(id, f.String())
+			c.trailAgrees(id, f.a())
 		}
 		c.note(fmt.Sprintf("%s: %d writes failed, every run's snapshot and trail agree", f, l.failed))
 	}
 }
-
-func (f Fault) String() string { return "a " + string(f) }
 
 // trailAgrees checks that a run whose every write is a transition has a
 // trail of one event per version, the last matching the snapshot: a write
@@ -421,10 +488,10 @@ func checkWorksAfterFault(c *checkState) {
 	for _, f := range c.faultsToRun() {
 		l := c.writeThroughFault(f)
 		for _, w := range l.notBack {
-			c.Errorf(fmt.Sprintf("every writer's handle to write again within %v of the end of %s", recoveryLimit, f), "%s did not", w)
+			c.Errorf(fmt.Sprintf("every writer to write again within %v of the end of %s, on the handle it held through it", recoveryLimit, f.a()), "%s", w)
 		}
-		for w, e := range l.lateError {
-			c.Errorf(fmt.Sprintf("calls after %s ended to succeed or fail with UNAVAILABLE until the handle works again", f), "%s: %s", w, e)
+		for _, e := range l.late {
+			c.Errorf(fmt.Sprintf("calls after %s ended to succeed or fail with UNAVAILABLE until the handle works again", f.a()), "%s", e)
 		}
 		var slowest time.Duration
 		for _, d := range l.afterEnd {
@@ -433,16 +500,15 @@ func checkWorksAfterFault(c *checkState) {
 		c.note(fmt.Sprintf("%s: every writer wrote again within %v of its end", f, slowest.Round(time.Millisecond)))
 		// The same handle answers reads and creates too.
 		run := c.newRun()
-		c.trailAgrees(run.RunID, f.String())
+		c.trailAgrees(run.RunID, f.a())
 	}
 }
 
 // checkClaimsAcrossFaults: FAULT-005.
 func checkClaimsAcrossFaults(c *checkState) {
-	ls := c.leases()
-	reader, hasReader := c.store.(spec.LeaseReader)
 	const claimers, pool = 4, 40
 	const ttl = 10 * time.Minute
+	handles := c.handles(claimers)
 	for _, f := range c.faultsToRun() {
 		queue := "fault-" + string(f)
 		var ids []string
@@ -450,17 +516,25 @@ func checkClaimsAcrossFaults(c *checkState) {
 			ids = append(ids, c.create(spec.CreateRunParams{WorkflowName: queue}).RunID)
 		}
 		var (
-			mu     sync.Mutex
-			claims = map[string][]spec.Lease{}
-			odd    []string
+			mu       sync.Mutex
+			claims   = map[string][]spec.Lease{}
+			odd      []string
+			gaveUp   []string
+			notFound int // answers NOT_FOUND while the fault lasted
 		)
 		endedAt := c.faultWhile(f, 100*time.Millisecond)
 		c.parallel(claimers, func(w int) {
+			ls := c.leaseStoreOf(handles[w])
 			me := owner(fmt.Sprintf("claimer-%d", w))
 			for {
-				ctx, cancel := context.WithTimeout(c.ctx, callDeadline/2)
-				cl, err := ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: me, TTL: ttl, Filter: spec.RunnableFilter{WorkflowName: queue}})
-				cancel()
+				var cl spec.Claim
+				err, ok := c.faultCall("ClaimNextRun", f, func(ctx context.Context) (err error) {
+					cl, err = ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: me, TTL: ttl, Filter: spec.RunnableFilter{WorkflowName: queue}})
+					return
+				})
+				if !ok {
+					return
+				}
 				end := endedAt()
 				switch {
 				case err == nil:
@@ -471,14 +545,23 @@ func checkClaimsAcrossFaults(c *checkState) {
 					time.Sleep(150 * time.Millisecond)
 				case errors.Is(err, spec.ErrNotFound) && !end.IsZero():
 					return
-				case !faultError(err) && !errors.Is(err, spec.ErrNotFound):
+				case errors.Is(err, spec.ErrNotFound):
+					mu.Lock()
+					notFound++
+					mu.Unlock()
+					time.Sleep(20 * time.Millisecond)
+				case !faultError(err):
 					mu.Lock()
 					odd = append(odd, describeErr(err))
 					mu.Unlock()
+					time.Sleep(20 * time.Millisecond)
 				default:
 					time.Sleep(20 * time.Millisecond)
 				}
 				if !end.IsZero() && time.Since(end) > recoveryLimit {
+					mu.Lock()
+					gaveUp = append(gaveUp, me.String())
+					mu.Unlock()
 					return
 				}
 			}
@@ -487,13 +570,27 @@ func checkClaimsAcrossFaults(c *checkState) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		for _, e := range odd {
-			c.Errorf(fmt.Sprintf("a claim cut off by %s to fail with UNAVAILABLE or the context's error", f), "%s", e)
+			c.Errorf(fmt.Sprintf("a claim cut off by %s to fail with UNAVAILABLE or the context's error", f.a()), "%s", e)
 		}
+		for _, o := range gaveUp {
+			c.Errorf(fmt.Sprintf("claim-next to drain the queue within %v of the end of %s", recoveryLimit, f.a()), "%s still claiming", o)
+		}
+		// Every run was claimed, by an answer or by a claim whose answer
+		// was lost: a NOT_FOUND said while a run was claimable is false.
+		left, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{WorkflowName: queue}})
+		if err != nil {
+			c.Fatalf("ListRunnableRuns to succeed after the fault", "%s", describeErr(err))
+		}
+		if len(left.Runs) > 0 {
+			c.Errorf(fmt.Sprintf("claim-next to answer NOT_FOUND only with no run claimable, across %s", f.a()),
+				"%d runs still runnable after the claimers were told NOT_FOUND, such as %s", len(left.Runs), left.Runs[0].RunID)
+		}
+		reader, hasReader := c.store.(spec.LeaseReader)
 		lingering := 0
 		for _, id := range ids {
 			got := claims[id]
 			if len(got) > 1 {
-				c.Errorf(fmt.Sprintf("run %s claimed by one owner across %s (leases of %v)", id, f, ttl), "claimed %d times: %s", len(got), jsonOf(got))
+				c.Errorf(fmt.Sprintf("run %s claimed by one owner across %s (leases of %v)", id, f.a(), ttl), "claimed %d times: %s", len(got), jsonOf(got))
 			}
 			if !hasReader {
 				continue
@@ -504,17 +601,17 @@ func checkClaimsAcrossFaults(c *checkState) {
 			}
 			switch {
 			case len(got) == 1 && (lease.Token != got[0].Token || lease.Owner != got[0].Owner):
-				c.Errorf(fmt.Sprintf("run %s's lease to be the one its acknowledged claim returned across %s", id, f), "claimed %s, lease now %s", jsonOf(got[0]), jsonOf(lease))
+				c.Errorf(fmt.Sprintf("run %s's lease to be the one its acknowledged claim returned across %s", id, f.a()), "claimed %s, lease now %s", jsonOf(got[0]), jsonOf(lease))
 			case lease.Token != 0 && !strings.HasPrefix(lease.Owner.Worker, "claimer-"):
 				c.Errorf(fmt.Sprintf("run %s's lease held by one of the claimers", id), "%s", jsonOf(lease))
 			case lease.Token != 0 && lease.ExpiresAt.Sub(lease.AcquiredAt) != ttl:
-				c.Errorf(fmt.Sprintf("run %s's lease, cut off by %s or not, to last its TTL of %v (a whole claim)", id, f, ttl), "%s", jsonOf(lease))
+				c.Errorf(fmt.Sprintf("run %s's lease, cut off by %s or not, to last its TTL of %v (a whole claim)", id, f.a(), ttl), "%s", jsonOf(lease))
 			}
 			if len(got) == 0 && lease.Token != 0 {
 				lingering++
 			}
 		}
-		c.note(fmt.Sprintf("%s: %d claims acknowledged, %d made whole by claims whose answer was lost", f, len(claims), lingering))
+		c.note(fmt.Sprintf("%s: %d claims acknowledged, %d made whole by claims whose answer was lost, %d NOT_FOUND during the fault", f, len(claims), lingering, notFound))
 	}
 }
 

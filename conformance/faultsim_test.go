@@ -312,10 +312,97 @@ func (s retriesAndDoubles) ListAuditEvents(ctx context.Context, p spec.ListAudit
 	return page, nil
 }
 
+// waitsOutRestarts retries a read while the backend is down, past the
+// caller's deadline.
+type waitsOutRestarts struct{ simStore }
+
+func (s waitsOutRestarts) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	for {
+		run, err := s.simStore.GetRun(context.WithoutCancel(ctx), id)
+		if !errors.Is(err, spec.ErrUnavailable) {
+			return run, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// replaysClaims answers the first claim-next after a connection was cut
+// with the claim it made last, as a retry cache would, to another owner.
+type replaysClaims struct {
+	simStore
+	mu   *sync.Mutex
+	last *spec.Claim
+	seen *int // the link's generation at the last claim
+}
+
+func (s replaysClaims) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+	s.mu.Lock()
+	if gen := s.link.generation(); gen != *s.seen && s.last.Run.RunID != "" {
+		*s.seen = gen
+		replay := *s.last
+		s.mu.Unlock()
+		return replay, nil
+	}
+	s.mu.Unlock()
+	cl, err := s.simStore.ClaimNextRun(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		*s.last, *s.seen = cl, s.link.generation()
+		s.mu.Unlock()
+	}
+	return cl, err
+}
+
+// brokenAfterReset keeps failing once a connection of its was cut, until
+// it is reopened.
+type brokenAfterReset struct{ simStore }
+
+func (s brokenAfterReset) broken() error {
+	if s.link.generation() > 0 {
+		return spec.Unavailable("the connection was reset: reopen the store", nil)
+	}
+	return nil
+}
+
+func (s brokenAfterReset) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+	if err := s.broken(); err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	return s.simStore.GetRun(ctx, id)
+}
+
+func (s brokenAfterReset) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	if err := s.broken(); err != nil {
+		return spec.RunSnapshot{}, err
+	}
+	return s.simStore.UpdateRun(ctx, p)
+}
+
+// slowWriteIgnoresDeadline finishes a write however long the link takes.
+type slowWriteIgnoresDeadline struct{ simStore }
+
+func (s slowWriteIgnoresDeadline) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	return s.simStore.UpdateRun(context.WithoutCancel(ctx), p)
+}
+
 func faultMutants() []targetMutant {
 	return []targetMutant{
 		{"FAULT-001", "a read that waits out a partition past its deadline", func() conformance.Target {
 			return faultTarget(func(s simStore) spec.RunStateStore { return hangsPastDeadline{s} })
+		}},
+		{"FAULT-002", "a read that waits for a restarting backend past its deadline", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore { return waitsOutRestarts{s} })
+		}},
+		{"FAULT-005", "a claim replayed to another owner after a reset", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore {
+				return replaysClaims{simStore: s, mu: &sync.Mutex{}, last: &spec.Claim{}, seen: new(int)}
+			})
+		}},
+		{"FAULT-006", "a handle that stays broken after a reset until reopened", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore { return brokenAfterReset{s} })
+		}},
+		{"FAULT-007", "a write over a slow link that ignores its deadline", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore { return slowWriteIgnoresDeadline{s} })
 		}},
 		{"FAULT-003", "a write acknowledged before it reaches the backend", func() conformance.Target {
 			return faultTarget(func(s simStore) spec.RunStateStore { return acksBeforeCommit{s} })

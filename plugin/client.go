@@ -36,9 +36,10 @@ type Options struct {
 	// Relaunch starts a plugin process that died again, with the same
 	// configuration, RelaunchPause (default 1s) after it died, so that the
 	// client works again without being reopened (FAULT-006). Until the new
-	// process answers, calls fail with spec.ErrUnavailable at once; a failed
-	// start is retried after a pause that doubles up to 30s. Without it a
-	// dead plugin's client stays unavailable until closed.
+	// process answers, calls fail with spec.ErrUnavailable at once. The
+	// pause doubles, up to 30s, after a start that fails and after a
+	// process that died within a minute of starting. Without it a dead
+	// plugin's client stays unavailable until closed.
 	Relaunch      bool
 	RelaunchPause time.Duration
 }
@@ -54,13 +55,15 @@ type Client struct {
 	life context.Context
 	end  context.CancelFunc
 
-	mu        sync.Mutex
-	cur       *session
-	launch    func(ctx context.Context) (*session, error) // nil: no relaunch
-	pause     time.Duration                               // before a relaunch
-	launching bool
-	log       *slog.Logger
-	bg        sync.WaitGroup // watchers and relaunches
+	mu           sync.Mutex
+	cur          *session
+	launch       func(ctx context.Context) (*session, error) // nil: no relaunch
+	basePause    time.Duration                               // Options.RelaunchPause
+	pause        time.Duration                               // before the next relaunch
+	startTimeout time.Duration                               // bounds a relaunch's start and Open
+	launching    bool
+	log          *slog.Logger
+	bg           sync.WaitGroup // watchers and relaunches
 }
 
 // session is one plugin process, or the in-process connection.
@@ -74,6 +77,7 @@ type session struct {
 	end    context.CancelFunc
 	exited chan struct{}
 	opened *pb.OpenResponse // what the plugin said of its store
+	began  time.Time
 }
 
 func (s *session) dead() bool {
@@ -104,16 +108,20 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
 	c := newClient(name, "plugin "+name, log)
 	launch := func(ctx context.Context) (*session, error) { return c.start(ctx, path, opts) }
+	if opts.Relaunch {
+		// Set before the first start, whose process may die at once.
+		c.mu.Lock()
+		c.launch, c.basePause, c.startTimeout = launch, opts.RelaunchPause, startTimeout(opts)
+		if c.basePause <= 0 {
+			c.basePause = time.Second
+		}
+		c.pause = c.basePause
+		c.mu.Unlock()
+	}
 	s, err := launch(ctx)
 	if err != nil {
 		c.Close()
 		return nil, err
-	}
-	if opts.Relaunch {
-		c.launch, c.pause = launch, opts.RelaunchPause
-		if c.pause <= 0 {
-			c.pause = time.Second
-		}
 	}
 	c.use(s)
 	log.Info("store plugin ready", "plugin", name, "store", c.name, "version", c.version, "leases", c.leases)
@@ -122,10 +130,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 
 // start starts one plugin process and opens its store.
 func (c *Client) start(ctx context.Context, path string, opts Options) (*session, error) {
-	timeout := opts.StartTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
+	timeout := startTimeout(opts)
 	name := filepath.Base(path)
 	hclogger := newHCLogger(c.log.With("plugin", name))
 	cmd := exec.Command(path)
@@ -165,6 +170,13 @@ func (c *Client) start(ctx context.Context, path string, opts Options) (*session
 		return nil, err
 	}
 	return s, nil
+}
+
+func startTimeout(opts Options) time.Duration {
+	if opts.StartTimeout > 0 {
+		return opts.StartTimeout
+	}
+	return 10 * time.Second
 }
 
 // endStarted ends a plugin that failed to start: its whole process group,
@@ -210,7 +222,7 @@ func newClient(name, peer string, log *slog.Logger) *Client {
 // newSession makes the session of a started process (proc) or of an
 // in-process connection (proc nil), watching the process.
 func (c *Client) newSession(rpc pb.RunStateStoreClient, proc *goplugin.Client) *session {
-	s := &session{rpc: rpc, proc: proc, exited: make(chan struct{})}
+	s := &session{rpc: rpc, proc: proc, exited: make(chan struct{}), began: time.Now()}
 	s.life, s.end = context.WithCancel(c.life)
 	if proc != nil {
 		c.bg.Add(1)
@@ -241,52 +253,65 @@ func (c *Client) watch(s *session) {
 }
 
 // relaunch starts a process in place of the dead session s, in the
-// background, retrying with a growing pause until one starts or the client
-// is closed.
+// background, after a pause, retrying until one starts or the client is
+// closed. The pause doubles (up to 30s) after a failed start and after a
+// process that died within a minute of starting, so that a plugin that
+// keeps crashing is not restarted in a tight loop.
 func (c *Client) relaunch(dead *session) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.launch == nil || c.launching || c.cur != dead || c.life.Err() != nil {
 		return
 	}
+	if time.Since(dead.began) > time.Minute {
+		c.pause = c.basePause
+	}
 	c.launching = true
-	c.log.Warn("store plugin exited; starting it again", "plugin", c.peer)
+	c.log.Warn("store plugin exited; starting it again", "plugin", c.peer, "in", c.pause)
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		pause := c.pause
 		for {
-			// A plugin that dies at once is not started in a tight loop.
+			c.mu.Lock()
+			pause := c.pause
+			c.pause = min(2*c.pause, 30*time.Second)
+			c.mu.Unlock()
 			select {
 			case <-time.After(pause):
 			case <-c.life.Done():
-			}
-			pause = min(2*pause, 30*time.Second)
-			s, err := c.launch(c.life)
-			c.mu.Lock()
-			if err == nil && s.opened.Leases != c.leases {
-				err = fmt.Errorf("the plugin started again reports a store with leases %v, where it had %v", s.opened.Leases, c.leases)
-				s.end()
-				s.proc.Kill()
-				s = nil
-			}
-			if err == nil && c.life.Err() == nil {
-				c.cur, c.launching = s, false
-				c.mu.Unlock()
-				c.log.Info("store plugin started again", "plugin", c.peer)
-				return
-			}
-			if c.life.Err() != nil {
+				c.mu.Lock()
 				c.launching = false
 				c.mu.Unlock()
-				if s != nil {
-					s.end()
-					s.proc.Kill()
-				}
 				return
 			}
-			c.mu.Unlock()
-			c.log.Error("starting the store plugin again failed; retrying", "plugin", c.peer, "in", pause, "err", err)
+			ctx, cancel := context.WithTimeout(c.life, c.startTimeout)
+			s, err := c.launch(ctx)
+			cancel()
+			if err == nil && s.opened.Leases != c.Leases() {
+				err = fmt.Errorf("the plugin started again reports a store with leases %v, where it had %v", s.opened.Leases, c.Leases())
+				s.end()
+				s.proc.Kill()
+			} else if err == nil {
+				c.mu.Lock()
+				if c.life.Err() == nil {
+					c.cur, c.launching = s, false
+					c.mu.Unlock()
+					c.log.Info("store plugin started again", "plugin", c.peer)
+					// Its gRPC connection ends with go-plugin's client.
+					dead.proc.Kill()
+					return
+				}
+				c.mu.Unlock()
+				s.end()
+				s.proc.Kill()
+			}
+			if c.life.Err() != nil {
+				c.mu.Lock()
+				c.launching = false
+				c.mu.Unlock()
+				return
+			}
+			c.log.Error("starting the store plugin again failed; retrying", "plugin", c.peer, "err", err)
 		}
 	}()
 }
@@ -325,25 +350,29 @@ func (c *Client) open(ctx context.Context, s *session, config map[string]string)
 // client's store is.
 func (c *Client) use(s *session) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.cur = s
 	if s.opened.Name != "" {
 		c.name = s.opened.Name
 	}
 	c.version, c.leases = s.opened.Version, s.opened.Leases
+	c.mu.Unlock()
+	if s.dead() {
+		// It died before it was in use, unseen by relaunch.
+		c.relaunch(s)
+	}
 }
 
 // Leases reports whether the plugin's store implements spec.LeaseStore.
-func (c *Client) Leases() bool { return c.leases }
+func (c *Client) Leases() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.leases }
 
 // Name and Version are what the plugin reported about its store.
-func (c *Client) Name() string    { return c.name }
-func (c *Client) Version() string { return c.version }
+func (c *Client) Name() string    { c.mu.Lock(); defer c.mu.Unlock(); return c.name }
+func (c *Client) Version() string { c.mu.Lock(); defer c.mu.Unlock(); return c.version }
 
 // Store returns the plugin's store: a spec.Store when it has leases,
 // otherwise only a spec.RunStateStore. It is the one way to the store.
 func (c *Client) Store() spec.RunStateStore {
-	if c.leases {
+	if c.Leases() {
 		return driver.Checked(remote{c})
 	}
 	return driver.Checked(runOnly{remote{c}})
@@ -378,12 +407,14 @@ func (c *Client) Kill() error {
 		return err
 	}
 	if s.cmd == nil || s.cmd.Process == nil {
-		return errors.New(c.peer + " runs in this process: there is no process to kill")
+		return errors.New(c.peer + " is not a process this client started: there is none to kill")
 	}
 	endProcessGroup(s.cmd)
 	select {
 	case <-s.exited:
 		return nil
+	case <-s.life.Done():
+		return nil // the client was closed meanwhile
 	case <-time.After(10 * time.Second):
 		return errors.New(c.peer + " did not exit within 10s of SIGKILL")
 	}

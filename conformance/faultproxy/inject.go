@@ -24,7 +24,7 @@ func (p *Proxy) StartFault(_ context.Context, f conformance.FaultParams) error {
 	case conformance.FaultDelay:
 		p.SetDelay(f.Delay)
 	default:
-		return fmt.Errorf("a proxy cannot cause a %s: a harness restarts its backend itself (Proxy.WithRestarts)", f.Fault)
+		return fmt.Errorf("a proxy cannot cause the fault %q: a harness restarts its backend itself (Proxy.WithRestarts)", f.Fault)
 	}
 	return nil
 }
@@ -47,6 +47,19 @@ type Restarter interface {
 
 // FaultsWithRestarts are Faults and the restart.
 var FaultsWithRestarts = append(slices.Clone(Faults), conformance.FaultRestart)
+
+// FaultsFor are the faults a harness declares: none for a server a proxy
+// cannot reach (addrErr), the proxy's, and restarts where r restarts the
+// server.
+func FaultsFor(addrErr error, r Restarter) []conformance.Fault {
+	switch {
+	case addrErr != nil:
+		return nil
+	case r != nil:
+		return FaultsWithRestarts
+	}
+	return Faults
+}
 
 // WithRestarts returns a conformance.FaultInjector that restarts r (kill
 // at StartFault, start at EndFault) and leaves the other faults to p. Give

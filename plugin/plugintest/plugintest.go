@@ -101,7 +101,7 @@ func ProcessTarget(name, version, path string, caps conformance.Capabilities, co
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			for _, f := range caps.Faults {
 				if f != conformance.FaultRestart {
-					return nil, fmt.Errorf("a plugin process target causes no %s fault, only restart", f)
+					return nil, fmt.Errorf("a plugin process target causes no fault %q, only restart", f)
 				}
 			}
 			cfg, cleanup, err := config(ctx)
@@ -132,17 +132,23 @@ type processHarness struct {
 var quiet = slog.New(slog.DiscardHandler)
 
 func (h *processHarness) start(ctx context.Context) (*plugin.Client, error) {
-	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet, Relaunch: h.relaunch})
+	// A killed plugin stays down until the fault ends: started again
+	// after a pause longer than the fault checks let a fault last.
+	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet, Relaunch: h.relaunch, RelaunchPause: relaunchPause})
 	if err == nil {
 		h.clients = append(h.clients, c)
 	}
 	return c, err
 }
 
+// relaunchPause is longer than a fault check's fault (1.5 s) and its
+// calls' deadline and grace.
+const relaunchPause = 3 * time.Second
+
 // StartFault kills every plugin process of the check (a restart).
 func (h *processHarness) StartFault(_ context.Context, p conformance.FaultParams) error {
 	if p.Fault != conformance.FaultRestart || !h.relaunch {
-		return fmt.Errorf("a plugin process harness causes no %s fault", p.Fault)
+		return fmt.Errorf("a plugin process harness causes no fault %q", p.Fault)
 	}
 	var errs []error
 	for _, c := range h.clients {

@@ -4,10 +4,9 @@ package mysqltest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
-
-	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
@@ -23,8 +22,10 @@ import (
 // without, the database server's clock decides, as in production. It
 // declares leases, which mysql.Store implements (CAP-001); a second handle
 // on the same database (CAP-002); with manualClock, the clock every handle
-// binds as the database's time (CAP-003); and the faults of a
-// faultproxy.Proxy that every handle connects through (FAULT-*).
+// binds as the database's time (CAP-003); and, for a server reached over
+// plain TCP, the faults of a faultproxy.Proxy that every handle connects
+// through (FAULT-*). A server behind a socket or name-checked TLS is
+// reached directly, without faults.
 func Target(s *scratch.Server, manualClock bool) conformance.Target {
 	return target(s, manualClock, nil)
 }
@@ -35,34 +36,37 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 func TargetRestarting(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	t := target(s, manualClock, r)
 	t.Name = "mysql (private server)"
-	t.Capabilities.Faults = faultproxy.FaultsWithRestarts
 	return t
 }
 
 func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
+	addr, proxyErr := s.ProxyAddr()
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock, Faults: faultproxy.FaultsFor(proxyErr, r)}
 	return conformance.Target{
 		Name:         "mysql",
 		StoreVersion: "mysql/" + s.Source,
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock, Faults: faultproxy.Faults},
+		Capabilities: caps,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			name, err := s.CreateDatabase(ctx)
 			if err != nil {
 				return nil, err
 			}
-			h := &harness{server: s, db: name}
+			h := &harness{server: s, db: name, dsn: s.DSN(name)}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
-			if h.dsn, h.proxy, err = throughProxy(s.DSN(name)); err != nil {
-				s.DropDatabase(ctx, name)
-				return nil, err
-			}
-			h.faults = h.proxy
-			if r != nil {
-				h.faults = h.proxy.WithRestarts(r)
+			if proxyErr == nil {
+				if h.proxy, err = faultproxy.Start(addr); err != nil {
+					s.DropDatabase(ctx, name)
+					return nil, err
+				}
+				h.dsn, h.faults = s.DSNVia(name, h.proxy.Addr()), h.proxy
+				if r != nil {
+					h.faults = h.proxy.WithRestarts(r)
+				}
 			}
 			if h.store, err = h.open(ctx); err != nil {
-				h.proxy.Close()
+				h.closeProxy()
 				s.DropDatabase(ctx, name)
 				return nil, err
 			}
@@ -71,25 +75,11 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 	}
 }
 
-// throughProxy starts a proxy to dsn's server and returns dsn pointed at it.
-func throughProxy(dsn string) (string, *faultproxy.Proxy, error) {
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		return "", nil, err
-	}
-	p, err := faultproxy.Start(cfg.Addr)
-	if err != nil {
-		return "", nil, err
-	}
-	cfg.Addr = p.Addr()
-	return cfg.FormatDSN(), p, nil
-}
-
 type harness struct {
 	server  *scratch.Server
 	db      string
-	dsn     string // through proxy
-	proxy   *faultproxy.Proxy
+	dsn     string                    // through the proxy, where there is one
+	proxy   *faultproxy.Proxy         // nil for a server a proxy cannot reach
 	faults  conformance.FaultInjector // the proxy, and restarts where declared
 	clock   *conformance.ManualClock  // shared by every handle
 	store   *mysql.Store
@@ -122,16 +112,31 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
 
 func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
+	if h.faults == nil {
+		return errors.New("this target declares no faults: its server is not reached through a proxy")
+	}
 	return h.faults.StartFault(ctx, p)
 }
 
-func (h *harness) EndFault(ctx context.Context) error { return h.faults.EndFault(ctx) }
+func (h *harness) EndFault(ctx context.Context) error {
+	if h.faults == nil {
+		return nil
+	}
+	return h.faults.EndFault(ctx)
+}
+
+// closeProxy closes the proxy, where there is one.
+func (h *harness) closeProxy() {
+	if h.proxy != nil {
+		h.proxy.Close()
+	}
+}
 
 func (h *harness) Close(ctx context.Context) error {
-	h.faults.EndFault(ctx)
+	h.EndFault(ctx)
 	for _, s := range append(h.handles, h.store) {
 		s.Close()
 	}
-	h.proxy.Close()
+	h.closeProxy()
 	return h.server.DropDatabase(ctx, h.db)
 }

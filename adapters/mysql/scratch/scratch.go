@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -56,6 +57,27 @@ func (s *Server) Ping(ctx context.Context) error {
 	db := sql.OpenDB(connector)
 	defer db.Close()
 	return db.PingContext(ctx)
+}
+
+// ProxyAddr returns the server's TCP address for a proxy to forward to,
+// or why there is none: a server reached through a socket, or over TLS
+// that verifies the server's name, which a proxy's address would not match.
+func (s *Server) ProxyAddr() (string, error) {
+	switch {
+	case s.cfg.Net != "tcp":
+		return "", fmt.Errorf("the server is reached over %s, not TCP", s.cfg.Net)
+	case s.cfg.TLSConfig != "" && s.cfg.TLSConfig != "false" && s.cfg.TLSConfig != "skip-verify" && s.cfg.TLSConfig != "preferred":
+		return "", fmt.Errorf("the server is reached over TLS that verifies its name (tls=%s)", s.cfg.TLSConfig)
+	}
+	return s.cfg.Addr, nil
+}
+
+// DSNVia returns the DSN of database db through addr (host:port) in place
+// of the server's address.
+func (s *Server) DSNVia(db, addr string) string {
+	cfg := s.cfg.Clone()
+	cfg.DBName, cfg.Addr = db, addr
+	return cfg.FormatDSN()
 }
 
 // DSN returns the server's DSN for database db.

@@ -4,6 +4,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -21,7 +22,10 @@ import (
 // without, the database server's clock decides, as in production. It
 // declares leases, which postgres.Store implements (CAP-001); a second
 // handle on the same schema (CAP-002); and, with manualClock, the clock
-// every handle binds as the database's time (CAP-003).
+// every handle binds as the database's time (CAP-003); and, for a server
+// reached over TCP without name-checked TLS, the faults of a
+// faultproxy.Proxy that every handle connects through (FAULT-*). Another
+// server is reached directly, without faults.
 func Target(s *scratch.Server, manualClock bool) conformance.Target {
 	return target(s, manualClock, nil)
 }
@@ -32,37 +36,39 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 func TargetRestarting(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	t := target(s, manualClock, r)
 	t.Name = "postgres (private server)"
-	t.Capabilities.Faults = faultproxy.FaultsWithRestarts
 	return t
 }
 
 func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
+	addr, proxyErr := s.ProxyAddr()
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock, Faults: faultproxy.FaultsFor(proxyErr, r)}
 	return conformance.Target{
 		Name:         "postgres",
 		StoreVersion: "postgres/" + s.Source,
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock, Faults: faultproxy.Faults},
+		Capabilities: caps,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
-			h := &harness{server: s, schema: s.NewSchemaName()}
+			h := &harness{server: s, schema: s.NewSchemaName(), dsn: s.DSN()}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
-			addr, err := s.Addr()
-			if err != nil {
-				return nil, err
-			}
-			if h.proxy, err = faultproxy.Start(addr); err != nil {
-				return nil, err
-			}
-			if h.dsn, err = s.DSNVia(h.proxy.Addr()); err != nil {
-				h.proxy.Close()
-				return nil, err
-			}
-			h.faults = h.proxy
-			if r != nil {
-				h.faults = h.proxy.WithRestarts(r)
+			var err error
+			if proxyErr == nil {
+				if h.proxy, err = faultproxy.Start(addr); err != nil {
+					return nil, err
+				}
+				if h.dsn, err = s.DSNVia(h.proxy.Addr()); err != nil {
+					h.proxy.Close()
+					return nil, err
+				}
+				h.faults = h.proxy
+				if r != nil {
+					h.faults = h.proxy.WithRestarts(r)
+				}
 			}
 			if h.store, err = h.open(ctx, true); err != nil {
-				h.proxy.Close()
+				if h.proxy != nil {
+					h.proxy.Close()
+				}
 				return nil, err
 			}
 			return h, nil
@@ -73,8 +79,8 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 type harness struct {
 	server  *scratch.Server
 	schema  string
-	dsn     string // through proxy
-	proxy   *faultproxy.Proxy
+	dsn     string                    // through the proxy, where there is one
+	proxy   *faultproxy.Proxy         // nil for a server a proxy cannot reach
 	faults  conformance.FaultInjector // the proxy, and restarts where declared
 	clock   *conformance.ManualClock  // shared by every handle
 	store   *postgres.Store
@@ -111,17 +117,27 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
 
 func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
+	if h.faults == nil {
+		return errors.New("this target declares no faults: its server is not reached through a proxy")
+	}
 	return h.faults.StartFault(ctx, p)
 }
 
-func (h *harness) EndFault(ctx context.Context) error { return h.faults.EndFault(ctx) }
+func (h *harness) EndFault(ctx context.Context) error {
+	if h.faults == nil {
+		return nil
+	}
+	return h.faults.EndFault(ctx)
+}
 
 func (h *harness) Close(ctx context.Context) error {
-	h.faults.EndFault(ctx)
+	h.EndFault(ctx)
 	for _, s := range h.handles {
 		s.Close()
 	}
 	err := h.store.Close() // drops the schema
-	h.proxy.Close()
+	if h.proxy != nil {
+		h.proxy.Close()
+	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -76,14 +77,20 @@ func (s *Server) DSNIn(schema string) string {
 	return s.dsn + " search_path=" + schema
 }
 
-// Addr returns the server's TCP address, host:port.
-func (s *Server) Addr() (string, error) {
+// ProxyAddr returns the server's TCP address (host:port) for a proxy to
+// forward to, or why there is none: a server reached through a socket, or
+// over TLS that verifies the server's name (sslmode=verify-full), which a
+// proxy's address would not match.
+func (s *Server) ProxyAddr() (string, error) {
 	cfg, err := pgx.ParseConfig(s.dsn)
 	if err != nil {
 		return "", err
 	}
-	if strings.HasPrefix(cfg.Host, "/") {
+	switch {
+	case strings.HasPrefix(cfg.Host, "/"):
 		return "", fmt.Errorf("the server is reached through the socket %s, not TCP", cfg.Host)
+	case cfg.TLSConfig != nil && !cfg.TLSConfig.InsecureSkipVerify:
+		return "", errors.New("the server is reached over TLS that verifies its name (sslmode=verify-full)")
 	}
 	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
 }
