@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -385,6 +386,22 @@ func (s slowWriteIgnoresDeadline) UpdateRun(ctx context.Context, p spec.UpdateRu
 	return s.simStore.UpdateRun(context.WithoutCancel(ctx), p)
 }
 
+// conflictsOnCutOff answers every other write cut off by a fault
+// VERSION_CONFLICT, as if an earlier write had moved the run, though none
+// did.
+type conflictsOnCutOff struct {
+	simStore
+	n *atomic.Int64
+}
+
+func (s conflictsOnCutOff) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+	run, err := s.simStore.UpdateRun(ctx, p)
+	if errors.Is(err, context.DeadlineExceeded) && s.n.Add(1)%2 == 0 {
+		return run, &spec.Error{Code: spec.CodeVersionConflict, RunID: p.RunID, Message: "the run has moved on"}
+	}
+	return run, err
+}
+
 func faultMutants() []targetMutant {
 	return []targetMutant{
 		{"FAULT-001", "a read that waits out a partition past its deadline", func() conformance.Target {
@@ -406,6 +423,9 @@ func faultMutants() []targetMutant {
 		}},
 		{"FAULT-003", "a write acknowledged before it reaches the backend", func() conformance.Target {
 			return faultTarget(func(s simStore) spec.RunStateStore { return acksBeforeCommit{s} })
+		}},
+		{"FAULT-004", "a write cut off answered VERSION_CONFLICT, applied or not", func() conformance.Target {
+			return faultTarget(func(s simStore) spec.RunStateStore { return conflictsOnCutOff{s, new(atomic.Int64)} })
 		}},
 		{"FAULT-004", "a write retried after a reset, its audit event written twice", func() conformance.Target {
 			return faultTarget(func(s simStore) spec.RunStateStore {

@@ -294,12 +294,22 @@ func (c *Client) relaunch(dead *session) {
 			} else if err == nil {
 				c.mu.Lock()
 				if c.life.Err() == nil {
-					c.cur, c.launching = s, false
+					c.cur = s
+					if !s.dead() {
+						// From here a death of s is watch's to see: it
+						// closes s.exited before it asks to relaunch.
+						c.launching = false
+						c.mu.Unlock()
+						c.log.Info("store plugin started again", "plugin", c.peer)
+						// Its gRPC connection ends with go-plugin's client.
+						dead.proc.Kill()
+						return
+					}
+					// It died before it was in use: start another.
 					c.mu.Unlock()
-					c.log.Info("store plugin started again", "plugin", c.peer)
-					// Its gRPC connection ends with go-plugin's client.
 					dead.proc.Kill()
-					return
+					dead = s
+					continue
 				}
 				c.mu.Unlock()
 				s.end()

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	sqldriver "database/sql/driver"
+	"errors"
 	"fmt"
 )
 
@@ -65,8 +66,12 @@ type boundTx struct {
 }
 
 func (t boundTx) Commit() error {
-	_, err := t.conn.ExecContext(t.ctx, "COMMIT", nil)
-	return err // a connection cut off by the context is closed: the pool drops it
+	if _, err := t.conn.ExecContext(t.ctx, "COMMIT", nil); err != nil {
+		// The COMMIT may never have been sent (the context had ended): the
+		// connection must not go back to the pool with its transaction open.
+		return errors.Join(sqldriver.ErrBadConn, err)
+	}
+	return nil
 }
 
 func (t boundTx) Rollback() error {
