@@ -48,6 +48,18 @@ type Restarter interface {
 // FaultsWithRestarts are Faults and the restart.
 var FaultsWithRestarts = append(slices.Clone(Faults), conformance.FaultRestart)
 
+// NoFaults is the injector of a harness whose server no proxy can reach:
+// it declares no faults, so the suite never starts one.
+var NoFaults conformance.FaultInjector = noFaults{}
+
+type noFaults struct{}
+
+func (noFaults) StartFault(context.Context, conformance.FaultParams) error {
+	return errors.New("this target declares no faults: its server is not reached through a proxy")
+}
+
+func (noFaults) EndFault(context.Context) error { return nil }
+
 // FaultsFor are the faults a harness declares: none for a server a proxy
 // cannot reach (addrErr), the proxy's, and restarts where r restarts the
 // server.

@@ -4,7 +4,6 @@ package mysqltest
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -51,7 +50,7 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 			if err != nil {
 				return nil, err
 			}
-			h := &harness{server: s, db: name, dsn: s.DSN(name)}
+			h := &harness{server: s, db: name, dsn: s.DSN(name), FaultInjector: faultproxy.NoFaults}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
@@ -60,9 +59,9 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 					s.DropDatabase(ctx, name)
 					return nil, err
 				}
-				h.dsn, h.faults = s.DSNVia(name, h.proxy.Addr()), h.proxy
+				h.dsn, h.FaultInjector = s.DSNVia(name, h.proxy.Addr()), h.proxy
 				if r != nil {
-					h.faults = h.proxy.WithRestarts(r)
+					h.FaultInjector = h.proxy.WithRestarts(r)
 				}
 			}
 			if h.store, err = h.open(ctx); err != nil {
@@ -76,12 +75,13 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 }
 
 type harness struct {
-	server  *scratch.Server
-	db      string
-	dsn     string                    // through the proxy, where there is one
-	proxy   *faultproxy.Proxy         // nil for a server a proxy cannot reach
-	faults  conformance.FaultInjector // the proxy, and restarts where declared
-	clock   *conformance.ManualClock  // shared by every handle
+	server *scratch.Server
+	db     string
+	dsn    string            // through the proxy, where there is one
+	proxy  *faultproxy.Proxy // nil for a server a proxy cannot reach
+	// The proxy, with restarts where declared; NoFaults without a proxy.
+	conformance.FaultInjector
+	clock   *conformance.ManualClock // shared by every handle
 	store   *mysql.Store
 	handles []*mysql.Store
 }
@@ -110,20 +110,6 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 }
 
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
-
-func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
-	if h.faults == nil {
-		return errors.New("this target declares no faults: its server is not reached through a proxy")
-	}
-	return h.faults.StartFault(ctx, p)
-}
-
-func (h *harness) EndFault(ctx context.Context) error {
-	if h.faults == nil {
-		return nil
-	}
-	return h.faults.EndFault(ctx)
-}
 
 // closeProxy closes the proxy, where there is one.
 func (h *harness) closeProxy() {

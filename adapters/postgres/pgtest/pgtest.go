@@ -4,7 +4,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -47,7 +46,7 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 		StoreVersion: "postgres/" + s.Source,
 		Capabilities: caps,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
-			h := &harness{server: s, schema: s.NewSchemaName(), dsn: s.DSN()}
+			h := &harness{server: s, schema: s.NewSchemaName(), dsn: s.DSN(), FaultInjector: faultproxy.NoFaults}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
@@ -60,9 +59,9 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 					h.proxy.Close()
 					return nil, err
 				}
-				h.faults = h.proxy
+				h.FaultInjector = h.proxy
 				if r != nil {
-					h.faults = h.proxy.WithRestarts(r)
+					h.FaultInjector = h.proxy.WithRestarts(r)
 				}
 			}
 			if h.store, err = h.open(ctx, true); err != nil {
@@ -77,12 +76,13 @@ func target(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conform
 }
 
 type harness struct {
-	server  *scratch.Server
-	schema  string
-	dsn     string                    // through the proxy, where there is one
-	proxy   *faultproxy.Proxy         // nil for a server a proxy cannot reach
-	faults  conformance.FaultInjector // the proxy, and restarts where declared
-	clock   *conformance.ManualClock  // shared by every handle
+	server *scratch.Server
+	schema string
+	dsn    string            // through the proxy, where there is one
+	proxy  *faultproxy.Proxy // nil for a server a proxy cannot reach
+	// The proxy, with restarts where declared; NoFaults without a proxy.
+	conformance.FaultInjector
+	clock   *conformance.ManualClock // shared by every handle
 	store   *postgres.Store
 	handles []*postgres.Store
 }
@@ -115,20 +115,6 @@ func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
 }
 
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }
-
-func (h *harness) StartFault(ctx context.Context, p conformance.FaultParams) error {
-	if h.faults == nil {
-		return errors.New("this target declares no faults: its server is not reached through a proxy")
-	}
-	return h.faults.StartFault(ctx, p)
-}
-
-func (h *harness) EndFault(ctx context.Context) error {
-	if h.faults == nil {
-		return nil
-	}
-	return h.faults.EndFault(ctx)
-}
 
 func (h *harness) Close(ctx context.Context) error {
 	h.EndFault(ctx)
