@@ -72,7 +72,7 @@ soak:
 # Each fuzz target for FUZZTIME (the saved corpora in testdata/fuzz run with
 # every plain `go test` too). A failing input is saved under testdata/fuzz.
 FUZZTIME ?= 30s
-FUZZ_TARGETS = spec/driver:FuzzPrepareCreate spec/driver:FuzzApplyUpdate spec/driver:FuzzCursors \
+FUZZ_TARGETS = driver:FuzzPrepareCreate driver:FuzzApplyUpdate driver:FuzzCursors \
 	plugin:FuzzCreateOverTheWire plugin:FuzzUpdateOverTheWire \
 	plugin:FuzzSnapshotOverTheWire plugin:FuzzErrorOverTheWire
 # The fuzzing engine sometimes ends a run with "context deadline exceeded"
@@ -90,14 +90,14 @@ fuzz:
 		elif [ $$status -ne 0 ]; then exit $$status; fi; \
 	done
 
-# Mutation testing of the contract (spec), the kit every store is built
-# on (spec/driver) and the reference store (adapters/memory) with a pinned gremlins: prints each package's test
+# Mutation testing of the contract (the root package runstate), the kit every store is built
+# on (driver) and the reference store (adapters/memory) with a pinned gremlins: prints each package's test
 # efficacy, the share of mutants the tests kill.
 GREMLINS_VERSION = v0.6.0
 mutation:
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
-	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./spec
-	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./spec/driver
+	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 .
+	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./driver
 	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./adapters/memory
 
 # Regenerates plugin/proto from runstate.proto with pinned generators

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -21,15 +21,15 @@ func init() {
 }
 
 func checkCreateEvent(c *checkState) {
-	actor := spec.Actor{Kind: spec.ActorOperator, ID: "alice"}
+	actor := runstate.Actor{Kind: runstate.ActorOperator, ID: "alice"}
 	before := time.Now().Add(-time.Minute)
-	run := c.create(spec.CreateRunParams{Actor: actor, Reason: "nightly build"})
+	run := c.create(runstate.CreateRunParams{Actor: actor, Reason: "nightly build"})
 	evs := c.events(run.RunID)
 	if len(evs) != 1 {
 		c.Fatalf("exactly one event after create", "%d: %s", len(evs), jsonOf(evs))
 	}
 	e := evs[0]
-	if e.RunID != run.RunID || e.Seq != 1 || e.Kind != spec.AuditCreated || e.From != "" || e.To != spec.StatusQueued ||
+	if e.RunID != run.RunID || e.Seq != 1 || e.Kind != runstate.AuditCreated || e.From != "" || e.To != runstate.StatusQueued ||
 		e.Version != 1 || e.Actor != actor || e.Reason != "nightly build" || !e.Time.Equal(run.CreatedAt) {
 		c.Errorf("seq 1, created, to queued, version 1, actor operator/alice, reason, time = created_at", "%s", jsonOf(e))
 	}
@@ -40,12 +40,12 @@ func checkCreateEvent(c *checkState) {
 
 func checkTransitionEvents(c *checkState) {
 	run := c.newRun()
-	path := []spec.RunStatus{spec.StatusRunning, spec.StatusWaiting, spec.StatusRunning, spec.StatusFailed}
-	from := spec.StatusQueued
+	path := []runstate.RunStatus{runstate.StatusRunning, runstate.StatusWaiting, runstate.StatusRunning, runstate.StatusFailed}
+	from := runstate.StatusQueued
 	for i, to := range path {
 		c.pass(time.Millisecond)
 		p := transition(run, to)
-		p.Actor = spec.Actor{Kind: spec.ActorWorker, ID: fmt.Sprintf("w%d", i)}
+		p.Actor = runstate.Actor{Kind: runstate.ActorWorker, ID: fmt.Sprintf("w%d", i)}
 		p.Reason = fmt.Sprintf("step %d", i)
 		run = c.update(p)
 		evs := c.events(run.RunID)
@@ -57,7 +57,7 @@ func checkTransitionEvents(c *checkState) {
 		if p.Diagnostic != nil {
 			wantCode = p.Diagnostic.ErrorCode
 		}
-		if e.Seq != int64(i+2) || e.Kind != spec.AuditTransition || e.From != from || e.To != to || e.Actor != p.Actor ||
+		if e.Seq != int64(i+2) || e.Kind != runstate.AuditTransition || e.From != from || e.To != to || e.Actor != p.Actor ||
 			e.Reason != p.Reason || e.ErrorCode != wantCode || e.Version != run.Version || !e.Time.Equal(run.UpdatedAt) {
 			c.Errorf(fmt.Sprintf("event seq %d: transition %s -> %s by %s, version %d, error_code %q, time = updated_at", i+2, from, to, p.Actor.ID, run.Version, wantCode), "%s", jsonOf(e))
 		}
@@ -66,11 +66,11 @@ func checkTransitionEvents(c *checkState) {
 }
 
 func checkNoEventWithoutTransition(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h"}}}})
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h"}}}})
 	n := len(c.events(run.RunID))
-	for _, p := range []spec.UpdateRunParams{
+	for _, p := range []runstate.UpdateRunParams{
 		{Message: ptr("progress")},
-		{Steps: []spec.StepPatch{{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h", Status: "running", OutputSummary: ptr("ok")}}}}},
+		{Steps: []runstate.StepPatch{{Name: "build", Status: "running", Hosts: []runstate.HostPatch{{Host: "h", Status: "running", OutputSummary: ptr("ok")}}}}},
 		{Labels: map[string]string{"a": "b"}},
 	} {
 		p.RunID, p.ExpectedVersion = run.RunID, run.Version
@@ -82,15 +82,15 @@ func checkNoEventWithoutTransition(c *checkState) {
 }
 
 func checkNoEventOnRefusal(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build"}}})
 	before := c.state(run.RunID)
-	refusals := map[string]spec.UpdateRunParams{
+	refusals := map[string]runstate.UpdateRunParams{
 		"a stale version":         {RunID: run.RunID, ExpectedVersion: run.Version + 1, Status: "success"},
 		"a missing diagnostic":    {RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed"},
 		"an unknown status":       {RunID: run.RunID, ExpectedVersion: run.Version, Status: "exploded"},
-		"a forbidden step move":   {RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{{Name: "build", Status: "success"}}},
+		"a forbidden step move":   {RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{{Name: "build", Status: "success"}}},
 		"a never-issued token":    {RunID: run.RunID, ExpectedVersion: run.Version, LeaseToken: 42, Status: "success"},
-		"an oversize message":     {RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(string(make([]byte, spec.MaxMessageLen+1)))},
+		"an oversize message":     {RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(string(make([]byte, runstate.MaxMessageLen+1)))},
 		"a zero expected version": {RunID: run.RunID, Status: "success"},
 	}
 	for name, p := range refusals {
@@ -120,9 +120,9 @@ func checkAuditUnderConcurrency(c *checkState) {
 				c.Errorf("GetRun to succeed", "%s", describeErr(err))
 				return
 			}
-			to := spec.StatusRunning
-			if run.Status == spec.StatusRunning {
-				to = spec.StatusWaiting
+			to := runstate.StatusRunning
+			if run.Status == runstate.StatusRunning {
+				to = runstate.StatusWaiting
 			}
 			_, err = st.UpdateRun(c.ctx, transition(run, to))
 			switch {
@@ -130,7 +130,7 @@ func checkAuditUnderConcurrency(c *checkState) {
 				mu.Lock()
 				accepted[id]++
 				mu.Unlock()
-			case !errors.Is(err, spec.ErrVersionConflict):
+			case !errors.Is(err, runstate.ErrVersionConflict):
 				c.Errorf("a racing transition to succeed or conflict", "%s", describeErr(err))
 			}
 		}
@@ -154,7 +154,7 @@ func checkAuditUnderConcurrency(c *checkState) {
 func checkAuditPaging(c *checkState) {
 	run := c.newRun()
 	for range 5 {
-		run = c.move(c.move(run, spec.StatusRunning), spec.StatusWaiting)
+		run = c.move(c.move(run, runstate.StatusRunning), runstate.StatusWaiting)
 	}
 	const want = 11
 	// Page sizes that end on a partial page, on a full one (11), and past the end.
@@ -162,7 +162,7 @@ func checkAuditPaging(c *checkState) {
 		var got []int64
 		var after int64
 		for pages := 0; ; pages++ {
-			page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: after, Limit: limit})
+			page, err := c.store.ListAuditEvents(c.ctx, runstate.ListAuditParams{RunID: run.RunID, AfterSeq: after, Limit: limit})
 			if err != nil {
 				c.Fatalf("paging the audit to succeed", "%s", describeErr(err))
 			}
@@ -194,32 +194,32 @@ func checkAuditPaging(c *checkState) {
 		}
 	}
 	// after_seq in the middle and past the end.
-	page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: 9})
+	page, err := c.store.ListAuditEvents(c.ctx, runstate.ListAuditParams{RunID: run.RunID, AfterSeq: 9})
 	if err != nil || len(page.Events) != 2 || page.Events[0].Seq != 10 || page.More {
 		c.Errorf("events 10 and 11 after seq 9, no more", "%s %s", jsonOf(page), describeErr(err))
 	}
-	if page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: run.RunID, AfterSeq: 11}); err != nil || len(page.Events) != 0 || page.More {
+	if page, err := c.store.ListAuditEvents(c.ctx, runstate.ListAuditParams{RunID: run.RunID, AfterSeq: 11}); err != nil || len(page.Events) != 0 || page.More {
 		c.Errorf("no events after the last one", "%s %s", jsonOf(page), describeErr(err))
 	}
-	_, err = c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: "no-such-run"})
-	c.expectErr(err, spec.ErrNotFound, "the audit of an unknown run")
+	_, err = c.store.ListAuditEvents(c.ctx, runstate.ListAuditParams{RunID: "no-such-run"})
+	c.expectErr(err, runstate.ErrNotFound, "the audit of an unknown run")
 }
 
 func checkEventLeaseToken(c *checkState) {
 	run := c.newRun()
 	first := c.claim(run.RunID, owner("w1"))
-	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: first.Lease.Token}); err != nil {
+	if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: first.Lease.Token}); err != nil {
 		c.Fatalf("release to succeed", "%s", describeErr(err))
 	}
 	cl := c.claim(run.RunID, owner("w2")) // a token other than 1, so 1 cannot pass by chance
-	fenced := transition(run, spec.StatusRunning)
+	fenced := transition(run, runstate.StatusRunning)
 	fenced.LeaseToken = cl.Lease.Token
 	run = c.update(fenced)
-	unfenced := c.update(transition(run, spec.StatusWaiting))
-	bad := transition(unfenced, spec.StatusSuccess) // waiting -> success is forbidden
+	unfenced := c.update(transition(run, runstate.StatusWaiting))
+	bad := transition(unfenced, runstate.StatusSuccess) // waiting -> success is forbidden
 	bad.LeaseToken = cl.Lease.Token
 	_, err := c.store.UpdateRun(c.ctx, bad)
-	c.expectErr(err, spec.ErrInvalidTransition, "a fenced forbidden transition")
+	c.expectErr(err, runstate.ErrInvalidTransition, "a fenced forbidden transition")
 	want := []int64{0, cl.Lease.Token, 0, cl.Lease.Token, cl.Lease.Token}
 	evs := c.events(run.RunID)
 	var got []int64
@@ -232,12 +232,12 @@ func checkEventLeaseToken(c *checkState) {
 }
 
 func checkUnnamedActors(c *checkState) {
-	run := c.create(spec.CreateRunParams{Actor: spec.Actor{ID: "cron"}, Reason: "nightly"})
-	p := transition(run, spec.StatusRunning)
-	p.Actor = spec.Actor{ID: "alice"}
+	run := c.create(runstate.CreateRunParams{Actor: runstate.Actor{ID: "cron"}, Reason: "nightly"})
+	p := transition(run, runstate.StatusRunning)
+	p.Actor = runstate.Actor{ID: "alice"}
 	c.update(p)
 	evs := c.events(run.RunID)
-	want := []spec.Actor{{Kind: spec.ActorOperator, ID: "cron"}, {Kind: spec.ActorOperator, ID: "alice"}}
+	want := []runstate.Actor{{Kind: runstate.ActorOperator, ID: "cron"}, {Kind: runstate.ActorOperator, ID: "alice"}}
 	for i, w := range want {
 		if i >= len(evs) || evs[i].Actor != w {
 			c.Errorf(fmt.Sprintf("event %d by %s/%s", i+1, w.Kind, w.ID), "%s", jsonOf(evs))
@@ -245,9 +245,9 @@ func checkUnnamedActors(c *checkState) {
 		}
 	}
 	// A retry is a create like any other.
-	done := c.runIn(spec.StatusFailed, spec.CreateRunParams{})
-	retry := c.create(spec.CreateRunParams{RetryOf: done.RunID, Actor: spec.Actor{ID: "bob"}})
-	if evs := c.events(retry.RunID); len(evs) != 1 || evs[0].Actor != (spec.Actor{Kind: spec.ActorOperator, ID: "bob"}) {
+	done := c.runIn(runstate.StatusFailed, runstate.CreateRunParams{})
+	retry := c.create(runstate.CreateRunParams{RetryOf: done.RunID, Actor: runstate.Actor{ID: "bob"}})
+	if evs := c.events(retry.RunID); len(evs) != 1 || evs[0].Actor != (runstate.Actor{Kind: runstate.ActorOperator, ID: "bob"}) {
 		c.Errorf("a retry's created event by operator/bob", "%s", jsonOf(evs))
 	}
 }

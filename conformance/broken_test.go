@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
 )
 
 // Broken stores: each breaks one promise of the contract on top of the
@@ -22,25 +22,25 @@ import (
 type terminalMoves struct {
 	*memory.Store
 	mu       sync.Mutex
-	override map[string]spec.RunStatus
+	override map[string]runstate.RunStatus
 }
 
-func (s *terminalMoves) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *terminalMoves) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	run, err := s.Store.UpdateRun(ctx, p)
-	if errors.Is(err, spec.ErrInvalidTransition) && p.Status != "" {
+	if errors.Is(err, runstate.ErrInvalidTransition) && p.Status != "" {
 		cur, gerr := s.Store.GetRun(ctx, p.RunID)
 		if gerr == nil && cur.Status.Terminal() {
 			s.mu.Lock()
-			s.override[p.RunID] = spec.RunStatus(p.Status)
+			s.override[p.RunID] = runstate.RunStatus(p.Status)
 			s.mu.Unlock()
-			cur.Status = spec.RunStatus(p.Status)
+			cur.Status = runstate.RunStatus(p.Status)
 			return cur, nil
 		}
 	}
 	return run, err
 }
 
-func (s *terminalMoves) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s *terminalMoves) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	run, err := s.Store.GetRun(ctx, id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,7 +53,7 @@ func (s *terminalMoves) GetRun(ctx context.Context, id string) (spec.RunSnapshot
 // ignoresVersion writes whatever version the caller expected.
 type ignoresVersion struct{ *memory.Store }
 
-func (s ignoresVersion) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s ignoresVersion) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil {
 		p.ExpectedVersion = cur.Version
 	}
@@ -63,20 +63,20 @@ func (s ignoresVersion) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (
 // skipsAudit loses the audit events of transitions.
 type skipsAudit struct{ *memory.Store }
 
-func (s skipsAudit) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s skipsAudit) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
-	page.Events = slices.DeleteFunc(page.Events, func(e spec.AuditEvent) bool { return e.Kind == spec.AuditTransition })
+	page.Events = slices.DeleteFunc(page.Events, func(e runstate.AuditEvent) bool { return e.Kind == runstate.AuditTransition })
 	return page, err
 }
 
 // sharedLeases hands out a lease even when another owner holds one.
 type sharedLeases struct{ *memory.Store }
 
-func (s sharedLeases) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s sharedLeases) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.Store.ClaimRun(ctx, p)
-	if errors.Is(err, spec.ErrLeaseHeld) {
+	if errors.Is(err, runstate.ErrLeaseHeld) {
 		run, _ := s.Store.GetRun(ctx, p.RunID)
-		return spec.Claim{Lease: spec.Lease{RunID: p.RunID, Owner: p.Owner, Token: 1, AcquiredAt: time.Now(), ExpiresAt: time.Now().Add(p.TTL)}, Run: run}, nil
+		return runstate.Claim{Lease: runstate.Lease{RunID: p.RunID, Owner: p.Owner, Token: 1, AcquiredAt: time.Now(), ExpiresAt: time.Now().Add(p.TTL)}, Run: run}, nil
 	}
 	return cl, err
 }
@@ -84,7 +84,7 @@ func (s sharedLeases) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec
 // noFencing ignores lease tokens on writes.
 type noFencing struct{ *memory.Store }
 
-func (s noFencing) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s noFencing) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	p.LeaseToken = 0
 	return s.Store.UpdateRun(ctx, p)
 }
@@ -92,12 +92,12 @@ func (s noFencing) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.
 // lenientInput repairs bad input instead of refusing it.
 type lenientInput struct{ *memory.Store }
 
-func (s lenientInput) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	if len(p.WorkflowName) > spec.MaxWorkflowNameLen {
-		p.WorkflowName = p.WorkflowName[:spec.MaxWorkflowNameLen]
+func (s lenientInput) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
+	if len(p.WorkflowName) > runstate.MaxWorkflowNameLen {
+		p.WorkflowName = p.WorkflowName[:runstate.MaxWorkflowNameLen]
 	}
-	if len(p.Message) > spec.MaxMessageLen {
-		p.Message = p.Message[:spec.MaxMessageLen]
+	if len(p.Message) > runstate.MaxMessageLen {
+		p.Message = p.Message[:runstate.MaxMessageLen]
 	}
 	return s.Store.CreateRun(ctx, p)
 }
@@ -105,9 +105,9 @@ func (s lenientInput) CreateRun(ctx context.Context, p spec.CreateRunParams) (sp
 // inventsDiagnostics fills in a diagnostic the caller left out.
 type inventsDiagnostics struct{ *memory.Store }
 
-func (s inventsDiagnostics) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if spec.RunStatus(p.Status).RequiresDiagnostic() && p.Diagnostic == nil {
-		p.Diagnostic = &spec.Diagnostic{ErrorCode: "UNKNOWN", Message: "no diagnostic given"}
+func (s inventsDiagnostics) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if runstate.RunStatus(p.Status).RequiresDiagnostic() && p.Diagnostic == nil {
+		p.Diagnostic = &runstate.Diagnostic{ErrorCode: "UNKNOWN", Message: "no diagnostic given"}
 	}
 	return s.Store.UpdateRun(ctx, p)
 }
@@ -115,7 +115,7 @@ func (s inventsDiagnostics) UpdateRun(ctx context.Context, p spec.UpdateRunParam
 // reusesTokens reports token 1 for every claim.
 type reusesTokens struct{ *memory.Store }
 
-func (s reusesTokens) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s reusesTokens) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.Store.ClaimRun(ctx, p)
 	cl.Lease.Token = min(cl.Lease.Token, 1)
 	return cl, err
@@ -124,7 +124,7 @@ func (s reusesTokens) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec
 // ignoresContext serves calls whose context has ended.
 type ignoresContext struct{ *memory.Store }
 
-func (s ignoresContext) CreateRun(_ context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s ignoresContext) CreateRun(_ context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	return s.Store.CreateRun(context.Background(), p)
 }
 
@@ -133,10 +133,10 @@ func (s ignoresContext) CreateRun(_ context.Context, p spec.CreateRunParams) (sp
 type aliasesSnapshots struct {
 	*memory.Store
 	mu    sync.Mutex
-	cache map[string]spec.RunSnapshot
+	cache map[string]runstate.RunSnapshot
 }
 
-func (s *aliasesSnapshots) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s *aliasesSnapshots) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	run, err := s.Store.GetRun(ctx, id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -150,21 +150,21 @@ func (s *aliasesSnapshots) GetRun(ctx context.Context, id string) (spec.RunSnaps
 // lowestFirst claims the lowest priority first.
 type lowestFirst struct{ *memory.Store }
 
-func (s lowestFirst) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	page, err := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: p.Filter, Limit: spec.MaxPageLimit})
+func (s lowestFirst) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	page, err := s.Store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: p.Filter, Limit: runstate.MaxPageLimit})
 	if err != nil || len(page.Runs) == 0 {
 		return s.Store.ClaimNextRun(ctx, p)
 	}
 	last := page.Runs[len(page.Runs)-1]
-	return s.Store.ClaimRun(ctx, spec.ClaimRunParams{RunID: last.RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
+	return s.Store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: last.RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
 }
 
 // largestIDOnTies breaks ties of priority and created_at by the largest
 // run_id instead of the smallest.
 type largestIDOnTies struct{ *memory.Store }
 
-func (s largestIDOnTies) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	page, err := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: p.Filter, Limit: spec.MaxPageLimit})
+func (s largestIDOnTies) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	page, err := s.Store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: p.Filter, Limit: runstate.MaxPageLimit})
 	if err != nil || len(page.Runs) == 0 {
 		return s.Store.ClaimNextRun(ctx, p)
 	}
@@ -174,13 +174,13 @@ func (s largestIDOnTies) ClaimNextRun(ctx context.Context, p spec.ClaimNextParam
 			pick = r
 		}
 	}
-	return s.Store.ClaimRun(ctx, spec.ClaimRunParams{RunID: pick.RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
+	return s.Store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: pick.RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
 }
 
 // pageSkipper drops the first run of every page after the first.
 type pageSkipper struct{ *memory.Store }
 
-func (s pageSkipper) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s pageSkipper) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	page, err := s.Store.ListRuns(ctx, p)
 	if p.Cursor != "" && len(page.Runs) > 0 {
 		page.Runs = page.Runs[1:]
@@ -192,28 +192,28 @@ func (s pageSkipper) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.
 // claimed, so recovery acts on runs it must never touch.
 type interruptsAll struct{ *memory.Store }
 
-func (s interruptsAll) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s interruptsAll) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	p.Statuses = nil // sees terminal runs too
 	return s.Store.ListRuns(ctx, p)
 }
 
-func (s interruptsAll) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s interruptsAll) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	run, err := s.Store.GetRun(ctx, p.RunID)
 	if err == nil && run.Status.Terminal() {
 		// Pretends terminal runs can be claimed, so recovery acts on them.
-		return spec.Claim{Lease: spec.Lease{RunID: p.RunID, Owner: p.Owner, Token: 99}, Run: run}, nil
+		return runstate.Claim{Lease: runstate.Lease{RunID: p.RunID, Owner: p.Owner, Token: 99}, Run: run}, nil
 	}
 	return s.Store.ClaimRun(ctx, p)
 }
 
 // brokenTarget wraps a fresh memory store per check.
-func brokenTarget(wrap func(*memory.Store) spec.RunStateStore) conformance.Target {
-	return mutantTarget(func(m *memory.Store, _ *conformance.ManualClock) spec.RunStateStore { return wrap(m) })
+func brokenTarget(wrap func(*memory.Store) runstate.RunStateStore) conformance.Target {
+	return mutantTarget(func(m *memory.Store, _ *conformance.ManualClock) runstate.RunStateStore { return wrap(m) })
 }
 
 // mutantTarget wraps a fresh memory store per check; wrap also gets the
 // store's clock.
-func mutantTarget(wrap func(*memory.Store, *conformance.ManualClock) spec.RunStateStore) conformance.Target {
+func mutantTarget(wrap func(*memory.Store, *conformance.ManualClock) runstate.RunStateStore) conformance.Target {
 	return conformance.Target{
 		Name:         "broken",
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
@@ -229,15 +229,15 @@ func mutantTarget(wrap func(*memory.Store, *conformance.ManualClock) spec.RunSta
 }
 
 type wrapped struct {
-	store spec.RunStateStore
+	store runstate.RunStateStore
 	inner *memory.Store
 	clock *conformance.ManualClock
 }
 
-func (w *wrapped) Store() spec.RunStateStore                              { return w.store }
-func (w *wrapped) OpenHandle(context.Context) (spec.RunStateStore, error) { return w.store, nil }
-func (w *wrapped) Advance(d time.Duration)                                { w.clock.Advance(d) }
-func (w *wrapped) Close(context.Context) error                            { return w.inner.Close() }
+func (w *wrapped) Store() runstate.RunStateStore                              { return w.store }
+func (w *wrapped) OpenHandle(context.Context) (runstate.RunStateStore, error) { return w.store, nil }
+func (w *wrapped) Advance(d time.Duration)                                    { w.clock.Advance(d) }
+func (w *wrapped) Close(context.Context) error                                { return w.inner.Close() }
 
 // The correct adapter passes every rule these wrappers break, so the
 // failures above come from the wrappers, not from the checks.
@@ -247,7 +247,7 @@ func TestUnbrokenStorePassesTheSameRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := conformance.RunRules(context.Background(), brokenTarget(func(m *memory.Store) spec.RunStateStore { return m }), rules, nil)
+	results := conformance.RunRules(context.Background(), brokenTarget(func(m *memory.Store) runstate.RunStateStore { return m }), rules, nil)
 	for _, res := range results {
 		if res.Outcome != conformance.Pass {
 			t.Errorf("%s: %s %s %v", res.Rule.ID, res.Outcome, res.Detail, res.Failures)
@@ -256,12 +256,12 @@ func TestUnbrokenStorePassesTheSameRules(t *testing.T) {
 }
 
 // leaseless hides the memory store's LeaseStore side.
-type leaseless struct{ spec.RunStateStore }
+type leaseless struct{ runstate.RunStateStore }
 
 func TestCapabilities(t *testing.T) {
 	leaseRules, _ := conformance.Select([]string{"LEASE"}, nil)
 	t.Run("undeclared capability skips, never passes", func(t *testing.T) {
-		target := brokenTarget(func(m *memory.Store) spec.RunStateStore { return leaseless{m} })
+		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return leaseless{m} })
 		target.Capabilities.Leases = false
 		for _, res := range conformance.RunRules(context.Background(), target, leaseRules, nil) {
 			if res.Outcome != conformance.Skip {
@@ -277,7 +277,7 @@ func TestCapabilities(t *testing.T) {
 		}
 	})
 	t.Run("declared but absent capability fails", func(t *testing.T) {
-		target := brokenTarget(func(m *memory.Store) spec.RunStateStore { return leaseless{m} })
+		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return leaseless{m} })
 		for _, res := range conformance.RunRules(context.Background(), target, leaseRules[:3], nil) {
 			if res.Outcome != conformance.Fail {
 				t.Errorf("%s: outcome %s, want fail", res.Rule.ID, res.Outcome)

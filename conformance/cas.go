@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -15,14 +15,14 @@ func init() {
 }
 
 func checkVersionSteps(c *checkState) {
-	run := c.create(spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
+	run := c.create(runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build"}}})
 	if run.Version != 1 {
 		c.Errorf("version 1 on create", "%d", run.Version)
 	}
-	writes := []spec.UpdateRunParams{
+	writes := []runstate.UpdateRunParams{
 		{Status: "running"},
 		{Message: ptr("halfway")},
-		{Steps: []spec.StepPatch{{Name: "build", Status: "running"}}},
+		{Steps: []runstate.StepPatch{{Name: "build", Status: "running"}}},
 		{Priority: ptr(5), Labels: map[string]string{"k": "v"}},
 		{Status: "waiting"},
 		{Status: "running"},
@@ -42,14 +42,14 @@ func checkVersionSteps(c *checkState) {
 }
 
 func checkStaleVersion(c *checkState) {
-	run := c.move(c.newRun(), spec.StatusRunning)
+	run := c.move(c.newRun(), runstate.StatusRunning)
 	for _, stale := range []int64{run.Version - 1, run.Version + 1, run.Version + 100} {
 		before := c.state(run.RunID)
-		p := transition(run, spec.StatusSuccess)
+		p := transition(run, runstate.StatusSuccess)
 		p.ExpectedVersion = stale
 		_, err := c.store.UpdateRun(c.ctx, p)
-		if c.expectErr(err, spec.ErrVersionConflict, fmt.Sprintf("an update expecting version %d of a run at %d", stale, run.Version)) {
-			var e *spec.Error
+		if c.expectErr(err, runstate.ErrVersionConflict, fmt.Sprintf("an update expecting version %d of a run at %d", stale, run.Version)) {
+			var e *runstate.Error
 			if !errors.As(err, &e) || e.CurrentVersion != run.Version {
 				c.Errorf("the conflict to report current version", "%+v", e)
 			}
@@ -72,15 +72,15 @@ func checkRacingWriters(c *checkState) {
 // raceWriters races writers from one version of a fresh run and reports
 // whether exactly one won.
 func raceWriters(c *checkState, writers, round int) bool {
-	run := c.move(c.newRun(), spec.StatusRunning)
+	run := c.move(c.newRun(), runstate.StatusRunning)
 	before := c.state(run.RunID)
 	stores := c.handles(writers)
 	errs := make([]error, writers)
 	c.parallel(writers, func(i int) {
 		// Half race a transition, half a plain write: both are CAS writes.
-		p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(fmt.Sprintf("writer %d", i))}
+		p := runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(fmt.Sprintf("writer %d", i))}
 		if i%2 == 0 {
-			p = transition(run, spec.StatusWaiting)
+			p = transition(run, runstate.StatusWaiting)
 		}
 		_, errs[i] = stores[i].UpdateRun(c.ctx, p)
 	})
@@ -90,7 +90,7 @@ func raceWriters(c *checkState, writers, round int) bool {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.Is(err, spec.ErrVersionConflict):
+		case !errors.Is(err, runstate.ErrVersionConflict):
 			c.Errorf("losers to get VERSION_CONFLICT", "round %d, writer %d: %s", round+1, i, describeErr(err))
 			ok = false
 		}
@@ -102,7 +102,7 @@ func raceWriters(c *checkState, writers, round int) bool {
 	}
 	added := len(after.events) - len(before.events)
 	wantEvents := 0
-	if after.snap.Status == spec.StatusWaiting {
+	if after.snap.Status == runstate.StatusWaiting {
 		wantEvents = 1
 	}
 	if added != wantEvents {
@@ -113,12 +113,12 @@ func raceWriters(c *checkState, writers, round int) bool {
 }
 
 func checkConflictBeforeTransition(c *checkState) {
-	run := c.move(c.newRun(), spec.StatusRunning)
-	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("moved on")})
+	run := c.move(c.newRun(), runstate.StatusRunning)
+	run = c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("moved on")})
 	before := c.state(run.RunID)
-	p := transition(run, spec.StatusQueued) // forbidden, and based on a stale version
+	p := transition(run, runstate.StatusQueued) // forbidden, and based on a stale version
 	p.ExpectedVersion = run.Version - 1
 	_, err := c.store.UpdateRun(c.ctx, p)
-	c.expectErr(err, spec.ErrVersionConflict, "a stale forbidden transition")
+	c.expectErr(err, runstate.ErrVersionConflict, "a stale forbidden transition")
 	c.expectUnchanged(before, "after a stale forbidden transition")
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -37,10 +37,10 @@ type call struct {
 // allowed only while another claimer's claim-to-release span overlaps the
 // call.
 func checkClaimNextNeverFalselyEmpty(c *checkState) {
-	h := c.create(spec.CreateRunParams{Labels: map[string]string{"probe": "h"}})
+	h := c.create(runstate.CreateRunParams{Labels: map[string]string{"probe": "h"}})
 	for range 3 { // queued runs the filter does not match, ranked before and after H
-		c.create(spec.CreateRunParams{Labels: map[string]string{"probe": "other"}, Priority: 1})
-		c.create(spec.CreateRunParams{Labels: map[string]string{"probe": "other"}, Priority: -1})
+		c.create(runstate.CreateRunParams{Labels: map[string]string{"probe": "other"}, Priority: 1})
+		c.create(runstate.CreateRunParams{Labels: map[string]string{"probe": "other"}, Priority: -1})
 	}
 	for _, claimers := range []int{1, 3} {
 		calls := c.raceClaimNext(h, claimers, 2, 2)
@@ -72,11 +72,11 @@ func checkClaimNextNeverFalselyEmpty(c *checkState) {
 // and returns the claimers' calls. Each claimer makes callsPerClaimer calls
 // or stops at the budget, whichever comes first; decoys and writers stop
 // with the last claimer.
-func (c *checkState) raceClaimNext(h spec.RunSnapshot, claimers, decoys, writers int) []call {
+func (c *checkState) raceClaimNext(h runstate.RunSnapshot, claimers, decoys, writers int) []call {
 	const callsPerClaimer = 300
 	budget := 1200 * time.Millisecond
-	match := spec.RunnableFilter{Labels: map[string]string{"probe": "h"}}
-	nothing := spec.RunnableFilter{Labels: map[string]string{"probe": "none"}}
+	match := runstate.RunnableFilter{Labels: map[string]string{"probe": "h"}}
+	nothing := runstate.RunnableFilter{Labels: map[string]string{"probe": "none"}}
 	stores := c.handles(claimers + decoys + writers)
 	deadline := time.Now().Add(budget)
 	var claiming sync.WaitGroup
@@ -103,10 +103,10 @@ func (c *checkState) raceClaimNext(h spec.RunSnapshot, claimers, decoys, writers
 			o := owner(fmt.Sprintf("claimer-%d", i))
 			for n := 0; n < callsPerClaimer && time.Now().Before(deadline) && c.ctx.Err() == nil; n++ {
 				k := call{claimer: i, start: time.Now()}
-				cl, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: o, TTL: spec.DefaultRecoveryLeaseTTL, Filter: match})
+				cl, err := ls.ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: o, TTL: runstate.DefaultRecoveryLeaseTTL, Filter: match})
 				k.end = time.Now()
 				switch {
-				case errors.Is(err, spec.ErrNotFound):
+				case errors.Is(err, runstate.ErrNotFound):
 					k.notFoundError = err
 				case err != nil:
 					c.Fatalf("claim-next to claim H or answer NOT_FOUND", "%s", describeErr(err))
@@ -114,7 +114,7 @@ func (c *checkState) raceClaimNext(h spec.RunSnapshot, claimers, decoys, writers
 					c.Fatalf("claim-next to claim the only matching run "+h.RunID, "claimed %s", cl.Run.RunID)
 				default:
 					k.claimed, k.token = true, cl.Lease.Token
-					err := ls.ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: h.RunID, Token: cl.Lease.Token})
+					err := ls.ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: h.RunID, Token: cl.Lease.Token})
 					if err != nil {
 						c.Fatalf("releasing the claimer's own live lease to succeed", "%s", describeErr(err))
 					}
@@ -128,8 +128,8 @@ func (c *checkState) raceClaimNext(h spec.RunSnapshot, claimers, decoys, writers
 			ls := c.leaseStoreOf(store)
 			o := owner(fmt.Sprintf("decoy-%d", i))
 			for !stopped() {
-				_, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: o, TTL: spec.DefaultRecoveryLeaseTTL, Filter: nothing})
-				if !errors.Is(err, spec.ErrNotFound) {
+				_, err := ls.ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: o, TTL: runstate.DefaultRecoveryLeaseTTL, Filter: nothing})
+				if !errors.Is(err, runstate.ErrNotFound) {
 					c.Fatalf("claim-next with a filter no run matches to answer NOT_FOUND", "%s", describeErr(err))
 				}
 			}
@@ -140,8 +140,8 @@ func (c *checkState) raceClaimNext(h spec.RunSnapshot, claimers, decoys, writers
 					c.Fatalf("GetRun of H to succeed", "%s", describeErr(err))
 				}
 				msg := fmt.Sprintf("rewritten by writer %d, round %d", i, n)
-				_, err = store.UpdateRun(c.ctx, spec.UpdateRunParams{RunID: h.RunID, ExpectedVersion: cur.Version, Message: &msg})
-				if err != nil && !errors.Is(err, spec.ErrVersionConflict) {
+				_, err = store.UpdateRun(c.ctx, runstate.UpdateRunParams{RunID: h.RunID, ExpectedVersion: cur.Version, Message: &msg})
+				if err != nil && !errors.Is(err, runstate.ErrVersionConflict) {
 					c.Fatalf("the writer's compare-and-set to succeed or conflict", "%s", describeErr(err))
 				}
 			}

@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Version is the suite's version, stamped on reports.
@@ -31,7 +31,7 @@ const Version = "1.0.0"
 // Capabilities are the optional features a target declares. Checks that need
 // a capability the target does not declare are skipped, never passed.
 type Capabilities struct {
-	// Leases: the store implements spec.LeaseStore.
+	// Leases: the store implements runstate.LeaseStore.
 	Leases bool `json:"leases"`
 	// SecondHandle: Harness.OpenHandle opens an independent handle on the
 	// same data (another connection pool or process), as a second worker would.
@@ -83,10 +83,10 @@ func (c Capabilities) missing(need Capabilities) []string {
 // Harness gives one check a fresh, empty store.
 type Harness interface {
 	// Store returns the handle the check uses.
-	Store() spec.RunStateStore
+	Store() runstate.RunStateStore
 	// OpenHandle opens another handle on the same data. Called only when the
 	// target declares SecondHandle; the harness closes it in Close.
-	OpenHandle(ctx context.Context) (spec.RunStateStore, error)
+	OpenHandle(ctx context.Context) (runstate.RunStateStore, error)
 	// Advance moves the store's clock forward. Called only when the target
 	// declares ControlledClock.
 	Advance(d time.Duration)
@@ -131,8 +131,8 @@ func CheckEmpty(ctx context.Context, target Target) error {
 	return errors.Join(err, h.Close(ctx))
 }
 
-func storeIsEmpty(ctx context.Context, st spec.RunStateStore) error {
-	page, err := st.ListRuns(ctx, spec.ListRunsParams{Limit: 1})
+func storeIsEmpty(ctx context.Context, st runstate.RunStateStore) error {
+	page, err := st.ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
 	if err != nil {
 		return fmt.Errorf("listing the store's runs to see that it is empty: %w", err)
 	}
@@ -309,7 +309,7 @@ type checkState struct {
 	target Target
 	rule   Rule
 	h      Harness
-	store  spec.RunStateStore
+	store  runstate.RunStateStore
 
 	mu          sync.Mutex
 	failures    []Failure
@@ -318,7 +318,7 @@ type checkState struct {
 	attachments []Attachment
 
 	secondMu sync.Mutex // guards other; not mu, which failure reports take
-	other    spec.RunStateStore
+	other    runstate.RunStateStore
 }
 
 // note records what a passing check measured, for the report.

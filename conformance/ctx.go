@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -12,7 +12,7 @@ func init() {
 }
 
 func checkCanceledContext(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 	before := c.state(run.RunID)
 	ctx, cancel := context.WithCancel(c.ctx)
 	cancel()
@@ -21,36 +21,36 @@ func checkCanceledContext(c *checkState) {
 			c.Errorf(what+" with a canceled context to fail with context.Canceled", "%s", describeErr(err))
 		}
 	}
-	_, err := c.store.CreateRun(ctx, spec.CreateRunParams{RunID: "canceled", WorkflowName: workflow})
+	_, err := c.store.CreateRun(ctx, runstate.CreateRunParams{RunID: "canceled", WorkflowName: workflow})
 	expect(err, "CreateRun")
-	_, err = c.store.UpdateRun(ctx, transition(run, spec.StatusSuccess))
+	_, err = c.store.UpdateRun(ctx, transition(run, runstate.StatusSuccess))
 	expect(err, "UpdateRun")
 	_, err = c.store.GetRun(ctx, run.RunID)
 	expect(err, "GetRun")
-	_, err = c.store.ListRuns(ctx, spec.ListRunsParams{})
+	_, err = c.store.ListRuns(ctx, runstate.ListRunsParams{})
 	expect(err, "ListRuns")
-	_, err = c.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: run.RunID})
+	_, err = c.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
 	expect(err, "ListAuditEvents")
 	if c.target.Capabilities.Leases {
 		ls := c.leases()
-		held := c.claim(c.runIn(spec.StatusRunning, spec.CreateRunParams{RunID: "held"}).RunID, owner("w0"))
+		held := c.claim(c.runIn(runstate.StatusRunning, runstate.CreateRunParams{RunID: "held"}).RunID, owner("w0"))
 		before = c.state(run.RunID)
 		heldBefore := c.state(held.Run.RunID)
-		_, err = ls.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})
+		_, err = ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})
 		expect(err, "ClaimRun")
-		_, err = ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
+		_, err = ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: runstate.RunnableFilter{Statuses: []string{"running"}}})
 		expect(err, "ClaimNextRun")
-		_, err = ls.RenewLease(ctx, spec.RenewLeaseParams{RunID: held.Run.RunID, Token: held.Lease.Token, TTL: c.ttl()})
+		_, err = ls.RenewLease(ctx, runstate.RenewLeaseParams{RunID: held.Run.RunID, Token: held.Lease.Token, TTL: c.ttl()})
 		expect(err, "RenewLease")
-		err = ls.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: held.Run.RunID, Token: held.Lease.Token})
+		err = ls.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: held.Run.RunID, Token: held.Lease.Token})
 		expect(err, "ReleaseLease")
-		_, err = ls.ListRunnableRuns(ctx, spec.ListRunnableParams{})
+		_, err = ls.ListRunnableRuns(ctx, runstate.ListRunnableParams{})
 		expect(err, "ListRunnableRuns")
 		c.expectUnchanged(heldBefore, "after lease calls with a canceled context")
 		// The lease stands: neither renewed (nothing to see) nor released.
-		_, err = ls.ClaimRun(c.ctx, spec.ClaimRunParams{RunID: held.Run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: anyLive})
-		c.expectErr(err, spec.ErrLeaseHeld, "claiming after a release with a canceled context (the lease must stand)")
-		_, err = ls.ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: []string{"running"}})
+		_, err = ls.ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: held.Run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: anyLive})
+		c.expectErr(err, runstate.ErrLeaseHeld, "claiming after a release with a canceled context (the lease must stand)")
+		_, err = ls.ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: []string{"running"}})
 		if err != nil {
 			c.Errorf("the run a canceled claim named to be unleased and claimable", "%s", describeErr(err))
 		}

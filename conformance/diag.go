@@ -1,7 +1,7 @@
 package conformance
 
 import (
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -12,51 +12,51 @@ func init() {
 }
 
 func checkDiagnosticRequired(c *checkState) {
-	for _, to := range []spec.RunStatus{spec.StatusFailed, spec.StatusDenied, spec.StatusTimeout} {
-		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	for _, to := range []runstate.RunStatus{runstate.StatusFailed, runstate.StatusDenied, runstate.StatusTimeout} {
+		run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 		before := c.state(run.RunID)
 		p := transition(run, to)
 		p.Diagnostic = nil
 		_, err := c.store.UpdateRun(c.ctx, p)
-		c.expectErr(err, spec.ErrMissingDiagnostic, "entering "+string(to)+" without a diagnostic")
+		c.expectErr(err, runstate.ErrMissingDiagnostic, "entering "+string(to)+" without a diagnostic")
 		c.expectUnchanged(before, "after entering "+string(to)+" without a diagnostic was refused")
 	}
 }
 
 func checkDiagnosticComplete(c *checkState) {
-	cases := map[string]spec.Diagnostic{
+	cases := map[string]runstate.Diagnostic{
 		"no error_code": {Message: "boom", Retryable: true},
 		"no message":    {ErrorCode: "E_BOOM"},
 		"blank fields":  {ErrorCode: "  ", Message: " "},
 	}
 	for name, d := range cases {
-		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+		run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 		before := c.state(run.RunID)
-		p := transition(run, spec.StatusFailed)
+		p := transition(run, runstate.StatusFailed)
 		p.Diagnostic = &d
 		_, err := c.store.UpdateRun(c.ctx, p)
-		c.expectErr(err, spec.ErrMissingDiagnostic, "entering failed with a diagnostic with "+name)
+		c.expectErr(err, runstate.ErrMissingDiagnostic, "entering failed with a diagnostic with "+name)
 		c.expectUnchanged(before, "after a diagnostic with "+name+" was refused")
 	}
 }
 
 func checkInterruptedReason(c *checkState) {
 	for _, reason := range []string{"", " ", "\t\n"} {
-		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+		run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 		before := c.state(run.RunID)
-		p := transition(run, spec.StatusInterrupted)
+		p := transition(run, runstate.StatusInterrupted)
 		p.InterruptedReason = reason
 		_, err := c.store.UpdateRun(c.ctx, p)
-		c.expectErr(err, spec.ErrMissingDiagnostic, "entering interrupted with reason "+jsonOf(reason))
+		c.expectErr(err, runstate.ErrMissingDiagnostic, "entering interrupted with reason "+jsonOf(reason))
 		c.expectUnchanged(before, "after entering interrupted with reason "+jsonOf(reason)+" was refused")
 	}
 }
 
 func checkDiagnosticStored(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	d := spec.Diagnostic{ErrorCode: "E_DISK_FULL", Message: "no space left on /var", Retryable: true,
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	d := runstate.Diagnostic{ErrorCode: "E_DISK_FULL", Message: "no space left on /var", Retryable: true,
 		SourceStep: "build", SourceHost: "web-1", Details: map[string]string{"free_bytes": "0", "mount": "/var"}}
-	p := transition(run, spec.StatusFailed)
+	p := transition(run, runstate.StatusFailed)
 	p.Diagnostic = &d
 	c.update(p)
 	got := c.get(run.RunID)
@@ -64,12 +64,12 @@ func checkDiagnosticStored(c *checkState) {
 		c.Errorf("the diagnostic returned intact", "%s, stored %s", jsonOf(d), jsonOf(got.Diagnostic))
 	}
 	evs := c.events(run.RunID)
-	if last := evs[len(evs)-1]; last.To != spec.StatusFailed || last.ErrorCode != d.ErrorCode {
+	if last := evs[len(evs)-1]; last.To != runstate.StatusFailed || last.ErrorCode != d.ErrorCode {
 		c.Errorf("the failed transition's audit event to carry error_code E_DISK_FULL", "%s", jsonOf(last))
 	}
 
-	run = c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	p = transition(run, spec.StatusInterrupted)
+	run = c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	p = transition(run, runstate.StatusInterrupted)
 	p.InterruptedReason = "HOST_REBOOTED: maintenance window"
 	c.update(p)
 	if got := c.get(run.RunID); got.InterruptedReason != p.InterruptedReason {

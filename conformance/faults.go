@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Fault is a disturbance between a store's handles and its backend that a
@@ -124,7 +124,7 @@ func (c *checkState) endFault(f Fault) {
 // faultError reports whether err is what a call cut off by a fault may
 // return: UNAVAILABLE or the context's error.
 func faultError(err error) bool {
-	return errors.Is(err, spec.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return errors.Is(err, runstate.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // timedCall is one call made with a deadline while a fault lasts.
@@ -183,20 +183,23 @@ func (c *checkState) within(d time.Duration, call func(ctx context.Context) erro
 // before the fault.
 func (c *checkState) callsDuringFault() []timedCall {
 	queued := c.newRun()
-	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	running := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 	calls := []timedCall{
 		{"GetRun", func(ctx context.Context) error { _, err := c.store.GetRun(ctx, queued.RunID); return err }},
 		{"CreateRun", func(ctx context.Context) error {
-			_, err := c.store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: workflow})
+			_, err := c.store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow})
 			return err
 		}},
 		{"UpdateRun", func(ctx context.Context) error {
-			_, err := c.store.UpdateRun(ctx, transition(queued, spec.StatusRunning))
+			_, err := c.store.UpdateRun(ctx, transition(queued, runstate.StatusRunning))
 			return err
 		}},
-		{"ListRuns", func(ctx context.Context) error { _, err := c.store.ListRuns(ctx, spec.ListRunsParams{}); return err }},
+		{"ListRuns", func(ctx context.Context) error {
+			_, err := c.store.ListRuns(ctx, runstate.ListRunsParams{})
+			return err
+		}},
 		{"ListAuditEvents", func(ctx context.Context) error {
-			_, err := c.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: queued.RunID})
+			_, err := c.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: queued.RunID})
 			return err
 		}},
 	}
@@ -205,11 +208,11 @@ func (c *checkState) callsDuringFault() []timedCall {
 		cl := c.claim(running.RunID, owner("holder"))
 		calls = append(calls,
 			timedCall{"ClaimNextRun", func(ctx context.Context) error {
-				_, err := ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner("claimer"), TTL: time.Minute})
+				_, err := ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner("claimer"), TTL: time.Minute})
 				return err
 			}},
 			timedCall{"RenewLease", func(ctx context.Context) error {
-				_, err := ls.RenewLease(ctx, spec.RenewLeaseParams{RunID: running.RunID, Token: cl.Lease.Token, TTL: time.Minute})
+				_, err := ls.RenewLease(ctx, runstate.RenewLeaseParams{RunID: running.RunID, Token: cl.Lease.Token, TTL: time.Minute})
 				return err
 			}})
 	}
@@ -291,7 +294,7 @@ func (c *checkState) faultCall(what string, f Fault, call func(ctx context.Conte
 // the write's own reason, which its audit event records.
 type ack struct {
 	version int64
-	status  spec.RunStatus
+	status  runstate.RunStatus
 	reason  string
 }
 
@@ -323,7 +326,7 @@ func (l *faultLedger) add(list *[]string, format string, args ...any) {
 func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 	const writers, runsEach = 4, 2
 	l := &faultLedger{acks: map[string][]ack{}}
-	start := make([][]spec.RunSnapshot, writers)
+	start := make([][]runstate.RunSnapshot, writers)
 	for w := range writers {
 		for range runsEach {
 			run := c.newRun()
@@ -352,7 +355,7 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 			var err error
 			wrote := false
 			if stale[k] {
-				var got spec.RunSnapshot
+				var got runstate.RunSnapshot
 				var ok bool
 				if err, ok = c.faultCall("GetRun", f, func(ctx context.Context) (err error) { got, err = store.GetRun(ctx, runs[k].RunID); return }); !ok {
 					return
@@ -369,12 +372,12 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 					runs[k], stale[k] = got, false
 				}
 			} else {
-				p := transition(runs[k], spec.StatusRunning)
-				if runs[k].Status == spec.StatusRunning {
-					p = transition(runs[k], spec.StatusWaiting)
+				p := transition(runs[k], runstate.StatusRunning)
+				if runs[k].Status == runstate.StatusRunning {
+					p = transition(runs[k], runstate.StatusWaiting)
 				}
 				p.Reason = fmt.Sprintf("writer %d write %d", w, i)
-				var got spec.RunSnapshot
+				var got runstate.RunSnapshot
 				var ok bool
 				if err, ok = c.faultCall("UpdateRun", f, func(ctx context.Context) (err error) { got, err = store.UpdateRun(ctx, p); return }); !ok {
 					return
@@ -391,7 +394,7 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 						l.mu.Lock()
 						l.failed++
 						l.mu.Unlock()
-					case errors.Is(err, spec.ErrVersionConflict):
+					case errors.Is(err, runstate.ErrVersionConflict):
 						// An earlier write whose outcome was unknown was
 						// applied: the next read must show it.
 						conflicted[k] = p.ExpectedVersion
@@ -410,7 +413,7 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 					l.mu.Unlock()
 					return
 				}
-				if err != nil && !faultError(err) && !errors.Is(err, spec.ErrVersionConflict) {
+				if err != nil && !faultError(err) && !errors.Is(err, runstate.ErrVersionConflict) {
 					l.add(&l.late, "writer %d: %s", w, describeErr(err))
 				}
 			}
@@ -443,7 +446,7 @@ func checkAcknowledgedWritesSurvive(c *checkState) {
 			recorded := map[ack]bool{}
 			for _, e := range evs {
 				reason := e.Reason
-				if e.Kind == spec.AuditCreated {
+				if e.Kind == runstate.AuditCreated {
 					reason = ""
 				}
 				recorded[ack{e.Version, e.To, reason}] = true
@@ -530,11 +533,11 @@ func checkClaimsAcrossFaults(c *checkState) {
 		queue := "fault-" + string(f)
 		var ids []string
 		for range pool {
-			ids = append(ids, c.create(spec.CreateRunParams{WorkflowName: queue}).RunID)
+			ids = append(ids, c.create(runstate.CreateRunParams{WorkflowName: queue}).RunID)
 		}
 		var (
 			mu       sync.Mutex
-			claims   = map[string][]spec.Lease{}
+			claims   = map[string][]runstate.Lease{}
 			odd      []string
 			gaveUp   []string
 			hung     bool // a claimer stopped on a call that did not return
@@ -545,9 +548,9 @@ func checkClaimsAcrossFaults(c *checkState) {
 			ls := c.leaseStoreOf(handles[w])
 			me := owner(fmt.Sprintf("claimer-%d", w))
 			for {
-				var cl spec.Claim
+				var cl runstate.Claim
 				err, ok := c.faultCall("ClaimNextRun", f, func(ctx context.Context) (err error) {
-					cl, err = ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: me, TTL: ttl, Filter: spec.RunnableFilter{WorkflowName: queue}})
+					cl, err = ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: me, TTL: ttl, Filter: runstate.RunnableFilter{WorkflowName: queue}})
 					return
 				})
 				if !ok {
@@ -564,9 +567,9 @@ func checkClaimsAcrossFaults(c *checkState) {
 					mu.Unlock()
 					// Paced, so that the pool lasts through the fault.
 					time.Sleep(150 * time.Millisecond)
-				case errors.Is(err, spec.ErrNotFound) && !end.IsZero():
+				case errors.Is(err, runstate.ErrNotFound) && !end.IsZero():
 					return
-				case errors.Is(err, spec.ErrNotFound):
+				case errors.Is(err, runstate.ErrNotFound):
 					mu.Lock()
 					notFound++
 					mu.Unlock()
@@ -598,7 +601,7 @@ func checkClaimsAcrossFaults(c *checkState) {
 		}
 		// Every run was claimed, by an answer or by a claim whose answer
 		// was lost: a NOT_FOUND said while a run was claimable is false.
-		left, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{WorkflowName: queue}})
+		left, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{WorkflowName: queue}})
 		if err != nil {
 			c.Fatalf("ListRunnableRuns to succeed after the fault", "%s", describeErr(err))
 		}
@@ -606,7 +609,7 @@ func checkClaimsAcrossFaults(c *checkState) {
 			c.Errorf(fmt.Sprintf("claim-next to answer NOT_FOUND only with no run claimable, across %s", f.a()),
 				"%d runs still runnable after the claimers were told NOT_FOUND, such as %s", len(left.Runs), left.Runs[0].RunID)
 		}
-		reader, hasReader := c.store.(spec.LeaseReader)
+		reader, hasReader := c.store.(runstate.LeaseReader)
 		lingering := 0
 		for _, id := range ids {
 			got := claims[id]
@@ -653,7 +656,7 @@ func checkSlowLink(c *checkState) {
 	case got.Version != run.Version:
 		c.Errorf("GetRun over a slow link to return the run", "%s", jsonOf(got))
 	}
-	moved, err := c.store.UpdateRun(c.ctx, transition(run, spec.StatusRunning))
+	moved, err := c.store.UpdateRun(c.ctx, transition(run, runstate.StatusRunning))
 	if err != nil {
 		c.Errorf("UpdateRun over a slow link to succeed", "%s", describeErr(err))
 	} else {
@@ -661,7 +664,7 @@ func checkSlowLink(c *checkState) {
 	}
 	short := delay / 3
 	o, done := c.within(short, func(ctx context.Context) error {
-		_, err := c.store.UpdateRun(ctx, transition(run, spec.StatusWaiting))
+		_, err := c.store.UpdateRun(ctx, transition(run, runstate.StatusWaiting))
 		return err
 	})
 	switch {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
 )
 
 // A simulated backend for the FAULT rules' own tests: the memory store
@@ -48,7 +48,7 @@ func (l *simLink) cross(ctx context.Context) error {
 		partitioned, down, healed, delay := l.partitioned, l.down, l.healed, l.delay
 		l.mu.Unlock()
 		if down {
-			return spec.Unavailable("connection refused: the backend is down", nil)
+			return runstate.Unavailable("connection refused: the backend is down", nil)
 		}
 		if !partitioned {
 			if delay > 0 {
@@ -89,7 +89,7 @@ func simCall[T any](l *simLink, ctx context.Context, f func(context.Context) (T,
 	}
 	l.mu.Unlock()
 	if cut {
-		return zero, spec.Unavailable("connection reset by peer", nil)
+		return zero, runstate.Unavailable("connection reset by peer", nil)
 	}
 	if lerr := l.cross(ctx); lerr != nil {
 		return zero, lerr
@@ -103,67 +103,67 @@ type simStore struct {
 	link *simLink
 }
 
-var _ spec.Store = simStore{}
-var _ spec.LeaseReader = simStore{}
+var _ runstate.Store = simStore{}
+var _ runstate.LeaseReader = simStore{}
 
-func (s simStore) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunSnapshot, error) { return s.m.CreateRun(ctx, p) })
+func (s simStore) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.RunSnapshot, error) { return s.m.CreateRun(ctx, p) })
 }
 
-func (s simStore) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunSnapshot, error) { return s.m.UpdateRun(ctx, p) })
+func (s simStore) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.RunSnapshot, error) { return s.m.UpdateRun(ctx, p) })
 }
 
-func (s simStore) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunSnapshot, error) { return s.m.GetRun(ctx, id) })
+func (s simStore) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.RunSnapshot, error) { return s.m.GetRun(ctx, id) })
 }
 
-func (s simStore) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunPage, error) { return s.m.ListRuns(ctx, p) })
+func (s simStore) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.RunPage, error) { return s.m.ListRuns(ctx, p) })
 }
 
-func (s simStore) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.AuditPage, error) { return s.m.ListAuditEvents(ctx, p) })
+func (s simStore) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.AuditPage, error) { return s.m.ListAuditEvents(ctx, p) })
 }
 
-func (s simStore) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.Claim, error) { return s.m.ClaimRun(ctx, p) })
+func (s simStore) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.Claim, error) { return s.m.ClaimRun(ctx, p) })
 }
 
-func (s simStore) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.Claim, error) { return s.m.ClaimNextRun(ctx, p) })
+func (s simStore) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.Claim, error) { return s.m.ClaimNextRun(ctx, p) })
 }
 
-func (s simStore) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.Lease, error) { return s.m.RenewLease(ctx, p) })
+func (s simStore) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.Lease, error) { return s.m.RenewLease(ctx, p) })
 }
 
-func (s simStore) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+func (s simStore) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
 	_, err := simCall(s.link, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.ReleaseLease(ctx, p) })
 	return err
 }
 
-func (s simStore) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.RunPage, error) { return s.m.ListRunnableRuns(ctx, p) })
+func (s simStore) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.RunPage, error) { return s.m.ListRunnableRuns(ctx, p) })
 }
 
-func (s simStore) GetLease(ctx context.Context, id string) (spec.Lease, error) {
-	return simCall(s.link, ctx, func(ctx context.Context) (spec.Lease, error) { return s.m.GetLease(ctx, id) })
+func (s simStore) GetLease(ctx context.Context, id string) (runstate.Lease, error) {
+	return simCall(s.link, ctx, func(ctx context.Context) (runstate.Lease, error) { return s.m.GetLease(ctx, id) })
 }
 
 // simHarness declares every fault and causes it on the link.
 type simHarness struct {
-	store spec.RunStateStore
+	store runstate.RunStateStore
 	m     *memory.Store
 	link  *simLink
 }
 
 var _ conformance.FaultInjector = (*simHarness)(nil)
 
-func (h *simHarness) Store() spec.RunStateStore                              { return h.store }
-func (h *simHarness) OpenHandle(context.Context) (spec.RunStateStore, error) { return h.store, nil }
-func (h *simHarness) Advance(time.Duration)                                  {}
-func (h *simHarness) Close(context.Context) error                            { return h.m.Close() }
+func (h *simHarness) Store() runstate.RunStateStore                              { return h.store }
+func (h *simHarness) OpenHandle(context.Context) (runstate.RunStateStore, error) { return h.store, nil }
+func (h *simHarness) Advance(time.Duration)                                      {}
+func (h *simHarness) Close(context.Context) error                                { return h.m.Close() }
 
 func (h *simHarness) StartFault(_ context.Context, p conformance.FaultParams) error {
 	switch p.Fault {
@@ -197,7 +197,7 @@ var allFaults = []conformance.Fault{conformance.FaultPartition, conformance.Faul
 
 // faultTarget serves a fresh memory store across a simulated link per
 // check; wrap may break the handle the checks use.
-func faultTarget(wrap func(s simStore) spec.RunStateStore) conformance.Target {
+func faultTarget(wrap func(s simStore) runstate.RunStateStore) conformance.Target {
 	return conformance.Target{
 		Name:         "simulated faults",
 		Capabilities: conformance.Capabilities{Leases: true, Faults: allFaults},
@@ -220,7 +220,7 @@ func TestSimulatedFaultsPassTheFaultRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := faultTarget(func(s simStore) spec.RunStateStore { return s })
+	target := faultTarget(func(s simStore) runstate.RunStateStore { return s })
 	for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {
 		if res.Outcome != conformance.Pass {
 			t.Errorf("%s: %s %s %v", res.Rule.ID, res.Outcome, res.Detail, res.Failures)
@@ -233,7 +233,7 @@ func TestSimulatedFaultsPassTheFaultRules(t *testing.T) {
 // Without the capability the FAULT rules are skipped, naming it.
 func TestFaultRulesNeedTheCapability(t *testing.T) {
 	rules, _ := conformance.Select([]string{"FAULT"}, nil)
-	target := faultTarget(func(s simStore) spec.RunStateStore { return s })
+	target := faultTarget(func(s simStore) runstate.RunStateStore { return s })
 	target.Capabilities.Faults = []conformance.Fault{conformance.FaultReset}
 	for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {
 		needsReset := res.Rule.ID != "FAULT-001" && res.Rule.ID != "FAULT-002" && res.Rule.ID != "FAULT-007"
@@ -252,7 +252,7 @@ func TestFaultRulesNeedTheCapability(t *testing.T) {
 // deadline is.
 type hangsPastDeadline struct{ simStore }
 
-func (s hangsPastDeadline) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s hangsPastDeadline) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	return s.simStore.GetRun(context.WithoutCancel(ctx), id)
 }
 
@@ -261,10 +261,10 @@ func (s hangsPastDeadline) GetRun(ctx context.Context, id string) (spec.RunSnaps
 // being acknowledged.
 type acksBeforeCommit struct{ simStore }
 
-func (s acksBeforeCommit) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s acksBeforeCommit) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	cur, err := s.m.GetRun(ctx, p.RunID)
-	st, perr := spec.ParseRunStatus(p.Status)
-	if err != nil || perr != nil || cur.Version != p.ExpectedVersion || !spec.CanTransition(cur.Status, st) {
+	st, perr := runstate.ParseRunStatus(p.Status)
+	if err != nil || perr != nil || cur.Version != p.ExpectedVersion || !runstate.CanTransition(cur.Status, st) {
 		return s.simStore.UpdateRun(ctx, p)
 	}
 	go func() {
@@ -280,25 +280,25 @@ func (s acksBeforeCommit) UpdateRun(ctx context.Context, p spec.UpdateRunParams)
 // its audit event again: the write was applied, and now has two events.
 type retriesAndDoubles struct {
 	simStore
-	doubled *overrides[[]spec.AuditEvent]
+	doubled *overrides[[]runstate.AuditEvent]
 }
 
-func (s retriesAndDoubles) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s retriesAndDoubles) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	out, err := s.simStore.UpdateRun(ctx, p)
-	if !errors.Is(err, spec.ErrUnavailable) {
+	if !errors.Is(err, runstate.ErrUnavailable) {
 		return out, err
 	}
 	cur, gerr := s.m.GetRun(ctx, p.RunID)
 	if gerr != nil || cur.Version != p.ExpectedVersion+1 {
 		return out, err
 	}
-	page, _ := s.m.ListAuditEvents(ctx, spec.ListAuditParams{RunID: p.RunID, Limit: spec.MaxPageLimit})
+	page, _ := s.m.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: p.RunID, Limit: runstate.MaxPageLimit})
 	again, _ := s.doubled.get(p.RunID)
 	s.doubled.set(p.RunID, append(again, page.Events[len(page.Events)-1]))
 	return cur, nil
 }
 
-func (s retriesAndDoubles) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s retriesAndDoubles) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.simStore.ListAuditEvents(ctx, p)
 	again, _ := s.doubled.get(p.RunID)
 	if err != nil || page.More || len(again) == 0 || len(page.Events) == 0 {
@@ -317,10 +317,10 @@ func (s retriesAndDoubles) ListAuditEvents(ctx context.Context, p spec.ListAudit
 // caller's deadline.
 type waitsOutRestarts struct{ simStore }
 
-func (s waitsOutRestarts) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s waitsOutRestarts) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	for {
 		run, err := s.simStore.GetRun(context.WithoutCancel(ctx), id)
-		if !errors.Is(err, spec.ErrUnavailable) {
+		if !errors.Is(err, runstate.ErrUnavailable) {
 			return run, err
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -332,11 +332,11 @@ func (s waitsOutRestarts) GetRun(ctx context.Context, id string) (spec.RunSnapsh
 type replaysClaims struct {
 	simStore
 	mu   *sync.Mutex
-	last *spec.Claim
+	last *runstate.Claim
 	seen *int // the link's generation at the last claim
 }
 
-func (s replaysClaims) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+func (s replaysClaims) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	s.mu.Lock()
 	if gen := s.link.generation(); gen != *s.seen && s.last.Run.RunID != "" {
 		*s.seen = gen
@@ -360,21 +360,21 @@ type brokenAfterReset struct{ simStore }
 
 func (s brokenAfterReset) broken() error {
 	if s.link.generation() > 0 {
-		return spec.Unavailable("the connection was reset: reopen the store", nil)
+		return runstate.Unavailable("the connection was reset: reopen the store", nil)
 	}
 	return nil
 }
 
-func (s brokenAfterReset) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s brokenAfterReset) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	if err := s.broken(); err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	return s.simStore.GetRun(ctx, id)
 }
 
-func (s brokenAfterReset) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s brokenAfterReset) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if err := s.broken(); err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	return s.simStore.UpdateRun(ctx, p)
 }
@@ -382,7 +382,7 @@ func (s brokenAfterReset) UpdateRun(ctx context.Context, p spec.UpdateRunParams)
 // slowWriteIgnoresDeadline finishes a write however long the link takes.
 type slowWriteIgnoresDeadline struct{ simStore }
 
-func (s slowWriteIgnoresDeadline) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s slowWriteIgnoresDeadline) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	return s.simStore.UpdateRun(context.WithoutCancel(ctx), p)
 }
 
@@ -394,10 +394,10 @@ type conflictsOnCutOff struct {
 	n *atomic.Int64
 }
 
-func (s conflictsOnCutOff) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s conflictsOnCutOff) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	run, err := s.simStore.UpdateRun(ctx, p)
 	if errors.Is(err, context.DeadlineExceeded) && s.n.Add(1)%2 == 0 {
-		return run, &spec.Error{Code: spec.CodeVersionConflict, RunID: p.RunID, Message: "the run has moved on"}
+		return run, &runstate.Error{Code: runstate.CodeVersionConflict, RunID: p.RunID, Message: "the run has moved on"}
 	}
 	return run, err
 }
@@ -405,31 +405,31 @@ func (s conflictsOnCutOff) UpdateRun(ctx context.Context, p spec.UpdateRunParams
 func faultMutants() []targetMutant {
 	return []targetMutant{
 		{"FAULT-001", "a read that waits out a partition past its deadline", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore { return hangsPastDeadline{s} })
+			return faultTarget(func(s simStore) runstate.RunStateStore { return hangsPastDeadline{s} })
 		}},
 		{"FAULT-002", "a read that waits for a restarting backend past its deadline", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore { return waitsOutRestarts{s} })
+			return faultTarget(func(s simStore) runstate.RunStateStore { return waitsOutRestarts{s} })
 		}},
 		{"FAULT-005", "a claim replayed to another owner after a reset", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore {
-				return replaysClaims{simStore: s, mu: &sync.Mutex{}, last: &spec.Claim{}, seen: new(int)}
+			return faultTarget(func(s simStore) runstate.RunStateStore {
+				return replaysClaims{simStore: s, mu: &sync.Mutex{}, last: &runstate.Claim{}, seen: new(int)}
 			})
 		}},
 		{"FAULT-006", "a handle that stays broken after a reset until reopened", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore { return brokenAfterReset{s} })
+			return faultTarget(func(s simStore) runstate.RunStateStore { return brokenAfterReset{s} })
 		}},
 		{"FAULT-007", "a write over a slow link that ignores its deadline", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore { return slowWriteIgnoresDeadline{s} })
+			return faultTarget(func(s simStore) runstate.RunStateStore { return slowWriteIgnoresDeadline{s} })
 		}},
 		{"FAULT-003", "a write acknowledged before it reaches the backend", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore { return acksBeforeCommit{s} })
+			return faultTarget(func(s simStore) runstate.RunStateStore { return acksBeforeCommit{s} })
 		}},
 		{"FAULT-004", "a write cut off answered VERSION_CONFLICT, applied or not", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore { return conflictsOnCutOff{s, new(atomic.Int64)} })
+			return faultTarget(func(s simStore) runstate.RunStateStore { return conflictsOnCutOff{s, new(atomic.Int64)} })
 		}},
 		{"FAULT-004", "a write retried after a reset, its audit event written twice", func() conformance.Target {
-			return faultTarget(func(s simStore) spec.RunStateStore {
-				return retriesAndDoubles{s, &overrides[[]spec.AuditEvent]{}}
+			return faultTarget(func(s simStore) runstate.RunStateStore {
+				return retriesAndDoubles{s, &overrides[[]runstate.AuditEvent]{}}
 			})
 		}},
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func init() {
 
 // pair is the observed outcome of one (from, to) update on a fresh run.
 type pair struct {
-	from, to      spec.RunStatus
+	from, to      runstate.RunStatus
 	before, after runState
 	err           error
 }
@@ -33,18 +33,18 @@ type pair struct {
 func (p pair) String() string { return fmt.Sprintf("%s -> %s", p.from, p.to) }
 
 // newEvents returns the audit events the update added.
-func (p pair) newEvents() []spec.AuditEvent {
+func (p pair) newEvents() []runstate.AuditEvent {
 	return p.after.events[min(len(p.before.events), len(p.after.events)):]
 }
 
 // eachPair tries all 81 (from, to) pairs on fresh runs, in table order.
-func (c *checkState) eachPair(filter func(from, to spec.RunStatus) bool, fn func(pair)) {
-	for _, from := range spec.RunStatuses() {
-		for _, to := range spec.RunStatuses() {
+func (c *checkState) eachPair(filter func(from, to runstate.RunStatus) bool, fn func(pair)) {
+	for _, from := range runstate.RunStatuses() {
+		for _, to := range runstate.RunStatuses() {
 			if !filter(from, to) {
 				continue
 			}
-			run := c.runIn(from, spec.CreateRunParams{})
+			run := c.runIn(from, runstate.CreateRunParams{})
 			p := pair{from: from, to: to, before: c.state(run.RunID)}
 			_, p.err = c.store.UpdateRun(c.ctx, transition(run, to))
 			p.after = c.state(run.RunID)
@@ -53,8 +53,8 @@ func (c *checkState) eachPair(filter func(from, to spec.RunStatus) bool, fn func
 	}
 }
 
-func allowed(from, to spec.RunStatus) bool   { return spec.CanTransition(from, to) }
-func forbidden(from, to spec.RunStatus) bool { return !spec.CanTransition(from, to) }
+func allowed(from, to runstate.RunStatus) bool   { return runstate.CanTransition(from, to) }
+func forbidden(from, to runstate.RunStatus) bool { return !runstate.CanTransition(from, to) }
 
 func checkAllowedPairs(c *checkState) {
 	c.eachPair(allowed, func(p pair) {
@@ -71,10 +71,10 @@ func checkAllowedPairs(c *checkState) {
 
 func checkForbiddenPairsError(c *checkState) {
 	c.eachPair(forbidden, func(p pair) {
-		if !c.expectErr(p.err, spec.ErrInvalidTransition, p.String()) {
+		if !c.expectErr(p.err, runstate.ErrInvalidTransition, p.String()) {
 			return
 		}
-		var e *spec.Error
+		var e *runstate.Error
 		if !errors.As(p.err, &e) || e.From != string(p.from) || e.To != string(p.to) {
 			c.Errorf(p.String()+": the error to carry From and To", "%+v", e)
 		}
@@ -82,7 +82,7 @@ func checkForbiddenPairsError(c *checkState) {
 }
 
 func checkForbiddenFromTerminal(c *checkState) {
-	c.eachPair(func(from, to spec.RunStatus) bool { return from.Terminal() && forbidden(from, to) }, func(p pair) {
+	c.eachPair(func(from, to runstate.RunStatus) bool { return from.Terminal() && forbidden(from, to) }, func(p pair) {
 		if a, b := jsonOf(p.before.snap), jsonOf(p.after.snap); a != b {
 			c.Errorf(p.String()+" to leave the terminal run unchanged", "%s became %s", a, b)
 		}
@@ -90,9 +90,9 @@ func checkForbiddenFromTerminal(c *checkState) {
 }
 
 func checkForbiddenFromNonTerminal(c *checkState) {
-	c.eachPair(func(from, to spec.RunStatus) bool { return !from.Terminal() && forbidden(from, to) }, func(p pair) {
+	c.eachPair(func(from, to runstate.RunStatus) bool { return !from.Terminal() && forbidden(from, to) }, func(p pair) {
 		s := p.after.snap
-		if s.Status != spec.StatusFailed || s.Diagnostic == nil || s.Diagnostic.ErrorCode != string(spec.CodeInvalidTransition) || s.Diagnostic.Retryable {
+		if s.Status != runstate.StatusFailed || s.Diagnostic == nil || s.Diagnostic.ErrorCode != string(runstate.CodeInvalidTransition) || s.Diagnostic.Retryable {
 			c.Errorf(p.String()+" to move the run to failed with a non-retryable diagnostic INVALID_STATE_TRANSITION",
 				"status %s diagnostic %s", s.Status, jsonOf(s.Diagnostic))
 			return
@@ -104,22 +104,22 @@ func checkForbiddenFromNonTerminal(c *checkState) {
 	})
 	// The rest of the patch is not applied; running steps and hosts fail
 	// with the run, the others keep their state.
-	for _, from := range []spec.RunStatus{spec.StatusQueued, spec.StatusRunning, spec.StatusWaiting} {
-		run := c.runIn(from, spec.CreateRunParams{Message: "before", Priority: 3, Labels: map[string]string{"k": "v"},
-			Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2"}}, {Name: "later", Hosts: []string{"h1"}}}})
-		if from != spec.StatusQueued {
-			run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{
-				{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}}}}})
+	for _, from := range []runstate.RunStatus{runstate.StatusQueued, runstate.StatusRunning, runstate.StatusWaiting} {
+		run := c.runIn(from, runstate.CreateRunParams{Message: "before", Priority: 3, Labels: map[string]string{"k": "v"},
+			Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2"}}, {Name: "later", Hosts: []string{"h1"}}}})
+		if from != runstate.StatusQueued {
+			run = c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{
+				{Name: "build", Status: "running", Hosts: []runstate.HostPatch{{Host: "h1", Status: "running"}}}}})
 		}
-		to := spec.StatusSuccess
-		if from == spec.StatusRunning {
-			to = spec.StatusQueued
+		to := runstate.StatusSuccess
+		if from == runstate.StatusRunning {
+			to = runstate.StatusQueued
 		}
 		p := transition(run, to)
 		p.Message, p.Priority, p.Labels = ptr("after"), ptr(9), map[string]string{"k": "changed"}
-		p.Steps = []spec.StepPatch{{Name: "later", Status: "skipped"}}
+		p.Steps = []runstate.StepPatch{{Name: "later", Status: "skipped"}}
 		_, err := c.store.UpdateRun(c.ctx, p)
-		c.expectErr(err, spec.ErrInvalidTransition, fmt.Sprintf("%s -> %s with a patch", from, to))
+		c.expectErr(err, runstate.ErrInvalidTransition, fmt.Sprintf("%s -> %s with a patch", from, to))
 		got := c.get(run.RunID)
 		if got.Message != "before" || got.Priority != 3 || got.Labels["k"] != "v" {
 			c.Errorf(fmt.Sprintf("%s -> %s: the rest of the patch (message, priority, labels) not applied", from, to),
@@ -127,12 +127,12 @@ func checkForbiddenFromNonTerminal(c *checkState) {
 		}
 		build, _ := got.Step("build")
 		later, _ := got.Step("later")
-		want := map[string]spec.StepStatus{"build": spec.StepQueued, "build/h1": spec.StepQueued, "build/h2": spec.StepQueued, "later": spec.StepQueued}
-		if from != spec.StatusQueued {
-			want["build"], want["build/h1"] = spec.StepFailed, spec.StepFailed
+		want := map[string]runstate.StepStatus{"build": runstate.StepQueued, "build/h1": runstate.StepQueued, "build/h2": runstate.StepQueued, "later": runstate.StepQueued}
+		if from != runstate.StatusQueued {
+			want["build"], want["build/h1"] = runstate.StepFailed, runstate.StepFailed
 		}
-		have := map[string]spec.StepStatus{"build": build.Status, "build/h1": build.Hosts[0].Status, "build/h2": build.Hosts[1].Status, "later": later.Status}
-		if fmt.Sprint(have) != fmt.Sprint(want) || (from != spec.StatusQueued && (!build.FinishedAt.Equal(got.FinishedAt) || !build.Hosts[0].FinishedAt.Equal(got.FinishedAt))) {
+		have := map[string]runstate.StepStatus{"build": build.Status, "build/h1": build.Hosts[0].Status, "build/h2": build.Hosts[1].Status, "later": later.Status}
+		if fmt.Sprint(have) != fmt.Sprint(want) || (from != runstate.StatusQueued && (!build.FinishedAt.Equal(got.FinishedAt) || !build.Hosts[0].FinishedAt.Equal(got.FinishedAt))) {
 			c.Errorf(fmt.Sprintf("%s -> %s: running steps and hosts failed with the run at its finished_at, the others unchanged (%v)", from, to, want),
 				"%v, %s", have, jsonOf(got.Steps))
 		}
@@ -151,15 +151,15 @@ func checkForbiddenAudit(c *checkState) {
 			return
 		}
 		rej := evs[0]
-		if rej.Kind != spec.AuditRejected || rej.From != p.from || rej.To != p.to || rej.ErrorCode != string(spec.CodeInvalidTransition) ||
+		if rej.Kind != runstate.AuditRejected || rej.From != p.from || rej.To != p.to || rej.ErrorCode != string(runstate.CodeInvalidTransition) ||
 			rej.Version != p.before.snap.Version || !sameWriter(rej) {
 			c.Errorf(p.String()+": a rejected event from "+string(p.from)+" to "+string(p.to)+
 				" with error_code INVALID_STATE_TRANSITION, the version refused at and the write's actor and reason", "%s", jsonOf(rej))
 		}
 		if want == 2 {
 			ev := evs[1]
-			if ev.Kind != spec.AuditTransition || ev.From != p.from || ev.To != spec.StatusFailed ||
-				ev.ErrorCode != string(spec.CodeInvalidTransition) || ev.Version != p.after.snap.Version || !sameWriter(ev) {
+			if ev.Kind != runstate.AuditTransition || ev.From != p.from || ev.To != runstate.StatusFailed ||
+				ev.ErrorCode != string(runstate.CodeInvalidTransition) || ev.Version != p.after.snap.Version || !sameWriter(ev) {
 				c.Errorf(p.String()+": then a transition event to failed at the new version, with the write's actor and reason", "%s", jsonOf(ev))
 			}
 		}
@@ -167,17 +167,17 @@ func checkForbiddenAudit(c *checkState) {
 }
 
 // sameWriter reports whether e carries the actor and reason transition() writes with.
-func sameWriter(e spec.AuditEvent) bool {
+func sameWriter(e runstate.AuditEvent) bool {
 	return e.Actor == worker && e.Reason == "conformance check"
 }
 
 func checkAliases(c *checkState) {
 	for _, alias := range []string{"created", "pending"} {
-		run := c.create(spec.CreateRunParams{Status: alias})
-		if run.Status != spec.StatusQueued || c.get(run.RunID).Status != spec.StatusQueued {
+		run := c.create(runstate.CreateRunParams{Status: alias})
+		if run.Status != runstate.StatusQueued || c.get(run.RunID).Status != runstate.StatusQueued {
 			c.Errorf("a run created as "+alias+" to be queued", "%s", run.Status)
 		}
-		page, err := c.store.ListRuns(c.ctx, spec.ListRunsParams{Statuses: []string{alias}})
+		page, err := c.store.ListRuns(c.ctx, runstate.ListRunsParams{Statuses: []string{alias}})
 		if err != nil || len(page.Runs) == 0 {
 			c.Errorf("listing by status "+alias+" to find queued runs", "%d runs, %s", len(page.Runs), describeErr(err))
 		}
@@ -187,16 +187,16 @@ func checkAliases(c *checkState) {
 // checkStepPairs tries every (from, to) pair of the step table on a step,
 // or on a host within a step.
 func checkStepPairs(host bool) func(*checkState) {
-	patch := func(run spec.RunSnapshot, to spec.StepStatus) spec.UpdateRunParams {
-		sp := spec.StepPatch{Name: "build"}
+	patch := func(run runstate.RunSnapshot, to runstate.StepStatus) runstate.UpdateRunParams {
+		sp := runstate.StepPatch{Name: "build"}
 		if host {
-			sp.Hosts = []spec.HostPatch{{Host: "web-1", Status: string(to)}}
+			sp.Hosts = []runstate.HostPatch{{Host: "web-1", Status: string(to)}}
 		} else {
 			sp.Status = string(to)
 		}
-		return spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{sp}, Actor: worker}
+		return runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{sp}, Actor: worker}
 	}
-	status := func(s spec.RunSnapshot) spec.StepStatus {
+	status := func(s runstate.RunSnapshot) runstate.StepStatus {
 		st, ok := s.Step("build")
 		if !ok {
 			return ""
@@ -215,16 +215,16 @@ func checkStepPairs(host bool) func(*checkState) {
 		level = "host"
 	}
 	return func(c *checkState) {
-		for _, from := range spec.StepStatuses() {
-			for _, to := range spec.StepStatuses() {
-				run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"web-1"}}}})
+		for _, from := range runstate.StepStatuses() {
+			for _, to := range runstate.StepStatuses() {
+				run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"web-1"}}}})
 				for _, st := range stepPathTo(from) {
 					run = c.update(patch(run, st))
 				}
 				before := c.state(run.RunID)
 				_, err := c.store.UpdateRun(c.ctx, patch(run, to))
 				what := fmt.Sprintf("%s %s -> %s", level, from, to)
-				if spec.CanStepTransition(from, to) {
+				if runstate.CanStepTransition(from, to) {
 					if err != nil {
 						c.Errorf(what+" to succeed", "%s", describeErr(err))
 					} else if got := status(c.get(run.RunID)); got != to {
@@ -232,8 +232,8 @@ func checkStepPairs(host bool) func(*checkState) {
 					}
 					continue
 				}
-				if c.expectErr(err, spec.ErrInvalidTransition, what) {
-					var e *spec.Error
+				if c.expectErr(err, runstate.ErrInvalidTransition, what) {
+					var e *runstate.Error
 					if errors.As(err, &e) && (e.Step != "build" || e.From != string(from) || e.To != string(to) || (host && e.Host != "web-1")) {
 						c.Errorf(what+": the error to name step, host, from and to", "%+v", e)
 					}
@@ -249,32 +249,32 @@ func checkStepPairs(host bool) func(*checkState) {
 
 func checkTimestamps(c *checkState) {
 	tick := func() { c.pass(2 * time.Millisecond) } // distinct microsecond timestamps
-	run := c.create(spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"web-1"}}}})
+	run := c.create(runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"web-1"}}}})
 	if !run.StartedAt.IsZero() || !run.FinishedAt.IsZero() || run.CreatedAt.IsZero() || !run.UpdatedAt.Equal(run.CreatedAt) {
 		c.Errorf("a new run with created_at = updated_at and no started_at or finished_at", "%s", jsonOf(run))
 	}
 	tick()
-	run = c.move(run, spec.StatusRunning)
+	run = c.move(run, runstate.StatusRunning)
 	started := run.StartedAt
 	if !started.After(run.CreatedAt) || !run.FinishedAt.IsZero() || !run.UpdatedAt.Equal(started) {
 		c.Errorf("started_at set (after created_at) when the run enters running", "%s", jsonOf(run))
 	}
 	tick()
-	run = c.move(c.move(run, spec.StatusWaiting), spec.StatusRunning)
+	run = c.move(c.move(run, runstate.StatusWaiting), runstate.StatusRunning)
 	if !run.StartedAt.Equal(started) {
 		c.Errorf("started_at kept when the run returns from waiting", "%v became %v", started, run.StartedAt)
 	}
 	tick()
-	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{
-		{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "web-1", Status: "running"}}}}})
+	run = c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{
+		{Name: "build", Status: "running", Hosts: []runstate.HostPatch{{Host: "web-1", Status: "running"}}}}})
 	st, _ := run.Step("build")
 	h, _ := st.Host("web-1")
 	if !st.StartedAt.After(started) || !st.StartedAt.Equal(run.UpdatedAt) || !h.StartedAt.Equal(st.StartedAt) || !st.FinishedAt.IsZero() {
 		c.Errorf("step and host started_at = the updated_at of the write that made them running", "%s, updated_at %v", jsonOf(st), run.UpdatedAt)
 	}
 	tick()
-	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "success", Steps: []spec.StepPatch{
-		{Name: "build", Status: "success", Hosts: []spec.HostPatch{{Host: "web-1", Status: "success"}}}}})
+	run = c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "success", Steps: []runstate.StepPatch{
+		{Name: "build", Status: "success", Hosts: []runstate.HostPatch{{Host: "web-1", Status: "success"}}}}})
 	st, _ = run.Step("build")
 	h, _ = st.Host("web-1")
 	if !run.FinishedAt.After(st.StartedAt) || !run.FinishedAt.Equal(run.UpdatedAt) || !st.FinishedAt.Equal(run.FinishedAt) || !h.FinishedAt.Equal(run.FinishedAt) {
@@ -286,22 +286,22 @@ func checkTimestamps(c *checkState) {
 }
 
 func checkTerminalFrozen(c *checkState) {
-	for _, st := range spec.RunStatuses() {
+	for _, st := range runstate.RunStatuses() {
 		if !st.Terminal() {
 			continue
 		}
-		run := c.runIn(st, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
-		for name, p := range map[string]spec.UpdateRunParams{
+		run := c.runIn(st, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build"}}})
+		for name, p := range map[string]runstate.UpdateRunParams{
 			"a message":  {Message: ptr("late")},
 			"a priority": {Priority: ptr(9)},
-			"a step":     {Steps: []spec.StepPatch{{Name: "build", Status: "running"}}},
+			"a step":     {Steps: []runstate.StepPatch{{Name: "build", Status: "running"}}},
 			"labels":     {Labels: map[string]string{"late": "yes"}},
 		} {
 			p.RunID, p.ExpectedVersion, p.Actor, p.Reason = run.RunID, run.Version, worker, "late write"
 			before := c.state(run.RunID)
 			_, err := c.store.UpdateRun(c.ctx, p)
-			if c.expectErr(err, spec.ErrInvalidTransition, "writing "+name+" to a "+string(st)+" run") {
-				var e *spec.Error
+			if c.expectErr(err, runstate.ErrInvalidTransition, "writing "+name+" to a "+string(st)+" run") {
+				var e *runstate.Error
 				if errors.As(err, &e) && (e.From != string(st) || e.To != string(st)) {
 					c.Errorf("writing "+name+" to a "+string(st)+" run: the error from and to "+string(st), "%+v", e)
 				}
@@ -311,7 +311,7 @@ func checkTerminalFrozen(c *checkState) {
 				c.Errorf("the "+string(st)+" run unchanged after "+name+" was refused", "%s", jsonOf(after.snap))
 			}
 			added := after.events[min(len(before.events), len(after.events)):]
-			if len(added) != 1 || added[0].Kind != spec.AuditRejected || added[0].From != st || added[0].To != st ||
+			if len(added) != 1 || added[0].Kind != runstate.AuditRejected || added[0].From != st || added[0].To != st ||
 				added[0].Version != run.Version || added[0].Reason != "late write" {
 				c.Errorf("one rejected event "+string(st)+" -> "+string(st)+" for "+name+" written to a "+string(st)+" run", "%s", jsonOf(added))
 			}
@@ -324,45 +324,45 @@ func checkTerminalFrozen(c *checkState) {
 func checkOrderOfChecks(c *checkState) {
 	type attempt struct {
 		name  string
-		setup func() (spec.RunSnapshot, spec.UpdateRunParams)
+		setup func() (runstate.RunSnapshot, runstate.UpdateRunParams)
 		want  error
 		moved bool // the run is moved to failed (a forbidden transition decided)
 	}
-	stale := func(p spec.UpdateRunParams) spec.UpdateRunParams { p.ExpectedVersion--; return p }
+	stale := func(p runstate.UpdateRunParams) runstate.UpdateRunParams { p.ExpectedVersion--; return p }
 	attempts := []attempt{
-		{"a stale token and a stale version", func() (spec.RunSnapshot, spec.UpdateRunParams) {
-			run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+		{"a stale token and a stale version", func() (runstate.RunSnapshot, runstate.UpdateRunParams) {
+			run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 			first := c.claim(run.RunID, owner("w1"))
 			c.expire()
 			c.claim(run.RunID, owner("w2"))
 			run = c.get(run.RunID)
-			p := stale(transition(run, spec.StatusWaiting))
+			p := stale(transition(run, runstate.StatusWaiting))
 			p.LeaseToken = first.Lease.Token
 			return run, p
-		}, spec.ErrLeaseLost, false},
-		{"a stale version on a terminal run", func() (spec.RunSnapshot, spec.UpdateRunParams) {
-			run := c.runIn(spec.StatusSuccess, spec.CreateRunParams{})
-			return run, stale(transition(run, spec.StatusRunning))
-		}, spec.ErrVersionConflict, false},
-		{"a stale version and a forbidden transition", func() (spec.RunSnapshot, spec.UpdateRunParams) {
-			run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-			return run, stale(transition(run, spec.StatusQueued))
-		}, spec.ErrVersionConflict, false},
-		{"a forbidden transition without the diagnostic it would need", func() (spec.RunSnapshot, spec.UpdateRunParams) {
-			run := c.runIn(spec.StatusQueued, spec.CreateRunParams{})
-			return run, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed", Actor: worker}
-		}, spec.ErrInvalidTransition, true},
-		{"a forbidden transition and a forbidden step move", func() (spec.RunSnapshot, spec.UpdateRunParams) {
-			run := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
-			p := transition(run, spec.StatusSuccess)
-			p.Steps = []spec.StepPatch{{Name: "build", Status: "success"}} // queued -> success is forbidden too
+		}, runstate.ErrLeaseLost, false},
+		{"a stale version on a terminal run", func() (runstate.RunSnapshot, runstate.UpdateRunParams) {
+			run := c.runIn(runstate.StatusSuccess, runstate.CreateRunParams{})
+			return run, stale(transition(run, runstate.StatusRunning))
+		}, runstate.ErrVersionConflict, false},
+		{"a stale version and a forbidden transition", func() (runstate.RunSnapshot, runstate.UpdateRunParams) {
+			run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+			return run, stale(transition(run, runstate.StatusQueued))
+		}, runstate.ErrVersionConflict, false},
+		{"a forbidden transition without the diagnostic it would need", func() (runstate.RunSnapshot, runstate.UpdateRunParams) {
+			run := c.runIn(runstate.StatusQueued, runstate.CreateRunParams{})
+			return run, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed", Actor: worker}
+		}, runstate.ErrInvalidTransition, true},
+		{"a forbidden transition and a forbidden step move", func() (runstate.RunSnapshot, runstate.UpdateRunParams) {
+			run := c.runIn(runstate.StatusWaiting, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build"}}})
+			p := transition(run, runstate.StatusSuccess)
+			p.Steps = []runstate.StepPatch{{Name: "build", Status: "success"}} // queued -> success is forbidden too
 			return run, p
-		}, spec.ErrInvalidTransition, true},
-		{"a missing diagnostic and a forbidden step move", func() (spec.RunSnapshot, spec.UpdateRunParams) {
-			run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{{Name: "build"}}})
-			return run, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed", Actor: worker,
-				Steps: []spec.StepPatch{{Name: "build", Status: "success"}}}
-		}, spec.ErrMissingDiagnostic, false},
+		}, runstate.ErrInvalidTransition, true},
+		{"a missing diagnostic and a forbidden step move", func() (runstate.RunSnapshot, runstate.UpdateRunParams) {
+			run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build"}}})
+			return run, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "failed", Actor: worker,
+				Steps: []runstate.StepPatch{{Name: "build", Status: "success"}}}
+		}, runstate.ErrMissingDiagnostic, false},
 	}
 	if !c.target.Capabilities.Leases {
 		attempts = attempts[1:] // tokens need leases
@@ -374,7 +374,7 @@ func checkOrderOfChecks(c *checkState) {
 		c.expectErr(err, a.want, a.name)
 		after := c.get(run.RunID)
 		switch {
-		case a.moved && after.Status != spec.StatusFailed:
+		case a.moved && after.Status != runstate.StatusFailed:
 			c.Errorf(a.name+": the forbidden transition decides, moving the run to failed", "%s", after.Status)
 		case !a.moved:
 			c.expectUnchanged(before, "after "+a.name)

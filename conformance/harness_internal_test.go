@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
-	"github.com/runstate/runstate/spec"
 )
 
 // watchedHarness records when it is closed, and whether a check was still
@@ -21,9 +21,11 @@ type watchedHarness struct {
 	closedUnderRun atomic.Bool
 }
 
-func (h *watchedHarness) Store() spec.RunStateStore                              { return h.store }
-func (h *watchedHarness) OpenHandle(context.Context) (spec.RunStateStore, error) { return h.store, nil }
-func (h *watchedHarness) Advance(time.Duration)                                  {}
+func (h *watchedHarness) Store() runstate.RunStateStore { return h.store }
+func (h *watchedHarness) OpenHandle(context.Context) (runstate.RunStateStore, error) {
+	return h.store, nil
+}
+func (h *watchedHarness) Advance(time.Duration) {}
 func (h *watchedHarness) Close(context.Context) error {
 	h.closedUnderRun.Store(h.checkRunning.Load())
 	h.closed.Store(true)
@@ -93,7 +95,7 @@ func TestCheckThatIgnoresCancellationIsAbandoned(t *testing.T) {
 func TestStoreWithRunsIsRefused(t *testing.T) {
 	ctx := context.Background()
 	store := openMemory(t)
-	if _, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "real", Steps: []spec.StepSpec{{Name: "s"}}}); err != nil {
+	if _, err := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "real", Steps: []runstate.StepSpec{{Name: "s"}}}); err != nil {
 		t.Fatal(err)
 	}
 	var running atomic.Bool
@@ -107,7 +109,7 @@ func TestStoreWithRunsIsRefused(t *testing.T) {
 		t.Fatalf("CheckEmpty: %v, want ErrStoreNotEmpty", err)
 	}
 	store = openMemory(t)
-	if _, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "real", Steps: []spec.StepSpec{{Name: "s"}}}); err != nil {
+	if _, err := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "real", Steps: []runstate.StepSpec{{Name: "s"}}}); err != nil {
 		t.Fatal(err)
 	}
 	target = watchedTarget(store, &running, &h)
@@ -117,7 +119,7 @@ func TestStoreWithRunsIsRefused(t *testing.T) {
 	if !h.closed.Load() {
 		t.Error("the refused harness was not closed")
 	}
-	if page, _ := store.ListRuns(ctx, spec.ListRunsParams{}); len(page.Runs) != 1 {
+	if page, _ := store.ListRuns(ctx, runstate.ListRunsParams{}); len(page.Runs) != 1 {
 		t.Fatalf("%d runs after a refused check", len(page.Runs))
 	}
 
@@ -126,7 +128,7 @@ func TestStoreWithRunsIsRefused(t *testing.T) {
 		t.Fatalf("CheckEmpty on an empty store: %v", err)
 	}
 	store = openMemory(t)
-	store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "real", Steps: []spec.StepSpec{{Name: "s"}}})
+	store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "real", Steps: []runstate.StepSpec{{Name: "s"}}})
 	target = watchedTarget(store, &running, &h)
 	target.AllowStoredRuns = true
 	if res := RunRule(ctx, target, rule); res.Outcome != Pass || !ran {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Context returns the check's context.
@@ -17,14 +17,14 @@ func (c *checkState) Context() context.Context { return c.ctx }
 
 // leases returns the store's LeaseStore. A target that declares Leases but
 // does not implement the interface fails the rule.
-func (c *checkState) leases() spec.LeaseStore {
+func (c *checkState) leases() runstate.LeaseStore {
 	return c.leaseStoreOf(c.store)
 }
 
 // second returns the check's second handle, as another worker process
 // would hold it. It is opened once per check: a check that races in rounds
 // must not open (and keep, until the harness closes) a pool per round.
-func (c *checkState) second() spec.RunStateStore {
+func (c *checkState) second() runstate.RunStateStore {
 	c.secondMu.Lock()
 	defer c.secondMu.Unlock()
 	if c.other == nil {
@@ -39,9 +39,9 @@ func (c *checkState) second() spec.RunStateStore {
 
 // handles returns n handles alternating between the primary and, when the
 // target has one, a second handle; concurrency checks spread workers over them.
-func (c *checkState) handles(n int) []spec.RunStateStore {
-	out := make([]spec.RunStateStore, n)
-	var other spec.RunStateStore = c.store
+func (c *checkState) handles(n int) []runstate.RunStateStore {
+	out := make([]runstate.RunStateStore, n)
+	var other runstate.RunStateStore = c.store
 	if c.target.Capabilities.SecondHandle {
 		other = c.second()
 	}
@@ -55,10 +55,10 @@ func (c *checkState) handles(n int) []spec.RunStateStore {
 }
 
 // leaseStoreOf returns s as a LeaseStore; a handle without it fails the rule.
-func (c *checkState) leaseStoreOf(s spec.RunStateStore) spec.LeaseStore {
-	ls, ok := s.(spec.LeaseStore)
+func (c *checkState) leaseStoreOf(s runstate.RunStateStore) runstate.LeaseStore {
+	ls, ok := s.(runstate.LeaseStore)
 	if !ok {
-		c.Fatalf("every handle of a store declaring the leases capability to implement spec.LeaseStore", "%T does not", s)
+		c.Fatalf("every handle of a store declaring the leases capability to implement runstate.LeaseStore", "%T does not", s)
 	}
 	return ls
 }
@@ -112,7 +112,7 @@ func (c *checkState) expire() { c.pass(c.ttl() + c.ttl()/2 + 50*time.Millisecond
 
 const workflow = "conformance"
 
-func (c *checkState) create(p spec.CreateRunParams) spec.RunSnapshot {
+func (c *checkState) create(p runstate.CreateRunParams) runstate.RunSnapshot {
 	if p.WorkflowName == "" {
 		p.WorkflowName = workflow
 	}
@@ -123,9 +123,9 @@ func (c *checkState) create(p spec.CreateRunParams) spec.RunSnapshot {
 	return run
 }
 
-func (c *checkState) newRun() spec.RunSnapshot { return c.create(spec.CreateRunParams{}) }
+func (c *checkState) newRun() runstate.RunSnapshot { return c.create(runstate.CreateRunParams{}) }
 
-func (c *checkState) update(p spec.UpdateRunParams) spec.RunSnapshot {
+func (c *checkState) update(p runstate.UpdateRunParams) runstate.RunSnapshot {
 	run, err := c.store.UpdateRun(c.ctx, p)
 	if err != nil {
 		c.Fatalf("UpdateRun to succeed", "%s for %s", describeErr(err), jsonOf(p))
@@ -134,12 +134,12 @@ func (c *checkState) update(p spec.UpdateRunParams) spec.RunSnapshot {
 }
 
 // move transitions run to status to, with whatever the status requires.
-func (c *checkState) move(run spec.RunSnapshot, to spec.RunStatus) spec.RunSnapshot {
+func (c *checkState) move(run runstate.RunSnapshot, to runstate.RunStatus) runstate.RunSnapshot {
 	return c.update(transition(run, to))
 }
 
 // runIn creates a run and drives it to status along the shortest allowed path.
-func (c *checkState) runIn(status spec.RunStatus, p spec.CreateRunParams) spec.RunSnapshot {
+func (c *checkState) runIn(status runstate.RunStatus, p runstate.CreateRunParams) runstate.RunSnapshot {
 	run := c.create(p)
 	for _, st := range pathTo(status) {
 		run = c.move(run, st)
@@ -147,7 +147,7 @@ func (c *checkState) runIn(status spec.RunStatus, p spec.CreateRunParams) spec.R
 	return run
 }
 
-func (c *checkState) get(id string) spec.RunSnapshot {
+func (c *checkState) get(id string) runstate.RunSnapshot {
 	run, err := c.store.GetRun(c.ctx, id)
 	if err != nil {
 		c.Fatalf("GetRun to succeed", "%s", describeErr(err))
@@ -156,11 +156,11 @@ func (c *checkState) get(id string) spec.RunSnapshot {
 }
 
 // events returns every audit event of a run, following pages.
-func (c *checkState) events(id string) []spec.AuditEvent {
-	var out []spec.AuditEvent
+func (c *checkState) events(id string) []runstate.AuditEvent {
+	var out []runstate.AuditEvent
 	var after int64
 	for {
-		page, err := c.store.ListAuditEvents(c.ctx, spec.ListAuditParams{RunID: id, AfterSeq: after})
+		page, err := c.store.ListAuditEvents(c.ctx, runstate.ListAuditParams{RunID: id, AfterSeq: after})
 		if err != nil {
 			c.Fatalf("ListAuditEvents to succeed", "%s", describeErr(err))
 		}
@@ -183,8 +183,8 @@ func (c *checkState) events(id string) []spec.AuditEvent {
 
 // runState is everything observable about one run.
 type runState struct {
-	snap   spec.RunSnapshot
-	events []spec.AuditEvent
+	snap   runstate.RunSnapshot
+	events []runstate.AuditEvent
 }
 
 func (c *checkState) state(id string) runState { return runState{c.get(id), c.events(id)} }
@@ -206,18 +206,18 @@ func (c *checkState) expectErr(err error, want error, doing string) bool {
 	if errors.Is(err, want) {
 		return true
 	}
-	c.Errorf(fmt.Sprintf("%s to fail with %s", doing, spec.CodeOf(want)), "%s", describeErr(err))
+	c.Errorf(fmt.Sprintf("%s to fail with %s", doing, runstate.CodeOf(want)), "%s", describeErr(err))
 	return false
 }
 
 // expectInvalid checks an ErrInvalidArgument that names the offending field.
 func (c *checkState) expectInvalid(err error, doing string) {
-	if !c.expectErr(err, spec.ErrInvalidArgument, doing) {
+	if !c.expectErr(err, runstate.ErrInvalidArgument, doing) {
 		return
 	}
-	var e *spec.Error
+	var e *runstate.Error
 	if !errors.As(err, &e) || e.Field == "" || e.Message == "" {
-		c.Errorf(doing+" to name the offending field in an *spec.Error", "%s", describeErr(err))
+		c.Errorf(doing+" to name the offending field in an *runstate.Error", "%s", describeErr(err))
 	}
 }
 
@@ -225,18 +225,18 @@ func describeErr(err error) string {
 	if err == nil {
 		return "success"
 	}
-	return fmt.Sprintf("error %q (code %q)", err.Error(), spec.CodeOf(err))
+	return fmt.Sprintf("error %q (code %q)", err.Error(), runstate.CodeOf(err))
 }
 
 // transition builds an update moving run to status to, with a diagnostic or
 // interrupted_reason where the status requires one.
-func transition(run spec.RunSnapshot, to spec.RunStatus) spec.UpdateRunParams {
-	p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to),
-		Actor: spec.Actor{Kind: spec.ActorWorker, ID: "conformance"}, Reason: "conformance check"}
+func transition(run runstate.RunSnapshot, to runstate.RunStatus) runstate.UpdateRunParams {
+	p := runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to),
+		Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: "conformance"}, Reason: "conformance check"}
 	if to.RequiresDiagnostic() {
-		p.Diagnostic = &spec.Diagnostic{ErrorCode: "E_CONFORMANCE", Message: "entered " + string(to) + " on purpose", Retryable: true}
+		p.Diagnostic = &runstate.Diagnostic{ErrorCode: "E_CONFORMANCE", Message: "entered " + string(to) + " on purpose", Retryable: true}
 	}
-	if to == spec.StatusInterrupted {
+	if to == runstate.StatusInterrupted {
 		p.InterruptedReason = "CONFORMANCE"
 	}
 	return p
@@ -244,15 +244,15 @@ func transition(run spec.RunSnapshot, to spec.RunStatus) spec.UpdateRunParams {
 
 // pathTo returns the shortest sequence of allowed transitions from queued to
 // target (empty for queued), found by searching the transition table.
-func pathTo(target spec.RunStatus) []spec.RunStatus {
-	return shortestPath(spec.StatusQueued, target, allowedFrom)
+func pathTo(target runstate.RunStatus) []runstate.RunStatus {
+	return shortestPath(runstate.StatusQueued, target, allowedFrom)
 }
 
 // allowedFrom returns the statuses the table allows from from, in lifecycle order.
-func allowedFrom(from spec.RunStatus) []spec.RunStatus {
-	var out []spec.RunStatus
-	for _, to := range spec.RunStatuses() {
-		if spec.CanTransition(from, to) {
+func allowedFrom(from runstate.RunStatus) []runstate.RunStatus {
+	var out []runstate.RunStatus
+	for _, to := range runstate.RunStatuses() {
+		if runstate.CanTransition(from, to) {
 			out = append(out, to)
 		}
 	}
@@ -260,11 +260,11 @@ func allowedFrom(from spec.RunStatus) []spec.RunStatus {
 }
 
 // stepPathTo is pathTo for the step table.
-func stepPathTo(target spec.StepStatus) []spec.StepStatus {
-	return shortestPath(spec.StepQueued, target, func(from spec.StepStatus) []spec.StepStatus {
-		var out []spec.StepStatus
-		for _, to := range spec.StepStatuses() {
-			if spec.CanStepTransition(from, to) {
+func stepPathTo(target runstate.StepStatus) []runstate.StepStatus {
+	return shortestPath(runstate.StepQueued, target, func(from runstate.StepStatus) []runstate.StepStatus {
+		var out []runstate.StepStatus
+		for _, to := range runstate.StepStatuses() {
+			if runstate.CanStepTransition(from, to) {
 				out = append(out, to)
 			}
 		}
@@ -306,4 +306,4 @@ func jsonOf(v any) string {
 
 func ptr[T any](v T) *T { return &v }
 
-var worker = spec.Actor{Kind: spec.ActorWorker, ID: "conformance"}
+var worker = runstate.Actor{Kind: runstate.ActorWorker, ID: "conformance"}

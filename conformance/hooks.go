@@ -3,7 +3,7 @@ package conformance
 import (
 	"context"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // hooks run code between a store's operations, to stage races that timing
@@ -14,11 +14,11 @@ type hooks struct {
 }
 
 type hookedStore struct {
-	spec.RunStateStore
+	runstate.RunStateStore
 	h hooks
 }
 
-func (s hookedStore) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s hookedStore) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	page, err := s.RunStateStore.ListRuns(ctx, p)
 	if err == nil && s.h.afterList != nil && len(page.Runs) > 0 {
 		s.h.afterList(ctx)
@@ -28,10 +28,10 @@ func (s hookedStore) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.
 
 type hookedLeaseStore struct {
 	hookedStore
-	spec.LeaseStore
+	runstate.LeaseStore
 }
 
-func (s hookedLeaseStore) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s hookedLeaseStore) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.LeaseStore.ClaimRun(ctx, p)
 	if err == nil && s.h.afterClaim != nil {
 		s.h.afterClaim(ctx, p.RunID)
@@ -40,9 +40,9 @@ func (s hookedLeaseStore) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (
 }
 
 // withHooks wraps store, keeping its LeaseStore side when it has one.
-func withHooks(store spec.RunStateStore, h hooks) spec.RunStateStore {
+func withHooks(store runstate.RunStateStore, h hooks) runstate.RunStateStore {
 	hs := hookedStore{store, h}
-	if ls, ok := store.(spec.LeaseStore); ok {
+	if ls, ok := store.(runstate.LeaseStore); ok {
 		return hookedLeaseStore{hs, ls}
 	}
 	return hs

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -35,8 +35,8 @@ func init() {
 // anyLive names every non-terminal status, for claims that are not about statuses.
 var anyLive = []string{"queued", "running", "waiting"}
 
-func (c *checkState) claim(runID string, o spec.Owner) spec.Claim {
-	cl, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: runID, Owner: o, TTL: c.ttl(), Statuses: anyLive})
+func (c *checkState) claim(runID string, o runstate.Owner) runstate.Claim {
+	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: runID, Owner: o, TTL: c.ttl(), Statuses: anyLive})
 	if err != nil {
 		c.Fatalf("ClaimRun of "+runID+" by "+o.String()+" to succeed", "%s", describeErr(err))
 	}
@@ -53,16 +53,16 @@ func checkExclusiveClaim(c *checkState) {
 	if c.target.Capabilities.ControlledClock && cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt) != c.ttl() {
 		c.Errorf("expiry = acquisition + TTL", "%v", cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt))
 	}
-	for _, other := range []spec.Owner{owner("w2"), owner("w1")} {
-		_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: other, TTL: c.ttl()})
-		c.expectErr(err, spec.ErrLeaseHeld, "claiming a live-leased run as "+other.String())
+	for _, other := range []runstate.Owner{owner("w2"), owner("w1")} {
+		_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: other, TTL: c.ttl()})
+		c.expectErr(err, runstate.ErrLeaseHeld, "claiming a live-leased run as "+other.String())
 	}
 	var ls = c.leases()
 	if c.target.Capabilities.SecondHandle {
 		ls = c.leaseStoreOf(c.second())
 	}
-	_, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w3"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrNotFound, "claim-next while the only run is leased")
+	_, err := ls.ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w3"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrNotFound, "claim-next while the only run is leased")
 }
 
 func checkConcurrentClaimNext(c *checkState) {
@@ -78,8 +78,8 @@ func checkConcurrentClaimNext(c *checkState) {
 		ls := c.leaseStoreOf(stores[w])
 		o := owner(fmt.Sprintf("worker-%d", w))
 		for {
-			cl, err := ls.ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: o, TTL: spec.DefaultRecoveryLeaseTTL})
-			if errors.Is(err, spec.ErrNotFound) {
+			cl, err := ls.ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: o, TTL: runstate.DefaultRecoveryLeaseTTL})
+			if errors.Is(err, runstate.ErrNotFound) {
 				return
 			}
 			if err != nil {
@@ -109,18 +109,18 @@ func checkClaimOrder(c *checkState) {
 		prio int
 	}{{"low-old", 1}, {"high-old", 10}, {"mid", 5}, {"high-new", 10}, {"low-new", 1}, {"high-newer", 10}, {"high-newest", 10}, {"low-newest", 1}}
 	for _, s := range specs {
-		c.create(spec.CreateRunParams{RunID: s.id, Priority: s.prio})
+		c.create(runstate.CreateRunParams{RunID: s.id, Priority: s.prio})
 		c.pass(2 * time.Millisecond)
 	}
 	// Ties: created one right after another, in descending id order. Where
 	// the store's clock stands still (a manual clock) they share created_at
 	// and only run_id orders them; where it moves, created_at decides.
 	ties := []string{"tie-z", "tie-m", "tie-a"}
-	var tied []spec.RunSnapshot
+	var tied []runstate.RunSnapshot
 	for _, id := range ties {
-		tied = append(tied, c.create(spec.CreateRunParams{RunID: id, Priority: 7}))
+		tied = append(tied, c.create(runstate.CreateRunParams{RunID: id, Priority: 7}))
 	}
-	slices.SortFunc(tied, func(a, b spec.RunSnapshot) int {
+	slices.SortFunc(tied, func(a, b runstate.RunSnapshot) int {
 		if d := a.CreatedAt.Compare(b.CreatedAt); d != 0 {
 			return d
 		}
@@ -128,7 +128,7 @@ func checkClaimOrder(c *checkState) {
 	})
 	var got []string
 	for range len(specs) + len(ties) {
-		cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
 		if err != nil {
 			c.Fatalf("claim-next to succeed", "%s", describeErr(err))
 		}
@@ -148,7 +148,7 @@ func checkRenew(c *checkState) {
 	run := c.newRun()
 	cl := c.claim(run.RunID, owner("w1"))
 	c.pass(c.ttl() / 2)
-	l, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
 	if err != nil {
 		c.Fatalf("renewing a live lease to succeed", "%s", describeErr(err))
 	}
@@ -157,8 +157,8 @@ func checkRenew(c *checkState) {
 	}
 	// Past the first expiry, within the renewed one.
 	c.pass(c.ttl()/2 + c.ttl()/4)
-	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseHeld, "claiming a renewed lease after its first expiry")
+	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseHeld, "claiming a renewed lease after its first expiry")
 }
 
 func checkExpiryTakeover(c *checkState) {
@@ -169,35 +169,35 @@ func checkExpiryTakeover(c *checkState) {
 	if second.Lease.Token <= first.Lease.Token || second.Lease.Owner != owner("w2") {
 		c.Errorf("w2 to take over with a larger token", "first %s, second %s", jsonOf(first.Lease), jsonOf(second.Lease))
 	}
-	runnable, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{})
+	runnable, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{})
 	if err != nil || len(runnable.Runs) != 0 {
 		c.Errorf("the taken-over run not runnable", "%d runnable, %s", len(runnable.Runs), describeErr(err))
 	}
 }
 
 func checkFencedWrites(c *checkState) {
-	run := c.move(c.newRun(), spec.StatusRunning)
+	run := c.move(c.newRun(), runstate.StatusRunning)
 	old := c.claim(run.RunID, owner("w1")).Lease.Token
 	c.expire()
 	cur := c.claim(run.RunID, owner("w2")).Lease.Token
 	before := c.state(run.RunID)
-	p := transition(run, spec.StatusSuccess)
+	p := transition(run, runstate.StatusSuccess)
 	p.LeaseToken = old
 	_, err := c.store.UpdateRun(c.ctx, p)
-	c.expectErr(err, spec.ErrLeaseLost, "a zombie write with the taken-over token")
+	c.expectErr(err, runstate.ErrLeaseLost, "a zombie write with the taken-over token")
 	c.expectUnchanged(before, "after a zombie write")
 	p.LeaseToken = cur + 1
 	_, err = c.store.UpdateRun(c.ctx, p)
-	c.expectErr(err, spec.ErrLeaseLost, "a write with a token never issued")
+	c.expectErr(err, runstate.ErrLeaseLost, "a write with a token never issued")
 	p.LeaseToken = cur
 	if _, err := c.store.UpdateRun(c.ctx, p); err != nil {
 		c.Errorf("a write with the current token to succeed", "%s", describeErr(err))
 	}
-	unleased := c.move(c.newRun(), spec.StatusRunning)
-	p = transition(unleased, spec.StatusSuccess)
+	unleased := c.move(c.newRun(), runstate.StatusRunning)
+	p = transition(unleased, runstate.StatusSuccess)
 	p.LeaseToken = 1
 	_, err = c.store.UpdateRun(c.ctx, p)
-	c.expectErr(err, spec.ErrLeaseLost, "a fenced write to a run never leased")
+	c.expectErr(err, runstate.ErrLeaseLost, "a fenced write to a run never leased")
 }
 
 func checkStaleRenewRelease(c *checkState) {
@@ -205,48 +205,48 @@ func checkStaleRenewRelease(c *checkState) {
 	old := c.claim(run.RunID, owner("w1")).Lease.Token
 	c.expire()
 	cur := c.claim(run.RunID, owner("w2")).Lease
-	_, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: old, TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseLost, "renewing a taken-over lease")
-	err = c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: old})
-	c.expectErr(err, spec.ErrLeaseLost, "releasing a taken-over lease")
-	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w3"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseHeld, "claiming after a stale release (w2 must still hold it)")
-	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cur.Token}); err != nil {
+	_, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: old, TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseLost, "renewing a taken-over lease")
+	err = c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: old})
+	c.expectErr(err, runstate.ErrLeaseLost, "releasing a taken-over lease")
+	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w3"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseHeld, "claiming after a stale release (w2 must still hold it)")
+	if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cur.Token}); err != nil {
 		c.Fatalf("releasing the current lease to succeed", "%s", describeErr(err))
 	}
-	err = c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cur.Token})
-	c.expectErr(err, spec.ErrLeaseLost, "releasing a lease twice")
-	_, err = c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cur.Token, TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseLost, "renewing a released lease")
+	err = c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cur.Token})
+	c.expectErr(err, runstate.ErrLeaseLost, "releasing a lease twice")
+	_, err = c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cur.Token, TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseLost, "renewing a released lease")
 }
 
 func checkTerminalNotClaimable(c *checkState) {
-	for _, st := range spec.RunStatuses() {
+	for _, st := range runstate.RunStatuses() {
 		if !st.Terminal() {
 			continue
 		}
-		run := c.runIn(st, spec.CreateRunParams{Priority: spec.MaxPriority})
-		_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(),
+		run := c.runIn(st, runstate.CreateRunParams{Priority: runstate.MaxPriority})
+		_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(),
 			Statuses: []string{"queued", "running", "waiting"}})
-		c.expectErr(err, spec.ErrNotClaimable, "claiming a "+string(st)+" run")
+		c.expectErr(err, runstate.ErrNotClaimable, "claiming a "+string(st)+" run")
 	}
-	_, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(),
-		Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
-	c.expectErr(err, spec.ErrNotFound, "claim-next when every run is terminal")
-	page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
+	_, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(),
+		Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
+	c.expectErr(err, runstate.ErrNotFound, "claim-next when every run is terminal")
+	page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
 	if err != nil || len(page.Runs) != 0 {
 		c.Errorf("no terminal run listed as runnable", "%d runs, %s", len(page.Runs), describeErr(err))
 	}
 }
 
 func checkRelease(c *checkState) {
-	run := c.move(c.newRun(), spec.StatusRunning)
-	run = c.move(run, spec.StatusWaiting)
+	run := c.move(c.newRun(), runstate.StatusRunning)
+	run = c.move(run, runstate.StatusWaiting)
 	cl := c.claim(run.RunID, owner("w1"))
-	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+	if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
 		c.Fatalf("release to succeed", "%s", describeErr(err))
 	}
-	page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{})
+	page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{})
 	if err != nil || len(page.Runs) != 1 || page.Runs[0].RunID != run.RunID {
 		c.Errorf("the released run runnable at once", "%s, %s", jsonOf(page.Runs), describeErr(err))
 	}
@@ -254,33 +254,33 @@ func checkRelease(c *checkState) {
 	if next.Lease.Token <= cl.Lease.Token {
 		c.Errorf("a claim after release to carry a larger token", "%d after %d", next.Lease.Token, cl.Lease.Token)
 	}
-	p := transition(run, spec.StatusRunning)
+	p := transition(run, runstate.StatusRunning)
 	p.LeaseToken = cl.Lease.Token
 	_, err = c.store.UpdateRun(c.ctx, p)
-	c.expectErr(err, spec.ErrLeaseLost, "a write with a released token")
+	c.expectErr(err, runstate.ErrLeaseLost, "a write with a released token")
 }
 
 func checkListRunnable(c *checkState) {
-	mk := func(id string, prio int, status spec.RunStatus, labels map[string]string) string {
+	mk := func(id string, prio int, status runstate.RunStatus, labels map[string]string) string {
 		c.pass(2 * time.Millisecond)
-		return c.runIn(status, spec.CreateRunParams{RunID: id, Priority: prio, Labels: labels}).RunID
+		return c.runIn(status, runstate.CreateRunParams{RunID: id, Priority: prio, Labels: labels}).RunID
 	}
-	q1 := mk("q1", 1, spec.StatusQueued, map[string]string{"pool": "a"})
-	w5 := mk("w5", 5, spec.StatusWaiting, map[string]string{"pool": "b"})
-	q5 := mk("q5", 5, spec.StatusQueued, map[string]string{"pool": "a"})
-	r9 := mk("r9", 9, spec.StatusRunning, nil)
-	held := mk("held", 7, spec.StatusQueued, map[string]string{"pool": "a"})
-	expired := mk("expired", 3, spec.StatusQueued, map[string]string{"pool": "a"})
-	mk("done", 9, spec.StatusSuccess, nil)
+	q1 := mk("q1", 1, runstate.StatusQueued, map[string]string{"pool": "a"})
+	w5 := mk("w5", 5, runstate.StatusWaiting, map[string]string{"pool": "b"})
+	q5 := mk("q5", 5, runstate.StatusQueued, map[string]string{"pool": "a"})
+	r9 := mk("r9", 9, runstate.StatusRunning, nil)
+	held := mk("held", 7, runstate.StatusQueued, map[string]string{"pool": "a"})
+	expired := mk("expired", 3, runstate.StatusQueued, map[string]string{"pool": "a"})
+	mk("done", 9, runstate.StatusSuccess, nil)
 	c.claim(expired, owner("gone"))
 	c.expire()
 	c.claim(held, owner("w1"))
 
-	list := func(f spec.RunnableFilter, limit int) []string {
+	list := func(f runstate.RunnableFilter, limit int) []string {
 		var ids []string
 		cursor := ""
 		for {
-			page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: f, Limit: limit, Cursor: cursor})
+			page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: f, Limit: limit, Cursor: cursor})
 			if err != nil {
 				c.Fatalf("ListRunnableRuns to succeed", "%s", describeErr(err))
 			}
@@ -293,83 +293,83 @@ func checkListRunnable(c *checkState) {
 		}
 	}
 	for _, limit := range []int{1, 2, 10} {
-		if got, want := list(spec.RunnableFilter{}, limit), []string{w5, q5, expired, q1}; jsonOf(got) != jsonOf(want) {
+		if got, want := list(runstate.RunnableFilter{}, limit), []string{w5, q5, expired, q1}; jsonOf(got) != jsonOf(want) {
 			c.Errorf(fmt.Sprintf("default runnable listing (pages of %d): %v", limit, want), "%v", got)
 		}
 	}
-	if got, want := list(spec.RunnableFilter{Statuses: []string{"running", "queued"}}, 0), []string{r9, q5, expired, q1}; jsonOf(got) != jsonOf(want) {
+	if got, want := list(runstate.RunnableFilter{Statuses: []string{"running", "queued"}}, 0), []string{r9, q5, expired, q1}; jsonOf(got) != jsonOf(want) {
 		c.Errorf(fmt.Sprintf("running and queued runnable runs %v", want), "%v", got)
 	}
-	if got, want := list(spec.RunnableFilter{Labels: map[string]string{"pool": "a"}, WorkflowName: workflow}, 0), []string{q5, expired, q1}; jsonOf(got) != jsonOf(want) {
+	if got, want := list(runstate.RunnableFilter{Labels: map[string]string{"pool": "a"}, WorkflowName: workflow}, 0), []string{q5, expired, q1}; jsonOf(got) != jsonOf(want) {
 		c.Errorf(fmt.Sprintf("runnable runs in pool a %v", want), "%v", got)
 	}
-	_, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"success"}}})
+	_, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Statuses: []string{"success"}}})
 	c.expectInvalid(err, "listing runnable runs in a terminal status")
 }
 
 func checkClaimStatuses(c *checkState) {
-	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{Priority: 9})
-	waiting := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Priority: 1})
-	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: running.RunID, Owner: owner("w1"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrNotClaimable, "claiming a running run without naming running")
-	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+	running := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Priority: 9})
+	waiting := c.runIn(runstate.StatusWaiting, runstate.CreateRunParams{Priority: 1})
+	_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: running.RunID, Owner: owner("w1"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrNotClaimable, "claiming a running run without naming running")
+	cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
 	if err != nil || cl.Run.RunID != waiting.RunID {
 		c.Errorf("claim-next by default to pass the running run by and take the waiting one", "%s %s", cl.Run.RunID, describeErr(err))
 	}
-	cl, err = c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w2"), TTL: c.ttl(),
-		Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
+	cl, err = c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w2"), TTL: c.ttl(),
+		Filter: runstate.RunnableFilter{Statuses: []string{"running"}}})
 	if err != nil || cl.Run.RunID != running.RunID {
 		c.Errorf("claim-next naming running to take the running run", "%s %s", cl.Run.RunID, describeErr(err))
 	}
-	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: waiting.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"queued", "success"}})
+	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: waiting.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"queued", "success"}})
 	c.expectInvalid(err, "claiming with a terminal status among the statuses")
 }
 
 func checkIncarnations(c *checkState) {
 	run := c.newRun()
-	old := c.claim(run.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-1"})
-	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w2", Incarnation: "boot-1"}, TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseHeld, "another worker claiming a live lease")
-	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w1", Incarnation: "boot-1"}, TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseHeld, "the same incarnation claiming its own live lease again")
-	reborn := c.claim(run.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-2"})
+	old := c.claim(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-1"})
+	_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "w2", Incarnation: "boot-1"}, TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseHeld, "another worker claiming a live lease")
+	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "w1", Incarnation: "boot-1"}, TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseHeld, "the same incarnation claiming its own live lease again")
+	reborn := c.claim(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-2"})
 	if reborn.Lease.Token <= old.Lease.Token {
 		c.Errorf("the new incarnation's token larger", "%d after %d", reborn.Lease.Token, old.Lease.Token)
 	}
 	// Incarnations are not ordered: an "older" name may take over too, and
 	// the empty incarnation is one of them.
-	back := c.claim(run.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-0"})
-	empty := c.claim(run.RunID, spec.Owner{Worker: "w1"})
+	back := c.claim(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-0"})
+	empty := c.claim(run.RunID, runstate.Owner{Worker: "w1"})
 	if back.Lease.Token <= reborn.Lease.Token || empty.Lease.Token <= back.Lease.Token {
 		c.Errorf("every takeover by another incarnation with a larger token", "%d, %d, %d", reborn.Lease.Token, back.Lease.Token, empty.Lease.Token)
 	}
 	// A worker whose id extends another's is another worker.
-	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w1x", Incarnation: "boot-9"}, TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseHeld, "worker w1x claiming over w1's live lease")
+	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "w1x", Incarnation: "boot-9"}, TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseHeld, "worker w1x claiming over w1's live lease")
 	other := c.newRun()
-	c.claim(other.RunID, spec.Owner{Worker: "w1", Incarnation: "boot-2"})
-	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w1", Incarnation: "boot-3"}, TTL: c.ttl()})
+	c.claim(other.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-2"})
+	cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w1", Incarnation: "boot-3"}, TTL: c.ttl()})
 	if err != nil || cl.Run.RunID != run.RunID {
 		c.Errorf("claim-next by a new incarnation to take the oldest run its previous incarnation held", "%s %s", cl.Run.RunID, describeErr(err))
 	}
 }
 
 func checkClaimNextEmpty(c *checkState) {
-	_, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrNotFound, "claim-next on an empty store")
-	c.create(spec.CreateRunParams{WorkflowName: "build"})
-	_, err = c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{WorkflowName: "deploy"}})
-	c.expectErr(err, spec.ErrNotFound, "claim-next when no run matches the filter")
+	_, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrNotFound, "claim-next on an empty store")
+	c.create(runstate.CreateRunParams{WorkflowName: "build"})
+	_, err = c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: runstate.RunnableFilter{WorkflowName: "deploy"}})
+	c.expectErr(err, runstate.ErrNotFound, "claim-next when no run matches the filter")
 }
 
 func checkLeaseNoVersion(c *checkState) {
 	run := c.newRun()
 	before := c.state(run.RunID)
 	cl := c.claim(run.RunID, owner("w1"))
-	if _, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()}); err != nil {
+	if _, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()}); err != nil {
 		c.Errorf("renew to succeed", "%s", describeErr(err))
 	}
-	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+	if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
 		c.Errorf("release to succeed", "%s", describeErr(err))
 	}
 	c.expectUnchanged(before, "after claim, renew and release")
@@ -379,22 +379,22 @@ func checkLeaseNoVersion(c *checkState) {
 }
 
 func checkExpiredUnclaimed(c *checkState) {
-	run := c.move(c.newRun(), spec.StatusRunning)
-	cl, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})
+	run := c.move(c.newRun(), runstate.StatusRunning)
+	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})
 	if err != nil {
 		c.Fatalf("claiming a running run when naming running to succeed", "%s", describeErr(err))
 	}
 	c.expire()
-	p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, LeaseToken: cl.Lease.Token, Message: ptr("still here")}
+	p := runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, LeaseToken: cl.Lease.Token, Message: ptr("still here")}
 	if _, err := c.store.UpdateRun(c.ctx, p); err != nil {
 		c.Errorf("a write with an expired but unclaimed token to succeed", "%s", describeErr(err))
 	}
-	l, err := c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
 	if err != nil || l.Token != cl.Lease.Token {
 		c.Fatalf("renewing an expired but unclaimed lease to succeed with the same token", "%s %s", jsonOf(l), describeErr(err))
 	}
-	_, err = c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: []string{"running"}})
-	c.expectErr(err, spec.ErrLeaseHeld, "claiming a lease renewed after expiry")
+	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: []string{"running"}})
+	c.expectErr(err, runstate.ErrLeaseHeld, "claiming a lease renewed after expiry")
 }
 
 func checkTokenMonotonic(c *checkState) {
@@ -408,7 +408,7 @@ func checkTokenMonotonic(c *checkState) {
 	}
 	cl := c.claim(run.RunID, owner("w1"))
 	step("first claim", cl.Lease.Token)
-	if err := c.leases().ReleaseLease(c.ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+	if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
 		c.Fatalf("release to succeed", "%s", describeErr(err))
 	}
 	cl = c.claim(run.RunID, owner("w1"))
@@ -416,9 +416,9 @@ func checkTokenMonotonic(c *checkState) {
 	c.expire()
 	cl = c.claim(run.RunID, owner("w2"))
 	step("claim after expiry", cl.Lease.Token)
-	cl = c.claim(run.RunID, spec.Owner{Worker: "w2", Incarnation: "i2"})
+	cl = c.claim(run.RunID, runstate.Owner{Worker: "w2", Incarnation: "i2"})
 	step("claim by a new incarnation", cl.Lease.Token)
-	cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w2", Incarnation: "i3"}, TTL: c.ttl()})
+	cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w2", Incarnation: "i3"}, TTL: c.ttl()})
 	if err != nil {
 		c.Fatalf("claim-next to succeed", "%s", describeErr(err))
 	}
@@ -429,33 +429,33 @@ func checkExpiryBoundary(c *checkState) {
 	run := c.newRun()
 	cl := c.claim(run.RunID, owner("w1"))
 	c.h.Advance(cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt) - time.Microsecond)
-	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseHeld, "claiming a microsecond before expires_at")
-	if page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{}); err != nil || len(page.Runs) != 0 {
+	_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseHeld, "claiming a microsecond before expires_at")
+	if page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{}); err != nil || len(page.Runs) != 0 {
 		c.Errorf("the run not runnable a microsecond before expires_at", "%d runnable, %s", len(page.Runs), describeErr(err))
 	}
 	c.h.Advance(time.Microsecond) // now exactly expires_at
-	if page, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{}); err != nil || len(page.Runs) != 1 {
+	if page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{}); err != nil || len(page.Runs) != 1 {
 		c.Errorf("the run runnable at exactly expires_at", "%d runnable, %s", len(page.Runs), describeErr(err))
 	}
-	if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()}); err != nil {
+	if _, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()}); err != nil {
 		c.Errorf("another owner to claim the run at exactly expires_at", "%s", describeErr(err))
 	}
 }
 
 func checkUnfencedWrites(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 	cl := c.claim(run.RunID, owner("w1"))
-	run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("an operator's note")})
-	stale := transition(run, spec.StatusCanceled)
+	run = c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("an operator's note")})
+	stale := transition(run, runstate.StatusCanceled)
 	stale.ExpectedVersion--
 	_, err := c.store.UpdateRun(c.ctx, stale)
-	c.expectErr(err, spec.ErrVersionConflict, "an unfenced write with a stale version while the run is leased")
-	canceled := c.update(transition(run, spec.StatusCanceled))
-	if canceled.Status != spec.StatusCanceled {
+	c.expectErr(err, runstate.ErrVersionConflict, "an unfenced write with a stale version while the run is leased")
+	canceled := c.update(transition(run, runstate.StatusCanceled))
+	if canceled.Status != runstate.StatusCanceled {
 		c.Errorf("an operator to cancel a leased run without a token", "%s", canceled.Status)
 	}
-	_, err = c.leases().RenewLease(c.ctx, spec.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	_, err = c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
 	if err != nil {
 		c.Errorf("the holder's lease to stand after unfenced writes (renewable)", "%s", describeErr(err))
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -43,13 +43,13 @@ type linInput struct {
 	Worker   string
 	Expected int64
 	Token    int64
-	Status   spec.RunStatus // update: the status asked for ("" none)
-	Message  string         // update: the message written ("" none)
+	Status   runstate.RunStatus // update: the status asked for ("" none)
+	Message  string             // update: the message written ("" none)
 }
 
 type linOutput struct {
-	Code    spec.Code // "" for success
-	Status  spec.RunStatus
+	Code    runstate.Code // "" for success
+	Status  runstate.RunStatus
 	Version int64
 	Message string
 	Token   int64
@@ -62,7 +62,7 @@ type linOutput struct {
 // by run): what the contract says the store holds.
 type linState struct {
 	Exists   bool
-	Status   spec.RunStatus
+	Status   runstate.RunStatus
 	Version  int64
 	Message  string
 	Events   int64
@@ -79,15 +79,15 @@ func (s linState) leased() bool { return s.Token > 0 && !s.Released }
 func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 	if in.Kind == "create" {
 		if s.Exists {
-			return out.Code == spec.CodeAlreadyExists, s
+			return out.Code == runstate.CodeAlreadyExists, s
 		}
-		if out.Code != "" || out.Version != 1 || out.Status != spec.StatusQueued {
+		if out.Code != "" || out.Version != 1 || out.Status != runstate.StatusQueued {
 			return false, s
 		}
-		return true, linState{Exists: true, Status: spec.StatusQueued, Version: 1, Events: 1, LastVer: 1}
+		return true, linState{Exists: true, Status: runstate.StatusQueued, Version: 1, Events: 1, LastVer: 1}
 	}
 	if !s.Exists {
-		return out.Code == spec.CodeNotFound, s
+		return out.Code == runstate.CodeNotFound, s
 	}
 	switch in.Kind {
 	case "get":
@@ -99,14 +99,14 @@ func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 	case "claim", "claimNext":
 		claimable := !s.Status.Terminal() && !s.leased()
 		if in.Kind == "claimNext" {
-			claimable = claimable && (s.Status == spec.StatusQueued || s.Status == spec.StatusWaiting)
+			claimable = claimable && (s.Status == runstate.StatusQueued || s.Status == runstate.StatusWaiting)
 			if !claimable {
-				return out.Code == spec.CodeNotFound, s
+				return out.Code == runstate.CodeNotFound, s
 			}
 		} else if !claimable {
-			want := spec.CodeLeaseHeld
+			want := runstate.CodeLeaseHeld
 			if s.Status.Terminal() {
-				want = spec.CodeNotClaimable
+				want = runstate.CodeNotClaimable
 			}
 			return out.Code == want, s
 		}
@@ -117,7 +117,7 @@ func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 		return true, s
 	case "renew", "release":
 		if in.Token != s.Token || s.Released {
-			return out.Code == spec.CodeLeaseLost, s
+			return out.Code == runstate.CodeLeaseLost, s
 		}
 		if out.Code != "" {
 			return false, s
@@ -133,20 +133,20 @@ func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 func linUpdate(s linState, in linInput, out linOutput) (bool, linState) {
 	switch {
 	case in.Token != 0 && (in.Token != s.Token || s.Released):
-		return out.Code == spec.CodeLeaseLost, s
+		return out.Code == runstate.CodeLeaseLost, s
 	case in.Expected != s.Version:
-		return out.Code == spec.CodeVersionConflict, s
+		return out.Code == runstate.CodeVersionConflict, s
 	case s.Status.Terminal():
-		if out.Code != spec.CodeInvalidTransition {
+		if out.Code != runstate.CodeInvalidTransition {
 			return false, s
 		}
 		s.Events, s.LastVer = s.Events+1, s.Version
 		return true, s
-	case in.Status != "" && !spec.CanTransition(s.Status, in.Status):
-		if out.Code != spec.CodeInvalidTransition {
+	case in.Status != "" && !runstate.CanTransition(s.Status, in.Status):
+		if out.Code != runstate.CodeInvalidTransition {
 			return false, s
 		}
-		s.Status, s.Version = spec.StatusFailed, s.Version+1
+		s.Status, s.Version = runstate.StatusFailed, s.Version+1
 		s.Events, s.LastVer = s.Events+2, s.Version
 		return true, s
 	}
@@ -167,7 +167,7 @@ func linUpdate(s linState, in linInput, out linOutput) (bool, linState) {
 // an operation the store answered UNAVAILABLE may or may not have taken
 // effect, so both next states are possible.
 func linNondeterministic(s linState, in linInput, out linOutput) []linState {
-	if out.Code != spec.CodeUnavailable {
+	if out.Code != runstate.CodeUnavailable {
 		if ok, next := linStep(s, in, out); ok {
 			return []linState{next}
 		}
@@ -180,13 +180,13 @@ func linNondeterministic(s linState, in linInput, out linOutput) []linState {
 		return states // no effect either way
 	case "update", "create":
 		// The effect it would have had, had it been answered.
-		for _, st := range spec.RunStatuses() {
+		for _, st := range runstate.RunStatuses() {
 			for _, v := range []int64{s.Version + 1, 1} {
 				took.Status, took.Version, took.Message = st, v, in.Message
 				if took.Message == "" {
 					took.Message = s.Message
 				}
-				for _, code := range []spec.Code{"", spec.CodeInvalidTransition} {
+				for _, code := range []runstate.Code{"", runstate.CodeInvalidTransition} {
 					took.Code = code
 					if ok, next := linStep(s, in, took); ok && next != s {
 						return append(states, next)
@@ -267,7 +267,7 @@ func describeLinOp(in linInput, out linOutput) string {
 		call = in.Kind + "()"
 	}
 	result := string(out.Code)
-	if out.Code == spec.CodeUnavailable {
+	if out.Code == runstate.CodeUnavailable {
 		result += " (" + out.Other + ")"
 	}
 	if result == "" {
@@ -290,10 +290,10 @@ func describeLinOp(in linInput, out linOutput) string {
 type linWorker struct {
 	id     int
 	name   string
-	store  spec.RunStateStore
+	store  runstate.RunStateStore
 	rng    *rand.Rand
 	seen   map[string]int64 // run -> the last version this worker saw
-	status map[string]spec.RunStatus
+	status map[string]runstate.RunStatus
 	tokens map[string]int64 // run -> the token this worker holds (as far as it knows)
 }
 
@@ -334,7 +334,7 @@ func (c *checkState) checkLinearizable(withLeases bool) {
 	budget := time.Now().Add(c.linBudget())
 	c.parallel(workers, func(i int) {
 		w := &linWorker{id: i, name: fmt.Sprintf("lin-w%d", i), store: stores[i], rng: rand.New(rand.NewPCG(uint64(i), 7)),
-			seen: map[string]int64{}, status: map[string]spec.RunStatus{}, tokens: map[string]int64{}}
+			seen: map[string]int64{}, status: map[string]runstate.RunStatus{}, tokens: map[string]int64{}}
 		var mine []porcupine.Operation
 		for count.Add(1) <= linOps && time.Now().Before(budget) && c.ctx.Err() == nil {
 			in := w.choose(runs, withLeases)
@@ -345,7 +345,7 @@ func (c *checkState) checkLinearizable(withLeases bool) {
 				c.Fatalf("every operation to succeed or fail with a contract error", "%s: %s", describeLinOp(in, out), describeErr(err))
 			}
 			w.learn(in, out, runs)
-			if out.Code == spec.CodeUnavailable {
+			if out.Code == runstate.CodeUnavailable {
 				ret = math.MaxInt64 / 2 // its effect, if any, may land at any time after the call
 			}
 			mine = append(mine, porcupine.Operation{ClientId: i, Input: in, Call: call, Output: out, Return: ret})
@@ -474,7 +474,7 @@ func (w *linWorker) choose(runs *linRuns, withLeases bool) linInput {
 		case r < 9:
 			in.Status = w.nextStatus(run)
 		default:
-			in.Status = spec.RunStatuses()[w.rng.IntN(len(spec.RunStatuses()))]
+			in.Status = runstate.RunStatuses()[w.rng.IntN(len(runstate.RunStatuses()))]
 		}
 	case n < 45:
 		in.Kind = "get"
@@ -496,16 +496,16 @@ func (w *linWorker) choose(runs *linRuns, withLeases bool) linInput {
 
 // nextStatus picks a status the table allows from the last one seen,
 // mostly a non-terminal one, so runs live long enough to be raced over.
-func (w *linWorker) nextStatus(run string) spec.RunStatus {
+func (w *linWorker) nextStatus(run string) runstate.RunStatus {
 	cur := w.status[run]
 	if cur == "" {
-		cur = spec.StatusQueued
+		cur = runstate.StatusQueued
 	}
 	next := allowedFrom(cur)
 	if len(next) == 0 {
-		return spec.StatusRunning
+		return runstate.StatusRunning
 	}
-	var live []spec.RunStatus
+	var live []runstate.RunStatus
 	for _, st := range next {
 		if !st.Terminal() {
 			live = append(live, st)
@@ -522,7 +522,7 @@ func (w *linWorker) nextStatus(run string) spec.RunStatus {
 func (w *linWorker) do(c *checkState, in linInput) (linOutput, error) {
 	var out linOutput
 	var err error
-	setRun := func(r spec.RunSnapshot, e error) {
+	setRun := func(r runstate.RunSnapshot, e error) {
 		err = e
 		if e == nil {
 			out.Status, out.Version, out.Message = r.Status, r.Version, r.Message
@@ -531,24 +531,24 @@ func (w *linWorker) do(c *checkState, in linInput) (linOutput, error) {
 	ctx := c.ctx
 	switch in.Kind {
 	case "create":
-		setRun(w.store.CreateRun(ctx, spec.CreateRunParams{RunID: in.Run, WorkflowName: workflow, Labels: map[string]string{"lin": in.Run}, Actor: worker}))
+		setRun(w.store.CreateRun(ctx, runstate.CreateRunParams{RunID: in.Run, WorkflowName: workflow, Labels: map[string]string{"lin": in.Run}, Actor: worker}))
 	case "get":
 		setRun(w.store.GetRun(ctx, in.Run))
 	case "update":
-		p := spec.UpdateRunParams{RunID: in.Run, ExpectedVersion: in.Expected, LeaseToken: in.Token, Status: string(in.Status), Actor: worker}
+		p := runstate.UpdateRunParams{RunID: in.Run, ExpectedVersion: in.Expected, LeaseToken: in.Token, Status: string(in.Status), Actor: worker}
 		if in.Message != "" {
 			p.Message = &in.Message
 		}
 		if in.Status.RequiresDiagnostic() {
-			p.Diagnostic = &spec.Diagnostic{ErrorCode: "E_LIN", Message: "on purpose"}
+			p.Diagnostic = &runstate.Diagnostic{ErrorCode: "E_LIN", Message: "on purpose"}
 		}
-		if in.Status == spec.StatusInterrupted {
+		if in.Status == runstate.StatusInterrupted {
 			p.InterruptedReason = "LIN"
 		}
 		setRun(w.store.UpdateRun(ctx, p))
 	case "audit":
-		var page spec.AuditPage
-		page, err = w.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: in.Run, Limit: spec.MaxPageLimit})
+		var page runstate.AuditPage
+		page, err = w.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: in.Run, Limit: runstate.MaxPageLimit})
 		if err == nil {
 			out.Events = int64(len(page.Events))
 			if len(page.Events) > 0 {
@@ -557,24 +557,24 @@ func (w *linWorker) do(c *checkState, in linInput) (linOutput, error) {
 		}
 	case "claim", "claimNext":
 		ls := c.leaseStoreOf(w.store)
-		owner := spec.Owner{Worker: in.Worker, Incarnation: "1"}
-		var cl spec.Claim
+		owner := runstate.Owner{Worker: in.Worker, Incarnation: "1"}
+		var cl runstate.Claim
 		if in.Kind == "claim" {
-			cl, err = ls.ClaimRun(ctx, spec.ClaimRunParams{RunID: in.Run, Owner: owner, TTL: time.Hour, Statuses: anyLive})
+			cl, err = ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: in.Run, Owner: owner, TTL: time.Hour, Statuses: anyLive})
 		} else {
-			cl, err = ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour, Filter: spec.RunnableFilter{Labels: map[string]string{"lin": in.Run}}})
+			cl, err = ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour, Filter: runstate.RunnableFilter{Labels: map[string]string{"lin": in.Run}}})
 			out.Other = cl.Run.RunID
 		}
 		out.Token = cl.Lease.Token
 	case "renew":
-		_, err = c.leaseStoreOf(w.store).RenewLease(ctx, spec.RenewLeaseParams{RunID: in.Run, Token: in.Token, TTL: time.Hour})
+		_, err = c.leaseStoreOf(w.store).RenewLease(ctx, runstate.RenewLeaseParams{RunID: in.Run, Token: in.Token, TTL: time.Hour})
 	case "release":
-		err = c.leaseStoreOf(w.store).ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: in.Run, Token: in.Token})
+		err = c.leaseStoreOf(w.store).ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: in.Run, Token: in.Token})
 	}
-	var se *spec.Error
+	var se *runstate.Error
 	if errors.As(err, &se) {
 		out.Code = se.Code
-		if se.Code == spec.CodeUnavailable {
+		if se.Code == runstate.CodeUnavailable {
 			out.Other = se.Error()
 		}
 		return out, nil
@@ -590,11 +590,11 @@ func (w *linWorker) learn(in linInput, out linOutput, runs *linRuns) {
 		if out.Status.Terminal() {
 			runs.replace(in.Run)
 		}
-	case out.Code == spec.CodeVersionConflict, out.Code == spec.CodeInvalidTransition:
+	case out.Code == runstate.CodeVersionConflict, out.Code == runstate.CodeInvalidTransition:
 		w.seen[in.Run]++ // a guess; the next get corrects it
 	case out.Code == "" && (in.Kind == "claim" || in.Kind == "claimNext"):
 		w.tokens[in.Run] = out.Token
-	case out.Code == spec.CodeNotClaimable:
+	case out.Code == runstate.CodeNotClaimable:
 		runs.replace(in.Run)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -22,7 +22,7 @@ func init() {
 }
 
 // listAll pages through ListRuns and returns the run_ids in order.
-func (c *checkState) listAll(p spec.ListRunsParams) []string {
+func (c *checkState) listAll(p runstate.ListRunsParams) []string {
 	var ids []string
 	for pages := 0; ; pages++ {
 		page, err := c.store.ListRuns(c.ctx, p)
@@ -53,20 +53,20 @@ func (c *checkState) expectIDs(what string, got, want []string) {
 }
 
 func checkListByStatus(c *checkState) {
-	byStatus := map[spec.RunStatus][]string{}
-	for _, st := range spec.RunStatuses() {
+	byStatus := map[runstate.RunStatus][]string{}
+	for _, st := range runstate.RunStatuses() {
 		for range 2 {
-			byStatus[st] = append(byStatus[st], c.runIn(st, spec.CreateRunParams{}).RunID)
+			byStatus[st] = append(byStatus[st], c.runIn(st, runstate.CreateRunParams{}).RunID)
 		}
 	}
-	for _, set := range [][]spec.RunStatus{{spec.StatusRunning}, {spec.StatusQueued, spec.StatusWaiting}, {spec.StatusFailed, spec.StatusInterrupted, spec.StatusSuccess}, spec.RunStatuses()} {
+	for _, set := range [][]runstate.RunStatus{{runstate.StatusRunning}, {runstate.StatusQueued, runstate.StatusWaiting}, {runstate.StatusFailed, runstate.StatusInterrupted, runstate.StatusSuccess}, runstate.RunStatuses()} {
 		var names []string
 		var want []string
 		for _, st := range set {
 			names = append(names, string(st))
 			want = append(want, byStatus[st]...)
 		}
-		c.expectIDs(fmt.Sprintf("statuses %v", names), c.listAll(spec.ListRunsParams{Statuses: names}), want)
+		c.expectIDs(fmt.Sprintf("statuses %v", names), c.listAll(runstate.ListRunsParams{Statuses: names}), want)
 	}
 }
 
@@ -74,42 +74,42 @@ func checkListByWorkflow(c *checkState) {
 	var deploys []string
 	// Near misses: a prefix, a suffix, another case, an extension.
 	for _, wf := range []string{"deploy", "build", "deploy", "deplo", "pre-deploy", "Deploy", "deploy-prod", "deploy", "deploy "} {
-		run := c.create(spec.CreateRunParams{WorkflowName: wf})
+		run := c.create(runstate.CreateRunParams{WorkflowName: wf})
 		if wf == "deploy" {
 			deploys = append(deploys, run.RunID)
 		}
 	}
-	c.expectIDs("workflow deploy (exactly)", c.listAll(spec.ListRunsParams{WorkflowName: "deploy"}), deploys)
-	c.expectIDs("workflow nothing", c.listAll(spec.ListRunsParams{WorkflowName: "nothing"}), nil)
-	c.expectIDs("workflow dep", c.listAll(spec.ListRunsParams{WorkflowName: "dep"}), nil)
+	c.expectIDs("workflow deploy (exactly)", c.listAll(runstate.ListRunsParams{WorkflowName: "deploy"}), deploys)
+	c.expectIDs("workflow nothing", c.listAll(runstate.ListRunsParams{WorkflowName: "nothing"}), nil)
+	c.expectIDs("workflow dep", c.listAll(runstate.ListRunsParams{WorkflowName: "dep"}), nil)
 }
 
 func checkListByLabels(c *checkState) {
-	a := c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "web"}}).RunID
-	b := c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "db"}}).RunID
-	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "dev", "team": "web"}})
-	c.create(spec.CreateRunParams{})
-	c.expectIDs("labels env=prod", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod"}}), []string{a, b})
-	c.expectIDs("labels env=prod,team=web", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod", "team": "web"}}), []string{a})
-	c.expectIDs("labels env=staging", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "staging"}}), nil)
+	a := c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "web"}}).RunID
+	b := c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "db"}}).RunID
+	c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "dev", "team": "web"}})
+	c.create(runstate.CreateRunParams{})
+	c.expectIDs("labels env=prod", c.listAll(runstate.ListRunsParams{Labels: map[string]string{"env": "prod"}}), []string{a, b})
+	c.expectIDs("labels env=prod,team=web", c.listAll(runstate.ListRunsParams{Labels: map[string]string{"env": "prod", "team": "web"}}), []string{a})
+	c.expectIDs("labels env=staging", c.listAll(runstate.ListRunsParams{Labels: map[string]string{"env": "staging"}}), nil)
 	// Near misses of key and value: a prefix, an extension, another case.
-	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "production", "team": "web"}})
-	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "pro", "team": "web"}})
-	c.create(spec.CreateRunParams{Labels: map[string]string{"Env": "prod", "team": "web"}})
-	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "Prod", "team": "web"}})
-	c.create(spec.CreateRunParams{Labels: map[string]string{"environment": "prod", "team": "web"}})
-	c.create(spec.CreateRunParams{Labels: map[string]string{"env": "prod ", "team": "web"}})
-	c.expectIDs("labels env=prod among near misses", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod"}}), []string{a, b})
-	c.expectIDs("labels env=prod,team=web among near misses", c.listAll(spec.ListRunsParams{Labels: map[string]string{"env": "prod", "team": "web"}}), []string{a})
+	c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "production", "team": "web"}})
+	c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "pro", "team": "web"}})
+	c.create(runstate.CreateRunParams{Labels: map[string]string{"Env": "prod", "team": "web"}})
+	c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "Prod", "team": "web"}})
+	c.create(runstate.CreateRunParams{Labels: map[string]string{"environment": "prod", "team": "web"}})
+	c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "prod ", "team": "web"}})
+	c.expectIDs("labels env=prod among near misses", c.listAll(runstate.ListRunsParams{Labels: map[string]string{"env": "prod"}}), []string{a, b})
+	c.expectIDs("labels env=prod,team=web among near misses", c.listAll(runstate.ListRunsParams{Labels: map[string]string{"env": "prod", "team": "web"}}), []string{a})
 }
 
 func checkListByCreated(c *checkState) {
-	var runs []spec.RunSnapshot
+	var runs []runstate.RunSnapshot
 	for range 5 {
 		runs = append(runs, c.newRun())
 		c.pass(3 * time.Millisecond)
 	}
-	ids := func(rs []spec.RunSnapshot) []string {
+	ids := func(rs []runstate.RunSnapshot) []string {
 		var out []string
 		for _, r := range rs {
 			out = append(out, r.RunID)
@@ -117,21 +117,21 @@ func checkListByCreated(c *checkState) {
 		return out
 	}
 	from, before := runs[1].CreatedAt, runs[4].CreatedAt
-	c.expectIDs("created in [run2, run5)", c.listAll(spec.ListRunsParams{CreatedFrom: from, CreatedBefore: before}), ids(runs[1:4]))
-	c.expectIDs("created from run4", c.listAll(spec.ListRunsParams{CreatedFrom: runs[3].CreatedAt}), ids(runs[3:]))
-	c.expectIDs("created before run2", c.listAll(spec.ListRunsParams{CreatedBefore: runs[1].CreatedAt}), ids(runs[:1]))
+	c.expectIDs("created in [run2, run5)", c.listAll(runstate.ListRunsParams{CreatedFrom: from, CreatedBefore: before}), ids(runs[1:4]))
+	c.expectIDs("created from run4", c.listAll(runstate.ListRunsParams{CreatedFrom: runs[3].CreatedAt}), ids(runs[3:]))
+	c.expectIDs("created before run2", c.listAll(runstate.ListRunsParams{CreatedBefore: runs[1].CreatedAt}), ids(runs[:1]))
 }
 
 func checkListPaging(c *checkState) {
-	var want []spec.RunSnapshot
+	var want []runstate.RunSnapshot
 	for i := range 23 {
-		want = append(want, c.create(spec.CreateRunParams{RunID: fmt.Sprintf("page-%02d", (i*7)%23)}))
+		want = append(want, c.create(runstate.CreateRunParams{RunID: fmt.Sprintf("page-%02d", (i*7)%23)}))
 		if i%5 == 0 {
 			c.pass(time.Millisecond)
 		}
 	}
 	// ListRuns order: created_at, then run_id (LIST-005).
-	slices.SortFunc(want, func(a, b spec.RunSnapshot) int {
+	slices.SortFunc(want, func(a, b runstate.RunSnapshot) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.RunID, b.RunID))
 	})
 	var wantIDs []string
@@ -139,12 +139,12 @@ func checkListPaging(c *checkState) {
 		wantIDs = append(wantIDs, r.RunID)
 	}
 	for _, limit := range []int{1, 5, 23, 100} {
-		got := c.listAll(spec.ListRunsParams{Limit: limit})
+		got := c.listAll(runstate.ListRunsParams{Limit: limit})
 		if !slices.Equal(got, wantIDs) {
 			c.Errorf(fmt.Sprintf("pages of %d to list every run once in (created_at, run_id) order %v", limit, wantIDs), "%v", got)
 		}
 	}
-	page, err := c.store.ListRuns(c.ctx, spec.ListRunsParams{Limit: 23})
+	page, err := c.store.ListRuns(c.ctx, runstate.ListRunsParams{Limit: 23})
 	if err != nil || len(page.Runs) != 23 || page.NextCursor != "" {
 		c.Errorf("a page holding the last run to have no cursor", "%d runs, cursor %q, %s", len(page.Runs), page.NextCursor, describeErr(err))
 	}
@@ -160,14 +160,14 @@ func checkListPagingUnderInserts(c *checkState) {
 	var got []string
 	c.parallel(2, func(i int) {
 		if i == 0 {
-			got = c.listAll(spec.ListRunsParams{Limit: 7})
+			got = c.listAll(runstate.ListRunsParams{Limit: 7})
 			stop.Store(true)
 			return
 		}
 		// Bounded: under a stopped clock new runs sort after every cursor,
 		// and unbounded inserts would keep the listing from ever ending.
 		for n := 0; n < 400 && !stop.Load(); n++ {
-			if _, err := stores[1].CreateRun(c.ctx, spec.CreateRunParams{WorkflowName: workflow}); err != nil {
+			if _, err := stores[1].CreateRun(c.ctx, runstate.CreateRunParams{WorkflowName: workflow}); err != nil {
 				c.Errorf("concurrent creates to succeed", "%s", describeErr(err))
 				return
 			}
@@ -185,9 +185,9 @@ func checkListPagingUnderInserts(c *checkState) {
 	var before []string
 	for i := range 20 {
 		id := fmt.Sprintf("m%02d", i)
-		before = append(before, c.create(spec.CreateRunParams{RunID: id}).RunID)
+		before = append(before, c.create(runstate.CreateRunParams{RunID: id}).RunID)
 	}
-	p := spec.ListRunsParams{Limit: 5, CreatedFrom: c.get(before[0]).CreatedAt}
+	p := runstate.ListRunsParams{Limit: 5, CreatedFrom: c.get(before[0]).CreatedAt}
 	var listed []string
 	for n := 0; ; n++ {
 		page, err := c.store.ListRuns(c.ctx, p)
@@ -201,8 +201,8 @@ func checkListPagingUnderInserts(c *checkState) {
 			break
 		}
 		for j := range 3 { // runs that sort before every run listed so far, and after every one
-			c.create(spec.CreateRunParams{RunID: fmt.Sprintf("a%02d-%d", n, j)})
-			c.create(spec.CreateRunParams{RunID: fmt.Sprintf("z%02d-%d", n, j)})
+			c.create(runstate.CreateRunParams{RunID: fmt.Sprintf("a%02d-%d", n, j)})
+			c.create(runstate.CreateRunParams{RunID: fmt.Sprintf("z%02d-%d", n, j)})
 		}
 		p.Cursor = page.NextCursor
 	}
@@ -232,28 +232,28 @@ func (c *checkState) expectOncePerRun(while string, got, want []string) {
 }
 
 func checkListCombinedAndInvalid(c *checkState) {
-	want := c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}}).RunID
-	c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "dev"}})
-	c.create(spec.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}})
-	c.runIn(spec.StatusRunning, spec.CreateRunParams{WorkflowName: "build", Labels: map[string]string{"env": "prod"}})
-	c.expectIDs("running deploy runs with env=prod", c.listAll(spec.ListRunsParams{Statuses: []string{"running"},
+	want := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}}).RunID
+	c.runIn(runstate.StatusRunning, runstate.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "dev"}})
+	c.create(runstate.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}})
+	c.runIn(runstate.StatusRunning, runstate.CreateRunParams{WorkflowName: "build", Labels: map[string]string{"env": "prod"}})
+	c.expectIDs("running deploy runs with env=prod", c.listAll(runstate.ListRunsParams{Statuses: []string{"running"},
 		WorkflowName: "deploy", Labels: map[string]string{"env": "prod"}}), []string{want})
 
-	for name, p := range map[string]spec.ListRunsParams{
+	for name, p := range map[string]runstate.ListRunsParams{
 		"a made-up cursor":    {Cursor: "bm90LWEtY3Vyc29y"},
 		"a non-base64 cursor": {Cursor: "%%%"},
 		"a negative limit":    {Limit: -1},
-		"a limit over 1000":   {Limit: spec.MaxPageLimit + 1},
+		"a limit over 1000":   {Limit: runstate.MaxPageLimit + 1},
 		"an empty range":      {CreatedFrom: time.Unix(100, 0), CreatedBefore: time.Unix(100, 0)},
 		"a reversed range":    {CreatedFrom: time.Unix(200, 0), CreatedBefore: time.Unix(100, 0)},
 	} {
 		_, err := c.store.ListRuns(c.ctx, p)
 		c.expectInvalid(err, "ListRuns with "+name)
 	}
-	for name, p := range map[string]spec.ListAuditParams{
+	for name, p := range map[string]runstate.ListAuditParams{
 		"a negative after_seq": {RunID: want, AfterSeq: -1},
 		"a negative limit":     {RunID: want, Limit: -1},
-		"a limit over 1000":    {RunID: want, Limit: spec.MaxPageLimit + 1},
+		"a limit over 1000":    {RunID: want, Limit: runstate.MaxPageLimit + 1},
 	} {
 		_, err := c.store.ListAuditEvents(c.ctx, p)
 		c.expectInvalid(err, "ListAuditEvents with "+name)
@@ -265,19 +265,19 @@ func checkListCombinedAndInvalid(c *checkState) {
 	for range 3 {
 		c.newRun()
 	}
-	runsPage, err := c.store.ListRuns(c.ctx, spec.ListRunsParams{Limit: 1})
+	runsPage, err := c.store.ListRuns(c.ctx, runstate.ListRunsParams{Limit: 1})
 	if err != nil || runsPage.NextCursor == "" {
 		c.Fatalf("a first page of ListRuns with a cursor", "%s %s", jsonOf(runsPage), describeErr(err))
 	}
-	runnablePage, err := c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Limit: 1})
+	runnablePage, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Limit: 1})
 	if err != nil || runnablePage.NextCursor == "" {
 		c.Fatalf("a first page of the runnable listing with a cursor", "%s %s", jsonOf(runnablePage), describeErr(err))
 	}
-	_, err = c.leases().ListRunnableRuns(c.ctx, spec.ListRunnableParams{Cursor: runsPage.NextCursor})
+	_, err = c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Cursor: runsPage.NextCursor})
 	c.expectInvalid(err, "the runnable listing with a ListRuns cursor")
-	_, err = c.store.ListRuns(c.ctx, spec.ListRunsParams{Cursor: runnablePage.NextCursor})
+	_, err = c.store.ListRuns(c.ctx, runstate.ListRunsParams{Cursor: runnablePage.NextCursor})
 	c.expectInvalid(err, "ListRuns with a runnable-listing cursor")
-	for name, p := range map[string]spec.ListRunnableParams{"a made-up cursor": {Cursor: "bm90LWEtY3Vyc29y"}, "a limit over 1000": {Limit: spec.MaxPageLimit + 1}} {
+	for name, p := range map[string]runstate.ListRunnableParams{"a made-up cursor": {Cursor: "bm90LWEtY3Vyc29y"}, "a limit over 1000": {Limit: runstate.MaxPageLimit + 1}} {
 		_, err := c.leases().ListRunnableRuns(c.ctx, p)
 		c.expectInvalid(err, "the runnable listing with "+name)
 	}

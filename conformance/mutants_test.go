@@ -15,10 +15,10 @@ import (
 
 	"testing"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate/driver"
 )
 
 // The mutant catalogue: single-fault stores, each the correct memory
@@ -29,7 +29,7 @@ import (
 type mutant struct {
 	rule string // the rule that must catch it
 	name string // the fault
-	wrap func(m *memory.Store, clock *conformance.ManualClock) spec.RunStateStore
+	wrap func(m *memory.Store, clock *conformance.ManualClock) runstate.RunStateStore
 }
 
 // targetMutant is a single-fault target: a harness that declares what it
@@ -53,7 +53,7 @@ func targetMutants() []targetMutant {
 // separateHandles declares a second handle but opens a fresh, empty store.
 type separateHandles struct{ *wrapped }
 
-func (h separateHandles) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+func (h separateHandles) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
 	return memory.Open(ctx, memory.Options{})
 }
 
@@ -65,7 +65,7 @@ func (h frozenClock) Advance(time.Duration) {}
 // targetWith declares every capability and wraps each harness with wrap.
 func targetWith(declare conformance.Capabilities, wrap func(*wrapped) conformance.Harness) func() conformance.Target {
 	return func() conformance.Target {
-		t := mutantTarget(func(m *memory.Store, _ *conformance.ManualClock) spec.RunStateStore { return m })
+		t := mutantTarget(func(m *memory.Store, _ *conformance.ManualClock) runstate.RunStateStore { return m })
 		inner := t.NewHarness
 		t.Capabilities = declare
 		t.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
@@ -82,9 +82,9 @@ func targetWith(declare conformance.Capabilities, wrap func(*wrapped) conformanc
 // base embeds the correct store; each mutant overrides one behaviour.
 type base struct{ *memory.Store }
 
-func isForbidden(cur spec.RunSnapshot, to string) bool {
-	st, err := spec.ParseRunStatus(to)
-	return to != "" && err == nil && (cur.Status.Terminal() || !spec.CanTransition(cur.Status, st))
+func isForbidden(cur runstate.RunSnapshot, to string) bool {
+	st, err := runstate.ParseRunStatus(to)
+	return to != "" && err == nil && (cur.Status.Terminal() || !runstate.CanTransition(cur.Status, st))
 }
 
 // overrides keeps per-run replacement values a mutant reports instead of
@@ -114,19 +114,19 @@ func (o *overrides[T]) get(id string) (T, bool) {
 
 type forbidsWaitingToCanceled struct{ base }
 
-func (s forbidsWaitingToCanceled) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if cur, err := s.GetRun(ctx, p.RunID); err == nil && cur.Status == spec.StatusWaiting && p.Status == "canceled" {
-		return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeInvalidTransition, RunID: p.RunID, From: string(cur.Status), To: string(spec.StatusCanceled)}
+func (s forbidsWaitingToCanceled) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if cur, err := s.GetRun(ctx, p.RunID); err == nil && cur.Status == runstate.StatusWaiting && p.Status == "canceled" {
+		return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeInvalidTransition, RunID: p.RunID, From: string(cur.Status), To: string(runstate.StatusCanceled)}
 	}
 	return s.Store.UpdateRun(ctx, p)
 }
 
 type bareTransitionErrors struct{ base }
 
-func (s bareTransitionErrors) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s bareTransitionErrors) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	run, err := s.Store.UpdateRun(ctx, p)
-	if errors.Is(err, spec.ErrInvalidTransition) && p.Status != "" {
-		return run, &spec.Error{Code: spec.CodeInvalidTransition, Message: "transition not allowed"}
+	if errors.Is(err, runstate.ErrInvalidTransition) && p.Status != "" {
+		return run, &runstate.Error{Code: runstate.CodeInvalidTransition, Message: "transition not allowed"}
 	}
 	return run, err
 }
@@ -136,9 +136,9 @@ type touchesTerminalRuns struct {
 	touched overrides[time.Time]
 }
 
-func (s *touchesTerminalRuns) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *touchesTerminalRuns) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	run, err := s.Store.UpdateRun(ctx, p)
-	if errors.Is(err, spec.ErrInvalidTransition) {
+	if errors.Is(err, runstate.ErrInvalidTransition) {
 		if cur, gerr := s.Store.GetRun(ctx, p.RunID); gerr == nil && cur.Status.Terminal() && cur.FinishedAt.Before(cur.UpdatedAt.Add(time.Hour)) {
 			s.touched.set(p.RunID, cur.UpdatedAt.Add(time.Microsecond)) // "records when the attempt happened"
 		}
@@ -146,7 +146,7 @@ func (s *touchesTerminalRuns) UpdateRun(ctx context.Context, p spec.UpdateRunPar
 	return run, err
 }
 
-func (s *touchesTerminalRuns) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s *touchesTerminalRuns) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	run, err := s.Store.GetRun(ctx, id)
 	if t, ok := s.touched.get(id); ok && err == nil {
 		run.UpdatedAt = t
@@ -159,16 +159,16 @@ type forcedFailureKeepsPatch struct {
 	message overrides[string]
 }
 
-func (s *forcedFailureKeepsPatch) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *forcedFailureKeepsPatch) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	cur, _ := s.Store.GetRun(ctx, p.RunID)
 	run, err := s.Store.UpdateRun(ctx, p)
-	if errors.Is(err, spec.ErrInvalidTransition) && !cur.Status.Terminal() && p.Message != nil {
+	if errors.Is(err, runstate.ErrInvalidTransition) && !cur.Status.Terminal() && p.Message != nil {
 		s.message.set(p.RunID, *p.Message)
 	}
 	return run, err
 }
 
-func (s *forcedFailureKeepsPatch) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s *forcedFailureKeepsPatch) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	run, err := s.Store.GetRun(ctx, id)
 	if m, ok := s.message.get(id); ok && err == nil {
 		run.Message = m
@@ -178,10 +178,10 @@ func (s *forcedFailureKeepsPatch) GetRun(ctx context.Context, id string) (spec.R
 
 type rejectedEventAtNewVersion struct{ base }
 
-func (s rejectedEventAtNewVersion) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s rejectedEventAtNewVersion) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
 	for i, e := range page.Events {
-		if e.Kind == spec.AuditRejected && i+1 < len(page.Events) {
+		if e.Kind == runstate.AuditRejected && i+1 < len(page.Events) {
 			page.Events[i].Version = page.Events[i+1].Version
 		}
 	}
@@ -190,9 +190,9 @@ func (s rejectedEventAtNewVersion) ListAuditEvents(ctx context.Context, p spec.L
 
 type aliasesUnknownInFilters struct{ base }
 
-func (s aliasesUnknownInFilters) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s aliasesUnknownInFilters) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	if slices.Contains(p.Statuses, "created") || slices.Contains(p.Statuses, "pending") {
-		return spec.RunPage{}, nil
+		return runstate.RunPage{}, nil
 	}
 	return s.Store.ListRuns(ctx, p)
 }
@@ -204,17 +204,17 @@ type stepsSkipRunning struct {
 	hosts bool
 }
 
-func (s stepsSkipRunning) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s stepsSkipRunning) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	run, err := s.Store.UpdateRun(ctx, p)
-	if !errors.Is(err, spec.ErrInvalidTransition) || len(p.Steps) != 1 || p.Status != "" {
+	if !errors.Is(err, runstate.ErrInvalidTransition) || len(p.Steps) != 1 || p.Status != "" {
 		return run, err
 	}
 	sp := p.Steps[0]
 	via := p
 	if s.hosts && len(sp.Hosts) == 1 && sp.Hosts[0].Status != "" {
-		via.Steps = []spec.StepPatch{{Name: sp.Name, Hosts: []spec.HostPatch{{Host: sp.Hosts[0].Host, Status: "running"}}}}
+		via.Steps = []runstate.StepPatch{{Name: sp.Name, Hosts: []runstate.HostPatch{{Host: sp.Hosts[0].Host, Status: "running"}}}}
 	} else if !s.hosts && sp.Status != "" && len(sp.Hosts) == 0 {
-		via.Steps = []spec.StepPatch{{Name: sp.Name, Status: "running"}}
+		via.Steps = []runstate.StepPatch{{Name: sp.Name, Status: "running"}}
 	} else {
 		return run, err
 	}
@@ -231,19 +231,19 @@ func (s stepsSkipRunning) UpdateRun(ctx context.Context, p spec.UpdateRunParams)
 
 type startedResetOnResume struct{ base }
 
-func (s startedResetOnResume) fix(run spec.RunSnapshot) spec.RunSnapshot {
-	if run.Status == spec.StatusRunning {
+func (s startedResetOnResume) fix(run runstate.RunSnapshot) runstate.RunSnapshot {
+	if run.Status == runstate.StatusRunning {
 		run.StartedAt = run.UpdatedAt
 	}
 	return run
 }
 
-func (s startedResetOnResume) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s startedResetOnResume) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	run, err := s.Store.UpdateRun(ctx, p)
 	return s.fix(run), err
 }
 
-func (s startedResetOnResume) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s startedResetOnResume) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	run, err := s.Store.GetRun(ctx, id)
 	return s.fix(run), err
 }
@@ -253,7 +253,7 @@ type terminalAcceptsMessages struct {
 	message overrides[string]
 }
 
-func (s *terminalAcceptsMessages) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *terminalAcceptsMessages) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil && cur.Status.Terminal() && p.Status == "" && p.Message != nil && p.ExpectedVersion == cur.Version {
 		s.message.set(p.RunID, *p.Message)
 		cur.Message = *p.Message
@@ -262,7 +262,7 @@ func (s *terminalAcceptsMessages) UpdateRun(ctx context.Context, p spec.UpdateRu
 	return s.Store.UpdateRun(ctx, p)
 }
 
-func (s *terminalAcceptsMessages) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s *terminalAcceptsMessages) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	run, err := s.Store.GetRun(ctx, id)
 	if m, ok := s.message.get(id); ok && err == nil {
 		run.Message = m
@@ -272,9 +272,9 @@ func (s *terminalAcceptsMessages) GetRun(ctx context.Context, id string) (spec.R
 
 type diagnosticBeforeTable struct{ base }
 
-func (s diagnosticBeforeTable) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if spec.RunStatus(p.Status).RequiresDiagnostic() && p.Diagnostic == nil {
-		return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeMissingDiagnostic, RunID: p.RunID, Field: "diagnostic", Message: "a diagnostic is required"}
+func (s diagnosticBeforeTable) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if runstate.RunStatus(p.Status).RequiresDiagnostic() && p.Diagnostic == nil {
+		return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeMissingDiagnostic, RunID: p.RunID, Field: "diagnostic", Message: "a diagnostic is required"}
 	}
 	return s.Store.UpdateRun(ctx, p)
 }
@@ -287,36 +287,36 @@ type versionsStepByTwo struct{ base }
 
 func out(v int64) int64 { return 2*v - 1 }
 
-func (s versionsStepByTwo) outRun(r spec.RunSnapshot) spec.RunSnapshot {
+func (s versionsStepByTwo) outRun(r runstate.RunSnapshot) runstate.RunSnapshot {
 	if r.Version > 0 {
 		r.Version = out(r.Version)
 	}
 	return r
 }
 
-func (s versionsStepByTwo) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s versionsStepByTwo) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	r, err := s.Store.CreateRun(ctx, p)
 	return s.outRun(r), err
 }
 
-func (s versionsStepByTwo) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s versionsStepByTwo) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	p.ExpectedVersion = (p.ExpectedVersion + 1) / 2
 	r, err := s.Store.UpdateRun(ctx, p)
 	return s.outRun(r), err
 }
 
-func (s versionsStepByTwo) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s versionsStepByTwo) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	r, err := s.Store.GetRun(ctx, id)
 	return s.outRun(r), err
 }
 
 type conflictsWithoutCurrent struct{ base }
 
-func (s conflictsWithoutCurrent) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s conflictsWithoutCurrent) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	r, err := s.Store.UpdateRun(ctx, p)
-	var e *spec.Error
-	if errors.As(err, &e) && e.Code == spec.CodeVersionConflict {
-		return r, &spec.Error{Code: spec.CodeVersionConflict, RunID: p.RunID, Message: "version conflict"}
+	var e *runstate.Error
+	if errors.As(err, &e) && e.Code == runstate.CodeVersionConflict {
+		return r, &runstate.Error{Code: runstate.CodeVersionConflict, RunID: p.RunID, Message: "version conflict"}
 	}
 	return r, err
 }
@@ -329,10 +329,10 @@ type racyCAS struct {
 	pause time.Duration
 }
 
-func (s racyCAS) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s racyCAS) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	cur, err := s.Store.GetRun(ctx, p.RunID)
 	if err == nil && cur.Version != p.ExpectedVersion {
-		return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeVersionConflict, RunID: p.RunID, ExpectedVersion: p.ExpectedVersion, CurrentVersion: cur.Version}
+		return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeVersionConflict, RunID: p.RunID, ExpectedVersion: p.ExpectedVersion, CurrentVersion: cur.Version}
 	}
 	pause(s.pause)
 	if now, err := s.Store.GetRun(ctx, p.RunID); err == nil {
@@ -343,7 +343,7 @@ func (s racyCAS) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.Ru
 
 type tableBeforeVersion struct{ base }
 
-func (s tableBeforeVersion) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s tableBeforeVersion) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil && isForbidden(cur, p.Status) && !cur.Status.Terminal() {
 		p.ExpectedVersion = cur.Version
 	}
@@ -354,7 +354,7 @@ func (s tableBeforeVersion) UpdateRun(ctx context.Context, p spec.UpdateRunParam
 
 type blankDiagnosticsRepaired struct{ base }
 
-func (s blankDiagnosticsRepaired) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s blankDiagnosticsRepaired) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if d := p.Diagnostic; d != nil {
 		c := *d
 		if strings.TrimSpace(c.ErrorCode) == "" {
@@ -370,7 +370,7 @@ func (s blankDiagnosticsRepaired) UpdateRun(ctx context.Context, p spec.UpdateRu
 
 type reasonsInvented struct{ base }
 
-func (s reasonsInvented) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s reasonsInvented) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if p.Status == "interrupted" && strings.TrimSpace(p.InterruptedReason) == "" {
 		p.InterruptedReason = "UNKNOWN"
 	}
@@ -379,7 +379,7 @@ func (s reasonsInvented) UpdateRun(ctx context.Context, p spec.UpdateRunParams) 
 
 type diagnosticDetailsDropped struct{ base }
 
-func (s diagnosticDetailsDropped) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s diagnosticDetailsDropped) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	r, err := s.Store.GetRun(ctx, id)
 	if r.Diagnostic != nil {
 		r.Diagnostic.Details = nil
@@ -391,10 +391,10 @@ func (s diagnosticDetailsDropped) GetRun(ctx context.Context, id string) (spec.R
 
 type createdEventWithoutReason struct{ base }
 
-func (s createdEventWithoutReason) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s createdEventWithoutReason) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
 	for i := range page.Events {
-		if page.Events[i].Kind == spec.AuditCreated {
+		if page.Events[i].Kind == runstate.AuditCreated {
 			page.Events[i].Reason = ""
 		}
 	}
@@ -403,10 +403,10 @@ func (s createdEventWithoutReason) ListAuditEvents(ctx context.Context, p spec.L
 
 type eventTimesOff struct{ base }
 
-func (s eventTimesOff) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s eventTimesOff) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
 	for i := range page.Events {
-		if page.Events[i].Kind == spec.AuditTransition {
+		if page.Events[i].Kind == runstate.AuditTransition {
 			page.Events[i].Time = page.Events[i].Time.Add(time.Millisecond) // stamped after the write
 		}
 	}
@@ -419,31 +419,31 @@ type extraEvents struct {
 	base
 	onConflict bool
 	mu         sync.Mutex
-	extra      map[string][]spec.AuditEvent // appended after the stored ones
+	extra      map[string][]runstate.AuditEvent // appended after the stored ones
 }
 
-func (s *extraEvents) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *extraEvents) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	cur, _ := s.Store.GetRun(ctx, p.RunID)
 	r, err := s.Store.UpdateRun(ctx, p)
-	record := (!s.onConflict && err == nil && p.Status == "") || (s.onConflict && errors.Is(err, spec.ErrVersionConflict))
+	record := (!s.onConflict && err == nil && p.Status == "") || (s.onConflict && errors.Is(err, runstate.ErrVersionConflict))
 	if record {
 		s.mu.Lock()
-		s.extra[p.RunID] = append(s.extra[p.RunID], spec.AuditEvent{RunID: p.RunID, Kind: spec.AuditTransition, From: cur.Status, To: cur.Status,
+		s.extra[p.RunID] = append(s.extra[p.RunID], runstate.AuditEvent{RunID: p.RunID, Kind: runstate.AuditTransition, From: cur.Status, To: cur.Status,
 			Time: cur.UpdatedAt, Actor: p.Actor, Reason: p.Reason, Version: cur.Version})
 		s.mu.Unlock()
 	}
 	return r, err
 }
 
-func (s *extraEvents) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
-	page, err := s.Store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: p.RunID, Limit: spec.MaxPageLimit})
+func (s *extraEvents) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
+	page, err := s.Store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: p.RunID, Limit: runstate.MaxPageLimit})
 	if err != nil {
 		return page, err
 	}
 	s.mu.Lock()
 	all := append(slices.Clone(page.Events), s.extra[p.RunID]...)
 	s.mu.Unlock()
-	var evs []spec.AuditEvent
+	var evs []runstate.AuditEvent
 	for i, e := range all {
 		e.Seq = int64(i + 1)
 		if e.Seq > p.AfterSeq {
@@ -452,13 +452,13 @@ func (s *extraEvents) ListAuditEvents(ctx context.Context, p spec.ListAuditParam
 	}
 	limit := p.Limit
 	if limit == 0 {
-		limit = spec.DefaultPageLimit
+		limit = runstate.DefaultPageLimit
 	}
 	more := len(evs) > limit
 	if more {
 		evs = evs[:limit]
 	}
-	return spec.AuditPage{Events: evs, More: more}, nil
+	return runstate.AuditPage{Events: evs, More: more}, nil
 }
 
 // losesConcurrentEvents loses the event of a write that raced another
@@ -482,7 +482,7 @@ func pause(d time.Duration) {
 	runtime.Gosched()
 }
 
-func (s *losesConcurrentEvents) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *losesConcurrentEvents) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	s.mu.Lock()
 	s.inFlight[p.RunID]++
 	raced := s.inFlight[p.RunID] > 1
@@ -501,21 +501,23 @@ func (s *losesConcurrentEvents) UpdateRun(ctx context.Context, p spec.UpdateRunP
 	return r, err
 }
 
-func (s *losesConcurrentEvents) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s *losesConcurrentEvents) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	page.Events = slices.DeleteFunc(page.Events, func(e spec.AuditEvent) bool { return e.Kind == spec.AuditTransition && s.lost[p.RunID][e.Version] })
+	page.Events = slices.DeleteFunc(page.Events, func(e runstate.AuditEvent) bool {
+		return e.Kind == runstate.AuditTransition && s.lost[p.RunID][e.Version]
+	})
 	return page, err
 }
 
 type moreOnAFullLastPage struct{ base }
 
-func (s moreOnAFullLastPage) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s moreOnAFullLastPage) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
 	limit := p.Limit
 	if limit == 0 {
-		limit = spec.DefaultPageLimit
+		limit = runstate.DefaultPageLimit
 	}
 	page.More = len(page.Events) >= limit
 	return page, err
@@ -523,7 +525,7 @@ func (s moreOnAFullLastPage) ListAuditEvents(ctx context.Context, p spec.ListAud
 
 type tokensNotAudited struct{ base }
 
-func (s tokensNotAudited) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s tokensNotAudited) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
 	for i := range page.Events {
 		page.Events[i].LeaseToken = 0
@@ -533,16 +535,16 @@ func (s tokensNotAudited) ListAuditEvents(ctx context.Context, p spec.ListAuditP
 
 type unnamedWritersAreWorkers struct{ base }
 
-func (s unnamedWritersAreWorkers) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s unnamedWritersAreWorkers) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	if p.Actor.Kind == "" {
-		p.Actor.Kind = spec.ActorWorker
+		p.Actor.Kind = runstate.ActorWorker
 	}
 	return s.Store.CreateRun(ctx, p)
 }
 
-func (s unnamedWritersAreWorkers) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s unnamedWritersAreWorkers) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if p.Actor.Kind == "" {
-		p.Actor.Kind = spec.ActorWorker
+		p.Actor.Kind = runstate.ActorWorker
 	}
 	return s.Store.UpdateRun(ctx, p)
 }
@@ -554,7 +556,7 @@ type sequentialIDs struct {
 	n atomic.Int64
 }
 
-func (s *sequentialIDs) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s *sequentialIDs) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	if p.RunID == "" {
 		p.RunID = fmt.Sprintf("run-%d", s.n.Add(1))
 	}
@@ -563,16 +565,16 @@ func (s *sequentialIDs) CreateRun(ctx context.Context, p spec.CreateRunParams) (
 
 type idsLowercased struct{ base }
 
-func (s idsLowercased) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s idsLowercased) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	p.RunID = strings.ToLower(p.RunID)
 	return s.Store.CreateRun(ctx, p)
 }
 
 type createIsIdempotent struct{ base }
 
-func (s createIsIdempotent) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s createIsIdempotent) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	r, err := s.Store.CreateRun(ctx, p)
-	if errors.Is(err, spec.ErrAlreadyExists) {
+	if errors.Is(err, runstate.ErrAlreadyExists) {
 		return s.Store.GetRun(ctx, p.RunID)
 	}
 	return r, err
@@ -580,8 +582,8 @@ func (s createIsIdempotent) CreateRun(ctx context.Context, p spec.CreateRunParam
 
 type releasingUnknownRunsSucceeds struct{ base }
 
-func (s releasingUnknownRunsSucceeds) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
-	if err := s.Store.ReleaseLease(ctx, p); !errors.Is(err, spec.ErrNotFound) {
+func (s releasingUnknownRunsSucceeds) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
+	if err := s.Store.ReleaseLease(ctx, p); !errors.Is(err, runstate.ErrNotFound) {
 		return err
 	}
 	return nil
@@ -589,7 +591,7 @@ func (s releasingUnknownRunsSucceeds) ReleaseLease(ctx context.Context, p spec.R
 
 type createDropsLabels struct{ base }
 
-func (s createDropsLabels) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s createDropsLabels) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	r, err := s.Store.CreateRun(ctx, p)
 	r.Labels = nil
 	return r, err
@@ -600,7 +602,7 @@ type retriesStartAtOne struct {
 	attempts overrides[int]
 }
 
-func (s *retriesStartAtOne) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s *retriesStartAtOne) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	r, err := s.Store.CreateRun(ctx, p)
 	if err == nil && p.RetryOf != "" {
 		s.attempts.set(r.RunID, 1)
@@ -609,7 +611,7 @@ func (s *retriesStartAtOne) CreateRun(ctx context.Context, p spec.CreateRunParam
 	return r, err
 }
 
-func (s *retriesStartAtOne) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s *retriesStartAtOne) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	r, err := s.Store.GetRun(ctx, id)
 	if a, ok := s.attempts.get(id); ok && err == nil {
 		r.Attempt = a
@@ -619,7 +621,7 @@ func (s *retriesStartAtOne) GetRun(ctx context.Context, id string) (spec.RunSnap
 
 type createsInAnyStatus struct{ base }
 
-func (s createsInAnyStatus) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s createsInAnyStatus) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	st := p.Status
 	p.Status = ""
 	r, err := s.Store.CreateRun(ctx, p)
@@ -630,20 +632,20 @@ func (s createsInAnyStatus) CreateRun(ctx context.Context, p spec.CreateRunParam
 		if step == "running" && st == "running" {
 			continue
 		}
-		if r, err = s.Store.UpdateRun(ctx, spec.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: step,
-			Diagnostic: &spec.Diagnostic{ErrorCode: "E", Message: "m"}, InterruptedReason: map[bool]string{true: "R"}[step == "interrupted"]}); err != nil {
+		if r, err = s.Store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: step,
+			Diagnostic: &runstate.Diagnostic{ErrorCode: "E", Message: "m"}, InterruptedReason: map[bool]string{true: "R"}[step == "interrupted"]}); err != nil {
 			return r, err
 		}
 	}
 	if st == "running" {
-		return s.Store.UpdateRun(ctx, spec.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: "running"})
+		return s.Store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: "running"})
 	}
 	return r, nil
 }
 
 type labelsMerged struct{ base }
 
-func (s labelsMerged) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s labelsMerged) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if p.Labels != nil {
 		if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil {
 			merged := maps.Clone(cur.Labels)
@@ -661,7 +663,7 @@ func (s labelsMerged) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (sp
 
 type onlyFirstStatus struct{ base }
 
-func (s onlyFirstStatus) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s onlyFirstStatus) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	if len(p.Statuses) > 1 {
 		p.Statuses = p.Statuses[:1]
 	}
@@ -670,24 +672,24 @@ func (s onlyFirstStatus) ListRuns(ctx context.Context, p spec.ListRunsParams) (s
 
 type workflowPrefixMatch struct{ base }
 
-func (s workflowPrefixMatch) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s workflowPrefixMatch) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	wf := p.WorkflowName
 	p.WorkflowName = ""
 	page, err := s.Store.ListRuns(ctx, p)
 	if wf != "" {
-		page.Runs = slices.DeleteFunc(page.Runs, func(r spec.RunSnapshot) bool { return !strings.HasPrefix(r.WorkflowName, wf) })
+		page.Runs = slices.DeleteFunc(page.Runs, func(r runstate.RunSnapshot) bool { return !strings.HasPrefix(r.WorkflowName, wf) })
 	}
 	return page, err
 }
 
 type labelsMatchAny struct{ base }
 
-func (s labelsMatchAny) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s labelsMatchAny) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	want := p.Labels
 	p.Labels = nil
 	page, err := s.Store.ListRuns(ctx, p)
 	if len(want) > 0 {
-		page.Runs = slices.DeleteFunc(page.Runs, func(r spec.RunSnapshot) bool {
+		page.Runs = slices.DeleteFunc(page.Runs, func(r runstate.RunSnapshot) bool {
 			for k, v := range want {
 				if r.Labels[k] == v {
 					return false
@@ -701,7 +703,7 @@ func (s labelsMatchAny) ListRuns(ctx context.Context, p spec.ListRunsParams) (sp
 
 type createdBeforeInclusive struct{ base }
 
-func (s createdBeforeInclusive) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s createdBeforeInclusive) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	if !p.CreatedBefore.IsZero() {
 		p.CreatedBefore = p.CreatedBefore.Add(time.Microsecond)
 	}
@@ -711,20 +713,20 @@ func (s createdBeforeInclusive) ListRuns(ctx context.Context, p spec.ListRunsPar
 // offsetCursor pages by position: runs created meanwhile shift the pages.
 type offsetCursor struct{ base }
 
-func (s offsetCursor) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s offsetCursor) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	offset := 0
 	if p.Cursor != "" {
 		if _, err := fmt.Sscanf(p.Cursor, "offset-%d", &offset); err != nil {
-			return spec.RunPage{}, spec.InvalidArgument("cursor", "not a cursor of this store")
+			return runstate.RunPage{}, runstate.InvalidArgument("cursor", "not a cursor of this store")
 		}
 	}
 	limit := p.Limit
 	if limit == 0 {
-		limit = spec.DefaultPageLimit
+		limit = runstate.DefaultPageLimit
 	}
 	q := p
-	q.Cursor, q.Limit = "", spec.MaxPageLimit
-	var all []spec.RunSnapshot
+	q.Cursor, q.Limit = "", runstate.MaxPageLimit
+	var all []runstate.RunSnapshot
 	for {
 		page, err := s.Store.ListRuns(ctx, q)
 		if err != nil {
@@ -739,7 +741,7 @@ func (s offsetCursor) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec
 	// Newest first, as a careless store might order an offset listing.
 	slices.Reverse(all)
 	end := min(offset+limit, len(all))
-	out := spec.RunPage{Runs: all[min(offset, len(all)):end]}
+	out := runstate.RunPage{Runs: all[min(offset, len(all)):end]}
 	slices.Reverse(out.Runs)
 	if end < len(all) {
 		out.NextCursor = fmt.Sprintf("offset-%d", end)
@@ -749,9 +751,9 @@ func (s offsetCursor) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec
 
 type foreignCursorsIgnored struct{ base }
 
-func (s foreignCursorsIgnored) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+func (s foreignCursorsIgnored) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	page, err := s.Store.ListRuns(ctx, p)
-	if spec.CodeOf(err) == spec.CodeInvalidArgument && p.Cursor != "" {
+	if runstate.CodeOf(err) == runstate.CodeInvalidArgument && p.Cursor != "" {
 		p.Cursor = ""
 		return s.Store.ListRuns(ctx, p)
 	}
@@ -765,15 +767,15 @@ type claimNextIgnoresHolders struct {
 	pause time.Duration
 }
 
-func (s claimNextIgnoresHolders) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
-	page, err := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: p.Filter, Limit: 1})
+func (s claimNextIgnoresHolders) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	page, err := s.Store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: p.Filter, Limit: 1})
 	if err != nil || len(page.Runs) == 0 {
 		return s.Store.ClaimNextRun(ctx, p)
 	}
 	pause(s.pause) // between the look and the claim
-	cl, err := s.Store.ClaimRun(ctx, spec.ClaimRunParams{RunID: page.Runs[0].RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
-	if errors.Is(err, spec.ErrLeaseHeld) {
-		return spec.Claim{Lease: spec.Lease{RunID: page.Runs[0].RunID, Owner: p.Owner, Token: 1}, Run: page.Runs[0]}, nil
+	cl, err := s.Store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: page.Runs[0].RunID, Owner: p.Owner, TTL: p.TTL, Statuses: p.Filter.Statuses})
+	if errors.Is(err, runstate.ErrLeaseHeld) {
+		return runstate.Claim{Lease: runstate.Lease{RunID: page.Runs[0].RunID, Owner: p.Owner, Token: 1}, Run: page.Runs[0]}, nil
 	}
 	return cl, err
 }
@@ -783,8 +785,8 @@ type renewalsNotStored struct {
 	clock *conformance.ManualClock
 }
 
-func (s renewalsNotStored) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
-	l, err := s.Store.RenewLease(ctx, spec.RenewLeaseParams{RunID: p.RunID, Token: p.Token, TTL: time.Nanosecond})
+func (s renewalsNotStored) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+	l, err := s.Store.RenewLease(ctx, runstate.RenewLeaseParams{RunID: p.RunID, Token: p.Token, TTL: time.Nanosecond})
 	if err == nil {
 		l.ExpiresAt = driver.Timestamp(s.clock.Now().Add(p.TTL))
 	}
@@ -793,40 +795,40 @@ func (s renewalsNotStored) RenewLease(ctx context.Context, p spec.RenewLeasePara
 
 type staleRenewalsAccepted struct{ base }
 
-func (s staleRenewalsAccepted) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+func (s staleRenewalsAccepted) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
 	l, err := s.Store.RenewLease(ctx, p)
-	if errors.Is(err, spec.ErrLeaseLost) {
-		return spec.Lease{RunID: p.RunID, Token: p.Token}, nil
+	if errors.Is(err, runstate.ErrLeaseLost) {
+		return runstate.Lease{RunID: p.RunID, Token: p.Token}, nil
 	}
 	return l, err
 }
 
 type releaseIsANoop struct{ base }
 
-func (s releaseIsANoop) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+func (s releaseIsANoop) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
 	if _, err := s.Store.GetRun(ctx, p.RunID); err != nil {
 		return err
 	}
 	if p.Token <= 0 {
-		return spec.InvalidArgument("token", "is %d; lease tokens are positive", p.Token)
+		return runstate.InvalidArgument("token", "is %d; lease tokens are positive", p.Token)
 	}
 	return nil
 }
 
 type runnableListingIgnoresLeases struct{ base }
 
-func (s runnableListingIgnoresLeases) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+func (s runnableListingIgnoresLeases) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
 	statuses := p.Filter.Statuses
 	if len(statuses) == 0 {
 		statuses = []string{"queued", "waiting"}
 	}
 	for _, st := range statuses {
-		if parsed, err := spec.ParseRunStatus(st); err != nil || parsed.Terminal() {
+		if parsed, err := runstate.ParseRunStatus(st); err != nil || parsed.Terminal() {
 			return s.Store.ListRunnableRuns(ctx, p) // let the store refuse it
 		}
 	}
-	page, err := s.Store.ListRuns(ctx, spec.ListRunsParams{Statuses: statuses, WorkflowName: p.Filter.WorkflowName, Labels: p.Filter.Labels, Limit: spec.MaxPageLimit})
-	slices.SortStableFunc(page.Runs, func(a, b spec.RunSnapshot) int { // claim order
+	page, err := s.Store.ListRuns(ctx, runstate.ListRunsParams{Statuses: statuses, WorkflowName: p.Filter.WorkflowName, Labels: p.Filter.Labels, Limit: runstate.MaxPageLimit})
+	slices.SortStableFunc(page.Runs, func(a, b runstate.RunSnapshot) int { // claim order
 		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.RunID, b.RunID))
 	})
 	return page, err
@@ -834,7 +836,7 @@ func (s runnableListingIgnoresLeases) ListRunnableRuns(ctx context.Context, p sp
 
 type claimsRunningByDefault struct{ base }
 
-func (s claimsRunningByDefault) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+func (s claimsRunningByDefault) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	if len(p.Filter.Statuses) == 0 {
 		p.Filter.Statuses = []string{"queued", "running", "waiting"}
 	}
@@ -843,12 +845,12 @@ func (s claimsRunningByDefault) ClaimNextRun(ctx context.Context, p spec.ClaimNe
 
 type incarnationsBlockEachOther struct{ base }
 
-func (s incarnationsBlockEachOther) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
-	page, _ := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: spec.MaxPageLimit})
-	if !slices.ContainsFunc(page.Runs, func(r spec.RunSnapshot) bool { return r.RunID == p.RunID }) {
+func (s incarnationsBlockEachOther) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	page, _ := s.Store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: runstate.MaxPageLimit})
+	if !slices.ContainsFunc(page.Runs, func(r runstate.RunSnapshot) bool { return r.RunID == p.RunID }) {
 		if _, err := s.Store.GetRun(ctx, p.RunID); err == nil {
 			if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil && !cur.Status.Terminal() {
-				return spec.Claim{}, &spec.Error{Code: spec.CodeLeaseHeld, RunID: p.RunID} // any live lease blocks, an earlier incarnation's too
+				return runstate.Claim{}, &runstate.Error{Code: runstate.CodeLeaseHeld, RunID: p.RunID} // any live lease blocks, an earlier incarnation's too
 			}
 		}
 	}
@@ -857,21 +859,21 @@ func (s incarnationsBlockEachOther) ClaimRun(ctx context.Context, p spec.ClaimRu
 
 type emptyIsNotClaimable struct{ base }
 
-func (s emptyIsNotClaimable) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+func (s emptyIsNotClaimable) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	cl, err := s.Store.ClaimNextRun(ctx, p)
-	if errors.Is(err, spec.ErrNotFound) {
-		return cl, &spec.Error{Code: spec.CodeNotClaimable, Message: "nothing to claim"}
+	if errors.Is(err, runstate.ErrNotFound) {
+		return cl, &runstate.Error{Code: runstate.CodeNotClaimable, Message: "nothing to claim"}
 	}
 	return cl, err
 }
 
 type claimsBumpVersions struct{ base }
 
-func (s claimsBumpVersions) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s claimsBumpVersions) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.Store.ClaimRun(ctx, p)
 	if err == nil {
 		msg := cl.Run.Message // "touches" the run to record the claim
-		if r, uerr := s.Store.UpdateRun(ctx, spec.UpdateRunParams{RunID: cl.Run.RunID, ExpectedVersion: cl.Run.Version, Message: &msg}); uerr == nil {
+		if r, uerr := s.Store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: cl.Run.RunID, ExpectedVersion: cl.Run.Version, Message: &msg}); uerr == nil {
 			cl.Run = r
 		}
 	}
@@ -883,10 +885,10 @@ type expiredLeasesLost struct {
 	clock *conformance.ManualClock
 }
 
-func (s expiredLeasesLost) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
-	page, _ := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: spec.MaxPageLimit})
-	if slices.ContainsFunc(page.Runs, func(r spec.RunSnapshot) bool { return r.RunID == p.RunID }) {
-		return spec.Lease{}, &spec.Error{Code: spec.CodeLeaseLost, RunID: p.RunID, Message: "the lease expired"}
+func (s expiredLeasesLost) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+	page, _ := s.Store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: runstate.MaxPageLimit})
+	if slices.ContainsFunc(page.Runs, func(r runstate.RunSnapshot) bool { return r.RunID == p.RunID }) {
+		return runstate.Lease{}, &runstate.Error{Code: runstate.CodeLeaseLost, RunID: p.RunID, Message: "the lease expired"}
 	}
 	return s.Store.RenewLease(ctx, p)
 }
@@ -897,7 +899,7 @@ type tokensRestartAfterRelease struct {
 	offset map[string]int64 // subtracted from the stored token after a release
 }
 
-func (s *tokensRestartAfterRelease) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s *tokensRestartAfterRelease) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.Store.ClaimRun(ctx, p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -905,11 +907,11 @@ func (s *tokensRestartAfterRelease) ClaimRun(ctx context.Context, p spec.ClaimRu
 	return cl, err
 }
 
-func (s *tokensRestartAfterRelease) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+func (s *tokensRestartAfterRelease) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
 	s.mu.Lock()
 	off := s.offset[p.RunID]
 	s.mu.Unlock()
-	err := s.Store.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: p.RunID, Token: p.Token + off})
+	err := s.Store.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: p.RunID, Token: p.Token + off})
 	if err == nil {
 		s.mu.Lock()
 		s.offset[p.RunID] = p.Token + off // the next claim shows token 1 again
@@ -918,7 +920,7 @@ func (s *tokensRestartAfterRelease) ReleaseLease(ctx context.Context, p spec.Rel
 	return err
 }
 
-func (s *tokensRestartAfterRelease) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+func (s *tokensRestartAfterRelease) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
 	s.mu.Lock()
 	off := s.offset[p.RunID]
 	s.mu.Unlock()
@@ -928,7 +930,7 @@ func (s *tokensRestartAfterRelease) RenewLease(ctx context.Context, p spec.Renew
 	return l, err
 }
 
-func (s *tokensRestartAfterRelease) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *tokensRestartAfterRelease) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	s.mu.Lock()
 	if p.LeaseToken != 0 {
 		p.LeaseToken += s.offset[p.RunID]
@@ -945,10 +947,10 @@ type emptyWhileAnotherClaims struct {
 	inFlight atomic.Int32
 }
 
-func (s *emptyWhileAnotherClaims) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+func (s *emptyWhileAnotherClaims) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	if s.inFlight.Add(1) > 1 {
 		s.inFlight.Add(-1)
-		return spec.Claim{}, &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
+		return runstate.Claim{}, &runstate.Error{Code: runstate.CodeNotFound, Message: "no runnable run matches the filter"}
 	}
 	defer s.inFlight.Add(-1)
 	pause(s.pause)
@@ -963,12 +965,12 @@ type liveAtExpiry struct {
 	expiry map[string]time.Time
 }
 
-func (s *liveAtExpiry) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s *liveAtExpiry) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	s.mu.Lock()
 	exp, ok := s.expiry[p.RunID]
 	s.mu.Unlock()
 	if ok && driver.Timestamp(s.clock.Now()).Equal(exp) {
-		return spec.Claim{}, &spec.Error{Code: spec.CodeLeaseHeld, RunID: p.RunID}
+		return runstate.Claim{}, &runstate.Error{Code: runstate.CodeLeaseHeld, RunID: p.RunID}
 	}
 	cl, err := s.Store.ClaimRun(ctx, p)
 	if err == nil {
@@ -981,12 +983,12 @@ func (s *liveAtExpiry) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spe
 
 type unfencedWritesRefusedWhileLeased struct{ base }
 
-func (s unfencedWritesRefusedWhileLeased) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s unfencedWritesRefusedWhileLeased) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if p.LeaseToken == 0 {
-		page, _ := s.Store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: spec.MaxPageLimit})
+		page, _ := s.Store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}, Limit: runstate.MaxPageLimit})
 		if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil && !cur.Status.Terminal() &&
-			!slices.ContainsFunc(page.Runs, func(r spec.RunSnapshot) bool { return r.RunID == p.RunID }) {
-			return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeLeaseHeld, RunID: p.RunID}
+			!slices.ContainsFunc(page.Runs, func(r runstate.RunSnapshot) bool { return r.RunID == p.RunID }) {
+			return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeLeaseHeld, RunID: p.RunID}
 		}
 	}
 	return s.Store.UpdateRun(ctx, p)
@@ -996,7 +998,7 @@ func (s unfencedWritesRefusedWhileLeased) UpdateRun(ctx context.Context, p spec.
 
 type interruptedReasonsNotStored struct{ base }
 
-func (s interruptedReasonsNotStored) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s interruptedReasonsNotStored) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	r, err := s.Store.GetRun(ctx, id)
 	r.InterruptedReason = ""
 	return r, err
@@ -1005,8 +1007,8 @@ func (s interruptedReasonsNotStored) GetRun(ctx context.Context, id string) (spe
 // stepsDroppedWithStatus applies the status of a write but not its steps.
 type stepsDroppedWithStatus struct{ base }
 
-func (s stepsDroppedWithStatus) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if p.Status != "" && spec.RunStatus(p.Status).Terminal() {
+func (s stepsDroppedWithStatus) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if p.Status != "" && runstate.RunStatus(p.Status).Terminal() {
 		p.Steps = nil
 	}
 	return s.Store.UpdateRun(ctx, p)
@@ -1020,7 +1022,7 @@ type expiredLeasesListedAsHeld struct {
 	leased overrides[bool]
 }
 
-func (s *expiredLeasesListedAsHeld) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s *expiredLeasesListedAsHeld) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.Store.ClaimRun(ctx, p)
 	if err == nil {
 		s.leased.set(p.RunID, true)
@@ -1028,7 +1030,7 @@ func (s *expiredLeasesListedAsHeld) ClaimRun(ctx context.Context, p spec.ClaimRu
 	return cl, err
 }
 
-func (s *expiredLeasesListedAsHeld) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+func (s *expiredLeasesListedAsHeld) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
 	err := s.Store.ReleaseLease(ctx, p)
 	if err == nil {
 		s.leased.set(p.RunID, false)
@@ -1036,9 +1038,9 @@ func (s *expiredLeasesListedAsHeld) ReleaseLease(ctx context.Context, p spec.Rel
 	return err
 }
 
-func (s *expiredLeasesListedAsHeld) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+func (s *expiredLeasesListedAsHeld) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
 	page, err := s.Store.ListRunnableRuns(ctx, p)
-	page.Runs = slices.DeleteFunc(page.Runs, func(r spec.RunSnapshot) bool { held, _ := s.leased.get(r.RunID); return held })
+	page.Runs = slices.DeleteFunc(page.Runs, func(r runstate.RunSnapshot) bool { held, _ := s.leased.get(r.RunID); return held })
 	return page, err
 }
 
@@ -1046,11 +1048,11 @@ func (s *expiredLeasesListedAsHeld) ListRunnableRuns(ctx context.Context, p spec
 // names every non-terminal status, as recovery's claims do.
 type claimsWithAllStatusesIgnoreLeases struct{ base }
 
-func (s claimsWithAllStatusesIgnoreLeases) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+func (s claimsWithAllStatusesIgnoreLeases) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.Store.ClaimRun(ctx, p)
-	if errors.Is(err, spec.ErrLeaseHeld) && len(p.Statuses) == 3 {
+	if errors.Is(err, runstate.ErrLeaseHeld) && len(p.Statuses) == 3 {
 		run, _ := s.Store.GetRun(ctx, p.RunID)
-		return spec.Claim{Lease: spec.Lease{RunID: p.RunID, Owner: p.Owner, Token: 1 << 40}, Run: run}, nil
+		return runstate.Claim{Lease: runstate.Lease{RunID: p.RunID, Owner: p.Owner, Token: 1 << 40}, Run: run}, nil
 	}
 	return cl, err
 }
@@ -1062,10 +1064,10 @@ func (s claimsWithAllStatusesIgnoreLeases) ClaimRun(ctx context.Context, p spec.
 type staleReads struct {
 	base
 	n     atomic.Int64
-	cache overrides[spec.RunSnapshot]
+	cache overrides[runstate.RunSnapshot]
 }
 
-func (s *staleReads) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s *staleReads) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	if old, ok := s.cache.get(id); ok && s.n.Add(1)%3 == 0 {
 		return old, nil
 	}
@@ -1083,7 +1085,7 @@ type lateAudit struct {
 	n atomic.Int64
 }
 
-func (s *lateAudit) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s *lateAudit) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	page, err := s.Store.ListAuditEvents(ctx, p)
 	if len(page.Events) > 1 && !page.More && s.n.Add(1)%4 == 0 {
 		page.Events = page.Events[:len(page.Events)-1]
@@ -1097,9 +1099,9 @@ type sometimesEmpty struct {
 	n atomic.Int64
 }
 
-func (s *sometimesEmpty) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+func (s *sometimesEmpty) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	if s.n.Add(1)%5 == 0 {
-		return spec.Claim{}, &spec.Error{Code: spec.CodeNotFound, Message: "no runnable run matches the filter"}
+		return runstate.Claim{}, &runstate.Error{Code: runstate.CodeNotFound, Message: "no runnable run matches the filter"}
 	}
 	return s.Store.ClaimNextRun(ctx, p)
 }
@@ -1108,21 +1110,21 @@ func (s *sometimesEmpty) ClaimNextRun(ctx context.Context, p spec.ClaimNextParam
 
 type slashesInIDsRepaired struct{ base }
 
-func (s slashesInIDsRepaired) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s slashesInIDsRepaired) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	p.RunID = strings.ReplaceAll(p.RunID, "/", "-")
 	return s.Store.CreateRun(ctx, p)
 }
 
 type statusesCaseInsensitive struct{ base }
 
-func (s statusesCaseInsensitive) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s statusesCaseInsensitive) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	p.Status = strings.ToLower(strings.TrimSpace(p.Status))
 	return s.Store.UpdateRun(ctx, p)
 }
 
 type blankWorkflowsNamed struct{ base }
 
-func (s blankWorkflowsNamed) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s blankWorkflowsNamed) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	if strings.TrimSpace(p.WorkflowName) == "" {
 		p.WorkflowName = "unnamed"
 	}
@@ -1131,26 +1133,26 @@ func (s blankWorkflowsNamed) CreateRun(ctx context.Context, p spec.CreateRunPara
 
 type longLeasesClamped struct{ base }
 
-func (s longLeasesClamped) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
-	p.TTL = min(p.TTL, spec.MaxLeaseTTL)
+func (s longLeasesClamped) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	p.TTL = min(p.TTL, runstate.MaxLeaseTTL)
 	return s.Store.ClaimRun(ctx, p)
 }
 
 type actorIDsTruncated struct{ base }
 
-func (s actorIDsTruncated) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
-	if len(p.Actor.ID) > spec.MaxActorIDLen {
-		p.Actor.ID = p.Actor.ID[:spec.MaxActorIDLen]
+func (s actorIDsTruncated) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
+	if len(p.Actor.ID) > runstate.MaxActorIDLen {
+		p.Actor.ID = p.Actor.ID[:runstate.MaxActorIDLen]
 	}
 	return s.Store.CreateRun(ctx, p)
 }
 
 type diagnosticMessagesTruncated struct{ base }
 
-func (s diagnosticMessagesTruncated) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	if d := p.Diagnostic; d != nil && len(d.Message) > spec.MaxMessageLen {
+func (s diagnosticMessagesTruncated) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if d := p.Diagnostic; d != nil && len(d.Message) > runstate.MaxMessageLen {
 		c := *d
-		c.Message = c.Message[:spec.MaxMessageLen]
+		c.Message = c.Message[:runstate.MaxMessageLen]
 		p.Diagnostic = &c
 	}
 	return s.Store.UpdateRun(ctx, p)
@@ -1160,21 +1162,21 @@ func (s diagnosticMessagesTruncated) UpdateRun(ctx context.Context, p spec.Updat
 // exactly their limit, as a store comparing with >= instead of > would.
 type limitsOffByOne struct{ base }
 
-func (s limitsOffByOne) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
-	atLimit := len(p.InterruptedReason) == spec.MaxReasonLen
+func (s limitsOffByOne) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	atLimit := len(p.InterruptedReason) == runstate.MaxReasonLen
 	if d := p.Diagnostic; d != nil {
-		atLimit = atLimit || len(d.ErrorCode) == spec.MaxErrorCodeLen || len(d.SourceStep) == spec.MaxStepNameLen ||
-			len(d.SourceHost) == spec.MaxHostNameLen
+		atLimit = atLimit || len(d.ErrorCode) == runstate.MaxErrorCodeLen || len(d.SourceStep) == runstate.MaxStepNameLen ||
+			len(d.SourceHost) == runstate.MaxHostNameLen
 	}
 	if atLimit {
-		return spec.RunSnapshot{}, spec.InvalidArgument("diagnostic", "too long")
+		return runstate.RunSnapshot{}, runstate.InvalidArgument("diagnostic", "too long")
 	}
 	return s.Store.UpdateRun(ctx, p)
 }
 
 type invalidTextRepaired struct{ base }
 
-func (s invalidTextRepaired) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (s invalidTextRepaired) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	p.WorkflowName = strings.ToValidUTF8(strings.ReplaceAll(p.WorkflowName, "\x00", ""), "?")
 	p.Message = strings.ToValidUTF8(p.Message, "?")
 	return s.Store.CreateRun(ctx, p)
@@ -1182,7 +1184,7 @@ func (s invalidTextRepaired) CreateRun(ctx context.Context, p spec.CreateRunPara
 
 type emptyUpdatesAccepted struct{ base }
 
-func (s emptyUpdatesAccepted) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s emptyUpdatesAccepted) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if p.Status == "" && p.Message == nil && p.Priority == nil && p.Diagnostic == nil && p.Labels == nil && len(p.Steps) == 0 && p.ExpectedVersion >= 1 {
 		return s.Store.GetRun(ctx, p.RunID)
 	}
@@ -1193,138 +1195,138 @@ func (s emptyUpdatesAccepted) UpdateRun(ctx context.Context, p spec.UpdateRunPar
 
 type auditIgnoresContext struct{ base }
 
-func (s auditIgnoresContext) ListAuditEvents(_ context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+func (s auditIgnoresContext) ListAuditEvents(_ context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	return s.Store.ListAuditEvents(context.Background(), p)
 }
 
 type releaseIgnoresContext struct{ base }
 
-func (s releaseIgnoresContext) ReleaseLease(_ context.Context, p spec.ReleaseLeaseParams) error {
+func (s releaseIgnoresContext) ReleaseLease(_ context.Context, p runstate.ReleaseLeaseParams) error {
 	return s.Store.ReleaseLease(context.Background(), p)
 }
 
 // mutants is the catalogue.
 func mutants() []mutant {
-	b := func(f func(base) spec.RunStateStore) func(*memory.Store, *conformance.ManualClock) spec.RunStateStore {
-		return func(m *memory.Store, _ *conformance.ManualClock) spec.RunStateStore { return f(base{m}) }
+	b := func(f func(base) runstate.RunStateStore) func(*memory.Store, *conformance.ManualClock) runstate.RunStateStore {
+		return func(m *memory.Store, _ *conformance.ManualClock) runstate.RunStateStore { return f(base{m}) }
 	}
 	return []mutant{
-		{"FSM-001", "waiting -> canceled forgotten in the table", b(func(s base) spec.RunStateStore { return forbidsWaitingToCanceled{s} })},
-		{"FSM-002", "transition errors without from and to", b(func(s base) spec.RunStateStore { return bareTransitionErrors{s} })},
-		{"FSM-003", "a terminal run moves", b(func(s base) spec.RunStateStore {
-			return &terminalMoves{Store: s.Store, override: map[string]spec.RunStatus{}}
+		{"FSM-001", "waiting -> canceled forgotten in the table", b(func(s base) runstate.RunStateStore { return forbidsWaitingToCanceled{s} })},
+		{"FSM-002", "transition errors without from and to", b(func(s base) runstate.RunStateStore { return bareTransitionErrors{s} })},
+		{"FSM-003", "a terminal run moves", b(func(s base) runstate.RunStateStore {
+			return &terminalMoves{Store: s.Store, override: map[string]runstate.RunStatus{}}
 		})},
-		{"FSM-003", "a refused write touches the terminal run's updated_at", b(func(s base) spec.RunStateStore { return &touchesTerminalRuns{base: s} })},
-		{"FSM-004", "a forced failure keeps the rest of the patch", b(func(s base) spec.RunStateStore { return &forcedFailureKeepsPatch{base: s} })},
-		{"FSM-005", "the rejected event carries the new version", b(func(s base) spec.RunStateStore { return rejectedEventAtNewVersion{s} })},
-		{"FSM-006", "aliases unknown to status filters", b(func(s base) spec.RunStateStore { return aliasesUnknownInFilters{s} })},
-		{"FSM-007", "steps go from queued to success", b(func(s base) spec.RunStateStore { return stepsSkipRunning{base: s} })},
-		{"FSM-008", "hosts go from queued to success", b(func(s base) spec.RunStateStore { return stepsSkipRunning{base: s, hosts: true} })},
-		{"FSM-009", "started_at reset on every return to running", b(func(s base) spec.RunStateStore { return startedResetOnResume{s} })},
-		{"FSM-010", "a terminal run takes a new message", b(func(s base) spec.RunStateStore { return &terminalAcceptsMessages{base: s} })},
-		{"FSM-011", "the diagnostic is checked before the table", b(func(s base) spec.RunStateStore { return diagnosticBeforeTable{s} })},
-		{"CAS-001", "versions step by two", b(func(s base) spec.RunStateStore { return versionsStepByTwo{s} })},
-		{"CAS-002", "conflicts without the current version", b(func(s base) spec.RunStateStore { return conflictsWithoutCurrent{s} })},
-		{"CAS-003", "check-then-write compare-and-set", b(func(s base) spec.RunStateStore { return racyCAS{s, 50 * time.Microsecond} })},
-		{"CAS-003", "check-then-write compare-and-set, narrow window", b(func(s base) spec.RunStateStore { return racyCAS{s, 0} })},
-		{"CAS-004", "the table is checked before the version", b(func(s base) spec.RunStateStore { return tableBeforeVersion{s} })},
-		{"DIAG-001", "missing diagnostics invented", b(func(s base) spec.RunStateStore { return inventsDiagnostics{s.Store} })},
-		{"DIAG-002", "blank diagnostic fields repaired", b(func(s base) spec.RunStateStore { return blankDiagnosticsRepaired{s} })},
-		{"DIAG-003", "missing interrupted reasons invented", b(func(s base) spec.RunStateStore { return reasonsInvented{s} })},
-		{"DIAG-004", "diagnostic details not kept", b(func(s base) spec.RunStateStore { return diagnosticDetailsDropped{s} })},
-		{"AUD-001", "the created event loses its reason", b(func(s base) spec.RunStateStore { return createdEventWithoutReason{s} })},
-		{"AUD-002", "transition events skipped", b(func(s base) spec.RunStateStore { return skipsAudit{s.Store} })},
-		{"AUD-002", "event times taken after the write", b(func(s base) spec.RunStateStore { return eventTimesOff{s} })},
-		{"AUD-003", "events for writes that change no status", b(func(s base) spec.RunStateStore {
-			return &extraEvents{base: s, extra: map[string][]spec.AuditEvent{}}
+		{"FSM-003", "a refused write touches the terminal run's updated_at", b(func(s base) runstate.RunStateStore { return &touchesTerminalRuns{base: s} })},
+		{"FSM-004", "a forced failure keeps the rest of the patch", b(func(s base) runstate.RunStateStore { return &forcedFailureKeepsPatch{base: s} })},
+		{"FSM-005", "the rejected event carries the new version", b(func(s base) runstate.RunStateStore { return rejectedEventAtNewVersion{s} })},
+		{"FSM-006", "aliases unknown to status filters", b(func(s base) runstate.RunStateStore { return aliasesUnknownInFilters{s} })},
+		{"FSM-007", "steps go from queued to success", b(func(s base) runstate.RunStateStore { return stepsSkipRunning{base: s} })},
+		{"FSM-008", "hosts go from queued to success", b(func(s base) runstate.RunStateStore { return stepsSkipRunning{base: s, hosts: true} })},
+		{"FSM-009", "started_at reset on every return to running", b(func(s base) runstate.RunStateStore { return startedResetOnResume{s} })},
+		{"FSM-010", "a terminal run takes a new message", b(func(s base) runstate.RunStateStore { return &terminalAcceptsMessages{base: s} })},
+		{"FSM-011", "the diagnostic is checked before the table", b(func(s base) runstate.RunStateStore { return diagnosticBeforeTable{s} })},
+		{"CAS-001", "versions step by two", b(func(s base) runstate.RunStateStore { return versionsStepByTwo{s} })},
+		{"CAS-002", "conflicts without the current version", b(func(s base) runstate.RunStateStore { return conflictsWithoutCurrent{s} })},
+		{"CAS-003", "check-then-write compare-and-set", b(func(s base) runstate.RunStateStore { return racyCAS{s, 50 * time.Microsecond} })},
+		{"CAS-003", "check-then-write compare-and-set, narrow window", b(func(s base) runstate.RunStateStore { return racyCAS{s, 0} })},
+		{"CAS-004", "the table is checked before the version", b(func(s base) runstate.RunStateStore { return tableBeforeVersion{s} })},
+		{"DIAG-001", "missing diagnostics invented", b(func(s base) runstate.RunStateStore { return inventsDiagnostics{s.Store} })},
+		{"DIAG-002", "blank diagnostic fields repaired", b(func(s base) runstate.RunStateStore { return blankDiagnosticsRepaired{s} })},
+		{"DIAG-003", "missing interrupted reasons invented", b(func(s base) runstate.RunStateStore { return reasonsInvented{s} })},
+		{"DIAG-004", "diagnostic details not kept", b(func(s base) runstate.RunStateStore { return diagnosticDetailsDropped{s} })},
+		{"AUD-001", "the created event loses its reason", b(func(s base) runstate.RunStateStore { return createdEventWithoutReason{s} })},
+		{"AUD-002", "transition events skipped", b(func(s base) runstate.RunStateStore { return skipsAudit{s.Store} })},
+		{"AUD-002", "event times taken after the write", b(func(s base) runstate.RunStateStore { return eventTimesOff{s} })},
+		{"AUD-003", "events for writes that change no status", b(func(s base) runstate.RunStateStore {
+			return &extraEvents{base: s, extra: map[string][]runstate.AuditEvent{}}
 		})},
-		{"AUD-004", "events for version conflicts", b(func(s base) spec.RunStateStore {
-			return &extraEvents{base: s, onConflict: true, extra: map[string][]spec.AuditEvent{}}
+		{"AUD-004", "events for version conflicts", b(func(s base) runstate.RunStateStore {
+			return &extraEvents{base: s, onConflict: true, extra: map[string][]runstate.AuditEvent{}}
 		})},
-		{"AUD-005", "concurrent writes lose an event", b(func(s base) spec.RunStateStore {
+		{"AUD-005", "concurrent writes lose an event", b(func(s base) runstate.RunStateStore {
 			return &losesConcurrentEvents{base: s, pause: 20 * time.Microsecond, inFlight: map[string]int{}, lost: map[string]map[int64]bool{}}
 		})},
-		{"AUD-005", "concurrent writes lose an event, narrow window", b(func(s base) spec.RunStateStore {
+		{"AUD-005", "concurrent writes lose an event, narrow window", b(func(s base) runstate.RunStateStore {
 			return &losesConcurrentEvents{base: s, inFlight: map[string]int{}, lost: map[string]map[int64]bool{}}
 		})},
-		{"AUD-006", "more reported on a full last page", b(func(s base) spec.RunStateStore { return moreOnAFullLastPage{s} })},
-		{"AUD-007", "lease tokens not recorded", b(func(s base) spec.RunStateStore { return tokensNotAudited{s} })},
-		{"AUD-008", "unnamed writers recorded as workers", b(func(s base) spec.RunStateStore { return unnamedWritersAreWorkers{s} })},
-		{"RUN-001", "sequential run ids", b(func(s base) spec.RunStateStore { return &sequentialIDs{base: s} })},
-		{"RUN-002", "run ids lowercased", b(func(s base) spec.RunStateStore { return idsLowercased{s} })},
-		{"RUN-003", "creating an existing id returns it", b(func(s base) spec.RunStateStore { return createIsIdempotent{s} })},
-		{"RUN-004", "releasing an unknown run succeeds", b(func(s base) spec.RunStateStore { return releasingUnknownRunsSucceeds{s} })},
-		{"RUN-005", "create returns no labels", b(func(s base) spec.RunStateStore { return createDropsLabels{s} })},
-		{"RUN-006", "retries start at attempt 1", b(func(s base) spec.RunStateStore { return &retriesStartAtOne{base: s} })},
-		{"RUN-007", "runs created in any status", b(func(s base) spec.RunStateStore { return createsInAnyStatus{s} })},
-		{"RUN-008", "snapshots shared between callers", b(func(s base) spec.RunStateStore {
-			return &aliasesSnapshots{Store: s.Store, cache: map[string]spec.RunSnapshot{}}
+		{"AUD-006", "more reported on a full last page", b(func(s base) runstate.RunStateStore { return moreOnAFullLastPage{s} })},
+		{"AUD-007", "lease tokens not recorded", b(func(s base) runstate.RunStateStore { return tokensNotAudited{s} })},
+		{"AUD-008", "unnamed writers recorded as workers", b(func(s base) runstate.RunStateStore { return unnamedWritersAreWorkers{s} })},
+		{"RUN-001", "sequential run ids", b(func(s base) runstate.RunStateStore { return &sequentialIDs{base: s} })},
+		{"RUN-002", "run ids lowercased", b(func(s base) runstate.RunStateStore { return idsLowercased{s} })},
+		{"RUN-003", "creating an existing id returns it", b(func(s base) runstate.RunStateStore { return createIsIdempotent{s} })},
+		{"RUN-004", "releasing an unknown run succeeds", b(func(s base) runstate.RunStateStore { return releasingUnknownRunsSucceeds{s} })},
+		{"RUN-005", "create returns no labels", b(func(s base) runstate.RunStateStore { return createDropsLabels{s} })},
+		{"RUN-006", "retries start at attempt 1", b(func(s base) runstate.RunStateStore { return &retriesStartAtOne{base: s} })},
+		{"RUN-007", "runs created in any status", b(func(s base) runstate.RunStateStore { return createsInAnyStatus{s} })},
+		{"RUN-008", "snapshots shared between callers", b(func(s base) runstate.RunStateStore {
+			return &aliasesSnapshots{Store: s.Store, cache: map[string]runstate.RunSnapshot{}}
 		})},
-		{"RUN-009", "labels merged instead of replaced", b(func(s base) spec.RunStateStore { return labelsMerged{s} })},
-		{"LIST-001", "only the first status filtered", b(func(s base) spec.RunStateStore { return onlyFirstStatus{s} })},
-		{"LIST-002", "workflow names matched by prefix", b(func(s base) spec.RunStateStore { return workflowPrefixMatch{s} })},
-		{"LIST-003", "labels matched by any pair", b(func(s base) spec.RunStateStore { return labelsMatchAny{s} })},
-		{"LIST-004", "created_before inclusive", b(func(s base) spec.RunStateStore { return createdBeforeInclusive{s} })},
-		{"LIST-005", "pages skip a run", b(func(s base) spec.RunStateStore { return pageSkipper{s.Store} })},
-		{"LIST-006", "offset cursors, newest first", b(func(s base) spec.RunStateStore { return offsetCursor{s} })},
-		{"LIST-007", "foreign cursors ignored", b(func(s base) spec.RunStateStore { return foreignCursorsIgnored{s} })},
-		{"LEASE-001", "leases handed out twice", b(func(s base) spec.RunStateStore { return sharedLeases{s.Store} })},
-		{"LEASE-002", "claim-next looks, then claims without checking", b(func(s base) spec.RunStateStore { return claimNextIgnoresHolders{s, 100 * time.Microsecond} })},
-		{"LEASE-002", "claim-next looks, then claims without checking, narrow window", b(func(s base) spec.RunStateStore { return claimNextIgnoresHolders{s, 0} })},
-		{"LEASE-003", "lowest priority first", b(func(s base) spec.RunStateStore { return lowestFirst{s.Store} })},
-		{"LEASE-003", "ties broken by the largest run_id", b(func(s base) spec.RunStateStore { return largestIDOnTies{s.Store} })},
-		{"LEASE-004", "renewals not stored", func(m *memory.Store, c *conformance.ManualClock) spec.RunStateStore {
+		{"RUN-009", "labels merged instead of replaced", b(func(s base) runstate.RunStateStore { return labelsMerged{s} })},
+		{"LIST-001", "only the first status filtered", b(func(s base) runstate.RunStateStore { return onlyFirstStatus{s} })},
+		{"LIST-002", "workflow names matched by prefix", b(func(s base) runstate.RunStateStore { return workflowPrefixMatch{s} })},
+		{"LIST-003", "labels matched by any pair", b(func(s base) runstate.RunStateStore { return labelsMatchAny{s} })},
+		{"LIST-004", "created_before inclusive", b(func(s base) runstate.RunStateStore { return createdBeforeInclusive{s} })},
+		{"LIST-005", "pages skip a run", b(func(s base) runstate.RunStateStore { return pageSkipper{s.Store} })},
+		{"LIST-006", "offset cursors, newest first", b(func(s base) runstate.RunStateStore { return offsetCursor{s} })},
+		{"LIST-007", "foreign cursors ignored", b(func(s base) runstate.RunStateStore { return foreignCursorsIgnored{s} })},
+		{"LEASE-001", "leases handed out twice", b(func(s base) runstate.RunStateStore { return sharedLeases{s.Store} })},
+		{"LEASE-002", "claim-next looks, then claims without checking", b(func(s base) runstate.RunStateStore { return claimNextIgnoresHolders{s, 100 * time.Microsecond} })},
+		{"LEASE-002", "claim-next looks, then claims without checking, narrow window", b(func(s base) runstate.RunStateStore { return claimNextIgnoresHolders{s, 0} })},
+		{"LEASE-003", "lowest priority first", b(func(s base) runstate.RunStateStore { return lowestFirst{s.Store} })},
+		{"LEASE-003", "ties broken by the largest run_id", b(func(s base) runstate.RunStateStore { return largestIDOnTies{s.Store} })},
+		{"LEASE-004", "renewals not stored", func(m *memory.Store, c *conformance.ManualClock) runstate.RunStateStore {
 			return renewalsNotStored{base{m}, c}
 		}},
-		{"LEASE-005", "tokens reused", b(func(s base) spec.RunStateStore { return reusesTokens{s.Store} })},
-		{"LEASE-006", "writes not fenced", b(func(s base) spec.RunStateStore { return noFencing{s.Store} })},
-		{"LEASE-007", "stale renewals accepted", b(func(s base) spec.RunStateStore { return staleRenewalsAccepted{s} })},
-		{"LEASE-008", "terminal runs claimable", b(func(s base) spec.RunStateStore { return interruptsAll{s.Store} })},
-		{"LEASE-009", "release does nothing", b(func(s base) spec.RunStateStore { return releaseIsANoop{s} })},
-		{"LEASE-010", "the runnable listing ignores leases", b(func(s base) spec.RunStateStore { return runnableListingIgnoresLeases{s} })},
-		{"LEASE-011", "running runs claimed by default", b(func(s base) spec.RunStateStore { return claimsRunningByDefault{s} })},
-		{"LEASE-012", "an earlier incarnation's lease blocks a later one", b(func(s base) spec.RunStateStore { return incarnationsBlockEachOther{s} })},
-		{"LEASE-013", "nothing runnable reported as not claimable", b(func(s base) spec.RunStateStore { return emptyIsNotClaimable{s} })},
-		{"LEASE-014", "claims bump the version", b(func(s base) spec.RunStateStore { return claimsBumpVersions{s} })},
-		{"LEASE-015", "expired leases lost without a claim", func(m *memory.Store, c *conformance.ManualClock) spec.RunStateStore {
+		{"LEASE-005", "tokens reused", b(func(s base) runstate.RunStateStore { return reusesTokens{s.Store} })},
+		{"LEASE-006", "writes not fenced", b(func(s base) runstate.RunStateStore { return noFencing{s.Store} })},
+		{"LEASE-007", "stale renewals accepted", b(func(s base) runstate.RunStateStore { return staleRenewalsAccepted{s} })},
+		{"LEASE-008", "terminal runs claimable", b(func(s base) runstate.RunStateStore { return interruptsAll{s.Store} })},
+		{"LEASE-009", "release does nothing", b(func(s base) runstate.RunStateStore { return releaseIsANoop{s} })},
+		{"LEASE-010", "the runnable listing ignores leases", b(func(s base) runstate.RunStateStore { return runnableListingIgnoresLeases{s} })},
+		{"LEASE-011", "running runs claimed by default", b(func(s base) runstate.RunStateStore { return claimsRunningByDefault{s} })},
+		{"LEASE-012", "an earlier incarnation's lease blocks a later one", b(func(s base) runstate.RunStateStore { return incarnationsBlockEachOther{s} })},
+		{"LEASE-013", "nothing runnable reported as not claimable", b(func(s base) runstate.RunStateStore { return emptyIsNotClaimable{s} })},
+		{"LEASE-014", "claims bump the version", b(func(s base) runstate.RunStateStore { return claimsBumpVersions{s} })},
+		{"LEASE-015", "expired leases lost without a claim", func(m *memory.Store, c *conformance.ManualClock) runstate.RunStateStore {
 			return expiredLeasesLost{base{m}, c}
 		}},
-		{"LEASE-016", "tokens restart after a release", b(func(s base) spec.RunStateStore {
+		{"LEASE-016", "tokens restart after a release", b(func(s base) runstate.RunStateStore {
 			return &tokensRestartAfterRelease{base: s, offset: map[string]int64{}}
 		})},
-		{"LEASE-017", "empty while another claim-next is in flight", b(func(s base) spec.RunStateStore {
+		{"LEASE-017", "empty while another claim-next is in flight", b(func(s base) runstate.RunStateStore {
 			return &emptyWhileAnotherClaims{base: s, pause: 20 * time.Microsecond}
 		})},
-		{"LEASE-017", "empty while another claim-next is in flight, narrow window", b(func(s base) spec.RunStateStore { return &emptyWhileAnotherClaims{base: s} })},
-		{"LEASE-018", "leases live at exactly expires_at", func(m *memory.Store, c *conformance.ManualClock) spec.RunStateStore {
+		{"LEASE-017", "empty while another claim-next is in flight, narrow window", b(func(s base) runstate.RunStateStore { return &emptyWhileAnotherClaims{base: s} })},
+		{"LEASE-018", "leases live at exactly expires_at", func(m *memory.Store, c *conformance.ManualClock) runstate.RunStateStore {
 			return &liveAtExpiry{base: base{m}, clock: c, expiry: map[string]time.Time{}}
 		}},
-		{"LEASE-019", "unfenced writes refused while leased", b(func(s base) spec.RunStateStore { return unfencedWritesRefusedWhileLeased{s} })},
-		{"REC-001", "interrupted reasons not stored", b(func(s base) spec.RunStateStore { return interruptedReasonsNotStored{s} })},
-		{"REC-003", "steps dropped from a write that ends the run", b(func(s base) spec.RunStateStore { return stepsDroppedWithStatus{s} })},
-		{"REC-004", "runs with an expired lease left out of the runnable listing", b(func(s base) spec.RunStateStore { return &expiredLeasesListedAsHeld{base: s} })},
-		{"REC-005", "claims naming every status ignore leases", b(func(s base) spec.RunStateStore { return claimsWithAllStatusesIgnoreLeases{s} })},
-		{"REC-006", "an earlier incarnation's lease blocks recovery", b(func(s base) spec.RunStateStore { return incarnationsBlockEachOther{s} })},
-		{"REC-008", "terminal runs listed and claimable", b(func(s base) spec.RunStateStore { return interruptsAll{s.Store} })},
-		{"REC-011", "running runs claimed by default", b(func(s base) spec.RunStateStore { return claimsRunningByDefault{s} })},
-		{"LIN-001", "stale reads", b(func(s base) spec.RunStateStore { return &staleReads{base: s} })},
-		{"LIN-001", "compare-and-set ignored", b(func(s base) spec.RunStateStore { return ignoresVersion{s.Store} })},
-		{"LIN-001", "the audit lags its run", b(func(s base) spec.RunStateStore { return &lateAudit{base: s} })},
-		{"LIN-002", "fencing ignored", b(func(s base) spec.RunStateStore { return noFencing{s.Store} })},
-		{"LIN-002", "claim-next answers empty", b(func(s base) spec.RunStateStore { return &sometimesEmpty{base: s} })},
-		{"BAD-001", "slashes in run ids repaired", b(func(s base) spec.RunStateStore { return slashesInIDsRepaired{s} })},
-		{"BAD-002", "statuses matched in any case", b(func(s base) spec.RunStateStore { return statusesCaseInsensitive{s} })},
-		{"BAD-003", "blank workflow names named", b(func(s base) spec.RunStateStore { return blankWorkflowsNamed{s} })},
-		{"BAD-004", "over-long leases clamped", b(func(s base) spec.RunStateStore { return longLeasesClamped{s} })},
-		{"BAD-005", "over-long input repaired", b(func(s base) spec.RunStateStore { return lenientInput{s.Store} })},
-		{"BAD-005", "over-long actor ids truncated", b(func(s base) spec.RunStateStore { return actorIDsTruncated{s} })},
-		{"BAD-005", "over-long diagnostic messages truncated", b(func(s base) spec.RunStateStore { return diagnosticMessagesTruncated{s} })},
-		{"BAD-005", "diagnostic fields refused at their limit", b(func(s base) spec.RunStateStore { return limitsOffByOne{s} })},
-		{"BAD-006", "invalid text repaired", b(func(s base) spec.RunStateStore { return invalidTextRepaired{s} })},
-		{"BAD-007", "updates that change nothing accepted", b(func(s base) spec.RunStateStore { return emptyUpdatesAccepted{s} })},
-		{"CTX-001", "create ignores its context", b(func(s base) spec.RunStateStore { return ignoresContext{s.Store} })},
-		{"CTX-001", "the audit listing ignores its context", b(func(s base) spec.RunStateStore { return auditIgnoresContext{s} })},
-		{"CTX-001", "release ignores its context", b(func(s base) spec.RunStateStore { return releaseIgnoresContext{s} })},
+		{"LEASE-019", "unfenced writes refused while leased", b(func(s base) runstate.RunStateStore { return unfencedWritesRefusedWhileLeased{s} })},
+		{"REC-001", "interrupted reasons not stored", b(func(s base) runstate.RunStateStore { return interruptedReasonsNotStored{s} })},
+		{"REC-003", "steps dropped from a write that ends the run", b(func(s base) runstate.RunStateStore { return stepsDroppedWithStatus{s} })},
+		{"REC-004", "runs with an expired lease left out of the runnable listing", b(func(s base) runstate.RunStateStore { return &expiredLeasesListedAsHeld{base: s} })},
+		{"REC-005", "claims naming every status ignore leases", b(func(s base) runstate.RunStateStore { return claimsWithAllStatusesIgnoreLeases{s} })},
+		{"REC-006", "an earlier incarnation's lease blocks recovery", b(func(s base) runstate.RunStateStore { return incarnationsBlockEachOther{s} })},
+		{"REC-008", "terminal runs listed and claimable", b(func(s base) runstate.RunStateStore { return interruptsAll{s.Store} })},
+		{"REC-011", "running runs claimed by default", b(func(s base) runstate.RunStateStore { return claimsRunningByDefault{s} })},
+		{"LIN-001", "stale reads", b(func(s base) runstate.RunStateStore { return &staleReads{base: s} })},
+		{"LIN-001", "compare-and-set ignored", b(func(s base) runstate.RunStateStore { return ignoresVersion{s.Store} })},
+		{"LIN-001", "the audit lags its run", b(func(s base) runstate.RunStateStore { return &lateAudit{base: s} })},
+		{"LIN-002", "fencing ignored", b(func(s base) runstate.RunStateStore { return noFencing{s.Store} })},
+		{"LIN-002", "claim-next answers empty", b(func(s base) runstate.RunStateStore { return &sometimesEmpty{base: s} })},
+		{"BAD-001", "slashes in run ids repaired", b(func(s base) runstate.RunStateStore { return slashesInIDsRepaired{s} })},
+		{"BAD-002", "statuses matched in any case", b(func(s base) runstate.RunStateStore { return statusesCaseInsensitive{s} })},
+		{"BAD-003", "blank workflow names named", b(func(s base) runstate.RunStateStore { return blankWorkflowsNamed{s} })},
+		{"BAD-004", "over-long leases clamped", b(func(s base) runstate.RunStateStore { return longLeasesClamped{s} })},
+		{"BAD-005", "over-long input repaired", b(func(s base) runstate.RunStateStore { return lenientInput{s.Store} })},
+		{"BAD-005", "over-long actor ids truncated", b(func(s base) runstate.RunStateStore { return actorIDsTruncated{s} })},
+		{"BAD-005", "over-long diagnostic messages truncated", b(func(s base) runstate.RunStateStore { return diagnosticMessagesTruncated{s} })},
+		{"BAD-005", "diagnostic fields refused at their limit", b(func(s base) runstate.RunStateStore { return limitsOffByOne{s} })},
+		{"BAD-006", "invalid text repaired", b(func(s base) runstate.RunStateStore { return invalidTextRepaired{s} })},
+		{"BAD-007", "updates that change nothing accepted", b(func(s base) runstate.RunStateStore { return emptyUpdatesAccepted{s} })},
+		{"CTX-001", "create ignores its context", b(func(s base) runstate.RunStateStore { return ignoresContext{s.Store} })},
+		{"CTX-001", "the audit listing ignores its context", b(func(s base) runstate.RunStateStore { return auditIgnoresContext{s} })},
+		{"CTX-001", "release ignores its context", b(func(s base) runstate.RunStateStore { return releaseIgnoresContext{s} })},
 	}
 }
 
@@ -1379,24 +1381,24 @@ type flaky struct {
 
 func (s *flaky) fail() bool { return s.n.Add(1)%20 == 0 }
 
-func (s *flaky) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s *flaky) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if !s.after && s.fail() {
-		return spec.RunSnapshot{}, spec.Unavailable("connection lost", nil)
+		return runstate.RunSnapshot{}, runstate.Unavailable("connection lost", nil)
 	}
 	r, err := s.Store.UpdateRun(ctx, p)
 	if s.after && s.fail() {
-		return spec.RunSnapshot{}, spec.Unavailable("connection lost after the write", nil)
+		return runstate.RunSnapshot{}, runstate.Unavailable("connection lost after the write", nil)
 	}
 	return r, err
 }
 
-func (s *flaky) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+func (s *flaky) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	if !s.after && s.fail() {
-		return spec.Claim{}, spec.Unavailable("connection lost", nil)
+		return runstate.Claim{}, runstate.Unavailable("connection lost", nil)
 	}
 	cl, err := s.Store.ClaimNextRun(ctx, p)
 	if s.after && s.fail() {
-		return spec.Claim{}, spec.Unavailable("connection lost after the claim", nil)
+		return runstate.Claim{}, runstate.Unavailable("connection lost after the claim", nil)
 	}
 	return cl, err
 }
@@ -1406,7 +1408,7 @@ func (s *flaky) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.
 func TestLinearizabilityAllowsUnavailableAnswers(t *testing.T) {
 	rules, _ := conformance.Select([]string{"LIN"}, nil)
 	for _, after := range []bool{false, true} {
-		target := mutantTarget(func(m *memory.Store, _ *conformance.ManualClock) spec.RunStateStore {
+		target := mutantTarget(func(m *memory.Store, _ *conformance.ManualClock) runstate.RunStateStore {
 			return &flaky{base: base{m}, after: after}
 		})
 		for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func init() {
@@ -25,8 +25,8 @@ func init() {
 	register("REC-012", "Recovery reports and logs each run it changed with its new state, then a summary of counts and duration, and hands the report to its metrics hook.", none, checkRecoverReport)
 }
 
-func (c *checkState) recover(store spec.RunStateStore, policy spec.RecoveryPolicy, o spec.Owner) spec.RecoveryReport {
-	rep, err := c.recoverWith(store, spec.RecoveryOptions{Policy: policy, Owner: o, LeaseTTL: c.ttl() * 10, Logger: discardLogger})
+func (c *checkState) recover(store runstate.RunStateStore, policy runstate.RecoveryPolicy, o runstate.Owner) runstate.RecoveryReport {
+	rep, err := c.recoverWith(store, runstate.RecoveryOptions{Policy: policy, Owner: o, LeaseTTL: c.ttl() * 10, Logger: discardLogger})
 	if err != nil {
 		c.Fatalf("recovery to succeed", "%s", describeErr(err))
 	}
@@ -35,29 +35,29 @@ func (c *checkState) recover(store spec.RunStateStore, policy spec.RecoveryPolic
 
 // recoverWith runs recovery the way the target's capabilities call for:
 // Recover on a store with leases, RecoverExclusive on one without.
-func (c *checkState) recoverWith(store spec.RunStateStore, opts spec.RecoveryOptions) (spec.RecoveryReport, error) {
+func (c *checkState) recoverWith(store runstate.RunStateStore, opts runstate.RecoveryOptions) (runstate.RecoveryReport, error) {
 	if !c.target.Capabilities.Leases {
-		return spec.RecoverExclusive(c.ctx, store, opts)
+		return runstate.RecoverExclusive(c.ctx, store, opts)
 	}
-	full, ok := store.(spec.Store)
+	full, ok := store.(runstate.Store)
 	if !ok {
-		c.Fatalf("every handle of a store declaring the leases capability to implement spec.Store", "%T does not", store)
+		c.Fatalf("every handle of a store declaring the leases capability to implement runstate.Store", "%T does not", store)
 	}
-	return spec.Recover(c.ctx, full, opts)
+	return runstate.Recover(c.ctx, full, opts)
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
 
-var recoverer = spec.Owner{Worker: "recoverer", Incarnation: "boot-2"}
+var recoverer = runstate.Owner{Worker: "recoverer", Incarnation: "boot-2"}
 
 func checkRecoverInterrupt(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 	c.pass(5 * time.Millisecond)
 	t0 := time.Now()
-	c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	c.recover(c.store, runstate.RecoverInterrupt, recoverer)
 	t1 := time.Now()
 	got := c.get(run.RunID)
-	if got.Status != spec.StatusInterrupted || got.InterruptedReason != spec.ReasonCrashRecovery {
+	if got.Status != runstate.StatusInterrupted || got.InterruptedReason != runstate.ReasonCrashRecovery {
 		c.Errorf("interrupted with interrupted_reason CRASH_RECOVERY", "%s %q", got.Status, got.InterruptedReason)
 	}
 	if !got.FinishedAt.Equal(got.UpdatedAt) || !got.FinishedAt.After(run.UpdatedAt) {
@@ -67,53 +67,53 @@ func checkRecoverInterrupt(c *checkState) {
 		c.Errorf("finished_at within the recovery pass", "%v not in [%v, %v]", got.FinishedAt, t0, t1)
 	}
 	evs := c.events(run.RunID)
-	if last := evs[len(evs)-1]; last.Kind != spec.AuditTransition || last.From != spec.StatusRunning || last.To != spec.StatusInterrupted ||
-		last.Actor != (spec.Actor{Kind: spec.ActorRecovery, ID: recoverer.String()}) {
+	if last := evs[len(evs)-1]; last.Kind != runstate.AuditTransition || last.From != runstate.StatusRunning || last.To != runstate.StatusInterrupted ||
+		last.Actor != (runstate.Actor{Kind: runstate.ActorRecovery, ID: recoverer.String()}) {
 		c.Errorf("a running -> interrupted audit event by actor recovery, named after the recovering owner "+recoverer.String(), "%s", jsonOf(last))
 	}
 }
 
 func checkRecoverFail(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	rep := c.recover(c.store, spec.RecoverFail, recoverer)
-	if rep.Failed != 1 || rep.Interrupted != 0 || len(rep.Runs) != 1 || rep.Runs[0].Outcome != spec.OutcomeFailed {
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	rep := c.recover(c.store, runstate.RecoverFail, recoverer)
+	if rep.Failed != 1 || rep.Interrupted != 0 || len(rep.Runs) != 1 || rep.Runs[0].Outcome != runstate.OutcomeFailed {
 		c.Errorf("a report of one run failed", "%s", jsonOf(rep))
 	}
 	got := c.get(run.RunID)
-	if got.Status != spec.StatusFailed || got.Diagnostic == nil || got.Diagnostic.ErrorCode != spec.ReasonCrashRecovery ||
+	if got.Status != runstate.StatusFailed || got.Diagnostic == nil || got.Diagnostic.ErrorCode != runstate.ReasonCrashRecovery ||
 		!got.Diagnostic.Retryable || got.Diagnostic.Message == "" || got.FinishedAt.IsZero() {
 		c.Errorf("failed with a retryable CRASH_RECOVERY diagnostic and finished_at", "%s", jsonOf(got))
 	}
 	evs := c.events(run.RunID)
-	if last := evs[len(evs)-1]; last.To != spec.StatusFailed || last.ErrorCode != spec.ReasonCrashRecovery || last.Actor.Kind != spec.ActorRecovery {
+	if last := evs[len(evs)-1]; last.To != runstate.StatusFailed || last.ErrorCode != runstate.ReasonCrashRecovery || last.Actor.Kind != runstate.ActorRecovery {
 		c.Errorf("a running -> failed event with error_code CRASH_RECOVERY by actor recovery", "%s", jsonOf(last))
 	}
 }
 
 func checkRecoverSteps(c *checkState) {
 	for _, tc := range []struct {
-		policy spec.RecoveryPolicy
-		want   spec.StepStatus
-	}{{spec.RecoverInterrupt, spec.StepInterrupted}, {spec.RecoverFail, spec.StepFailed}} {
-		run := c.runIn(spec.StatusRunning, spec.CreateRunParams{Steps: []spec.StepSpec{
+		policy runstate.RecoveryPolicy
+		want   runstate.StepStatus
+	}{{runstate.RecoverInterrupt, runstate.StepInterrupted}, {runstate.RecoverFail, runstate.StepFailed}} {
+		run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{
 			{Name: "build", Hosts: []string{"h1"}}, {Name: "deploy", Hosts: []string{"h1", "h2", "h3"}}, {Name: "verify", Hosts: []string{"h1"}}}})
-		run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{
-			{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}}},
-			{Name: "deploy", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}, {Host: "h2", Status: "running"}}},
+		run = c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{
+			{Name: "build", Status: "running", Hosts: []runstate.HostPatch{{Host: "h1", Status: "running"}}},
+			{Name: "deploy", Status: "running", Hosts: []runstate.HostPatch{{Host: "h1", Status: "running"}, {Host: "h2", Status: "running"}}},
 		}})
-		run = c.update(spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []spec.StepPatch{
-			{Name: "build", Status: "success", Hosts: []spec.HostPatch{{Host: "h1", Status: "success"}}},
-			{Name: "deploy", Hosts: []spec.HostPatch{{Host: "h2", Status: "success"}}},
+		run = c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{
+			{Name: "build", Status: "success", Hosts: []runstate.HostPatch{{Host: "h1", Status: "success"}}},
+			{Name: "deploy", Hosts: []runstate.HostPatch{{Host: "h2", Status: "success"}}},
 		}})
 		c.recover(c.store, tc.policy, recoverer)
 		got := c.get(run.RunID)
-		want := map[string]spec.StepStatus{
-			"build": spec.StepSuccess, "build/h1": spec.StepSuccess,
-			"deploy": tc.want, "deploy/h1": tc.want, "deploy/h2": spec.StepSuccess, "deploy/h3": spec.StepQueued,
-			"verify": spec.StepQueued, "verify/h1": spec.StepQueued,
+		want := map[string]runstate.StepStatus{
+			"build": runstate.StepSuccess, "build/h1": runstate.StepSuccess,
+			"deploy": tc.want, "deploy/h1": tc.want, "deploy/h2": runstate.StepSuccess, "deploy/h3": runstate.StepQueued,
+			"verify": runstate.StepQueued, "verify/h1": runstate.StepQueued,
 		}
 		for _, st := range got.Steps {
-			check := func(key string, status spec.StepStatus, finished time.Time) {
+			check := func(key string, status runstate.StepStatus, finished time.Time) {
 				if status != want[key] || (status == tc.want && !finished.Equal(got.FinishedAt)) {
 					c.Errorf(fmt.Sprintf("policy %s: %s %s (finished with the run when recovered)", tc.policy, key, want[key]), "%s finished %v", status, finished)
 				}
@@ -127,23 +127,23 @@ func checkRecoverSteps(c *checkState) {
 }
 
 func checkRecoverRequeue(c *checkState) {
-	q := c.create(spec.CreateRunParams{Priority: 7})
-	w := c.runIn(spec.StatusWaiting, spec.CreateRunParams{Priority: -3})
+	q := c.create(runstate.CreateRunParams{Priority: 7})
+	w := c.runIn(runstate.StatusWaiting, runstate.CreateRunParams{Priority: -3})
 	unheld := []runState{c.state(q.RunID), c.state(w.RunID)}
-	var held spec.RunSnapshot // waiting, under a live lease of the recoverer's previous incarnation
+	var held runstate.RunSnapshot // waiting, under a live lease of the recoverer's previous incarnation
 	if c.target.Capabilities.Leases {
 		// A queued run whose lease expired holds nothing either.
-		expired := c.create(spec.CreateRunParams{Priority: 5})
+		expired := c.create(runstate.CreateRunParams{Priority: 5})
 		c.claim(expired.RunID, owner("gone"))
 		c.expire()
 		unheld = append(unheld, c.state(expired.RunID))
-		held = c.runIn(spec.StatusWaiting, spec.CreateRunParams{})
-		previous := spec.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
-		if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: held.RunID, Owner: previous, TTL: time.Minute}); err != nil {
+		held = c.runIn(runstate.StatusWaiting, runstate.CreateRunParams{})
+		previous := runstate.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
+		if _, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: held.RunID, Owner: previous, TTL: time.Minute}); err != nil {
 			c.Fatalf("claim to succeed", "%s", describeErr(err))
 		}
 	}
-	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	rep := c.recover(c.store, runstate.RecoverInterrupt, recoverer)
 	for _, b := range unheld {
 		c.expectUnchanged(b, "after recovery met an unheld queued or waiting run")
 	}
@@ -153,15 +153,15 @@ func checkRecoverRequeue(c *checkState) {
 		}
 		return
 	}
-	if rep.Requeued != 1 || len(rep.Runs) != 1 || rep.Runs[0].RunID != held.RunID || rep.Runs[0].Outcome != spec.OutcomeRequeued ||
-		rep.Runs[0].From != spec.StatusWaiting || rep.Runs[0].To != spec.StatusWaiting {
+	if rep.Requeued != 1 || len(rep.Runs) != 1 || rep.Runs[0].RunID != held.RunID || rep.Runs[0].Outcome != runstate.OutcomeRequeued ||
+		rep.Runs[0].From != runstate.StatusWaiting || rep.Runs[0].To != runstate.StatusWaiting {
 		c.Errorf("only the run the previous incarnation held reported (not the unheld ones, nor the one whose lease expired), re-queued waiting -> waiting", "%s", jsonOf(rep))
 	}
-	if got := c.get(held.RunID); got.Version != held.Version || got.Status != spec.StatusWaiting || got.Priority != 0 {
+	if got := c.get(held.RunID); got.Version != held.Version || got.Status != runstate.StatusWaiting || got.Priority != 0 {
 		c.Errorf("the re-queued run with status, priority and version unchanged", "%s", jsonOf(got))
 	}
 	for _, want := range []string{q.RunID, unheld[2].snap.RunID, held.RunID, w.RunID} {
-		cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
 		if err != nil || cl.Run.RunID != want {
 			c.Errorf("all four runs claimable, in priority order", "claimed %q, want %q: %s", cl.Run.RunID, want, describeErr(err))
 		}
@@ -169,43 +169,43 @@ func checkRecoverRequeue(c *checkState) {
 }
 
 func checkRecoverSkipsLeased(c *checkState) {
-	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
+	running := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 	queued := c.newRun()
-	for _, r := range []spec.RunSnapshot{running, queued} {
-		if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: r.RunID, Owner: owner("alive"), TTL: time.Minute, Statuses: []string{"queued", "running"}}); err != nil {
+	for _, r := range []runstate.RunSnapshot{running, queued} {
+		if _, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: r.RunID, Owner: owner("alive"), TTL: time.Minute, Statuses: []string{"queued", "running"}}); err != nil {
 			c.Fatalf("claim to succeed", "%s", describeErr(err))
 		}
 	}
 	before := []runState{c.state(running.RunID), c.state(queued.RunID)}
-	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	rep := c.recover(c.store, runstate.RecoverInterrupt, recoverer)
 	for _, b := range before {
 		c.expectUnchanged(b, "after recovery met a live lease")
 	}
 	if rep.Interrupted != 0 || rep.Requeued != 0 || rep.Skipped != 2 {
 		c.Errorf("both leased runs reported skipped", "%s", jsonOf(rep))
 	}
-	_, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: queued.RunID, Owner: owner("other"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrLeaseHeld, "claiming after recovery (the live worker's lease must stand)")
+	_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: queued.RunID, Owner: owner("other"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseHeld, "claiming after recovery (the live worker's lease must stand)")
 }
 
 func checkRecoverOwnIncarnation(c *checkState) {
-	run := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	previous := spec.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
-	if _, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: previous, TTL: time.Minute, Statuses: []string{"running"}}); err != nil {
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	previous := runstate.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
+	if _, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: previous, TTL: time.Minute, Statuses: []string{"running"}}); err != nil {
 		c.Fatalf("claim to succeed", "%s", describeErr(err))
 	}
-	rep := c.recover(c.store, spec.RecoverInterrupt, recoverer)
-	if got := c.get(run.RunID); got.Status != spec.StatusInterrupted || rep.Interrupted != 1 {
+	rep := c.recover(c.store, runstate.RecoverInterrupt, recoverer)
+	if got := c.get(run.RunID); got.Status != runstate.StatusInterrupted || rep.Interrupted != 1 {
 		c.Errorf("the run held by the previous incarnation interrupted at once", "%s, report %s", got.Status, jsonOf(rep))
 	}
 }
 
 func checkRecoverIdempotent(c *checkState) {
 	var ids []string
-	for _, st := range []spec.RunStatus{spec.StatusQueued, spec.StatusRunning, spec.StatusRunning, spec.StatusWaiting, spec.StatusSuccess} {
-		ids = append(ids, c.runIn(st, spec.CreateRunParams{}).RunID)
+	for _, st := range []runstate.RunStatus{runstate.StatusQueued, runstate.StatusRunning, runstate.StatusRunning, runstate.StatusWaiting, runstate.StatusSuccess} {
+		ids = append(ids, c.runIn(st, runstate.CreateRunParams{}).RunID)
 	}
-	first := c.recover(c.store, spec.RecoverInterrupt, recoverer)
+	first := c.recover(c.store, runstate.RecoverInterrupt, recoverer)
 	if first.Interrupted != 2 {
 		c.Errorf("the first pass to interrupt both running runs", "%s", jsonOf(first))
 	}
@@ -213,7 +213,7 @@ func checkRecoverIdempotent(c *checkState) {
 	for _, id := range ids {
 		after = append(after, c.state(id))
 	}
-	second := c.recover(c.store, spec.RecoverInterrupt, spec.Owner{Worker: "recoverer", Incarnation: "boot-3"})
+	second := c.recover(c.store, runstate.RecoverInterrupt, runstate.Owner{Worker: "recoverer", Incarnation: "boot-3"})
 	for _, s := range after {
 		c.expectUnchanged(s, "after a second recovery pass")
 	}
@@ -224,12 +224,12 @@ func checkRecoverIdempotent(c *checkState) {
 
 func checkRecoverTerminal(c *checkState) {
 	var before []runState
-	for _, st := range spec.RunStatuses() {
+	for _, st := range runstate.RunStatuses() {
 		if st.Terminal() {
-			before = append(before, c.state(c.runIn(st, spec.CreateRunParams{}).RunID))
+			before = append(before, c.state(c.runIn(st, runstate.CreateRunParams{}).RunID))
 		}
 	}
-	for _, policy := range []spec.RecoveryPolicy{spec.RecoverInterrupt, spec.RecoverFail, spec.RecoverTakeover} {
+	for _, policy := range []runstate.RecoveryPolicy{runstate.RecoverInterrupt, runstate.RecoverFail, runstate.RecoverTakeover} {
 		rep := c.recover(c.store, policy, recoverer)
 		if len(rep.Runs) != 0 {
 			c.Errorf("terminal runs not even considered by recovery", "%s", jsonOf(rep.Runs))
@@ -244,12 +244,12 @@ func checkRecoverConcurrent(c *checkState) {
 	const n = 20
 	var ids []string
 	for range n {
-		ids = append(ids, c.runIn(spec.StatusRunning, spec.CreateRunParams{}).RunID)
+		ids = append(ids, c.runIn(runstate.StatusRunning, runstate.CreateRunParams{}).RunID)
 	}
 	stores := c.handles(2)
-	reports := make([]spec.RecoveryReport, 2)
+	reports := make([]runstate.RecoveryReport, 2)
 	c.parallel(2, func(i int) {
-		reports[i] = c.recover(stores[i], spec.RecoverInterrupt, spec.Owner{Worker: fmt.Sprintf("recoverer-%d", i), Incarnation: "boot"})
+		reports[i] = c.recover(stores[i], runstate.RecoverInterrupt, runstate.Owner{Worker: fmt.Sprintf("recoverer-%d", i), Incarnation: "boot"})
 	})
 	if total := reports[0].Interrupted + reports[1].Interrupted; total != n {
 		c.Errorf(fmt.Sprintf("%d runs interrupted across both recoveries", n), "%d + %d", reports[0].Interrupted, reports[1].Interrupted)
@@ -257,11 +257,11 @@ func checkRecoverConcurrent(c *checkState) {
 	for _, id := range ids {
 		recoveries := 0
 		for _, e := range c.events(id) {
-			if e.Actor.Kind == spec.ActorRecovery {
+			if e.Actor.Kind == runstate.ActorRecovery {
 				recoveries++
 			}
 		}
-		if got := c.get(id); got.Status != spec.StatusInterrupted || recoveries != 1 {
+		if got := c.get(id); got.Status != runstate.StatusInterrupted || recoveries != 1 {
 			c.Errorf("each run interrupted by exactly one recovery", "run %s %s with %d recovery events", id, got.Status, recoveries)
 		}
 	}
@@ -273,14 +273,14 @@ func checkRecoverRace(c *checkState) {
 	finish := func(ctx context.Context, id string) {
 		run, err := c.store.GetRun(ctx, id)
 		if err == nil {
-			_, err = c.store.UpdateRun(ctx, transition(run, spec.StatusSuccess))
+			_, err = c.store.UpdateRun(ctx, transition(run, runstate.StatusSuccess))
 		}
 		if err != nil {
 			c.Errorf("the racing worker's write to succeed", "%s", describeErr(err))
 		}
 	}
-	afterList := c.runIn(spec.StatusRunning, spec.CreateRunParams{RunID: "finishes-after-list"})
-	afterClaim := c.runIn(spec.StatusRunning, spec.CreateRunParams{RunID: "finishes-after-claim"})
+	afterList := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{RunID: "finishes-after-list"})
+	afterClaim := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{RunID: "finishes-after-claim"})
 	var listed sync.Once
 	hooked := withHooks(c.store, hooks{
 		afterList: func(ctx context.Context) { listed.Do(func() { finish(ctx, afterList.RunID) }) },
@@ -290,7 +290,7 @@ func checkRecoverRace(c *checkState) {
 			}
 		},
 	})
-	if _, ok := c.store.(spec.LeaseStore); !ok {
+	if _, ok := c.store.(runstate.LeaseStore); !ok {
 		// Without leases recovery writes straight after reading: race there.
 		hooked = withHooks(c.store, hooks{afterList: func(ctx context.Context) {
 			listed.Do(func() {
@@ -299,14 +299,14 @@ func checkRecoverRace(c *checkState) {
 			})
 		}})
 	}
-	rep := c.recover(hooked, spec.RecoverInterrupt, recoverer)
+	rep := c.recover(hooked, runstate.RecoverInterrupt, recoverer)
 	for _, id := range []string{afterList.RunID, afterClaim.RunID} {
 		got := c.get(id)
-		if got.Status != spec.StatusSuccess {
+		if got.Status != runstate.StatusSuccess {
 			c.Errorf("the run that finished during recovery to stay success", "%s is %s", id, got.Status)
 		}
 		for _, e := range c.events(id) {
-			if e.Actor.Kind == spec.ActorRecovery {
+			if e.Actor.Kind == runstate.ActorRecovery {
 				c.Errorf("no recovery event on a run that finished meanwhile", "%s", jsonOf(e))
 			}
 		}
@@ -317,33 +317,33 @@ func checkRecoverRace(c *checkState) {
 }
 
 func checkRecoverTakeover(c *checkState) {
-	expired := c.runIn(spec.StatusRunning, spec.CreateRunParams{Priority: 1})
-	dead, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: expired.RunID, Owner: owner("dead"), TTL: c.ttl(), Statuses: []string{"running"}})
+	expired := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Priority: 1})
+	dead, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: expired.RunID, Owner: owner("dead"), TTL: c.ttl(), Statuses: []string{"running"}})
 	if err != nil {
 		c.Fatalf("claim to succeed", "%s", describeErr(err))
 	}
 	c.expire()
-	earlier := c.runIn(spec.StatusRunning, spec.CreateRunParams{})
-	previous := spec.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
-	left, err := c.leases().ClaimRun(c.ctx, spec.ClaimRunParams{RunID: earlier.RunID, Owner: previous, TTL: time.Minute, Statuses: []string{"running"}})
+	earlier := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	previous := runstate.Owner{Worker: recoverer.Worker, Incarnation: "boot-1"}
+	left, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: earlier.RunID, Owner: previous, TTL: time.Minute, Statuses: []string{"running"}})
 	if err != nil {
 		c.Fatalf("claim to succeed", "%s", describeErr(err))
 	}
 	before := []runState{c.state(expired.RunID), c.state(earlier.RunID)}
-	rep := c.recover(c.store, spec.RecoverTakeover, recoverer)
+	rep := c.recover(c.store, runstate.RecoverTakeover, recoverer)
 	for _, b := range before {
 		c.expectUnchanged(b, "after takeover recovery")
 	}
 	if rep.Requeued != 1 || rep.Interrupted != 0 || len(rep.Runs) != 1 || rep.Runs[0].RunID != earlier.RunID {
 		c.Errorf("only the run the previous incarnation held reported, re-queued for takeover", "%s", jsonOf(rep))
 	}
-	_, err = c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
-	c.expectErr(err, spec.ErrNotFound, "claim-next with default statuses after takeover recovery")
+	_, err = c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrNotFound, "claim-next with default statuses after takeover recovery")
 	for _, want := range []struct {
 		id    string
 		token int64
 	}{{expired.RunID, dead.Lease.Token}, {earlier.RunID, left.Lease.Token}} {
-		cl, err := c.leases().ClaimNextRun(c.ctx, spec.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: runstate.RunnableFilter{Statuses: []string{"running"}}})
 		if err != nil || cl.Run.RunID != want.id || cl.Lease.Token <= want.token {
 			c.Errorf("a worker naming running to take "+want.id+" over with a larger token", "%s %s", jsonOf(cl.Lease), describeErr(err))
 		}
@@ -351,21 +351,21 @@ func checkRecoverTakeover(c *checkState) {
 }
 
 func checkRecoverReport(c *checkState) {
-	running := c.runIn(spec.StatusRunning, spec.CreateRunParams{}).RunID
+	running := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{}).RunID
 	queued := c.newRun().RunID
-	c.runIn(spec.StatusSuccess, spec.CreateRunParams{})
+	c.runIn(runstate.StatusSuccess, runstate.CreateRunParams{})
 	logs := &logRecorder{}
-	var finished []spec.RecoveryReport
-	rep, err := c.recoverWith(c.store, spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
-		OnFinish: func(r spec.RecoveryReport) { finished = append(finished, r) }})
+	var finished []runstate.RecoveryReport
+	rep, err := c.recoverWith(c.store, runstate.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
+		OnFinish: func(r runstate.RecoveryReport) { finished = append(finished, r) }})
 	if err != nil {
 		c.Fatalf("recovery to succeed", "%s", describeErr(err))
 	}
-	byID := map[string]spec.RecoveredRun{}
+	byID := map[string]runstate.RecoveredRun{}
 	for _, r := range rep.Runs {
 		byID[r.RunID] = r
 	}
-	if r := byID[running]; r.To != spec.StatusInterrupted || r.Outcome != spec.OutcomeInterrupted || r.From != spec.StatusRunning {
+	if r := byID[running]; r.To != runstate.StatusInterrupted || r.Outcome != runstate.OutcomeInterrupted || r.From != runstate.StatusRunning {
 		c.Errorf("the running run reported running -> interrupted", "%s", jsonOf(r))
 	}
 	if r, ok := byID[queued]; ok {
@@ -393,10 +393,10 @@ func checkRecoverReport(c *checkState) {
 	}
 	if c.target.Capabilities.Leases {
 		// A run left alone (held by a live worker) is logged at debug level only.
-		held := c.runIn(spec.StatusRunning, spec.CreateRunParams{}).RunID
+		held := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{}).RunID
 		c.claim(held, owner("alive"))
 		logs := &logRecorder{}
-		if _, err := c.recoverWith(c.store, spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs)}); err != nil {
+		if _, err := c.recoverWith(c.store, runstate.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs)}); err != nil {
 			c.Fatalf("recovery to succeed", "%s", describeErr(err))
 		}
 		for _, l := range logs.lines() {
@@ -409,8 +409,8 @@ func checkRecoverReport(c *checkState) {
 	failing := listFails{c.store}
 	logs = &logRecorder{}
 	finished = nil
-	_, err = c.recoverWith(failing.store(), spec.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
-		OnFinish: func(r spec.RecoveryReport) { finished = append(finished, r) }})
+	_, err = c.recoverWith(failing.store(), runstate.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs),
+		OnFinish: func(r runstate.RecoveryReport) { finished = append(finished, r) }})
 	stopped := false
 	for _, l := range logs.lines() {
 		stopped = stopped || (l["level"] == slog.LevelError && l["error"] != nil)
@@ -422,17 +422,17 @@ func checkRecoverReport(c *checkState) {
 }
 
 // listFails is a store whose ListRuns fails, keeping its LeaseStore side.
-type listFails struct{ spec.RunStateStore }
+type listFails struct{ runstate.RunStateStore }
 
-func (s listFails) ListRuns(context.Context, spec.ListRunsParams) (spec.RunPage, error) {
-	return spec.RunPage{}, spec.Unavailable("listing failed on purpose", nil)
+func (s listFails) ListRuns(context.Context, runstate.ListRunsParams) (runstate.RunPage, error) {
+	return runstate.RunPage{}, runstate.Unavailable("listing failed on purpose", nil)
 }
 
-func (s listFails) store() spec.RunStateStore {
-	if ls, ok := s.RunStateStore.(spec.LeaseStore); ok {
+func (s listFails) store() runstate.RunStateStore {
+	if ls, ok := s.RunStateStore.(runstate.LeaseStore); ok {
 		return struct {
 			listFails
-			spec.LeaseStore
+			runstate.LeaseStore
 		}{s, ls}
 	}
 	return s

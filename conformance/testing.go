@@ -50,7 +50,7 @@ func Run(t *testing.T, target Target, only ...string) {
 	}
 }
 
-// ManualClock is a spec.Clock that moves only when told, for harnesses of
+// ManualClock is a runstate.Clock that moves only when told, for harnesses of
 // in-process stores that declare ControlledClock.
 type ManualClock struct {
 	mu  sync.Mutex

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
-	"github.com/runstate/runstate/spec"
 )
 
 // memoryPlugin is the memory store's plugin, built once per test binary.
@@ -37,12 +37,12 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	stores := map[string]spec.Store{"in-process": w.store, "gateway": w.dial(b, "operator-o"), "plugin": p.Store().(spec.Store)}
+	stores := map[string]runstate.Store{"in-process": w.store, "gateway": w.dial(b, "operator-o"), "plugin": p.Store().(runstate.Store)}
 	for _, op := range []string{"GetRun", "UpdateRun"} {
 		for _, name := range []string{"in-process", "plugin", "gateway"} {
 			b.Run(op+"/"+name, func(b *testing.B) {
 				store := stores[name]
-				run, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench"})
+				run, err := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench"})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -54,7 +54,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 						_, err = store.GetRun(ctx, run.RunID)
 					} else {
 						msg := fmt.Sprint(i)
-						run, err = store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: &msg})
+						run, err = store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: &msg})
 					}
 					took = append(took, time.Since(start))
 					if err != nil {
@@ -73,11 +73,11 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 func BenchmarkGatewayThroughput(b *testing.B) {
 	ctx := context.Background()
 	w := newWorld(b)
-	run, err := w.store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench"})
+	run, err := w.store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var clients []spec.Store
+	var clients []runstate.Store
 	for range 8 {
 		clients = append(clients, w.dial(b, "reader-r"))
 	}

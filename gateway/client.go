@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 // EnvToken names the variable a client reads its token from when Options
@@ -36,7 +36,7 @@ type Options struct {
 }
 
 // Client is a connection to a gateway. gRPC reconnects by itself after the
-// gateway restarts; while it is down, calls fail with spec.ErrUnavailable.
+// gateway restarts; while it is down, calls fail with runstate.ErrUnavailable.
 type Client struct {
 	conn  *grpc.ClientConn
 	store *plugin.Client
@@ -71,13 +71,13 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
-		return nil, spec.InvalidArgument("addr", "%v", err)
+		return nil, runstate.InvalidArgument("addr", "%v", err)
 	}
 	store, err := plugin.Connect(ctx, conn, "gateway "+addr, nil)
 	if err != nil {
 		conn.Close()
-		if spec.CodeOf(err) == spec.CodeUnavailable {
-			return nil, spec.Unavailable(fmt.Sprintf("cannot reach the gateway at %s: is it running, and do both sides agree on TLS "+
+		if runstate.CodeOf(err) == runstate.CodeUnavailable {
+			return nil, runstate.Unavailable(fmt.Sprintf("cannot reach the gateway at %s: is it running, and do both sides agree on TLS "+
 				"(the CA that signed its certificate; a client certificate when it requires mutual TLS; plaintext on both sides or neither)?", addr), err)
 		}
 		return nil, err
@@ -92,22 +92,22 @@ func (o Options) token() (string, error) {
 	if o.TokenFile != "" {
 		b, err := os.ReadFile(o.TokenFile)
 		if err != nil {
-			return "", spec.InvalidArgument("token_file", "cannot read the token file: %v", err)
+			return "", runstate.InvalidArgument("token_file", "cannot read the token file: %v", err)
 		}
 		if t := strings.TrimSpace(string(b)); t != "" {
 			return t, nil
 		}
-		return "", spec.InvalidArgument("token_file", "%s is empty", o.TokenFile)
+		return "", runstate.InvalidArgument("token_file", "%s is empty", o.TokenFile)
 	}
 	if t := os.Getenv(EnvToken); t != "" {
 		return t, nil
 	}
-	return "", &spec.Error{Code: spec.CodeUnauthenticated, Message: "no gateway token: give a token file (demo-runner --gateway-token-file) or set $" +
+	return "", &runstate.Error{Code: runstate.CodeUnauthenticated, Message: "no gateway token: give a token file (demo-runner --gateway-token-file) or set $" +
 		EnvToken + " (in Go: Options.Token or Options.TokenFile)"}
 }
 
-// Store returns the gateway's store: a spec.Store when it has leases.
-func (c *Client) Store() spec.RunStateStore { return c.store.Store() }
+// Store returns the gateway's store: a runstate.Store when it has leases.
+func (c *Client) Store() runstate.RunStateStore { return c.store.Store() }
 
 // Close ends the connection.
 func (c *Client) Close() error {
@@ -142,7 +142,7 @@ func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	if certFile != "" || keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, spec.InvalidArgument("tls", "cannot load the client certificate and key: %v", err)
+			return nil, runstate.InvalidArgument("tls", "cannot load the client certificate and key: %v", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

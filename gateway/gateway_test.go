@@ -23,13 +23,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
-	"github.com/runstate/runstate/internal/testlog"
-	"github.com/runstate/runstate/internal/testtls"
+	"github.com/runstate/runstate/internal/testsupport/testlog"
+	"github.com/runstate/runstate/internal/testsupport/testtls"
 	pb "github.com/runstate/runstate/plugin/proto"
-	"github.com/runstate/runstate/spec"
 )
 
 // The principals of the tests, each with its token.
@@ -135,14 +135,14 @@ func (w *world) rawConn(t testing.TB) *grpc.ClientConn {
 	return conn
 }
 
-func (w *world) dial(t testing.TB, principal string) spec.Store {
+func (w *world) dial(t testing.TB, principal string) runstate.Store {
 	t.Helper()
 	c, err := gateway.Dial(context.Background(), w.addr, gateway.Options{Token: tokenOf(principal), TLS: w.tlsFor()})
 	if err != nil {
 		t.Fatalf("dial as %s: %v", principal, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c.Store().(spec.Store)
+	return c.Store().(runstate.Store)
 }
 
 // The whole suite passes through the gateway, from a client over TCP and
@@ -161,11 +161,11 @@ func TestConformanceThroughTheGateway(t *testing.T) {
 type harness struct {
 	w     *world
 	t     *testing.T
-	store spec.Store
+	store runstate.Store
 }
 
-func (h *harness) Store() spec.RunStateStore { return h.store }
-func (h *harness) OpenHandle(context.Context) (spec.RunStateStore, error) {
+func (h *harness) Store() runstate.RunStateStore { return h.store }
+func (h *harness) OpenHandle(context.Context) (runstate.RunStateStore, error) {
 	return h.w.dial(h.t, "operator-o"), nil
 }
 func (h *harness) Advance(d time.Duration) { h.w.clock.Advance(d) }
@@ -180,22 +180,22 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	w := newWorld(t)
 	operator := w.dial(t, "operator-o")
 	workerA, workerB, reader := w.dial(t, "worker-a"), w.dial(t, "worker-b"), w.dial(t, "reader-r")
-	run, err := operator.CreateRun(ctx, spec.CreateRunParams{RunID: "r1", WorkflowName: "w"})
+	run, err := operator.CreateRun(ctx, runstate.CreateRunParams{RunID: "r1", WorkflowName: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimA, err := workerA.ClaimRun(ctx, spec.ClaimRunParams{RunID: "r1", Owner: spec.Owner{Worker: "worker-a", Incarnation: "1"}, TTL: time.Minute})
+	claimA, err := workerA.ClaimRun(ctx, runstate.ClaimRunParams{RunID: "r1", Owner: runstate.Owner{Worker: "worker-a", Incarnation: "1"}, TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("worker-a claims in its own name: %v", err)
 	}
 	// snapshot is everything a refused call could have changed: the run,
 	// its trail and its lease.
-	snapshot := func() (spec.RunSnapshot, []spec.AuditEvent, spec.Lease) {
+	snapshot := func() (runstate.RunSnapshot, []runstate.AuditEvent, runstate.Lease) {
 		r, err := w.store.GetRun(ctx, "r1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := w.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: "r1"})
+		page, err := w.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: "r1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"no token", dialAs(gateway.Options{TLS: w.tlsFor(), TokenFile: "", Token: ""}), spec.ErrUnauthenticated},
+		{"no token", dialAs(gateway.Options{TLS: w.tlsFor(), TokenFile: "", Token: ""}), runstate.ErrUnauthenticated},
 		{"a call without a token", func() error {
 			conn := w.rawConn(t)
 			_, err = pb.NewRunStateStoreClient(conn).GetRun(ctx, &pb.GetRunRequest{RunId: "r1"})
@@ -232,12 +232,12 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			}
 			return nil
 		}, nil},
-		{"a wrong token", dialAs(gateway.Options{TLS: w.tlsFor(), Token: "guess"}), spec.ErrUnauthenticated},
-		{"plaintext against TLS", dialAs(gateway.Options{Plaintext: true, Token: tokenOf("operator-o")}), spec.ErrUnavailable},
+		{"a wrong token", dialAs(gateway.Options{TLS: w.tlsFor(), Token: "guess"}), runstate.ErrUnauthenticated},
+		{"plaintext against TLS", dialAs(gateway.Options{Plaintext: true, Token: tokenOf("operator-o")}), runstate.ErrUnavailable},
 		{"a server certificate of another CA", dialAs(gateway.Options{Token: tokenOf("operator-o"),
-			TLS: &tls.Config{RootCAs: otherCA.Pool, Certificates: []tls.Certificate{w.client}}}), spec.ErrUnavailable},
+			TLS: &tls.Config{RootCAs: otherCA.Pool, Certificates: []tls.Certificate{w.client}}}), runstate.ErrUnavailable},
 		{"a client certificate of another CA", dialAs(gateway.Options{Token: tokenOf("operator-o"),
-			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{otherCA.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))}}}), spec.ErrUnavailable},
+			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{otherCA.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))}}}), runstate.ErrUnavailable},
 		{"a server certificate for another name", func() error {
 			// The gateway's certificate names 127.0.0.1; the client expects another name.
 			c, err := gateway.Dial(ctx, w.addr, gateway.Options{Token: tokenOf("operator-o"),
@@ -246,21 +246,21 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 				c.Close()
 			}
 			return err
-		}, spec.ErrUnavailable},
+		}, runstate.ErrUnavailable},
 		{"an expired client certificate", dialAs(gateway.Options{Token: tokenOf("operator-o"),
-			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{w.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))}}}), spec.ErrUnavailable},
+			TLS: &tls.Config{RootCAs: w.ca.Pool, Certificates: []tls.Certificate{w.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))}}}), runstate.ErrUnavailable},
 		{"a reader writing", func() error {
-			_, err := reader.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
+			_, err := reader.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"a reader claiming", func() error {
-			_, err := reader.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "reader-r", Incarnation: "1"}, TTL: time.Minute})
+			_, err := reader.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "reader-r", Incarnation: "1"}, TTL: time.Minute})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"a worker cancelling without a lease", func() error {
-			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
+			_, err := workerB.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"a malformed message", func() error {
 			conn := w.rawConn(t)
 			authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokenOf("operator-o"))
@@ -272,31 +272,31 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 			return nil
 		}, nil},
 		{"a worker renewing another's lease", func() error {
-			_, err := workerB.RenewLease(ctx, spec.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Hour})
+			_, err := workerB.RenewLease(ctx, runstate.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Hour})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"a worker releasing under a token not yet issued", func() error {
-			return workerB.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: "r1", Token: claimA.Lease.Token + 1})
-		}, spec.ErrPermissionDenied},
+			return workerB.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: "r1", Token: claimA.Lease.Token + 1})
+		}, runstate.ErrPermissionDenied},
 		{"a worker writing under a token not yet issued", func() error {
-			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, LeaseToken: claimA.Lease.Token + 1, Status: "running"})
+			_, err := workerB.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, LeaseToken: claimA.Lease.Token + 1, Status: "running"})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"a worker releasing another's lease", func() error {
-			return workerB.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: "r1", Token: claimA.Lease.Token})
-		}, spec.ErrPermissionDenied},
+			return workerB.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: "r1", Token: claimA.Lease.Token})
+		}, runstate.ErrPermissionDenied},
 		{"a worker writing under another's lease", func() error {
-			_, err := workerB.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, LeaseToken: claimA.Lease.Token, Status: "running"})
+			_, err := workerB.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, LeaseToken: claimA.Lease.Token, Status: "running"})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"a worker claiming in another's name", func() error {
-			_, err := workerB.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "worker-a", Incarnation: "2"}, TTL: time.Minute})
+			_, err := workerB.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "worker-a", Incarnation: "2"}, TTL: time.Minute})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"a worker claiming a named run in another's name", func() error {
-			_, err := workerB.ClaimRun(ctx, spec.ClaimRunParams{RunID: "r1", Owner: spec.Owner{Worker: "worker-a", Incarnation: "2"}, TTL: time.Minute})
+			_, err := workerB.ClaimRun(ctx, runstate.ClaimRunParams{RunID: "r1", Owner: runstate.Owner{Worker: "worker-a", Incarnation: "2"}, TTL: time.Minute})
 			return err
-		}, spec.ErrPermissionDenied},
+		}, runstate.ErrPermissionDenied},
 		{"an oversized message", func() error {
 			conn := w.rawConn(t)
 			authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tokenOf("operator-o"))
@@ -316,7 +316,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 				}
 				err = errors.New("")
 			} else if !errors.Is(err, tc.want) {
-				t.Fatalf("want %v, got %v (code %q)", tc.want, err, spec.CodeOf(err))
+				t.Fatalf("want %v, got %v (code %q)", tc.want, err, runstate.CodeOf(err))
 			}
 			for _, p := range principals {
 				if strings.Contains(err.Error(), p.token) {
@@ -344,27 +344,27 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	}
 
 	// Who holds a lease crosses the wire, for a reader too.
-	lease, err := reader.(spec.LeaseReader).GetLease(ctx, "r1")
+	lease, err := reader.(runstate.LeaseReader).GetLease(ctx, "r1")
 	if err != nil || lease.Owner.Worker != "worker-a" || lease.Token != claimA.Lease.Token {
 		t.Fatalf("GetLease through the gateway: %+v, %v", lease, err)
 	}
-	if _, err := reader.(spec.LeaseReader).GetLease(ctx, "no-such-run"); !errors.Is(err, spec.ErrNotFound) {
+	if _, err := reader.(runstate.LeaseReader).GetLease(ctx, "no-such-run"); !errors.Is(err, runstate.ErrNotFound) {
 		t.Fatalf("GetLease of an unknown run: %v", err)
 	}
 
 	// A worker renews and writes under its own lease; the trail names the
 	// principal, whatever actor the call gave.
-	if _, err := workerA.RenewLease(ctx, spec.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Minute}); err != nil {
+	if _, err := workerA.RenewLease(ctx, runstate.RenewLeaseParams{RunID: "r1", Token: claimA.Lease.Token, TTL: time.Minute}); err != nil {
 		t.Fatalf("the holder renews its lease: %v", err)
 	}
-	updated, err := workerA.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: claimA.Run.Version, LeaseToken: claimA.Lease.Token,
-		Status: "running", Actor: spec.Actor{Kind: spec.ActorOperator, ID: "someone-else"}})
+	updated, err := workerA.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: claimA.Run.Version, LeaseToken: claimA.Lease.Token,
+		Status: "running", Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "someone-else"}})
 	if err != nil {
 		t.Fatalf("a fenced write of the lease holder: %v", err)
 	}
-	page, _ := operator.ListAuditEvents(ctx, spec.ListAuditParams{RunID: "r1"})
+	page, _ := operator.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: "r1"})
 	last := page.Events[len(page.Events)-1]
-	if last.Actor != (spec.Actor{Kind: spec.ActorWorker, ID: "worker-a"}) || last.Version != updated.Version {
+	if last.Actor != (runstate.Actor{Kind: runstate.ActorWorker, ID: "worker-a"}) || last.Version != updated.Version {
 		t.Fatalf("the write is recorded as %+v", last.Actor)
 	}
 
@@ -374,7 +374,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.server.SetTokens(revoked)
-	if _, err := workerA.GetRun(ctx, "r1"); !errors.Is(err, spec.ErrUnauthenticated) {
+	if _, err := workerA.GetRun(ctx, "r1"); !errors.Is(err, runstate.ErrUnauthenticated) {
 		t.Fatalf("a revoked token: %v", err)
 	}
 	if _, err := workerB.GetRun(ctx, "r1"); err != nil {
@@ -389,10 +389,10 @@ func TestTheGatewayCountsCallsAndAnswersProbes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	w := newWorldWith(t, reg)
 	reader := w.dial(t, "reader-r")
-	if _, err := reader.GetRun(ctx, "nope"); !errors.Is(err, spec.ErrNotFound) {
+	if _, err := reader.GetRun(ctx, "nope"); !errors.Is(err, runstate.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := reader.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, spec.ErrPermissionDenied) {
+	if _, err := reader.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, runstate.ErrPermissionDenied) {
 		t.Fatal(err)
 	}
 	if got := counterValue(t, reg, "runstate_gateway_requests_total", map[string]string{"method": "GetRun", "code": "NOT_FOUND"}); got != 1 {

@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 // metrics are the gateway's Prometheus series.
@@ -54,7 +54,7 @@ func codeLabel(err error) string {
 	if err == nil {
 		return "OK"
 	}
-	if code := spec.CodeOf(plugin.FromStatus(err, "the store")); code != "" {
+	if code := runstate.CodeOf(plugin.FromStatus(err, "the store")); code != "" {
 		return string(code)
 	}
 	return "UNKNOWN"

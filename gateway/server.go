@@ -26,19 +26,19 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/tap"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/plugin"
 	pb "github.com/runstate/runstate/plugin/proto"
-	"github.com/runstate/runstate/spec"
 )
 
 // DefaultMaxMessageBytes bounds a request or response (8 MiB: a run's
-// snapshot stays a few MiB at most, see spec.MaxHostStates).
+// snapshot stays a few MiB at most, see runstate.MaxHostStates).
 const DefaultMaxMessageBytes = 8 << 20
 
 // ServerOptions configure NewServer.
 type ServerOptions struct {
 	// Store is what the gateway serves. Required.
-	Store spec.RunStateStore
+	Store runstate.RunStateStore
 	// Tokens authenticates callers. Required; SetTokens replaces it.
 	Tokens *Tokens
 	// TLS secures the transport; nil serves plaintext, which the caller
@@ -58,7 +58,7 @@ type ServerOptions struct {
 // service (SERVING while it serves).
 type Server struct {
 	grpc    *grpc.Server
-	leases  spec.LeaseReader // nil: the store cannot tell who holds a lease
+	leases  runstate.LeaseReader // nil: the store cannot tell who holds a lease
 	tokens  atomic.Pointer[Tokens]
 	log     *slog.Logger
 	metrics *metrics
@@ -68,19 +68,19 @@ type Server struct {
 // NewServer returns a gateway for opts.Store.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Store == nil {
-		return nil, spec.InvalidArgument("store", "the gateway needs a store to serve")
+		return nil, runstate.InvalidArgument("store", "the gateway needs a store to serve")
 	}
 	if opts.Tokens == nil {
-		return nil, spec.InvalidArgument("tokens", "the gateway needs tokens: nobody may use it without credentials")
+		return nil, runstate.InvalidArgument("tokens", "the gateway needs tokens: nobody may use it without credentials")
 	}
 	s := &Server{log: opts.Logger, metrics: newMetrics(opts.Metrics), health: health.NewServer()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	s.tokens.Store(opts.Tokens)
-	s.leases, _ = opts.Store.(spec.LeaseReader)
+	s.leases, _ = opts.Store.(runstate.LeaseReader)
 	if s.leases == nil {
-		s.log.Warn("the store does not tell who holds a lease (spec.LeaseReader): workers may claim, but not renew, release or write under a lease")
+		s.log.Warn("the store does not tell who holds a lease (runstate.LeaseReader): workers may claim, but not renew, release or write under a lease")
 	}
 	limit := opts.MaxMessageBytes
 	if limit <= 0 {
@@ -140,9 +140,9 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	}
 	p, err := s.authenticate(info.Header.Get("authorization"))
 	if err != nil {
-		s.metrics.refused.WithLabelValues(string(spec.CodeUnauthenticated)).Inc()
+		s.metrics.refused.WithLabelValues(string(runstate.CodeUnauthenticated)).Inc()
 		s.log.Warn("gateway refused a call before reading it", "method", path.Base(info.FullMethodName),
-			"remote", remote(ctx), "code", spec.CodeUnauthenticated, "error", err)
+			"remote", remote(ctx), "code", runstate.CodeUnauthenticated, "error", err)
 		return ctx, plugin.Status(err)
 	}
 	return context.WithValue(ctx, principalKey{}, p), nil
@@ -161,7 +161,7 @@ func isHealth(method string) bool { return strings.HasPrefix(method, "/grpc.heal
 // the store's protocol is unary.
 func onlyHealthStreams(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if !isHealth(info.FullMethod) {
-		return plugin.Status(&spec.Error{Code: spec.CodePermissionDenied, Message: info.FullMethod + " is not an operation of the gateway"})
+		return plugin.Status(&runstate.Error{Code: runstate.CodePermissionDenied, Message: info.FullMethod + " is not an operation of the gateway"})
 	}
 	return handler(srv, ss)
 }
@@ -202,14 +202,14 @@ func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	err := permit(p, method, req)
 	if !ok { // cannot happen: tap authenticated every call but health probes
-		err = &spec.Error{Code: spec.CodeUnauthenticated, Message: badToken}
+		err = &runstate.Error{Code: runstate.CodeUnauthenticated, Message: badToken}
 	}
 	if err == nil && p.Role == RoleWorker {
 		err = s.ownLease(ctx, p, req)
 	}
 	if err != nil {
-		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "remote", remote(ctx), "code", spec.CodeOf(err), "error", err)
-		s.metrics.refused.WithLabelValues(string(spec.CodeOf(err))).Inc()
+		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "remote", remote(ctx), "code", runstate.CodeOf(err), "error", err)
+		s.metrics.refused.WithLabelValues(string(runstate.CodeOf(err))).Inc()
 		return nil, plugin.Status(err)
 	}
 	stampActor(p, req)
@@ -223,15 +223,15 @@ func methodOf(info *grpc.UnaryServerInfo) string { return path.Base(info.FullMet
 // authenticate reads the bearer token of a call's authorization header.
 func (s *Server) authenticate(values []string) (Principal, error) {
 	if len(values) != 1 {
-		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: "the call carries no bearer token (one authorization header)"}
+		return Principal{}, &runstate.Error{Code: runstate.CodeUnauthenticated, Message: "the call carries no bearer token (one authorization header)"}
 	}
 	token, ok := strings.CutPrefix(values[0], "Bearer ")
 	if !ok {
-		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: "the authorization header is not a bearer token"}
+		return Principal{}, &runstate.Error{Code: runstate.CodeUnauthenticated, Message: "the authorization header is not a bearer token"}
 	}
 	p, ok := s.tokens.Load().Authenticate(token)
 	if !ok {
-		return Principal{}, &spec.Error{Code: spec.CodeUnauthenticated, Message: badToken}
+		return Principal{}, &runstate.Error{Code: runstate.CodeUnauthenticated, Message: badToken}
 	}
 	return p, nil
 }
@@ -287,7 +287,7 @@ func (s *Server) ownLease(ctx context.Context, p Principal, req any) error {
 	}
 	lease, err := s.leases.GetLease(ctx, runID)
 	if err != nil {
-		if spec.CodeOf(err) == spec.CodeNotFound || spec.CodeOf(err) == spec.CodeInvalidArgument {
+		if runstate.CodeOf(err) == runstate.CodeNotFound || runstate.CodeOf(err) == runstate.CodeInvalidArgument {
 			return nil // the store answers the call itself, with the same error
 		}
 		return err
@@ -311,7 +311,7 @@ func ownName(p Principal, o *pb.Owner) error {
 }
 
 func denied(p Principal, format string, args ...any) error {
-	return &spec.Error{Code: spec.CodePermissionDenied, Message: fmt.Sprintf("principal %s (%s): ", p.Name, p.Role) + fmt.Sprintf(format, args...)}
+	return &runstate.Error{Code: runstate.CodePermissionDenied, Message: fmt.Sprintf("principal %s (%s): ", p.Name, p.Role) + fmt.Sprintf(format, args...)}
 }
 
 // stampActor records who wrote. A worker's writes are recorded as its
@@ -333,7 +333,7 @@ func stampActor(p Principal, req any) {
 	}
 	switch {
 	case p.Role == RoleWorker:
-		(*a).Kind, (*a).Id = string(spec.ActorWorker), p.Name
+		(*a).Kind, (*a).Id = string(runstate.ActorWorker), p.Name
 	case (*a).Id == "":
 		(*a).Id = p.Name
 	}
@@ -345,7 +345,7 @@ func stampActor(p Principal, req any) {
 func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, spec.InvalidArgument("tls", "cannot load the server certificate and key: %v", err)
+		return nil, runstate.InvalidArgument("tls", "cannot load the server certificate and key: %v", err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if clientCAFile != "" {
@@ -361,11 +361,11 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 func loadPool(file string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {
-		return nil, spec.InvalidArgument("tls", "cannot read CA file: %v", err)
+		return nil, runstate.InvalidArgument("tls", "cannot read CA file: %v", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, spec.InvalidArgument("tls", "%s holds no PEM certificate", file)
+		return nil, runstate.InvalidArgument("tls", "%s holds no PEM certificate", file)
 	}
 	return pool, nil
 }
@@ -375,11 +375,11 @@ func loadPool(file string) (*x509.CertPool, error) {
 func LoopbackOnly(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return spec.InvalidArgument("listen", "%q is not host:port: %v", addr, err)
+		return runstate.InvalidArgument("listen", "%q is not host:port: %v", addr, err)
 	}
 	// An IP literal only: a name could resolve elsewhere.
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return spec.InvalidArgument("listen", "plaintext serves only a loopback IP address (127.0.0.1 or ::1), not %q; use TLS", host)
+		return runstate.InvalidArgument("listen", "plaintext serves only a loopback IP address (127.0.0.1 or ::1), not %q; use TLS", host)
 	}
 	return nil
 }

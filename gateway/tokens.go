@@ -10,7 +10,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Role says what a principal may do through the gateway.
@@ -85,7 +85,7 @@ func HashToken(token string) string {
 func LoadTokens(path string) (*Tokens, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, spec.InvalidArgument("tokens", "cannot read the tokens file: %v", err)
+		return nil, runstate.InvalidArgument("tokens", "cannot read the tokens file: %v", err)
 	}
 	t, err := ParseTokens(b)
 	if err != nil {
@@ -100,27 +100,27 @@ func LoadTokens(path string) (*Tokens, error) {
 func ParseTokens(b []byte) (*Tokens, error) {
 	var f tokensFile
 	if err := yaml.UnmarshalWithOptions(b, &f, yaml.DisallowUnknownField()); err != nil {
-		return nil, spec.InvalidArgument("tokens", "the tokens file does not parse: %v", err)
+		return nil, runstate.InvalidArgument("tokens", "the tokens file does not parse: %v", err)
 	}
 	t := &Tokens{}
 	names := map[string]bool{}
 	hashes := map[[sha256.Size]byte]bool{}
 	for i, p := range f.Principals {
 		where := fmt.Sprintf("principal %d (%q)", i+1, p.Name)
-		if strings.TrimSpace(p.Name) == "" || len(p.Name) > spec.MaxOwnerLen {
-			return nil, spec.InvalidArgument("tokens", "%s: a name of 1 to %d bytes is required", where, spec.MaxOwnerLen)
+		if strings.TrimSpace(p.Name) == "" || len(p.Name) > runstate.MaxOwnerLen {
+			return nil, runstate.InvalidArgument("tokens", "%s: a name of 1 to %d bytes is required", where, runstate.MaxOwnerLen)
 		}
 		if p.Role.rank() == 0 {
-			return nil, spec.InvalidArgument("tokens", "%s: role %q is not reader, worker or operator", where, p.Role)
+			return nil, runstate.InvalidArgument("tokens", "%s: role %q is not reader, worker or operator", where, p.Role)
 		}
 		raw, err := hex.DecodeString(p.TokenSHA256)
 		if err != nil || len(raw) != sha256.Size {
-			return nil, spec.InvalidArgument("tokens", "%s: token_sha256 must be 64 hex digits (runstate-gateway hash-token prints it)", where)
+			return nil, runstate.InvalidArgument("tokens", "%s: token_sha256 must be 64 hex digits (runstate-gateway hash-token prints it)", where)
 		}
 		e := tokenEntry{principal: Principal{Name: p.Name, Role: p.Role}}
 		copy(e.hash[:], raw)
 		if names[p.Name] || hashes[e.hash] {
-			return nil, spec.InvalidArgument("tokens", "%s: another principal has the same name or token", where)
+			return nil, runstate.InvalidArgument("tokens", "%s: another principal has the same name or token", where)
 		}
 		names[p.Name], hashes[e.hash] = true, true
 		t.entries = append(t.entries, e)

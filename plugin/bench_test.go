@@ -17,11 +17,11 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
-	"github.com/runstate/runstate/internal/benchutil"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 // measure runs op b.N times and reports the median and 99th percentile
@@ -85,9 +85,9 @@ func (f floorClient) create(ctx context.Context) (string, error) {
 
 // benchStores returns the store under test in-process and through its
 // plugin, and the plugin's client.
-func benchStores(b *testing.B, kind string) (map[string]spec.RunStateStore, *plugin.Client) {
+func benchStores(b *testing.B, kind string) (map[string]runstate.RunStateStore, *plugin.Client) {
 	ctx := context.Background()
-	out := map[string]spec.RunStateStore{}
+	out := map[string]runstate.RunStateStore{}
 	var c *plugin.Client
 	var err error
 	quiet := slog.New(slog.DiscardHandler)
@@ -142,8 +142,8 @@ func BenchmarkPluginOverhead(b *testing.B) {
 		stores, client := benchStores(b, kind)
 		for _, where := range []string{"in-process", "plugin"} {
 			s := stores[where]
-			run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench",
-				Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
+			run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench",
+				Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -159,12 +159,12 @@ func BenchmarkPluginOverhead(b *testing.B) {
 			}
 			b.Run(kind+"/UpdateRun/"+where, func(b *testing.B) {
 				measure(b, func() error {
-					st := spec.StatusRunning // from queued or waiting
-					if run.Status == spec.StatusRunning {
-						st = spec.StatusWaiting
+					st := runstate.StatusRunning // from queued or waiting
+					if run.Status == runstate.StatusRunning {
+						st = runstate.StatusWaiting
 					}
 					var err error
-					run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(st)})
+					run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(st)})
 					return err
 				})
 			})
@@ -196,7 +196,7 @@ func BenchmarkPluginThroughput(b *testing.B) {
 		stores, _ := benchStores(b, kind)
 		for _, where := range []string{"in-process", "plugin"} {
 			s := stores[where]
-			run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench"})
+			run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench"})
 			if err != nil {
 				b.Fatal(err)
 			}

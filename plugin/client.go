@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/redact"
 	pb "github.com/runstate/runstate/plugin/proto"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 )
 
 // Options configure Open.
@@ -36,7 +36,7 @@ type Options struct {
 	// Relaunch starts a plugin process that died again, with the same
 	// configuration, RelaunchPause (default 1s) after it died, so that the
 	// client works again without being reopened (FAULT-006). Until the new
-	// process answers, calls fail with spec.ErrUnavailable at once. The
+	// process answers, calls fail with runstate.ErrUnavailable at once. The
 	// pause doubles, up to 30s, after a start that fails and after a
 	// process that died within a minute of starting. Without it a dead
 	// plugin's client stays unavailable until closed.
@@ -95,7 +95,7 @@ func (s *session) dead() bool {
 // must be valid UTF-8 to be sent at all) and once by the store beyond it.
 type remote struct{ c *Client }
 
-var _ spec.Store = remote{}
+var _ runstate.Store = remote{}
 
 // Open starts the plugin binary at path, checks its protocol version,
 // sends it opts.Config and returns the client.
@@ -154,13 +154,13 @@ func (c *Client) start(ctx context.Context, path string, opts Options) (*session
 		endStarted(cmd, proc, hclogger)
 		// go-plugin tells a protocol version mismatch from other failures in
 		// its text alone, which the cause carries to the reader.
-		return nil, spec.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake: "+
+		return nil, runstate.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake: "+
 			"is it a runstate plugin of protocol version %d (built against this runstate release)? Its log lines above and the cause say more", name, ProtocolVersion), err)
 	}
 	raw, err := rpcClient.Dispense(pluginName)
 	if err != nil {
 		endStarted(cmd, proc, hclogger)
-		return nil, spec.Unavailable(fmt.Sprintf("plugin %s serves no runstate store", name), err)
+		return nil, runstate.Unavailable(fmt.Sprintf("plugin %s serves no runstate store", name), err)
 	}
 	s := c.newSession(raw.(pb.RunStateStoreClient), proc)
 	s.cmd = cmd
@@ -334,13 +334,13 @@ func (c *Client) session() (*session, error) {
 	defer c.mu.Unlock()
 	switch {
 	case c.life.Err() != nil:
-		return nil, spec.Unavailable(c.peer+" is closed", nil)
+		return nil, runstate.Unavailable(c.peer+" is closed", nil)
 	case c.cur == nil:
-		return nil, spec.Unavailable(c.peer+" is not open", nil)
+		return nil, runstate.Unavailable(c.peer+" is not open", nil)
 	case c.cur.dead() && c.launching:
-		return nil, spec.Unavailable(c.peer+" has exited and is being started again", nil)
+		return nil, runstate.Unavailable(c.peer+" has exited and is being started again", nil)
 	case c.cur.dead():
-		return nil, spec.Unavailable(c.peer+" has exited", nil)
+		return nil, runstate.Unavailable(c.peer+" has exited", nil)
 	}
 	return c.cur, nil
 }
@@ -372,16 +372,16 @@ func (c *Client) use(s *session) {
 	}
 }
 
-// Leases reports whether the plugin's store implements spec.LeaseStore.
+// Leases reports whether the plugin's store implements runstate.LeaseStore.
 func (c *Client) Leases() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.leases }
 
 // Name and Version are what the plugin reported about its store.
 func (c *Client) Name() string    { c.mu.Lock(); defer c.mu.Unlock(); return c.name }
 func (c *Client) Version() string { c.mu.Lock(); defer c.mu.Unlock(); return c.version }
 
-// Store returns the plugin's store: a spec.Store when it has leases,
-// otherwise only a spec.RunStateStore. It is the one way to the store.
-func (c *Client) Store() spec.RunStateStore {
+// Store returns the plugin's store: a runstate.Store when it has leases,
+// otherwise only a runstate.RunStateStore. It is the one way to the store.
+func (c *Client) Store() runstate.RunStateStore {
 	if c.Leases() {
 		return driver.Checked(remote{c})
 	}
@@ -390,10 +390,10 @@ func (c *Client) Store() spec.RunStateStore {
 
 // runOnly shows only the RunStateStore methods of a plugin whose store has
 // no leases: embedding the interface promotes nothing else.
-type runOnly struct{ spec.RunStateStore }
+type runOnly struct{ runstate.RunStateStore }
 
 // Close stops the plugin process (gracefully, so that it closes its store)
-// and ends the client; later calls return spec.ErrUnavailable.
+// and ends the client; later calls return runstate.ErrUnavailable.
 func (c *Client) Close() error {
 	c.end()
 	c.bg.Wait()
@@ -408,7 +408,7 @@ func (c *Client) Close() error {
 
 // Kill ends the plugin process and every process it started at once
 // (SIGKILL on Unix), as a crash would, and returns when the client has
-// seen it die: calls fail with spec.ErrUnavailable until, with
+// seen it die: calls fail with runstate.ErrUnavailable until, with
 // Options.Relaunch, another process has started. For fault tests and
 // drills; Close ends a plugin gracefully.
 func (c *Client) Kill() error {
@@ -449,7 +449,7 @@ func (c *Client) err(ctx context.Context, s *session, err error) error {
 		return nil
 	}
 	if ctx.Err() == nil && (s.dead() || s.life.Err() != nil) {
-		return spec.Unavailable(c.peer+" has exited", err)
+		return runstate.Unavailable(c.peer+" has exited", err)
 	}
 	return fromStatus(err, c.peer, s.dead)
 }
@@ -472,125 +472,125 @@ func do[T any](c *Client, ctx context.Context, f func(context.Context, pb.RunSta
 	return out, nil
 }
 
-// CreateRun implements spec.RunStateStore.
-func (rs remote) CreateRun(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+// CreateRun implements runstate.RunStateStore.
+func (rs remote) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
 		return rpc.CreateRun(ctx, createPB(p))
 	})
 	if err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	return fromRun(r), nil
 }
 
-// UpdateRun implements spec.RunStateStore.
-func (rs remote) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+// UpdateRun implements runstate.RunStateStore.
+func (rs remote) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
 		return rpc.UpdateRun(ctx, updatePB(p))
 	})
 	if err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	return fromRun(r), nil
 }
 
-// GetRun implements spec.RunStateStore.
-func (rs remote) GetRun(ctx context.Context, runID string) (spec.RunSnapshot, error) {
+// GetRun implements runstate.RunStateStore.
+func (rs remote) GetRun(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
 		return rpc.GetRun(ctx, &pb.GetRunRequest{RunId: runID})
 	})
 	if err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	return fromRun(r), nil
 }
 
-// ListRuns implements spec.RunStateStore.
-func (rs remote) ListRuns(ctx context.Context, p spec.ListRunsParams) (spec.RunPage, error) {
+// ListRuns implements runstate.RunStateStore.
+func (rs remote) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.RunPage, error) {
 		return rpc.ListRuns(ctx, &pb.ListRunsRequest{Statuses: p.Statuses, WorkflowName: p.WorkflowName, Labels: p.Labels,
 			CreatedFrom: ts(p.CreatedFrom), CreatedBefore: ts(p.CreatedBefore), Limit: int64(p.Limit), Cursor: p.Cursor})
 	})
 	if err != nil {
-		return spec.RunPage{}, err
+		return runstate.RunPage{}, err
 	}
 	return fromRunPage(r), nil
 }
 
-// ListAuditEvents implements spec.RunStateStore.
-func (rs remote) ListAuditEvents(ctx context.Context, p spec.ListAuditParams) (spec.AuditPage, error) {
+// ListAuditEvents implements runstate.RunStateStore.
+func (rs remote) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.AuditPage, error) {
 		return rpc.ListAuditEvents(ctx, &pb.ListAuditEventsRequest{RunId: p.RunID, AfterSeq: p.AfterSeq, Limit: int64(p.Limit)})
 	})
 	if err != nil {
-		return spec.AuditPage{}, err
+		return runstate.AuditPage{}, err
 	}
-	out := spec.AuditPage{More: r.More}
+	out := runstate.AuditPage{More: r.More}
 	for _, e := range r.Events {
 		out.Events = append(out.Events, fromEvent(e))
 	}
 	return out, nil
 }
 
-// ClaimRun implements spec.LeaseStore.
-func (rs remote) ClaimRun(ctx context.Context, p spec.ClaimRunParams) (spec.Claim, error) {
+// ClaimRun implements runstate.LeaseStore.
+func (rs remote) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Claim, error) {
 		return rpc.ClaimRun(ctx, &pb.ClaimRunRequest{RunId: p.RunID, Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Statuses: p.Statuses})
 	})
 	if err != nil {
-		return spec.Claim{}, err
+		return runstate.Claim{}, err
 	}
 	return fromClaim(r), nil
 }
 
-// ClaimNextRun implements spec.LeaseStore.
-func (rs remote) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+// ClaimNextRun implements runstate.LeaseStore.
+func (rs remote) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Claim, error) {
 		return rpc.ClaimNextRun(ctx, &pb.ClaimNextRunRequest{Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Filter: filterPB(p.Filter)})
 	})
 	if err != nil {
-		return spec.Claim{}, err
+		return runstate.Claim{}, err
 	}
 	return fromClaim(r), nil
 }
 
-// RenewLease implements spec.LeaseStore.
-func (rs remote) RenewLease(ctx context.Context, p spec.RenewLeaseParams) (spec.Lease, error) {
+// RenewLease implements runstate.LeaseStore.
+func (rs remote) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Lease, error) {
 		return rpc.RenewLease(ctx, &pb.RenewLeaseRequest{RunId: p.RunID, Token: p.Token, Ttl: durationpb.New(p.TTL)})
 	})
 	if err != nil {
-		return spec.Lease{}, err
+		return runstate.Lease{}, err
 	}
 	return fromLease(r), nil
 }
 
-// ReleaseLease implements spec.LeaseStore.
-func (rs remote) ReleaseLease(ctx context.Context, p spec.ReleaseLeaseParams) error {
+// ReleaseLease implements runstate.LeaseStore.
+func (rs remote) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
 	_, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.ReleaseLeaseResponse, error) {
 		return rpc.ReleaseLease(ctx, &pb.ReleaseLeaseRequest{RunId: p.RunID, Token: p.Token})
 	})
 	return err
 }
 
-// ListRunnableRuns implements spec.LeaseStore.
-func (rs remote) ListRunnableRuns(ctx context.Context, p spec.ListRunnableParams) (spec.RunPage, error) {
+// ListRunnableRuns implements runstate.LeaseStore.
+func (rs remote) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.RunPage, error) {
 		return rpc.ListRunnableRuns(ctx, &pb.ListRunnableRunsRequest{Filter: filterPB(p.Filter), Limit: int64(p.Limit), Cursor: p.Cursor})
 	})
 	if err != nil {
-		return spec.RunPage{}, err
+		return runstate.RunPage{}, err
 	}
 	return fromRunPage(r), nil
 }
 
-// GetLease implements spec.LeaseReader.
-func (rs remote) GetLease(ctx context.Context, runID string) (spec.Lease, error) {
+// GetLease implements runstate.LeaseReader.
+func (rs remote) GetLease(ctx context.Context, runID string) (runstate.Lease, error) {
 	r, err := do(rs.c, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Lease, error) {
 		return rpc.GetLease(ctx, &pb.GetRunRequest{RunId: runID})
 	})
 	if err != nil {
-		return spec.Lease{}, err
+		return runstate.Lease{}, err
 	}
 	return fromLease(r), nil
 }

@@ -6,8 +6,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/runstate/runstate"
 	pb "github.com/runstate/runstate/plugin/proto"
-	"github.com/runstate/runstate/spec"
 )
 
 // Conversions between spec types and their protobuf messages. A zero
@@ -34,19 +34,21 @@ func fromDuration(d *durationpb.Duration) time.Duration {
 	return d.AsDuration()
 }
 
-func actorPB(a spec.Actor) *pb.Actor { return &pb.Actor{Kind: string(a.Kind), Id: a.ID} }
+func actorPB(a runstate.Actor) *pb.Actor { return &pb.Actor{Kind: string(a.Kind), Id: a.ID} }
 
-func fromActor(a *pb.Actor) spec.Actor {
-	return spec.Actor{Kind: spec.ActorKind(a.GetKind()), ID: a.GetId()}
+func fromActor(a *pb.Actor) runstate.Actor {
+	return runstate.Actor{Kind: runstate.ActorKind(a.GetKind()), ID: a.GetId()}
 }
 
-func ownerPB(o spec.Owner) *pb.Owner { return &pb.Owner{Worker: o.Worker, Incarnation: o.Incarnation} }
-
-func fromOwner(o *pb.Owner) spec.Owner {
-	return spec.Owner{Worker: o.GetWorker(), Incarnation: o.GetIncarnation()}
+func ownerPB(o runstate.Owner) *pb.Owner {
+	return &pb.Owner{Worker: o.Worker, Incarnation: o.Incarnation}
 }
 
-func diagnosticPB(d *spec.Diagnostic) *pb.Diagnostic {
+func fromOwner(o *pb.Owner) runstate.Owner {
+	return runstate.Owner{Worker: o.GetWorker(), Incarnation: o.GetIncarnation()}
+}
+
+func diagnosticPB(d *runstate.Diagnostic) *pb.Diagnostic {
 	if d == nil {
 		return nil
 	}
@@ -54,11 +56,11 @@ func diagnosticPB(d *spec.Diagnostic) *pb.Diagnostic {
 		SourceStep: d.SourceStep, SourceHost: d.SourceHost, Details: d.Details}
 }
 
-func fromDiagnostic(d *pb.Diagnostic) *spec.Diagnostic {
+func fromDiagnostic(d *pb.Diagnostic) *runstate.Diagnostic {
 	if d == nil {
 		return nil
 	}
-	return &spec.Diagnostic{ErrorCode: d.ErrorCode, Message: d.Message, Retryable: d.Retryable,
+	return &runstate.Diagnostic{ErrorCode: d.ErrorCode, Message: d.Message, Retryable: d.Retryable,
 		SourceStep: d.SourceStep, SourceHost: d.SourceHost, Details: emptyNil(d.Details)}
 }
 
@@ -70,7 +72,7 @@ func emptyNil(m map[string]string) map[string]string {
 	return m
 }
 
-func runPB(s spec.RunSnapshot) *pb.Run {
+func runPB(s runstate.RunSnapshot) *pb.Run {
 	r := &pb.Run{RunId: s.RunID, WorkflowName: s.WorkflowName, Status: string(s.Status), Message: s.Message,
 		Priority: int64(s.Priority), Labels: s.Labels, CreatedAt: ts(s.CreatedAt), UpdatedAt: ts(s.UpdatedAt),
 		StartedAt: ts(s.StartedAt), FinishedAt: ts(s.FinishedAt), Version: s.Version, Diagnostic: diagnosticPB(s.Diagnostic),
@@ -86,15 +88,15 @@ func runPB(s spec.RunSnapshot) *pb.Run {
 	return r
 }
 
-func fromRun(r *pb.Run) spec.RunSnapshot {
-	s := spec.RunSnapshot{RunID: r.RunId, WorkflowName: r.WorkflowName, Status: spec.RunStatus(r.Status), Message: r.Message,
+func fromRun(r *pb.Run) runstate.RunSnapshot {
+	s := runstate.RunSnapshot{RunID: r.RunId, WorkflowName: r.WorkflowName, Status: runstate.RunStatus(r.Status), Message: r.Message,
 		Priority: int(r.Priority), Labels: emptyNil(r.Labels), CreatedAt: fromTS(r.CreatedAt), UpdatedAt: fromTS(r.UpdatedAt),
 		StartedAt: fromTS(r.StartedAt), FinishedAt: fromTS(r.FinishedAt), Version: r.Version, Diagnostic: fromDiagnostic(r.Diagnostic),
 		InterruptedReason: r.InterruptedReason, RetryOf: r.RetryOf, Attempt: int(r.Attempt)}
 	for _, st := range r.Steps {
-		step := spec.Step{Name: st.Name, Status: spec.StepStatus(st.Status), StartedAt: fromTS(st.StartedAt), FinishedAt: fromTS(st.FinishedAt)}
+		step := runstate.Step{Name: st.Name, Status: runstate.StepStatus(st.Status), StartedAt: fromTS(st.StartedAt), FinishedAt: fromTS(st.FinishedAt)}
 		for _, h := range st.Hosts {
-			step.Hosts = append(step.Hosts, spec.HostState{Host: h.Host, Status: spec.StepStatus(h.Status), OutputSummary: h.OutputSummary,
+			step.Hosts = append(step.Hosts, runstate.HostState{Host: h.Host, Status: runstate.StepStatus(h.Status), OutputSummary: h.OutputSummary,
 				Error: h.Error, StartedAt: fromTS(h.StartedAt), FinishedAt: fromTS(h.FinishedAt)})
 		}
 		s.Steps = append(s.Steps, step)
@@ -102,7 +104,7 @@ func fromRun(r *pb.Run) spec.RunSnapshot {
 	return s
 }
 
-func runPagePB(p spec.RunPage) *pb.RunPage {
+func runPagePB(p runstate.RunPage) *pb.RunPage {
 	out := &pb.RunPage{NextCursor: p.NextCursor}
 	for _, r := range p.Runs {
 		out.Runs = append(out.Runs, runPB(r))
@@ -110,42 +112,44 @@ func runPagePB(p spec.RunPage) *pb.RunPage {
 	return out
 }
 
-func fromRunPage(p *pb.RunPage) spec.RunPage {
-	out := spec.RunPage{NextCursor: p.NextCursor}
+func fromRunPage(p *pb.RunPage) runstate.RunPage {
+	out := runstate.RunPage{NextCursor: p.NextCursor}
 	for _, r := range p.Runs {
 		out.Runs = append(out.Runs, fromRun(r))
 	}
 	return out
 }
 
-func eventPB(e spec.AuditEvent) *pb.AuditEvent {
+func eventPB(e runstate.AuditEvent) *pb.AuditEvent {
 	return &pb.AuditEvent{RunId: e.RunID, Seq: e.Seq, Kind: string(e.Kind), From: string(e.From), To: string(e.To),
 		Time: ts(e.Time), Actor: actorPB(e.Actor), Reason: e.Reason, ErrorCode: e.ErrorCode, Version: e.Version,
 		LeaseToken: e.LeaseToken}
 }
 
-func fromEvent(e *pb.AuditEvent) spec.AuditEvent {
-	return spec.AuditEvent{RunID: e.RunId, Seq: e.Seq, Kind: spec.AuditKind(e.Kind), From: spec.RunStatus(e.From),
-		To: spec.RunStatus(e.To), Time: fromTS(e.Time), Actor: fromActor(e.Actor), Reason: e.Reason, ErrorCode: e.ErrorCode, Version: e.Version,
+func fromEvent(e *pb.AuditEvent) runstate.AuditEvent {
+	return runstate.AuditEvent{RunID: e.RunId, Seq: e.Seq, Kind: runstate.AuditKind(e.Kind), From: runstate.RunStatus(e.From),
+		To: runstate.RunStatus(e.To), Time: fromTS(e.Time), Actor: fromActor(e.Actor), Reason: e.Reason, ErrorCode: e.ErrorCode, Version: e.Version,
 		LeaseToken: e.LeaseToken}
 }
 
-func leasePB(l spec.Lease) *pb.Lease {
+func leasePB(l runstate.Lease) *pb.Lease {
 	return &pb.Lease{RunId: l.RunID, Owner: ownerPB(l.Owner), Token: l.Token, AcquiredAt: ts(l.AcquiredAt), ExpiresAt: ts(l.ExpiresAt)}
 }
 
-func fromLease(l *pb.Lease) spec.Lease {
-	return spec.Lease{RunID: l.GetRunId(), Owner: fromOwner(l.GetOwner()), Token: l.GetToken(),
+func fromLease(l *pb.Lease) runstate.Lease {
+	return runstate.Lease{RunID: l.GetRunId(), Owner: fromOwner(l.GetOwner()), Token: l.GetToken(),
 		AcquiredAt: fromTS(l.GetAcquiredAt()), ExpiresAt: fromTS(l.GetExpiresAt())}
 }
 
-func claimPB(c spec.Claim) *pb.Claim { return &pb.Claim{Lease: leasePB(c.Lease), Run: runPB(c.Run)} }
-
-func fromClaim(c *pb.Claim) spec.Claim {
-	return spec.Claim{Lease: fromLease(c.GetLease()), Run: fromRun(c.GetRun())}
+func claimPB(c runstate.Claim) *pb.Claim {
+	return &pb.Claim{Lease: leasePB(c.Lease), Run: runPB(c.Run)}
 }
 
-func createPB(p spec.CreateRunParams) *pb.CreateRunRequest {
+func fromClaim(c *pb.Claim) runstate.Claim {
+	return runstate.Claim{Lease: fromLease(c.GetLease()), Run: fromRun(c.GetRun())}
+}
+
+func createPB(p runstate.CreateRunParams) *pb.CreateRunRequest {
 	r := &pb.CreateRunRequest{RunId: p.RunID, WorkflowName: p.WorkflowName, Status: p.Status, Message: p.Message,
 		Priority: int64(p.Priority), Labels: p.Labels, RetryOf: p.RetryOf, Actor: actorPB(p.Actor), Reason: p.Reason}
 	for _, st := range p.Steps {
@@ -154,16 +158,16 @@ func createPB(p spec.CreateRunParams) *pb.CreateRunRequest {
 	return r
 }
 
-func fromCreate(r *pb.CreateRunRequest) spec.CreateRunParams {
-	p := spec.CreateRunParams{RunID: r.RunId, WorkflowName: r.WorkflowName, Status: r.Status, Message: r.Message,
+func fromCreate(r *pb.CreateRunRequest) runstate.CreateRunParams {
+	p := runstate.CreateRunParams{RunID: r.RunId, WorkflowName: r.WorkflowName, Status: r.Status, Message: r.Message,
 		Priority: int(r.Priority), Labels: emptyNil(r.Labels), RetryOf: r.RetryOf, Actor: fromActor(r.Actor), Reason: r.Reason}
 	for _, st := range r.Steps {
-		p.Steps = append(p.Steps, spec.StepSpec{Name: st.Name, Hosts: st.Hosts})
+		p.Steps = append(p.Steps, runstate.StepSpec{Name: st.Name, Hosts: st.Hosts})
 	}
 	return p
 }
 
-func updatePB(p spec.UpdateRunParams) *pb.UpdateRunRequest {
+func updatePB(p runstate.UpdateRunParams) *pb.UpdateRunRequest {
 	r := &pb.UpdateRunRequest{RunId: p.RunID, ExpectedVersion: p.ExpectedVersion, LeaseToken: p.LeaseToken, Status: p.Status,
 		Message: p.Message, Diagnostic: diagnosticPB(p.Diagnostic), InterruptedReason: p.InterruptedReason,
 		SetLabels: p.Labels != nil, Labels: p.Labels, Actor: actorPB(p.Actor), Reason: p.Reason}
@@ -181,8 +185,8 @@ func updatePB(p spec.UpdateRunParams) *pb.UpdateRunRequest {
 	return r
 }
 
-func fromUpdate(r *pb.UpdateRunRequest) spec.UpdateRunParams {
-	p := spec.UpdateRunParams{RunID: r.RunId, ExpectedVersion: r.ExpectedVersion, LeaseToken: r.LeaseToken, Status: r.Status,
+func fromUpdate(r *pb.UpdateRunRequest) runstate.UpdateRunParams {
+	p := runstate.UpdateRunParams{RunID: r.RunId, ExpectedVersion: r.ExpectedVersion, LeaseToken: r.LeaseToken, Status: r.Status,
 		Message: r.Message, Diagnostic: fromDiagnostic(r.Diagnostic), InterruptedReason: r.InterruptedReason,
 		Actor: fromActor(r.Actor), Reason: r.Reason}
 	if r.Priority != nil {
@@ -196,19 +200,19 @@ func fromUpdate(r *pb.UpdateRunRequest) spec.UpdateRunParams {
 		}
 	}
 	for _, sp := range r.Steps {
-		step := spec.StepPatch{Name: sp.Name, Status: sp.Status}
+		step := runstate.StepPatch{Name: sp.Name, Status: sp.Status}
 		for _, h := range sp.Hosts {
-			step.Hosts = append(step.Hosts, spec.HostPatch{Host: h.Host, Status: h.Status, OutputSummary: h.OutputSummary, Error: h.Error})
+			step.Hosts = append(step.Hosts, runstate.HostPatch{Host: h.Host, Status: h.Status, OutputSummary: h.OutputSummary, Error: h.Error})
 		}
 		p.Steps = append(p.Steps, step)
 	}
 	return p
 }
 
-func filterPB(f spec.RunnableFilter) *pb.RunnableFilter {
+func filterPB(f runstate.RunnableFilter) *pb.RunnableFilter {
 	return &pb.RunnableFilter{Statuses: f.Statuses, WorkflowName: f.WorkflowName, Labels: f.Labels}
 }
 
-func fromFilter(f *pb.RunnableFilter) spec.RunnableFilter {
-	return spec.RunnableFilter{Statuses: f.GetStatuses(), WorkflowName: f.GetWorkflowName(), Labels: emptyNil(f.GetLabels())}
+func fromFilter(f *pb.RunnableFilter) runstate.RunnableFilter {
+	return runstate.RunnableFilter{Statuses: f.GetStatuses(), WorkflowName: f.GetWorkflowName(), Labels: emptyNil(f.GetLabels())}
 }

@@ -9,30 +9,30 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/runstate/runstate"
 	pb "github.com/runstate/runstate/plugin/proto"
-	"github.com/runstate/runstate/spec"
 )
 
 // grpcCodes gives each contract code the gRPC code closest in meaning, for
 // tools that only look at the status; identity travels in ErrorDetail.
-var grpcCodes = map[spec.Code]codes.Code{
-	spec.CodeNotFound:          codes.NotFound,
-	spec.CodeAlreadyExists:     codes.AlreadyExists,
-	spec.CodeVersionConflict:   codes.Aborted,
-	spec.CodeInvalidTransition: codes.FailedPrecondition,
-	spec.CodeMissingDiagnostic: codes.FailedPrecondition,
-	spec.CodeInvalidArgument:   codes.InvalidArgument,
-	spec.CodeLeaseHeld:         codes.FailedPrecondition,
-	spec.CodeLeaseLost:         codes.FailedPrecondition,
-	spec.CodeNotClaimable:      codes.FailedPrecondition,
-	spec.CodeUnavailable:       codes.Unavailable,
-	spec.CodePermissionDenied:  codes.PermissionDenied,
-	spec.CodeUnauthenticated:   codes.Unauthenticated,
+var grpcCodes = map[runstate.Code]codes.Code{
+	runstate.CodeNotFound:          codes.NotFound,
+	runstate.CodeAlreadyExists:     codes.AlreadyExists,
+	runstate.CodeVersionConflict:   codes.Aborted,
+	runstate.CodeInvalidTransition: codes.FailedPrecondition,
+	runstate.CodeMissingDiagnostic: codes.FailedPrecondition,
+	runstate.CodeInvalidArgument:   codes.InvalidArgument,
+	runstate.CodeLeaseHeld:         codes.FailedPrecondition,
+	runstate.CodeLeaseLost:         codes.FailedPrecondition,
+	runstate.CodeNotClaimable:      codes.FailedPrecondition,
+	runstate.CodeUnavailable:       codes.Unavailable,
+	runstate.CodePermissionDenied:  codes.PermissionDenied,
+	runstate.CodeUnauthenticated:   codes.Unauthenticated,
 }
 
 // Status returns the gRPC status error that carries err across the wire
 // with its identity (code and details), as the protocol's servers answer;
-// a host rebuilds the *spec.Error from it. For servers of the protocol
+// a host rebuilds the *runstate.Error from it. For servers of the protocol
 // other than a plugin (a gateway's interceptors).
 func Status(err error) error { return toStatus(err) }
 
@@ -50,14 +50,14 @@ func toStatus(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return status.FromContextError(err).Err()
 	}
-	var se *spec.Error
-	if !errors.As(err, &se) && spec.CodeOf(err) != "" {
+	var se *runstate.Error
+	if !errors.As(err, &se) && runstate.CodeOf(err) != "" {
 		// A bare sentinel (perhaps wrapped): its code is its identity.
-		se = &spec.Error{Code: spec.CodeOf(err), Message: strings.TrimPrefix(err.Error(), "runstate: ")}
+		se = &runstate.Error{Code: runstate.CodeOf(err), Message: strings.TrimPrefix(err.Error(), "runstate: ")}
 	}
 	if se == nil {
 		// Not a contract error: its text is all there is; it stays untyped
-		// on the host too (spec.CodeOf gives "").
+		// on the host too (runstate.CodeOf gives "").
 		text := wireText(err.Error())
 		return mustDetail(status.New(codes.Unknown, text), &pb.ErrorDetail{Message: text})
 	}
@@ -105,7 +105,7 @@ func fromStatus(err error, peer string, dead func() bool) error {
 			if ed.Code == "" {
 				return fmt.Errorf("%s: %s", peer, ed.Message)
 			}
-			e := &spec.Error{Code: spec.Code(ed.Code), Message: ed.Message, RunID: ed.RunId, Field: ed.Field, From: ed.From, To: ed.To,
+			e := &runstate.Error{Code: runstate.Code(ed.Code), Message: ed.Message, RunID: ed.RunId, Field: ed.Field, From: ed.From, To: ed.To,
 				Step: ed.Step, Host: ed.Host, ExpectedVersion: ed.ExpectedVersion, CurrentVersion: ed.CurrentVersion}
 			if ed.Cause != "" {
 				e.Cause = errors.New(ed.Cause)
@@ -115,19 +115,19 @@ func fromStatus(err error, peer string, dead func() bool) error {
 	}
 	switch st.Code() {
 	case codes.Unauthenticated: // refused before any server code ran, without details
-		return &spec.Error{Code: spec.CodeUnauthenticated, Message: peer + ": " + st.Message()}
+		return &runstate.Error{Code: runstate.CodeUnauthenticated, Message: peer + ": " + st.Message()}
 	case codes.PermissionDenied:
-		return &spec.Error{Code: spec.CodePermissionDenied, Message: peer + ": " + st.Message()}
+		return &runstate.Error{Code: runstate.CodePermissionDenied, Message: peer + ": " + st.Message()}
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", peer, context.Canceled)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w", peer, context.DeadlineExceeded)
 	}
 	if dead() {
-		return spec.Unavailable(peer+" has exited", err)
+		return runstate.Unavailable(peer+" has exited", err)
 	}
 	if st.Code() == codes.Unavailable {
-		return spec.Unavailable(peer+" is unreachable", err)
+		return runstate.Unavailable(peer+" is unreachable", err)
 	}
 	return fmt.Errorf("%s: %w", peer, err)
 }

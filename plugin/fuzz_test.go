@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/driver"
 	pb "github.com/runstate/runstate/plugin/proto"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 )
 
 // Fuzz targets for the wire: whatever the contract accepts crosses the
@@ -40,31 +40,31 @@ func wire[M proto.Message](t *testing.T, m M, fresh M) M {
 
 // capture records the input a store receives through the kit's checks.
 type capture struct {
-	spec.RunStateStore
-	create *spec.CreateRunParams
-	update *spec.UpdateRunParams
+	runstate.RunStateStore
+	create *runstate.CreateRunParams
+	update *runstate.UpdateRunParams
 }
 
-func (c capture) CreateRun(_ context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (c capture) CreateRun(_ context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	*c.create = p
-	return spec.RunSnapshot{}, nil
+	return runstate.RunSnapshot{}, nil
 }
 
-func (c capture) UpdateRun(_ context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (c capture) UpdateRun(_ context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	*c.update = p
-	return spec.RunSnapshot{}, nil
+	return runstate.RunSnapshot{}, nil
 }
 
 // checkedCreate returns p as a store receives it through the kit's checks,
 // and whether they accept it: what the client sends.
-func checkedCreate(p spec.CreateRunParams) (spec.CreateRunParams, bool) {
-	var got spec.CreateRunParams
+func checkedCreate(p runstate.CreateRunParams) (runstate.CreateRunParams, bool) {
+	var got runstate.CreateRunParams
 	_, err := driver.Checked(capture{create: &got}).CreateRun(context.Background(), p)
 	return got, err == nil
 }
 
-func checkedUpdate(p spec.UpdateRunParams) (spec.UpdateRunParams, bool) {
-	var got spec.UpdateRunParams
+func checkedUpdate(p runstate.UpdateRunParams) (runstate.UpdateRunParams, bool) {
+	var got runstate.UpdateRunParams
 	_, err := driver.Checked(capture{update: &got}).UpdateRun(context.Background(), p)
 	return got, err == nil
 }
@@ -80,13 +80,13 @@ func FuzzCreateOverTheWire(f *testing.F) {
 	f.Add("", "w", "queued", "", -1000000, "", "", "", "", "", "", "", "run-0")
 	f.Add("é", "wf é", "pending", strings.Repeat("ü", 100), 1000000, "k", "", "s", "", "r", "worker", "w-1", "x")
 	f.Fuzz(func(t *testing.T, runID, workflow, status, message string, priority int, labelKey, labelValue, step, host, reason, actorKind, actorID, retryOf string) {
-		p := spec.CreateRunParams{RunID: runID, WorkflowName: workflow, Status: status, Message: message, Priority: priority,
-			Reason: reason, RetryOf: retryOf, Actor: spec.Actor{Kind: spec.ActorKind(actorKind), ID: actorID}}
+		p := runstate.CreateRunParams{RunID: runID, WorkflowName: workflow, Status: status, Message: message, Priority: priority,
+			Reason: reason, RetryOf: retryOf, Actor: runstate.Actor{Kind: runstate.ActorKind(actorKind), ID: actorID}}
 		if labelKey != "" || labelValue != "" {
 			p.Labels = map[string]string{labelKey: labelValue}
 		}
 		if step != "" {
-			p.Steps = []spec.StepSpec{{Name: step}}
+			p.Steps = []runstate.StepSpec{{Name: step}}
 			if host != "" {
 				p.Steps[0].Hosts = []string{host}
 			}
@@ -111,8 +111,8 @@ func FuzzUpdateOverTheWire(f *testing.F) {
 	f.Add("r", int64(2), int64(0), "", true, "", false, 0, 0, "", "", "st", "", "h1", "running", "", "", "", "", "")
 	f.Fuzz(func(t *testing.T, runID string, version, token int64, status string, setMessage bool, message string, setPriority bool, priority int,
 		labels int, errorCode, diagMessage, step, stepStatus, host, hostStatus, output, hostErr, labelKey, labelValue, interrupted string) {
-		p := spec.UpdateRunParams{RunID: runID, ExpectedVersion: version, LeaseToken: token, Status: status, InterruptedReason: interrupted,
-			Actor: spec.Actor{Kind: spec.ActorWorker, ID: "w"}}
+		p := runstate.UpdateRunParams{RunID: runID, ExpectedVersion: version, LeaseToken: token, Status: status, InterruptedReason: interrupted,
+			Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: "w"}}
 		if setMessage {
 			p.Message = &message
 		}
@@ -126,24 +126,24 @@ func FuzzUpdateOverTheWire(f *testing.F) {
 			p.Labels = map[string]string{labelKey: labelValue}
 		}
 		if errorCode != "" || diagMessage != "" {
-			p.Diagnostic = &spec.Diagnostic{ErrorCode: errorCode, Message: diagMessage, SourceStep: step, SourceHost: host}
+			p.Diagnostic = &runstate.Diagnostic{ErrorCode: errorCode, Message: diagMessage, SourceStep: step, SourceHost: host}
 			if labelKey != "" {
 				p.Diagnostic.Details = map[string]string{labelKey: labelValue}
 			}
 		}
 		if step != "" {
-			sp := spec.StepPatch{Name: step, Status: stepStatus}
+			sp := runstate.StepPatch{Name: step, Status: stepStatus}
 			if host != "" {
-				hp := spec.HostPatch{Host: host, Status: hostStatus}
+				hp := runstate.HostPatch{Host: host, Status: hostStatus}
 				if output != "" {
 					hp.OutputSummary = &output
 				}
 				if hostErr != "" {
 					hp.Error = &hostErr
 				}
-				sp.Hosts = []spec.HostPatch{hp}
+				sp.Hosts = []runstate.HostPatch{hp}
 			}
-			p.Steps = []spec.StepPatch{sp}
+			p.Steps = []runstate.StepPatch{sp}
 		}
 		p, ok := checkedUpdate(p)
 		if !ok {
@@ -171,23 +171,23 @@ func FuzzSnapshotOverTheWire(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer store.Close()
-		create := spec.CreateRunParams{RunID: "r", WorkflowName: workflow, Message: message,
-			Labels: map[string]string{"env": workflow}, Steps: []spec.StepSpec{{Name: "s", Hosts: []string{"h1", "h2"}}}}
+		create := runstate.CreateRunParams{RunID: "r", WorkflowName: workflow, Message: message,
+			Labels: map[string]string{"env": workflow}, Steps: []runstate.StepSpec{{Name: "s", Hosts: []string{"h1", "h2"}}}}
 		run, err := store.CreateRun(ctx, create)
 		if err != nil {
 			return
 		}
 		// newEvents returns the events written since the last call.
 		var seen int64
-		newEvents := func() []spec.AuditEvent {
-			page, err := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: "r", AfterSeq: seen, Limit: spec.MaxPageLimit})
+		newEvents := func() []runstate.AuditEvent {
+			page, err := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: "r", AfterSeq: seen, Limit: runstate.MaxPageLimit})
 			if err != nil {
 				t.Fatal(err)
 			}
 			seen += int64(len(page.Events))
 			return page.Events
 		}
-		check := func(run spec.RunSnapshot, events []spec.AuditEvent) {
+		check := func(run runstate.RunSnapshot, events []runstate.AuditEvent) {
 			if got := fromRun(wire(t, runPB(run), &pb.Run{})); !reflect.DeepEqual(got, run) {
 				t.Fatalf("snapshot changed on the wire:\nsent %#v\ngot  %#v", run, got)
 			}
@@ -196,40 +196,40 @@ func FuzzSnapshotOverTheWire(f *testing.F) {
 					t.Fatalf("event changed on the wire:\nsent %#v\ngot  %#v", e, got)
 				}
 			}
-			claim := spec.Claim{Run: run, Lease: spec.Lease{RunID: run.RunID, Owner: spec.Owner{Worker: "w", Incarnation: "i"},
+			claim := runstate.Claim{Run: run, Lease: runstate.Lease{RunID: run.RunID, Owner: runstate.Owner{Worker: "w", Incarnation: "i"},
 				Token: 4, AcquiredAt: now, ExpiresAt: now.Add(time.Minute)}}
 			if got := fromClaim(wire(t, claimPB(claim), &pb.Claim{})); !reflect.DeepEqual(got, claim) {
 				t.Fatalf("claim changed on the wire:\nsent %#v\ngot  %#v", claim, got)
 			}
 		}
 		check(run, newEvents())
-		statuses := spec.RunStatuses()
-		steps := spec.StepStatuses()
+		statuses := runstate.RunStatuses()
+		steps := runstate.StepStatuses()
 		for i := 0; i+1 < len(script); i += 2 {
 			now = now.Add(time.Millisecond)
 			op, arg := script[i], script[i+1]
-			p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Actor: spec.Actor{Kind: spec.ActorWorker, ID: "w"}}
+			p := runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: "w"}}
 			switch op % 3 {
 			case 0:
 				to := statuses[int(arg)%len(statuses)]
 				p.Status = string(to)
 				if to.RequiresDiagnostic() {
-					p.Diagnostic = &spec.Diagnostic{ErrorCode: "E", Message: message, Retryable: arg%2 == 0,
+					p.Diagnostic = &runstate.Diagnostic{ErrorCode: "E", Message: message, Retryable: arg%2 == 0,
 						SourceStep: "s", Details: map[string]string{"k": workflow}}
 				}
-				if to == spec.StatusInterrupted {
+				if to == runstate.StatusInterrupted {
 					p.InterruptedReason = "lost"
 				}
 			case 1:
 				out, errText := message, workflow
-				p.Steps = []spec.StepPatch{{Name: "s", Hosts: []spec.HostPatch{{Host: "h1",
+				p.Steps = []runstate.StepPatch{{Name: "s", Hosts: []runstate.HostPatch{{Host: "h1",
 					Status: string(steps[int(arg)%len(steps)]), OutputSummary: &out, Error: &errText}}}}
 			case 2:
 				prio := int(arg) - 128
 				p.Priority = &prio
 				p.Labels = map[string]string{}
 			}
-			if _, err := store.UpdateRun(ctx, p); errors.Is(err, spec.ErrInvalidArgument) {
+			if _, err := store.UpdateRun(ctx, p); errors.Is(err, runstate.ErrInvalidArgument) {
 				continue
 			}
 			if run, err = store.GetRun(ctx, "r"); err != nil {
@@ -252,16 +252,16 @@ func FuzzErrorOverTheWire(f *testing.F) {
 	f.Add(-1, "a driver's own error \xff", "", "", "", "", "", "", int64(0), int64(0), "")
 	f.Fuzz(func(t *testing.T, code int, message, runID, field, from, to, step, host string, expected, current int64, cause string) {
 		var sent error
-		var want *spec.Error
+		var want *runstate.Error
 		if code >= 0 {
 			codes := slices.Sorted(maps.Keys(grpcCodes))
-			e := &spec.Error{Code: codes[code%len(codes)], Message: message, RunID: runID, Field: field, From: from, To: to,
+			e := &runstate.Error{Code: codes[code%len(codes)], Message: message, RunID: runID, Field: field, From: from, To: to,
 				Step: step, Host: host, ExpectedVersion: expected, CurrentVersion: current}
 			if cause != "" {
 				e.Cause = errors.New(cause)
 			}
 			sent = e
-			want = &spec.Error{Code: e.Code, Message: wireText(message), RunID: wireText(runID), Field: wireText(field),
+			want = &runstate.Error{Code: e.Code, Message: wireText(message), RunID: wireText(runID), Field: wireText(field),
 				From: wireText(from), To: wireText(to), Step: wireText(step), Host: wireText(host),
 				ExpectedVersion: expected, CurrentVersion: current}
 		} else {
@@ -272,13 +272,13 @@ func FuzzErrorOverTheWire(f *testing.F) {
 			t.Fatalf("%q arrived as success", sent)
 		}
 		if want == nil {
-			if spec.CodeOf(got) != "" || !strings.Contains(got.Error(), wireText(message)) {
+			if runstate.CodeOf(got) != "" || !strings.Contains(got.Error(), wireText(message)) {
 				t.Fatalf("%q arrived as %v", sent, got)
 			}
 			return
 		}
-		var e *spec.Error
-		if !errors.As(got, &e) || !errors.Is(got, &spec.Error{Code: want.Code}) {
+		var e *runstate.Error
+		if !errors.As(got, &e) || !errors.Is(got, &runstate.Error{Code: want.Code}) {
 			t.Fatalf("%v lost its identity: %#v", sent, got)
 		}
 		if (e.Cause != nil) != (cause != "") || e.Cause != nil && e.Cause.Error() != wireText(cause) {
@@ -306,14 +306,14 @@ func overTheWire(t *testing.T, err error) error {
 // identity over the wire like a detailed error.
 func TestBareSentinelsKeepTheirIdentityOverTheWire(t *testing.T) {
 	for _, tc := range []struct{ sent, sentinel error }{
-		{spec.ErrNotFound, spec.ErrNotFound},
-		{fmt.Errorf("no run r1: %w", spec.ErrNotFound), spec.ErrNotFound},
-		{spec.ErrLeaseLost, spec.ErrLeaseLost},
+		{runstate.ErrNotFound, runstate.ErrNotFound},
+		{fmt.Errorf("no run r1: %w", runstate.ErrNotFound), runstate.ErrNotFound},
+		{runstate.ErrLeaseLost, runstate.ErrLeaseLost},
 	} {
 		sent := tc.sent
 		got := fromStatus(overTheWire(t, toStatus(sent)), "plugin", func() bool { return false })
-		if !errors.Is(got, tc.sentinel) || spec.CodeOf(got) != spec.CodeOf(tc.sentinel) {
-			t.Errorf("%v arrived as %v (code %q)", sent, got, spec.CodeOf(got))
+		if !errors.Is(got, tc.sentinel) || runstate.CodeOf(got) != runstate.CodeOf(tc.sentinel) {
+			t.Errorf("%v arrived as %v (code %q)", sent, got, runstate.CodeOf(got))
 		}
 		if strings.Contains(got.Error(), "runstate: runstate:") {
 			t.Errorf("%v arrived with a doubled prefix: %v", sent, got)

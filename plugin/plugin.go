@@ -14,7 +14,7 @@
 //
 // Errors keep their identity across the boundary: errors.Is works on the
 // host for every spec sentinel, with the details (from/to, versions, field).
-// A plugin process that dies turns every call into spec.ErrUnavailable
+// A plugin process that dies turns every call into runstate.ErrUnavailable
 // within a fraction of a second, and the plugin's log lines reach the host's
 // slog logger.
 package plugin

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/internal/testlog"
+	"github.com/runstate/runstate/internal/testsupport/testlog"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
-	"github.com/runstate/runstate/spec"
 )
 
 const (
@@ -127,7 +127,7 @@ func TestKilledPluginTurnsUnavailableQuickly(t *testing.T) {
 	}
 	store := c.Store()
 	ctx := context.Background()
-	if _, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+	if _, err := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -139,8 +139,8 @@ func TestKilledPluginTurnsUnavailableQuickly(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, spec.ErrUnavailable) {
-			t.Fatalf("call in flight when the plugin died: %v (code %q)", err, spec.CodeOf(err))
+		if !errors.Is(err, runstate.ErrUnavailable) {
+			t.Fatalf("call in flight when the plugin died: %v (code %q)", err, runstate.CodeOf(err))
 		}
 		if d := time.Since(killed); d > time.Second {
 			t.Fatalf("the call in flight took %v to fail", d)
@@ -151,7 +151,7 @@ func TestKilledPluginTurnsUnavailableQuickly(t *testing.T) {
 	}
 	start := time.Now()
 	_, err = store.GetRun(ctx, "anything")
-	if !errors.Is(err, spec.ErrUnavailable) || time.Since(start) > time.Second {
+	if !errors.Is(err, runstate.ErrUnavailable) || time.Since(start) > time.Second {
 		t.Fatalf("a call after the death: %v after %v", err, time.Since(start))
 	}
 }
@@ -204,7 +204,7 @@ func TestDeadlinesCrossTheBoundary(t *testing.T) {
 		t.Fatalf("took %v", d)
 	}
 	// The plugin saw the cancellation too and is still serving.
-	if _, err := c.Store().GetRun(context.Background(), "missing"); !errors.Is(err, spec.ErrNotFound) {
+	if _, err := c.Store().GetRun(context.Background(), "missing"); !errors.Is(err, runstate.ErrNotFound) {
 		t.Fatalf("the next call: %v", err)
 	}
 	canceled, cancelNow := context.WithCancel(context.Background())
@@ -216,7 +216,7 @@ func TestDeadlinesCrossTheBoundary(t *testing.T) {
 
 func TestMismatchedProtocolIsRefused(t *testing.T) {
 	_, err := openTestPlugin(t, "version2", nil)
-	if !errors.Is(err, spec.ErrUnavailable) || !strings.Contains(err.Error(), "protocol version") {
+	if !errors.Is(err, runstate.ErrUnavailable) || !strings.Contains(err.Error(), "protocol version") {
 		t.Fatalf("opening a plugin of protocol 2: %v", err)
 	}
 	t.Log(err)
@@ -225,7 +225,7 @@ func TestMismatchedProtocolIsRefused(t *testing.T) {
 func TestPluginCrashingAtStart(t *testing.T) {
 	start := time.Now()
 	_, err := openTestPlugin(t, "crash", nil)
-	if !errors.Is(err, spec.ErrUnavailable) || time.Since(start) > 6*time.Second {
+	if !errors.Is(err, runstate.ErrUnavailable) || time.Since(start) > 6*time.Second {
 		t.Fatalf("opening a plugin that exits at once: %v after %v", err, time.Since(start))
 	}
 	t.Log(err)
@@ -256,24 +256,24 @@ func TestErrorsKeepTheirIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, ctx := c.Store(), context.Background()
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 7, Status: "running"})
-	var e *spec.Error
-	if !errors.Is(err, spec.ErrVersionConflict) || !errors.As(err, &e) || e.CurrentVersion != 1 || e.ExpectedVersion != 7 || e.RunID != run.RunID {
+	_, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 7, Status: "running"})
+	var e *runstate.Error
+	if !errors.Is(err, runstate.ErrVersionConflict) || !errors.As(err, &e) || e.CurrentVersion != 1 || e.ExpectedVersion != 7 || e.RunID != run.RunID {
 		t.Fatalf("version conflict through the plugin: %#v", err)
 	}
-	_, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "success"})
-	if !errors.Is(err, spec.ErrInvalidTransition) || !errors.As(err, &e) || e.From != "queued" || e.To != "success" {
+	_, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "success"})
+	if !errors.Is(err, runstate.ErrInvalidTransition) || !errors.As(err, &e) || e.From != "queued" || e.To != "success" {
 		t.Fatalf("invalid transition through the plugin: %#v", err)
 	}
-	_, err = s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "", RunID: "x"})
-	if !errors.Is(err, spec.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "workflow_name" {
+	_, err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "", RunID: "x"})
+	if !errors.Is(err, runstate.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "workflow_name" {
 		t.Fatalf("invalid argument through the plugin: %#v", err)
 	}
-	if errors.Is(err, spec.ErrNotFound) {
+	if errors.Is(err, runstate.ErrNotFound) {
 		t.Fatal("an invalid-argument error matches NOT_FOUND")
 	}
 }
@@ -295,7 +295,7 @@ func TestAPluginWritesItsCPUProfileWhenAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Store().CreateRun(ctx, spec.CreateRunParams{WorkflowName: "profiled"}); err != nil {
+	if _, err := c.Store().CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "profiled"}); err != nil {
 		t.Fatal(err)
 	}
 	pid := c.PID()
@@ -326,7 +326,7 @@ func TestStartTimeoutEndsTheWholeProcessGroup(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if !errors.Is(err, spec.ErrUnavailable) {
+		if !errors.Is(err, runstate.ErrUnavailable) {
 			t.Fatalf("want ErrUnavailable, got %v", err)
 		}
 	case <-time.After(time.Minute): // a hang guard, not a timing claim: the start timeout is 1s
@@ -364,7 +364,7 @@ func TestFailedStartLogsPlainly(t *testing.T) {
 	for _, path := range []string{filepath.Join(t.TempDir(), "no-such-plugin"), "/bin/false"} {
 		var out testlog.Buffer
 		_, err := plugin.Open(context.Background(), path, plugin.Options{Logger: slog.New(slog.NewTextHandler(&out, nil))})
-		if !errors.Is(err, spec.ErrUnavailable) {
+		if !errors.Is(err, runstate.ErrUnavailable) {
 			t.Fatalf("%s: want ErrUnavailable, got %v", path, err)
 		}
 		logs := out.String()
@@ -398,7 +398,7 @@ func TestAKilledPluginIsStartedAgain(t *testing.T) {
 	}
 	defer c.Close()
 	store := c.Store()
-	run, err := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	run, err := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,15 +407,15 @@ func TestAKilledPluginIsStartedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	if _, err := store.GetRun(ctx, run.RunID); !errors.Is(err, spec.ErrUnavailable) || time.Since(began) > time.Second {
+	if _, err := store.GetRun(ctx, run.RunID); !errors.Is(err, runstate.ErrUnavailable) || time.Since(began) > time.Second {
 		t.Fatalf("a call while the plugin is down: %v after %v, want UNAVAILABLE at once", err, time.Since(began))
 	}
-	var got spec.RunSnapshot
+	var got runstate.RunSnapshot
 	for {
 		if got, err = store.GetRun(ctx, run.RunID); err == nil {
 			break
 		}
-		if !errors.Is(err, spec.ErrUnavailable) || time.Since(began) > 20*time.Second {
+		if !errors.Is(err, runstate.ErrUnavailable) || time.Since(began) > 20*time.Second {
 			t.Fatalf("the plugin did not come back: %v after %v", err, time.Since(began))
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -424,7 +424,7 @@ func TestAKilledPluginIsStartedAgain(t *testing.T) {
 	if got.Version != run.Version || c.PID() == first || c.PID() == 0 {
 		t.Fatalf("after the restart: version %d (want %d), process %d (was %d)", got.Version, run.Version, c.PID(), first)
 	}
-	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "running"}); err != nil {
+	if _, err := store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: "running"}); err != nil {
 		t.Fatalf("a write after the restart: %v", err)
 	}
 }

@@ -19,14 +19,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/runstate/runstate"
 	pb "github.com/runstate/runstate/plugin/proto"
-	"github.com/runstate/runstate/spec"
 )
 
 // Opener makes a plugin's store from the configuration the host sends
 // (Options.Config). A store with a Close() error method is closed when
 // the plugin shuts down.
-type Opener func(ctx context.Context, config map[string]string) (spec.RunStateStore, error)
+type Opener func(ctx context.Context, config map[string]string) (runstate.RunStateStore, error)
 
 // ServeOption adjusts Serve.
 type ServeOption func(*serveConfig)
@@ -44,8 +44,8 @@ func WithName(name, version string) ServeOption {
 // It is the one call a plugin's main makes:
 //
 //	func main() { plugin.Serve(mystore.New()) }
-func Serve(store spec.RunStateStore, opts ...ServeOption) {
-	ServeOpener(func(context.Context, map[string]string) (spec.RunStateStore, error) { return store, nil }, opts...)
+func Serve(store runstate.RunStateStore, opts ...ServeOption) {
+	ServeOpener(func(context.Context, map[string]string) (runstate.RunStateStore, error) { return store, nil }, opts...)
 }
 
 // ServeOpener runs the plugin process for a store made from the host's
@@ -125,10 +125,10 @@ func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore 
 // RegisterShared serves store, which the caller has opened and will close,
 // on s to any number of clients within or outside this process. Every
 // client's Open succeeds without opening anything (its config is ignored).
-func RegisterShared(s *grpc.Server, store spec.RunStateStore, opts ...ServeOption) {
+func RegisterShared(s *grpc.Server, store runstate.RunStateStore, opts ...ServeOption) {
 	srv := newServer("shared", nil, opts)
 	srv.store = store
-	srv.leases, _ = store.(spec.LeaseStore)
+	srv.leases, _ = store.(runstate.LeaseStore)
 	pb.RegisterRunStateStoreServer(s, srv)
 }
 
@@ -159,8 +159,8 @@ type server struct {
 	cfg  serveConfig
 
 	mu     sync.RWMutex
-	store  spec.RunStateStore
-	leases spec.LeaseStore
+	store  runstate.RunStateStore
+	leases runstate.LeaseStore
 }
 
 func (s *server) close() {
@@ -181,31 +181,31 @@ func (s *server) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse,
 		return &pb.OpenResponse{Name: s.cfg.name, Version: s.cfg.version, Leases: s.leases != nil}, nil
 	}
 	if s.store != nil {
-		return nil, toStatus(spec.InvalidArgument("open", "the plugin's store is open already"))
+		return nil, toStatus(runstate.InvalidArgument("open", "the plugin's store is open already"))
 	}
 	store, err := s.open(ctx, r.Config)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	s.store = store
-	s.leases, _ = store.(spec.LeaseStore)
+	s.leases, _ = store.(runstate.LeaseStore)
 	return &pb.OpenResponse{Name: s.cfg.name, Version: s.cfg.version, Leases: s.leases != nil}, nil
 }
 
 // get returns the store, or an error when the host has not opened it.
-func (s *server) get() (spec.RunStateStore, spec.LeaseStore, error) {
+func (s *server) get() (runstate.RunStateStore, runstate.LeaseStore, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.store == nil {
-		return nil, nil, toStatus(spec.Unavailable("the plugin's store is not open: the host must call Open first", nil))
+		return nil, nil, toStatus(runstate.Unavailable("the plugin's store is not open: the host must call Open first", nil))
 	}
 	return s.store, s.leases, nil
 }
 
-func (s *server) leaseStore() (spec.LeaseStore, error) {
+func (s *server) leaseStore() (runstate.LeaseStore, error) {
 	_, l, err := s.get()
 	if err == nil && l == nil {
-		err = toStatus(spec.InvalidArgument("leases", "the plugin's store does not implement spec.LeaseStore"))
+		err = toStatus(runstate.InvalidArgument("leases", "the plugin's store does not implement runstate.LeaseStore"))
 	}
 	return l, err
 }
@@ -242,7 +242,7 @@ func (s *server) ListRuns(ctx context.Context, r *pb.ListRunsRequest) (*pb.RunPa
 	if err != nil {
 		return nil, err
 	}
-	page, err := st.ListRuns(ctx, spec.ListRunsParams{Statuses: r.Statuses, WorkflowName: r.WorkflowName, Labels: emptyNil(r.Labels),
+	page, err := st.ListRuns(ctx, runstate.ListRunsParams{Statuses: r.Statuses, WorkflowName: r.WorkflowName, Labels: emptyNil(r.Labels),
 		CreatedFrom: fromTS(r.CreatedFrom), CreatedBefore: fromTS(r.CreatedBefore), Limit: int(r.Limit), Cursor: r.Cursor})
 	return runPagePB(page), toStatus(err)
 }
@@ -252,7 +252,7 @@ func (s *server) ListAuditEvents(ctx context.Context, r *pb.ListAuditEventsReque
 	if err != nil {
 		return nil, err
 	}
-	page, err := st.ListAuditEvents(ctx, spec.ListAuditParams{RunID: r.RunId, AfterSeq: r.AfterSeq, Limit: int(r.Limit)})
+	page, err := st.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: r.RunId, AfterSeq: r.AfterSeq, Limit: int(r.Limit)})
 	out := &pb.AuditPage{More: page.More}
 	for _, e := range page.Events {
 		out.Events = append(out.Events, eventPB(e))
@@ -265,7 +265,7 @@ func (s *server) ClaimRun(ctx context.Context, r *pb.ClaimRunRequest) (*pb.Claim
 	if err != nil {
 		return nil, err
 	}
-	c, err := ls.ClaimRun(ctx, spec.ClaimRunParams{RunID: r.RunId, Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Statuses: r.Statuses})
+	c, err := ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: r.RunId, Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Statuses: r.Statuses})
 	return claimPB(c), toStatus(err)
 }
 
@@ -274,7 +274,7 @@ func (s *server) ClaimNextRun(ctx context.Context, r *pb.ClaimNextRunRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	c, err := ls.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Filter: fromFilter(r.Filter)})
+	c, err := ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Filter: fromFilter(r.Filter)})
 	return claimPB(c), toStatus(err)
 }
 
@@ -283,7 +283,7 @@ func (s *server) RenewLease(ctx context.Context, r *pb.RenewLeaseRequest) (*pb.L
 	if err != nil {
 		return nil, err
 	}
-	l, err := ls.RenewLease(ctx, spec.RenewLeaseParams{RunID: r.RunId, Token: r.Token, TTL: fromDuration(r.Ttl)})
+	l, err := ls.RenewLease(ctx, runstate.RenewLeaseParams{RunID: r.RunId, Token: r.Token, TTL: fromDuration(r.Ttl)})
 	return leasePB(l), toStatus(err)
 }
 
@@ -292,7 +292,7 @@ func (s *server) ReleaseLease(ctx context.Context, r *pb.ReleaseLeaseRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &pb.ReleaseLeaseResponse{}, toStatus(ls.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: r.RunId, Token: r.Token}))
+	return &pb.ReleaseLeaseResponse{}, toStatus(ls.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: r.RunId, Token: r.Token}))
 }
 
 func (s *server) ListRunnableRuns(ctx context.Context, r *pb.ListRunnableRunsRequest) (*pb.RunPage, error) {
@@ -300,7 +300,7 @@ func (s *server) ListRunnableRuns(ctx context.Context, r *pb.ListRunnableRunsReq
 	if err != nil {
 		return nil, err
 	}
-	page, err := ls.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: fromFilter(r.Filter), Limit: int(r.Limit), Cursor: r.Cursor})
+	page, err := ls.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: fromFilter(r.Filter), Limit: int(r.Limit), Cursor: r.Cursor})
 	return runPagePB(page), toStatus(err)
 }
 
@@ -343,27 +343,27 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *gr
 func CheckConfig(config map[string]string, required, optional []string) error {
 	for _, k := range required {
 		if config[k] == "" {
-			return spec.InvalidArgument(k, "is required in the plugin configuration")
+			return runstate.InvalidArgument(k, "is required in the plugin configuration")
 		}
 	}
 	for k := range config {
 		if !slices.Contains(required, k) && !slices.Contains(optional, k) {
-			return spec.InvalidArgument(k, "is not a configuration key of this plugin (it knows %s)", strings.Join(append(slices.Clone(required), optional...), ", "))
+			return runstate.InvalidArgument(k, "is not a configuration key of this plugin (it knows %s)", strings.Join(append(slices.Clone(required), optional...), ", "))
 		}
 	}
 	return nil
 }
 
 // GetLease answers who holds a run's lease, when the store can tell
-// (spec.LeaseReader); UNIMPLEMENTED otherwise.
+// (runstate.LeaseReader); UNIMPLEMENTED otherwise.
 func (s *server) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease, error) {
 	st, _, err := s.get()
 	if err != nil {
 		return nil, err
 	}
-	reader, ok := st.(spec.LeaseReader)
+	reader, ok := st.(runstate.LeaseReader)
 	if !ok {
-		return nil, status.Error(codes.Unimplemented, "the store does not tell who holds a lease (spec.LeaseReader)")
+		return nil, status.Error(codes.Unimplemented, "the store does not tell who holds a lease (runstate.LeaseReader)")
 	}
 	l, err := reader.GetLease(ctx, r.RunId)
 	return leasePB(l), toStatus(err)

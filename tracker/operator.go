@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // LabelSignal marks a waiting run as signalled. Its value is the name of the
@@ -29,8 +29,8 @@ var (
 // It checks the run's status before it writes, so an action on a run that
 // cannot take it is refused without provoking a rejected transition.
 type Operator struct {
-	Store spec.RunStateStore
-	Actor spec.Actor
+	Store runstate.RunStateStore
+	Actor runstate.Actor
 	// Notifiers hear of every status change an action makes, as a
 	// Tracker's do.
 	Notifiers []Notifier
@@ -40,19 +40,19 @@ type Operator struct {
 const maxOperatorAttempts = 8
 
 // act reads the run, lets decide build the patch (or refuse), and writes it.
-func (o Operator) act(ctx context.Context, runID string, decide func(cur spec.RunSnapshot, p *spec.UpdateRunParams) (done bool, err error)) (spec.RunSnapshot, error) {
+func (o Operator) act(ctx context.Context, runID string, decide func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) (done bool, err error)) (runstate.RunSnapshot, error) {
 	for attempt := 0; attempt < maxOperatorAttempts; attempt++ {
 		cur, err := o.Store.GetRun(ctx, runID)
 		if err != nil {
 			return cur, err
 		}
-		p := spec.UpdateRunParams{RunID: runID, ExpectedVersion: cur.Version, Actor: o.Actor}
+		p := runstate.UpdateRunParams{RunID: runID, ExpectedVersion: cur.Version, Actor: o.Actor}
 		done, err := decide(cur, &p)
 		if err != nil || done {
 			return cur, err
 		}
 		next, err := o.Store.UpdateRun(ctx, p)
-		if errors.Is(err, spec.ErrVersionConflict) {
+		if errors.Is(err, runstate.ErrVersionConflict) {
 			continue // it changed meanwhile: look again
 		}
 		if err == nil && next.Status != cur.Status {
@@ -60,21 +60,21 @@ func (o Operator) act(ctx context.Context, runID string, decide func(cur spec.Ru
 		}
 		return next, err
 	}
-	return spec.RunSnapshot{}, spec.Unavailable("run "+runID+" kept changing; try again", nil)
+	return runstate.RunSnapshot{}, runstate.Unavailable("run "+runID+" kept changing; try again", nil)
 }
 
 // Cancel ends a run that has not finished as canceled, for reason: the
 // steps and hosts it was executing end canceled with it, its message says
 // why, and a pending signal is dropped. A worker executing the run notices
 // and stops. A finished run is refused with ErrFinished.
-func (o Operator) Cancel(ctx context.Context, runID, reason string) (spec.RunSnapshot, error) {
-	return o.act(ctx, runID, func(cur spec.RunSnapshot, p *spec.UpdateRunParams) (bool, error) {
+func (o Operator) Cancel(ctx context.Context, runID, reason string) (runstate.RunSnapshot, error) {
+	return o.act(ctx, runID, func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) (bool, error) {
 		if cur.Status.Terminal() {
 			return false, fmt.Errorf("%w: run %s is %s; only a run that has not finished can be canceled", ErrFinished, runID, cur.Status)
 		}
 		msg := "canceled: " + reason
-		p.Status, p.Reason, p.Message = string(spec.StatusCanceled), reason, &msg
-		p.Steps = spec.StepsFollowingRun(cur, spec.StepCanceled)
+		p.Status, p.Reason, p.Message = string(runstate.StatusCanceled), reason, &msg
+		p.Steps = runstate.StepsFollowingRun(cur, runstate.StepCanceled)
 		p.Labels = withoutSignal(cur.Labels)
 		return false, nil
 	})
@@ -84,12 +84,12 @@ func (o Operator) Cancel(ctx context.Context, runID, reason string) (spec.RunSna
 // for that step (LabelSignal), and the worker holding the run resumes it.
 // A run that is already signalled is left as it is. A run that is not
 // waiting is refused with ErrNotWaiting, a finished one with ErrFinished.
-func (o Operator) Signal(ctx context.Context, runID string) (spec.RunSnapshot, error) {
-	return o.act(ctx, runID, func(cur spec.RunSnapshot, p *spec.UpdateRunParams) (bool, error) {
+func (o Operator) Signal(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
+	return o.act(ctx, runID, func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) (bool, error) {
 		switch {
 		case cur.Status.Terminal():
 			return false, fmt.Errorf("%w: run %s is %s", ErrFinished, runID, cur.Status)
-		case cur.Status != spec.StatusWaiting:
+		case cur.Status != runstate.StatusWaiting:
 			return false, fmt.Errorf("%w: run %s is %s", ErrNotWaiting, runID, cur.Status)
 		case cur.Labels[LabelSignal] != "":
 			return true, nil
@@ -117,9 +117,9 @@ func (o Operator) who() string {
 }
 
 // waitingStep returns the step a waiting run waits in: its running step.
-func waitingStep(run spec.RunSnapshot) string {
+func waitingStep(run runstate.RunSnapshot) string {
 	for _, st := range run.Steps {
-		if st.Status == spec.StepRunning {
+		if st.Status == runstate.StepRunning {
 			return st.Name
 		}
 	}
@@ -127,6 +127,6 @@ func waitingStep(run spec.RunSnapshot) string {
 }
 
 // Signalled reports whether run is waiting with a signal for step.
-func Signalled(run spec.RunSnapshot, step string) bool {
-	return run.Status == spec.StatusWaiting && run.Labels[LabelSignal] == step
+func Signalled(run runstate.RunSnapshot, step string) bool {
+	return run.Status == runstate.StatusWaiting && run.Labels[LabelSignal] == step
 }

@@ -6,25 +6,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
-	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 )
 
-var alice = tracker.Operator{Actor: spec.Actor{Kind: spec.ActorOperator, ID: "alice"}}
+var alice = tracker.Operator{Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "alice"}}
 
 // waitingRun makes a run that waits in step approve, after step build.
-func waitingRun(t *testing.T, store spec.RunStateStore) spec.RunSnapshot {
+func waitingRun(t *testing.T, store runstate.RunStateStore) runstate.RunSnapshot {
 	t.Helper()
 	ctx := context.Background()
 	tr := tracker.New(store, tracker.Options{})
-	s, err := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf", Labels: map[string]string{"team": "infra"},
-		Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1"}}, {Name: "approve"}, {Name: "deploy", Hosts: []string{"h1"}}}})
+	s, err := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf", Labels: map[string]string{"team": "infra"},
+		Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1"}}, {Name: "approve"}, {Name: "deploy", Hosts: []string{"h1"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run, _ := tr.Attach(s, tracker.Lease{})
-	for _, err := range []error{run.Begin(ctx), run.StepStarted(ctx, "build"), run.StepFinished(ctx, "build", spec.StepSuccess),
+	for _, err := range []error{run.Begin(ctx), run.StepStarted(ctx, "build"), run.StepFinished(ctx, "build", runstate.StepSuccess),
 		run.StepStarted(ctx, "approve"), run.Wait(ctx, "waiting in step approve for a signal")} {
 		if err != nil {
 			t.Fatal(err)
@@ -49,15 +49,15 @@ func TestCancelEndsTheStepsTheRunWasExecutingAndLeavesNothingStale(t *testing.T)
 	build, _ := got.Step("build")
 	approve, _ := got.Step("approve")
 	deploy, _ := got.Step("deploy")
-	if got.Status != spec.StatusCanceled || approve.Status != spec.StepCanceled || build.Status != spec.StepSuccess || deploy.Status != spec.StepQueued {
+	if got.Status != runstate.StatusCanceled || approve.Status != runstate.StepCanceled || build.Status != runstate.StepSuccess || deploy.Status != runstate.StepQueued {
 		t.Errorf("after cancel: run %s, steps %+v", got.Status, got.Steps)
 	}
 	if got.Message != "canceled: wrong branch" || got.Labels[tracker.LabelSignal] != "" || got.Labels["team"] != "infra" {
 		t.Errorf("stale state after cancel: message %q labels %v", got.Message, got.Labels)
 	}
-	evs, _ := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: s.RunID})
+	evs, _ := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: s.RunID})
 	last := evs.Events[len(evs.Events)-1]
-	if last.To != spec.StatusCanceled || last.Reason != "wrong branch" || last.Actor.ID != "alice" {
+	if last.To != runstate.StatusCanceled || last.Reason != "wrong branch" || last.Actor.ID != "alice" {
 		t.Errorf("the cancel's audit event: %+v", last)
 	}
 }
@@ -69,7 +69,7 @@ func TestOperatorActionsARunCannotTakeWriteNothing(t *testing.T) {
 	store := memorytest.Open(t, nil)
 	op := alice
 	op.Store = store
-	queued, _ := store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf"})
+	queued, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	finished := waitingRun(t, store)
 	if _, err := op.Cancel(ctx, finished.RunID, "first"); err != nil {
 		t.Fatal(err)
@@ -85,12 +85,12 @@ func TestOperatorActionsARunCannotTakeWriteNothing(t *testing.T) {
 		{"cancel a finished run", func() error { _, err := op.Cancel(ctx, finished.RunID, "again"); return err }, tracker.ErrFinished, finished.RunID},
 	} {
 		before, _ := store.GetRun(ctx, tc.id)
-		evsBefore, _ := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: tc.id})
+		evsBefore, _ := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: tc.id})
 		if err := tc.do(); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 		after, _ := store.GetRun(ctx, tc.id)
-		evsAfter, _ := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: tc.id})
+		evsAfter, _ := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: tc.id})
 		if after.Version != before.Version || len(evsAfter.Events) != len(evsBefore.Events) {
 			t.Errorf("%s wrote: version %d -> %d, %d -> %d events", tc.name, before.Version, after.Version, len(evsBefore.Events), len(evsAfter.Events))
 		}
@@ -109,14 +109,14 @@ func TestASignalIsActedOnByTheLeaseHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if signalled.Status != spec.StatusWaiting || !tracker.Signalled(signalled, "approve") || signalled.Message != "step approve signalled by operator alice" {
+	if signalled.Status != runstate.StatusWaiting || !tracker.Signalled(signalled, "approve") || signalled.Message != "step approve signalled by operator alice" {
 		t.Fatalf("after the signal: %s labels %v message %q", signalled.Status, signalled.Labels, signalled.Message)
 	}
 	again, err := op.Signal(ctx, s.RunID)
 	if err != nil || again.Version != signalled.Version {
 		t.Fatalf("a second signal: %v, version %d -> %d", err, signalled.Version, again.Version)
 	}
-	cl, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "w"}, TTL: time.Minute})
+	cl, err := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "w"}, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +126,12 @@ func TestASignalIsActedOnByTheLeaseHolder(t *testing.T) {
 	}
 	got, _ := store.GetRun(ctx, s.RunID)
 	approve, _ := got.Step("approve")
-	if got.Status != spec.StatusRunning || approve.Status != spec.StepSuccess || got.Labels[tracker.LabelSignal] != "" || got.Labels["team"] != "infra" {
+	if got.Status != runstate.StatusRunning || approve.Status != runstate.StepSuccess || got.Labels[tracker.LabelSignal] != "" || got.Labels["team"] != "infra" {
 		t.Fatalf("after the resume: %s, approve %s, labels %v", got.Status, approve.Status, got.Labels)
 	}
-	evs, _ := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: s.RunID})
+	evs, _ := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: s.RunID})
 	last := evs.Events[len(evs.Events)-1]
-	if last.From != spec.StatusWaiting || last.To != spec.StatusRunning || last.LeaseToken != cl.Lease.Token || last.Reason != "resumed: step approve signalled by operator alice" {
+	if last.From != runstate.StatusWaiting || last.To != runstate.StatusRunning || last.LeaseToken != cl.Lease.Token || last.Reason != "resumed: step approve signalled by operator alice" {
 		t.Fatalf("the resume's audit event: %+v", last)
 	}
 }

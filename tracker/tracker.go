@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Event is one change, with the fields of the callback payload
@@ -41,13 +41,13 @@ type Notifier interface {
 type Options struct {
 	Notifiers []Notifier
 	// Actor is recorded in the audit trail (default: a worker).
-	Actor  spec.Actor
+	Actor  runstate.Actor
 	Logger *slog.Logger
 	// Leases is the store's lease side, required to attach a run with a
 	// lease: the tracker renews the lease, and checks it wherever a write
 	// would change nothing, so that no step of a leased run goes ahead
 	// without a write or a check carrying its token.
-	Leases spec.LeaseStore
+	Leases runstate.LeaseStore
 	// OnRenewFailure, when set, is told of every lease renewal that failed
 	// (refused or not answered), for metrics.
 	OnRenewFailure func(error)
@@ -55,14 +55,14 @@ type Options struct {
 
 // Tracker writes runs to a store and notifies.
 type Tracker struct {
-	store spec.RunStateStore
+	store runstate.RunStateStore
 	opts  Options
 }
 
 // New returns a tracker over store.
-func New(store spec.RunStateStore, opts Options) *Tracker {
+func New(store runstate.RunStateStore, opts Options) *Tracker {
 	if opts.Actor.Kind == "" {
-		opts.Actor = spec.Actor{Kind: spec.ActorWorker}
+		opts.Actor = runstate.Actor{Kind: runstate.ActorWorker}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -74,11 +74,11 @@ func New(store spec.RunStateStore, opts Options) *Tracker {
 // (an operator's cancel, recovery); the engine must stop working on it.
 var ErrRunEnded = errors.New("tracker: the run was ended elsewhere")
 
-func (t *Tracker) notify(s spec.RunSnapshot, step, host, errText string) {
+func (t *Tracker) notify(s runstate.RunSnapshot, step, host, errText string) {
 	notifyAll(t.opts.Notifiers, s, step, host, errText)
 }
 
-func notifyAll(notifiers []Notifier, s spec.RunSnapshot, step, host, errText string) {
+func notifyAll(notifiers []Notifier, s runstate.RunSnapshot, step, host, errText string) {
 	ev := Event{RunID: s.RunID, WorkflowName: s.WorkflowName, Status: string(s.Status), Step: step, Host: host,
 		Timestamp: s.UpdatedAt, Error: errText, Version: s.Version}
 	for _, n := range notifiers {
@@ -87,7 +87,7 @@ func notifyAll(notifiers []Notifier, s spec.RunSnapshot, step, host, errText str
 }
 
 // Create makes a queued run and notifies.
-func (t *Tracker) Create(ctx context.Context, p spec.CreateRunParams) (spec.RunSnapshot, error) {
+func (t *Tracker) Create(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	if p.Actor.Kind == "" {
 		p.Actor = t.opts.Actor
 	}
@@ -107,12 +107,12 @@ type Lease struct {
 }
 
 // Attach returns the handle an engine drives a run through.
-func (t *Tracker) Attach(run spec.RunSnapshot, lease Lease) (*Run, error) {
+func (t *Tracker) Attach(run runstate.RunSnapshot, lease Lease) (*Run, error) {
 	if lease.Token != 0 {
 		if t.opts.Leases == nil {
 			return nil, errors.New("tracker: a run attached with a lease needs Options.Leases")
 		}
-		if err := spec.ValidateTTL(lease.TTL); err != nil {
+		if err := runstate.ValidateTTL(lease.TTL); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +127,7 @@ type Run struct {
 	lease Lease
 
 	mu   sync.Mutex
-	snap spec.RunSnapshot
+	snap runstate.RunSnapshot
 
 	leaseMu sync.Mutex
 	// validUntil is when the lease ends at the earliest, on this process's
@@ -138,7 +138,7 @@ type Run struct {
 }
 
 // Snapshot returns the run as last written or read.
-func (r *Run) Snapshot() spec.RunSnapshot {
+func (r *Run) Snapshot() runstate.RunSnapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.snap.Clone()
@@ -152,7 +152,7 @@ func (r *Run) Lease() Lease { return r.lease }
 
 // patch prepares an update against the current snapshot; skip says there is
 // nothing to write (the run is already where the caller wants it).
-type patch func(cur spec.RunSnapshot, p *spec.UpdateRunParams) (skip bool)
+type patch func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) (skip bool)
 
 // write applies a patch, re-reading once after a version conflict (an
 // operator's write in between) and applying it again on the new version.
@@ -166,7 +166,7 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 		if r.snap.Status.Terminal() {
 			return fmt.Errorf("%w: it is %s", ErrRunEnded, r.snap.Status)
 		}
-		p := spec.UpdateRunParams{RunID: r.snap.RunID, ExpectedVersion: r.snap.Version, LeaseToken: r.lease.Token, Actor: r.t.opts.Actor}
+		p := runstate.UpdateRunParams{RunID: r.snap.RunID, ExpectedVersion: r.snap.Version, LeaseToken: r.lease.Token, Actor: r.t.opts.Actor}
 		if fn(r.snap, &p) {
 			return r.Confirm(ctx)
 		}
@@ -176,7 +176,7 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 			r.t.notify(next, step, host, errText)
 			return nil
 		}
-		if !errors.Is(err, spec.ErrVersionConflict) || attempt > 0 {
+		if !errors.Is(err, runstate.ErrVersionConflict) || attempt > 0 {
 			return err
 		}
 		if r.snap, err = r.t.store.GetRun(ctx, r.snap.RunID); err != nil {
@@ -186,7 +186,7 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 }
 
 // Refresh re-reads the run from the store.
-func (r *Run) Refresh(ctx context.Context) (spec.RunSnapshot, error) {
+func (r *Run) Refresh(ctx context.Context) (runstate.RunSnapshot, error) {
 	s, err := r.t.store.GetRun(ctx, r.id)
 	if err != nil {
 		return s, err
@@ -201,7 +201,7 @@ func (r *Run) Refresh(ctx context.Context) (spec.RunSnapshot, error) {
 
 // Confirm proves, with a renewal carrying the run's token, that the lease
 // is still this worker's, and extends it. An engine calls it right before a
-// side effect outside the store: a refused renewal (spec.ErrLeaseLost)
+// side effect outside the store: a refused renewal (runstate.ErrLeaseLost)
 // stops it before the side effect. A run without a lease has nothing to
 // confirm.
 // It does not wait for the run's writes: hosts confirm side by side.
@@ -219,7 +219,7 @@ func (r *Run) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.lease.TTL)
 	defer cancel()
 	start := time.Now()
-	_, err := r.t.opts.Leases.RenewLease(ctx, spec.RenewLeaseParams{RunID: r.id, Token: r.lease.Token, TTL: r.lease.TTL})
+	_, err := r.t.opts.Leases.RenewLease(ctx, runstate.RenewLeaseParams{RunID: r.id, Token: r.lease.Token, TTL: r.lease.TTL})
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (r *Run) LeaseValidUntil() (until time.Time, changed <-chan struct{}, ok bo
 }
 
 // KeepLease renews the lease every interval until ctx ends, and watches the
-// run. It calls stop with spec.ErrLeaseLost when a renewal is refused
+// run. It calls stop with runstate.ErrLeaseLost when a renewal is refused
 // (another worker owns the run now) and with ErrRunEnded when someone else
 // ended the run, then returns. A renewal that fails otherwise is tried
 // again at the next tick: the lease is lost only if none succeeds for a
@@ -269,7 +269,7 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 			r.t.opts.OnRenewFailure(err)
 		}
 		switch {
-		case errors.Is(err, spec.ErrLeaseLost):
+		case errors.Is(err, runstate.ErrLeaseLost):
 			stop(err)
 			return
 		case err != nil:
@@ -286,11 +286,11 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 }
 
 // Begin moves the run to running.
-func (r *Run) Begin(ctx context.Context) error { return r.move(ctx, spec.StatusRunning, nil, "") }
+func (r *Run) Begin(ctx context.Context) error { return r.move(ctx, runstate.StatusRunning, nil, "") }
 
 // Wait moves the run to waiting, with why as its message.
 func (r *Run) Wait(ctx context.Context, why string) error {
-	return r.move(ctx, spec.StatusWaiting, nil, why)
+	return r.move(ctx, runstate.StatusWaiting, nil, why)
 }
 
 // Resume moves a waiting run back to running and consumes the signal that
@@ -298,14 +298,14 @@ func (r *Run) Wait(ctx context.Context, why string) error {
 // same write. On a run that is already running only stepDone is marked, or,
 // with nothing to write, the lease is checked.
 func (r *Run) Resume(ctx context.Context, stepDone string) error {
-	return r.write(ctx, stepDone, "", "", func(cur spec.RunSnapshot, p *spec.UpdateRunParams) bool {
-		if st, ok := cur.Step(stepDone); stepDone != "" && (!ok || st.Status != spec.StepSuccess) {
-			p.Steps = []spec.StepPatch{{Name: stepDone, Status: string(spec.StepSuccess)}}
+	return r.write(ctx, stepDone, "", "", func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) bool {
+		if st, ok := cur.Step(stepDone); stepDone != "" && (!ok || st.Status != runstate.StepSuccess) {
+			p.Steps = []runstate.StepPatch{{Name: stepDone, Status: string(runstate.StepSuccess)}}
 		}
-		if cur.Status == spec.StatusRunning {
+		if cur.Status == runstate.StatusRunning {
 			return len(p.Steps) == 0 // only the step is left to finish, if anything
 		}
-		p.Status = string(spec.StatusRunning)
+		p.Status = string(runstate.StatusRunning)
 		p.Labels = withoutSignal(cur.Labels)
 		if cur.Message != "" {
 			p.Reason = "resumed: " + cur.Message
@@ -318,41 +318,41 @@ func (r *Run) Resume(ctx context.Context, stepDone string) error {
 // need a diagnostic. Steps and hosts still running end with the run: as
 // failed when it fails (failed, denied, timeout), canceled or interrupted
 // like it; a run never finishes with a step left running.
-func (r *Run) Finish(ctx context.Context, status spec.RunStatus, diag *spec.Diagnostic, message string) error {
-	stepTo := spec.StepStatus(status)
+func (r *Run) Finish(ctx context.Context, status runstate.RunStatus, diag *runstate.Diagnostic, message string) error {
+	stepTo := runstate.StepStatus(status)
 	if status.RequiresDiagnostic() {
-		stepTo = spec.StepFailed
+		stepTo = runstate.StepFailed
 	}
-	return r.moveWith(ctx, status, diag, message, func(cur spec.RunSnapshot) []spec.StepPatch {
-		if status == spec.StatusSuccess {
+	return r.moveWith(ctx, status, diag, message, func(cur runstate.RunSnapshot) []runstate.StepPatch {
+		if status == runstate.StatusSuccess {
 			return nil
 		}
-		return spec.StepsFollowingRun(cur, stepTo)
+		return runstate.StepsFollowingRun(cur, stepTo)
 	})
 }
 
 // Interrupt ends the run as interrupted, for reason (a code such as
 // WORKER_SHUTDOWN, then an explanation); its running steps and hosts follow.
 func (r *Run) Interrupt(ctx context.Context, reason string) error {
-	return r.write(ctx, "", "", reason, func(cur spec.RunSnapshot, p *spec.UpdateRunParams) bool {
-		p.Status, p.InterruptedReason = string(spec.StatusInterrupted), reason
-		p.Steps = spec.StepsFollowingRun(cur, spec.StepInterrupted)
+	return r.write(ctx, "", "", reason, func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) bool {
+		p.Status, p.InterruptedReason = string(runstate.StatusInterrupted), reason
+		p.Steps = runstate.StepsFollowingRun(cur, runstate.StepInterrupted)
 		return false
 	})
 }
 
-func (r *Run) move(ctx context.Context, to spec.RunStatus, diag *spec.Diagnostic, message string) error {
+func (r *Run) move(ctx context.Context, to runstate.RunStatus, diag *runstate.Diagnostic, message string) error {
 	return r.moveWith(ctx, to, diag, message, nil)
 }
 
 // moveWith moves the run to status to; steps, when set, patches its steps
 // in the same write.
-func (r *Run) moveWith(ctx context.Context, to spec.RunStatus, diag *spec.Diagnostic, message string, steps func(spec.RunSnapshot) []spec.StepPatch) error {
+func (r *Run) moveWith(ctx context.Context, to runstate.RunStatus, diag *runstate.Diagnostic, message string, steps func(runstate.RunSnapshot) []runstate.StepPatch) error {
 	errText := ""
 	if diag != nil {
 		errText = diag.ErrorCode + ": " + diag.Message
 	}
-	return r.write(ctx, "", "", errText, func(cur spec.RunSnapshot, p *spec.UpdateRunParams) bool {
+	return r.write(ctx, "", "", errText, func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) bool {
 		if cur.Status == to {
 			return true
 		}
@@ -369,49 +369,49 @@ func (r *Run) moveWith(ctx context.Context, to spec.RunStatus, diag *spec.Diagno
 
 // StepStarted marks a step running.
 func (r *Run) StepStarted(ctx context.Context, step string) error {
-	return r.stepTo(ctx, step, spec.StepRunning)
+	return r.stepTo(ctx, step, runstate.StepRunning)
 }
 
 // StepFinished marks a step success, failed, skipped, canceled or interrupted.
-func (r *Run) StepFinished(ctx context.Context, step string, status spec.StepStatus) error {
+func (r *Run) StepFinished(ctx context.Context, step string, status runstate.StepStatus) error {
 	return r.stepTo(ctx, step, status)
 }
 
-func (r *Run) stepTo(ctx context.Context, step string, to spec.StepStatus) error {
-	return r.write(ctx, step, "", "", func(cur spec.RunSnapshot, p *spec.UpdateRunParams) bool {
+func (r *Run) stepTo(ctx context.Context, step string, to runstate.StepStatus) error {
+	return r.write(ctx, step, "", "", func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) bool {
 		if st, ok := cur.Step(step); ok && st.Status == to {
 			return true
 		}
-		p.Steps = []spec.StepPatch{{Name: step, Status: string(to)}}
+		p.Steps = []runstate.StepPatch{{Name: step, Status: string(to)}}
 		return false
 	})
 }
 
 // HostStarted marks a step's host running.
 func (r *Run) HostStarted(ctx context.Context, step, host string) error {
-	return r.hostTo(ctx, step, host, spec.StepRunning, nil, nil)
+	return r.hostTo(ctx, step, host, runstate.StepRunning, nil, nil)
 }
 
 // HostFinished records a host's outcome, its output (truncated to
-// spec.MaxHostOutputBytes) and its error text.
-func (r *Run) HostFinished(ctx context.Context, step, host string, status spec.StepStatus, output, errText string) error {
-	out := Truncate(output, spec.MaxHostOutputBytes)
-	errOut := Truncate(errText, spec.MaxHostErrorLen)
+// runstate.MaxHostOutputBytes) and its error text.
+func (r *Run) HostFinished(ctx context.Context, step, host string, status runstate.StepStatus, output, errText string) error {
+	out := Truncate(output, runstate.MaxHostOutputBytes)
+	errOut := Truncate(errText, runstate.MaxHostErrorLen)
 	return r.hostTo(ctx, step, host, status, &out, &errOut)
 }
 
-func (r *Run) hostTo(ctx context.Context, step, host string, to spec.StepStatus, output, errText *string) error {
+func (r *Run) hostTo(ctx context.Context, step, host string, to runstate.StepStatus, output, errText *string) error {
 	e := ""
 	if errText != nil {
 		e = *errText
 	}
-	return r.write(ctx, step, host, e, func(cur spec.RunSnapshot, p *spec.UpdateRunParams) bool {
+	return r.write(ctx, step, host, e, func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) bool {
 		if st, ok := cur.Step(step); ok {
 			if h, ok := st.Host(host); ok && h.Status == to && output == nil {
 				return true
 			}
 		}
-		p.Steps = []spec.StepPatch{{Name: step, Hosts: []spec.HostPatch{{Host: host, Status: string(to), OutputSummary: output, Error: errText}}}}
+		p.Steps = []runstate.StepPatch{{Name: step, Hosts: []runstate.HostPatch{{Host: host, Status: string(to), OutputSummary: output, Error: errText}}}}
 		return false
 	})
 }

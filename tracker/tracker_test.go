@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -26,10 +26,10 @@ func (r *recorder) Notify(ev tracker.Event) {
 	r.events = append(r.events, ev)
 }
 
-func newRun(t *testing.T, store spec.RunStateStore, notifiers ...tracker.Notifier) (*tracker.Tracker, *tracker.Run) {
+func newRun(t *testing.T, store runstate.RunStateStore, notifiers ...tracker.Notifier) (*tracker.Tracker, *tracker.Run) {
 	t.Helper()
 	tr := tracker.New(store, tracker.Options{Notifiers: notifiers})
-	s, err := tr.Create(context.Background(), spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
+	s, err := tr.Create(context.Background(), runstate.CreateRunParams{WorkflowName: "wf", Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestWritesSurviveAnOperatorsWriteInBetween(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := run.Snapshot()
-	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: s.RunID, ExpectedVersion: s.Version, Message: ptr("note from an operator")}); err != nil {
+	if _, err := store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: s.RunID, ExpectedVersion: s.Version, Message: ptr("note from an operator")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := run.StepStarted(ctx, "build"); err != nil {
@@ -56,7 +56,7 @@ func TestWritesSurviveAnOperatorsWriteInBetween(t *testing.T) {
 	}
 	got, _ := store.GetRun(ctx, s.RunID)
 	st, _ := got.Step("build")
-	if st.Status != spec.StepRunning || got.Message != "note from an operator" || got.Version != s.Version+2 {
+	if st.Status != runstate.StepRunning || got.Message != "note from an operator" || got.Version != s.Version+2 {
 		t.Fatalf("after the re-read: %+v", got)
 	}
 }
@@ -67,7 +67,7 @@ func TestARunEndedElsewhereStopsTheEngine(t *testing.T) {
 	_, run := newRun(t, store)
 	run.Begin(ctx)
 	s := run.Snapshot()
-	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: s.RunID, ExpectedVersion: s.Version, Status: "canceled"}); err != nil {
+	if _, err := store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: s.RunID, ExpectedVersion: s.Version, Status: "canceled"}); err != nil {
 		t.Fatal(err)
 	}
 	err := run.StepStarted(ctx, "build")
@@ -75,10 +75,10 @@ func TestARunEndedElsewhereStopsTheEngine(t *testing.T) {
 		t.Fatalf("writing to a canceled run: %v", err)
 	}
 	got, _ := store.GetRun(ctx, s.RunID)
-	if got.Status != spec.StatusCanceled || got.Version != s.Version+1 {
+	if got.Status != runstate.StatusCanceled || got.Version != s.Version+1 {
 		t.Fatalf("the canceled run was changed: %+v", got)
 	}
-	evs, _ := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: s.RunID})
+	evs, _ := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: s.RunID})
 	if n := len(evs.Events); n != 3 {
 		t.Fatalf("%d audit events, want created, running, canceled (no rejected attempt)", n)
 	}
@@ -86,14 +86,14 @@ func TestARunEndedElsewhereStopsTheEngine(t *testing.T) {
 
 // takenOver stages a takeover: zombie claims a run and begins it; its lease
 // expires; another worker claims the run with a larger token.
-func takenOver(t *testing.T) (store *memory.Store, zombie *tracker.Run, taker spec.Claim) {
+func takenOver(t *testing.T) (store *memory.Store, zombie *tracker.Run, taker runstate.Claim) {
 	t.Helper()
 	ctx := context.Background()
 	clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	store = memorytest.Open(t, clock)
 	tr := tracker.New(store, tracker.Options{Leases: store})
-	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
-	cl, err := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Second})
+	s, _ := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf", Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1"}}}})
+	cl, err := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "a"}, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func takenOver(t *testing.T) (store *memory.Store, zombie *tracker.Run, taker sp
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Second)
-	taker, err = store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "b"}, TTL: time.Minute, Statuses: []string{"running"}})
+	taker, err = store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "b"}, TTL: time.Minute, Statuses: []string{"running"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func takenOver(t *testing.T) (store *memory.Store, zombie *tracker.Run, taker sp
 
 func TestALostLeaseRefusesTheZombiesWrites(t *testing.T) {
 	_, zombie, _ := takenOver(t)
-	if err := zombie.StepStarted(context.Background(), "build"); !errors.Is(err, spec.ErrLeaseLost) {
+	if err := zombie.StepStarted(context.Background(), "build"); !errors.Is(err, runstate.ErrLeaseLost) {
 		t.Fatalf("the zombie's write: %v", err)
 	}
 }
@@ -124,8 +124,8 @@ func TestALostLeaseRefusesTheZombiesWrites(t *testing.T) {
 func TestAWriteThatChangesNothingStillChecksTheLease(t *testing.T) {
 	ctx := context.Background()
 	store, zombie, taker := takenOver(t)
-	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: taker.Run.RunID, ExpectedVersion: taker.Run.Version, LeaseToken: taker.Lease.Token,
-		Steps: []spec.StepPatch{{Name: "build", Status: "running", Hosts: []spec.HostPatch{{Host: "h1", Status: "running"}}}}}); err != nil {
+	if _, err := store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: taker.Run.RunID, ExpectedVersion: taker.Run.Version, LeaseToken: taker.Lease.Token,
+		Steps: []runstate.StepPatch{{Name: "build", Status: "running", Hosts: []runstate.HostPatch{{Host: "h1", Status: "running"}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := zombie.Refresh(ctx); err != nil { // the zombie sees the taker's state
@@ -138,7 +138,7 @@ func TestAWriteThatChangesNothingStillChecksTheLease(t *testing.T) {
 		"Resume":      func() error { return zombie.Resume(ctx, "") },
 		"Confirm":     func() error { return zombie.Confirm(ctx) },
 	} {
-		if err := write(); !errors.Is(err, spec.ErrLeaseLost) {
+		if err := write(); !errors.Is(err, runstate.ErrLeaseLost) {
 			t.Errorf("%s with nothing to write, after a takeover: %v, want LEASE_LOST", name, err)
 		}
 	}
@@ -149,16 +149,16 @@ func TestKeepLeaseStopsWorkWhenTheLeaseIsLostOrTheRunEnded(t *testing.T) {
 	_, zombie, _ := takenOver(t)
 	stopped := make(chan error, 1)
 	zombie.KeepLease(ctx, time.Millisecond, func(err error) { stopped <- err })
-	if err := <-stopped; !errors.Is(err, spec.ErrLeaseLost) {
+	if err := <-stopped; !errors.Is(err, runstate.ErrLeaseLost) {
 		t.Errorf("renewing a lease taken over: %v", err)
 	}
 
 	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{Leases: store})
-	s, _ := tr.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
-	cl, _ := store.ClaimRun(ctx, spec.ClaimRunParams{RunID: s.RunID, Owner: spec.Owner{Worker: "a"}, TTL: time.Minute})
+	s, _ := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
+	cl, _ := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "a"}, TTL: time.Minute})
 	run, _ := tr.Attach(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: time.Minute})
-	if _, err := (tracker.Operator{Store: store, Actor: spec.Actor{Kind: spec.ActorOperator}}).Cancel(ctx, s.RunID, "no longer needed"); err != nil {
+	if _, err := (tracker.Operator{Store: store, Actor: runstate.Actor{Kind: runstate.ActorOperator}}).Cancel(ctx, s.RunID, "no longer needed"); err != nil {
 		t.Fatal(err)
 	}
 	run.KeepLease(ctx, time.Millisecond, func(err error) { stopped <- err })
@@ -173,7 +173,7 @@ func TestKeepLeaseStopsWorkWhenTheLeaseIsLostOrTheRunEnded(t *testing.T) {
 func TestAttachingALeasedRunNeedsTheLeaseStore(t *testing.T) {
 	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{})
-	if _, err := tr.Attach(spec.RunSnapshot{RunID: "r"}, tracker.Lease{Token: 3, TTL: time.Minute}); err == nil {
+	if _, err := tr.Attach(runstate.RunSnapshot{RunID: "r"}, tracker.Lease{Token: 3, TTL: time.Minute}); err == nil {
 		t.Fatal("a leased run was attached to a tracker without Options.Leases")
 	}
 }
@@ -186,18 +186,18 @@ func TestHostOutputIsTruncatedAndEveryChangeNotified(t *testing.T) {
 	run.Begin(ctx)
 	run.StepStarted(ctx, "build")
 	run.HostStarted(ctx, "build", "h1")
-	huge := strings.Repeat("x", 3*spec.MaxHostOutputBytes)
-	if err := run.HostFinished(ctx, "build", "h1", spec.StepFailed, huge, strings.Repeat("e", 5000)); err != nil {
+	huge := strings.Repeat("x", 3*runstate.MaxHostOutputBytes)
+	if err := run.HostFinished(ctx, "build", "h1", runstate.StepFailed, huge, strings.Repeat("e", 5000)); err != nil {
 		t.Fatalf("writing huge output: %v", err)
 	}
 	s := run.Snapshot()
 	st, _ := s.Step("build")
 	h, _ := st.Host("h1")
-	if len(h.OutputSummary) > spec.MaxHostOutputBytes || len(h.Error) > spec.MaxHostErrorLen || h.OutputSummary == "" {
+	if len(h.OutputSummary) > runstate.MaxHostOutputBytes || len(h.Error) > runstate.MaxHostErrorLen || h.OutputSummary == "" {
 		t.Fatalf("output %d bytes, error %d bytes", len(h.OutputSummary), len(h.Error))
 	}
-	run.StepFinished(ctx, "build", spec.StepFailed)
-	run.Finish(ctx, spec.StatusFailed, &spec.Diagnostic{ErrorCode: "E", Message: "m"}, "")
+	run.StepFinished(ctx, "build", runstate.StepFailed)
+	run.Finish(ctx, runstate.StatusFailed, &runstate.Diagnostic{ErrorCode: "E", Message: "m"}, "")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	want := []string{"queued", "running", "running/build", "running/build/h1", "running/build/h1", "running/build", "failed"}

@@ -5,17 +5,17 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/tracker"
 )
 
 func TestTruncateOutput(t *testing.T) {
 	for _, s := range []string{strings.Repeat("a", 10_000), strings.Repeat("é", 5_000), strings.Repeat("日本", 2_000), "short"} {
-		got := tracker.Truncate(s, spec.MaxHostOutputBytes)
-		if len(got) > spec.MaxHostOutputBytes || !utf8.ValidString(got) {
+		got := tracker.Truncate(s, runstate.MaxHostOutputBytes)
+		if len(got) > runstate.MaxHostOutputBytes || !utf8.ValidString(got) {
 			t.Errorf("Truncate gave %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
 		}
-		if len(s) <= spec.MaxHostOutputBytes && got != s {
+		if len(s) <= runstate.MaxHostOutputBytes && got != s {
 			t.Error("short output must be kept as it is")
 		}
 	}

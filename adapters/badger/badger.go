@@ -17,12 +17,12 @@ import (
 
 	bdb "github.com/dgraph-io/badger/v4"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 var (
-	_ spec.Store         = (*Store)(nil)
+	_ runstate.Store     = (*Store)(nil)
 	_ driver.Driver      = (*storage)(nil)
 	_ driver.NextClaimer = (*storage)(nil)
 )
@@ -37,7 +37,7 @@ type Options struct {
 	// moments of state is acceptable.
 	NoSync bool
 	// Clock stamps times and decides lease expiry; defaults to the system clock.
-	Clock spec.Clock
+	Clock runstate.Clock
 	// Logger receives Badger's warnings and errors and the adapter's own
 	// messages; defaults to slog.Default().
 	Logger *slog.Logger
@@ -71,7 +71,7 @@ type Store struct {
 // storage is the Badger adapter's driver.Driver.
 type storage struct {
 	db    *bdb.DB
-	clock spec.Clock
+	clock runstate.Clock
 	log   *slog.Logger
 	dir   string
 
@@ -87,13 +87,13 @@ type storage struct {
 }
 
 // Open opens (or creates) the store in opts.Dir. A directory another process
-// has open is refused with spec.ErrUnavailable.
+// has open is refused with runstate.ErrUnavailable.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(opts.Dir) == "" {
-		return nil, spec.InvalidArgument("dir", "the Badger data directory must be set")
+		return nil, runstate.InvalidArgument("dir", "the Badger data directory must be set")
 	}
 	s := &storage{clock: opts.Clock, log: opts.Logger, dir: opts.Dir,
 		head: queueHead{start: map[string][]byte{}}}
@@ -144,14 +144,14 @@ func (s *storage) checkSchema() error {
 		}
 		v, err := item.ValueCopy(nil)
 		if err == nil && string(v) != schemaVersion {
-			err = spec.Unavailable(fmt.Sprintf("badger directory %s has layout version %q; this build reads %q", s.dir, v, schemaVersion), nil)
+			err = runstate.Unavailable(fmt.Sprintf("badger directory %s has layout version %q; this build reads %q", s.dir, v, schemaVersion), nil)
 		}
 		return err
 	}))
 }
 
 // Close stops garbage collection and closes the database; later calls
-// return spec.ErrUnavailable. Close waits for calls in progress.
+// return runstate.ErrUnavailable. Close waits for calls in progress.
 func (s *Store) Close() error { return s.data.close() }
 
 func (s *storage) close() error {
@@ -177,7 +177,7 @@ func (s *storage) enter(ctx context.Context) error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
-		return spec.Unavailable("badger store "+s.dir+" is closed", nil)
+		return runstate.Unavailable("badger store "+s.dir+" is closed", nil)
 	}
 	return nil
 }
@@ -281,27 +281,27 @@ func (s *storage) runValueLogGC(ctx context.Context) (int, error) {
 // Errors that are already the contract's, or a context's, pass unchanged.
 func interpretError(err error) error {
 	switch {
-	case err == nil, spec.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case err == nil, runstate.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, bdb.ErrDBClosed), errors.Is(err, bdb.ErrBlockedWrites):
-		return spec.Unavailable("badger store is closed", err)
+		return runstate.Unavailable("badger store is closed", err)
 	case errors.Is(err, bdb.ErrConflict):
-		return spec.Unavailable(fmt.Sprintf("badger transaction kept conflicting after %d retries; try again", maxConflictRetries), err)
+		return runstate.Unavailable(fmt.Sprintf("badger transaction kept conflicting after %d retries; try again", maxConflictRetries), err)
 	}
-	return spec.Unavailable("badger store failed", err)
+	return runstate.Unavailable("badger store failed", err)
 }
 
-// ErrDirectoryInUse is the cause of the spec.ErrUnavailable that Open
+// ErrDirectoryInUse is the cause of the runstate.ErrUnavailable that Open
 // returns when another process has the directory open.
 var ErrDirectoryInUse = errors.New("the badger directory is in use by another process")
 
 // interpretOpenError explains why a directory could not be opened.
 func interpretOpenError(dir string, err error) error {
 	if errors.Is(err, syscall.EWOULDBLOCK) || directoryLocked(dir) {
-		return spec.Unavailable(fmt.Sprintf("badger directory %s is in use by another process; one process at a time may open it", dir),
+		return runstate.Unavailable(fmt.Sprintf("badger directory %s is in use by another process; one process at a time may open it", dir),
 			fmt.Errorf("%w: %v", ErrDirectoryInUse, err))
 	}
-	return spec.Unavailable(fmt.Sprintf("cannot open badger directory %s", dir), err)
+	return runstate.Unavailable(fmt.Sprintf("cannot open badger directory %s", dir), err)
 }
 
 // badgerLogger sends Badger's log lines to slog.

@@ -15,10 +15,10 @@ import (
 
 	bdb "github.com/dgraph-io/badger/v4"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
-	"github.com/runstate/runstate/internal/benchutil"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 )
 
 func openBench(b *testing.B, dir string, noSync bool) *badger.Store {
@@ -36,8 +36,8 @@ func openBench(b *testing.B, dir string, noSync bool) *badger.Store {
 type handWritten struct{ db *bdb.DB }
 
 type baseRecord struct {
-	Run     spec.RunSnapshot `json:"run"`
-	LastSeq int64            `json:"last_seq"`
+	Run     runstate.RunSnapshot `json:"run"`
+	LastSeq int64                `json:"last_seq"`
 }
 
 // update is one transition by hand. With indexed, it keeps the adapter's
@@ -46,7 +46,7 @@ type baseRecord struct {
 // claims from a queue must. The difference between the two is what the
 // indexes cost; between the indexed one and the adapter, what the adapter
 // adds.
-func (h handWritten) update(id string, expected int64, to spec.RunStatus, indexed bool) (int64, error) {
+func (h handWritten) update(id string, expected int64, to runstate.RunStatus, indexed bool) (int64, error) {
 	var version int64
 	err := h.db.Update(func(txn *bdb.Txn) error {
 		item, err := txn.Get([]byte("r\x00" + id))
@@ -58,7 +58,7 @@ func (h handWritten) update(id string, expected int64, to spec.RunStatus, indexe
 			return err
 		}
 		if rec.Run.Version != expected {
-			return &spec.Error{Code: spec.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: rec.Run.Version}
+			return &runstate.Error{Code: runstate.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: rec.Run.Version}
 		}
 		from := rec.Run.Status
 		if indexed {
@@ -68,7 +68,7 @@ func (h handWritten) update(id string, expected int64, to spec.RunStatus, indexe
 		}
 		rec.Run.Status, rec.Run.Version, rec.Run.UpdatedAt = to, rec.Run.Version+1, driver.Timestamp(time.Now())
 		rec.LastSeq++
-		ev, _ := json.Marshal(spec.AuditEvent{RunID: id, Seq: rec.LastSeq, Kind: spec.AuditTransition, From: from, To: to,
+		ev, _ := json.Marshal(runstate.AuditEvent{RunID: id, Seq: rec.LastSeq, Kind: runstate.AuditTransition, From: from, To: to,
 			Time: rec.Run.UpdatedAt, Version: rec.Run.Version})
 		if err := txn.Set([]byte(fmt.Sprintf("a\x00%s\x00%016x", id, rec.LastSeq)), ev); err != nil {
 			return err
@@ -82,7 +82,7 @@ func (h handWritten) update(id string, expected int64, to spec.RunStatus, indexe
 
 // moveIndexesByHand reads the run's lease and moves its status and queue
 // index keys from the run's status to to.
-func moveIndexesByHand(txn *bdb.Txn, id string, run spec.RunSnapshot, to spec.RunStatus) error {
+func moveIndexesByHand(txn *bdb.Txn, id string, run runstate.RunSnapshot, to runstate.RunStatus) error {
 	var lease driver.LeaseState
 	if item, err := txn.Get([]byte("l\x00" + id)); err == nil {
 		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &lease) }); err != nil {
@@ -92,7 +92,7 @@ func moveIndexesByHand(txn *bdb.Txn, id string, run spec.RunSnapshot, to spec.Ru
 		return err
 	}
 	created := fmt.Sprintf("%016x", run.CreatedAt.UnixMicro())
-	keys := func(st spec.RunStatus) []string {
+	keys := func(st runstate.RunStatus) []string {
 		return []string{"s\x00" + string(st) + "\x00" + created + id, fmt.Sprintf("q\x00%s\x00%08x%s%s", st, run.Priority, created, id)}
 	}
 	for _, k := range keys(run.Status) {
@@ -108,11 +108,11 @@ func moveIndexesByHand(txn *bdb.Txn, id string, run spec.RunSnapshot, to spec.Ru
 	return nil
 }
 
-func flip(i int) spec.RunStatus {
+func flip(i int) runstate.RunStatus {
 	if i%2 == 1 {
-		return spec.StatusWaiting
+		return runstate.StatusWaiting
 	}
-	return spec.StatusRunning
+	return runstate.StatusRunning
 }
 
 // BenchmarkCASUpdate compares the adapter's UpdateRun (a transition: CAS,
@@ -121,14 +121,14 @@ func flip(i int) spec.RunStatus {
 // sync writes on for both, sequentially and from 8 goroutines on 8 runs.
 func BenchmarkCASUpdate(b *testing.B) {
 	ctx := context.Background()
-	steps := []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}, {Name: "deploy", Hosts: []string{"h1", "h2", "h3", "h4"}}}
+	steps := []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}, {Name: "deploy", Hosts: []string{"h1", "h2", "h3", "h4"}}}
 	for _, par := range []int{1, 8} {
 		b.Run(fmt.Sprintf("adapter/goroutines=%d", par), func(b *testing.B) {
 			s := openBench(b, b.TempDir(), false)
 			defer s.Close()
-			runs := make([]spec.RunSnapshot, par)
+			runs := make([]runstate.RunSnapshot, par)
 			for i := range runs {
-				r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Steps: steps})
+				r, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench", Steps: steps})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -139,7 +139,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 				run := runs[w]
 				for i := 0; next(); i++ {
 					var err error
-					run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
+					run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
 					if err != nil {
 						b.Error(err)
 						return
@@ -159,11 +159,11 @@ func BenchmarkCASUpdate(b *testing.B) {
 				ids := make([]string, par)
 				for i := range ids {
 					ids[i] = ulid.Make().String()
-					first := spec.RunSnapshot{RunID: ids[i], WorkflowName: "bench", Status: spec.StatusQueued, Version: 1}
+					first := runstate.RunSnapshot{RunID: ids[i], WorkflowName: "bench", Status: runstate.StatusQueued, Version: 1}
 					for _, st := range steps {
-						step := spec.Step{Name: st.Name, Status: spec.StepQueued}
+						step := runstate.Step{Name: st.Name, Status: runstate.StepQueued}
 						for _, host := range st.Hosts {
-							step.Hosts = append(step.Hosts, spec.HostState{Host: host, Status: spec.StepQueued})
+							step.Hosts = append(step.Hosts, runstate.HostState{Host: host, Status: runstate.StepQueued})
 						}
 						first.Steps = append(first.Steps, step)
 					}
@@ -197,7 +197,7 @@ func BenchmarkClaimNext(b *testing.B) {
 			dir := b.TempDir()
 			setup := openBench(b, dir, true)
 			for i := range 20_000 {
-				if _, err := setup.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Priority: i % 10}); err != nil {
+				if _, err := setup.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench", Priority: i % 10}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -206,10 +206,10 @@ func BenchmarkClaimNext(b *testing.B) {
 			defer s.Close()
 			var empty atomic.Bool
 			benchutil.Concurrently(b, workers, func(w int, next func() bool) {
-				owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
+				owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 				for next() {
-					_, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
-					if errors.Is(err, spec.ErrNotFound) {
+					_, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour})
+					if errors.Is(err, runstate.ErrNotFound) {
 						empty.Store(true)
 						return
 					}
@@ -251,12 +251,12 @@ func bigStore(b *testing.B) string {
 		}
 		defer s.Close()
 		for i := range 100_000 {
-			r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Priority: i % 10})
+			r, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench", Priority: i % 10})
 			if err == nil {
-				r, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: "running"})
+				r, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: "running"})
 			}
 			if err == nil && i%1000 != 999 {
-				r, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: "success"})
+				r, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: "success"})
 			}
 			if err != nil {
 				bigStoreErr = err
@@ -264,7 +264,7 @@ func bigStore(b *testing.B) string {
 			}
 		}
 		for range 90 {
-			page, err := s.ListRuns(ctx, spec.ListRunsParams{Limit: 1000, Cursor: bigStoreDeep})
+			page, err := s.ListRuns(ctx, runstate.ListRunsParams{Limit: 1000, Cursor: bigStoreDeep})
 			if err != nil {
 				bigStoreErr = err
 				return
@@ -287,12 +287,12 @@ func BenchmarkList100k(b *testing.B) {
 	defer s.Close()
 	cases := []struct {
 		name string
-		p    spec.ListRunsParams
+		p    runstate.ListRunsParams
 		want int
 	}{
-		{"page1", spec.ListRunsParams{Limit: 50}, 50},
-		{"page_at_90000", spec.ListRunsParams{Limit: 50, Cursor: bigStoreDeep}, 50},
-		{"status_running_100_of_100k", spec.ListRunsParams{Limit: 100, Statuses: []string{"running"}}, 100},
+		{"page1", runstate.ListRunsParams{Limit: 50}, 50},
+		{"page_at_90000", runstate.ListRunsParams{Limit: 50, Cursor: bigStoreDeep}, 50},
+		{"status_running_100_of_100k", runstate.ListRunsParams{Limit: 100, Statuses: []string{"running"}}, 100},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -307,7 +307,7 @@ func BenchmarkList100k(b *testing.B) {
 	}
 	b.Run("runnable_running_100_of_100k", func(b *testing.B) {
 		for b.Loop() {
-			page, err := s.ListRunnableRuns(ctx, spec.ListRunnableParams{Limit: 100, Filter: spec.RunnableFilter{Statuses: []string{"running"}}})
+			page, err := s.ListRunnableRuns(ctx, runstate.ListRunnableParams{Limit: 100, Filter: runstate.RunnableFilter{Statuses: []string{"running"}}})
 			if err != nil || len(page.Runs) != 100 {
 				b.Fatalf("%d runs, %v", len(page.Runs), err)
 			}

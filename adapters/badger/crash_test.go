@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/badger/badgertest"
-	"github.com/runstate/runstate/spec"
 )
 
 // The crash test runs this test binary again as a child (crashChildEnv set
@@ -47,20 +47,20 @@ func crashChild(dir string) error {
 		return err
 	}
 	// Continue the runs earlier children left unfinished, and start new ones.
-	var live []spec.RunSnapshot
-	page, err := s.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{"queued", "running", "waiting"}, Limit: spec.MaxPageLimit})
+	var live []runstate.RunSnapshot
+	page, err := s.ListRuns(ctx, runstate.ListRunsParams{Statuses: []string{"queued", "running", "waiting"}, Limit: runstate.MaxPageLimit})
 	if err != nil {
 		return err
 	}
 	live = page.Runs
-	ack := func(r spec.RunSnapshot) {
+	ack := func(r runstate.RunSnapshot) {
 		// Written only after the store returned: the write is acknowledged.
 		fmt.Fprintf(os.Stdout, "ack %s %d %s\n", r.RunID, r.Version, r.Status)
 	}
 	for {
 		if len(live) < 8 || rand.IntN(4) == 0 {
-			r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "crash", Priority: rand.IntN(5),
-				Steps: []spec.StepSpec{{Name: "work", Hosts: []string{"h1", "h2"}}}})
+			r, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "crash", Priority: rand.IntN(5),
+				Steps: []runstate.StepSpec{{Name: "work", Hosts: []string{"h1", "h2"}}}})
 			if err != nil {
 				return err
 			}
@@ -70,33 +70,33 @@ func crashChild(dir string) error {
 		}
 		i := rand.IntN(len(live))
 		run := live[i]
-		var next []spec.RunStatus
-		for _, to := range spec.RunStatuses() {
-			if spec.CanTransition(run.Status, to) {
+		var next []runstate.RunStatus
+		for _, to := range runstate.RunStatuses() {
+			if runstate.CanTransition(run.Status, to) {
 				next = append(next, to)
 			}
 		}
 		to := next[rand.IntN(len(next))]
-		p := spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to), Actor: spec.Actor{Kind: spec.ActorWorker, ID: "crash"}}
+		p := runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to), Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: "crash"}}
 		if to.RequiresDiagnostic() {
-			p.Diagnostic = &spec.Diagnostic{ErrorCode: "E_CRASH", Message: "chosen at random", Retryable: true}
+			p.Diagnostic = &runstate.Diagnostic{ErrorCode: "E_CRASH", Message: "chosen at random", Retryable: true}
 		}
-		if to == spec.StatusInterrupted {
+		if to == runstate.StatusInterrupted {
 			p.InterruptedReason = "CRASH_TEST"
 		}
-		if to == spec.StatusRunning {
-			p.Steps = []spec.StepPatch{{Name: "work", Hosts: []spec.HostPatch{{Host: "h1", OutputSummary: ptr(strings.Repeat("o", rand.IntN(3000)))}}}}
+		if to == runstate.StatusRunning {
+			p.Steps = []runstate.StepPatch{{Name: "work", Hosts: []runstate.HostPatch{{Host: "h1", OutputSummary: ptr(strings.Repeat("o", rand.IntN(3000)))}}}}
 		}
 		var token int64
 		if rand.IntN(3) == 0 {
 			// Work under a lease, as a worker would; the 1ms TTL has run out
 			// by the time the parent checks, so the run must be runnable then.
-			cl, err := s.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "crash", Incarnation: strconv.Itoa(os.Getpid())},
+			cl, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "crash", Incarnation: strconv.Itoa(os.Getpid())},
 				TTL: time.Millisecond, Statuses: []string{"queued", "running", "waiting"}})
 			switch {
 			case err == nil:
 				token, p.LeaseToken = cl.Lease.Token, cl.Lease.Token
-			case !errors.Is(err, spec.ErrLeaseHeld): // held: our own lease of a moment ago
+			case !errors.Is(err, runstate.ErrLeaseHeld): // held: our own lease of a moment ago
 				return err
 			}
 		}
@@ -106,7 +106,7 @@ func crashChild(dir string) error {
 		}
 		ack(r)
 		if token != 0 && rand.IntN(2) == 0 {
-			if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: token}); err != nil {
+			if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: token}); err != nil {
 				return err
 			}
 		}
@@ -122,7 +122,7 @@ func ptr[T any](v T) *T { return &v }
 
 type acked struct {
 	version int64
-	status  spec.RunStatus
+	status  runstate.RunStatus
 }
 
 func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
@@ -199,7 +199,7 @@ func record(t *testing.T, acks map[string]acked, line string) {
 		t.Fatalf("bad ack %q", line)
 	}
 	if v > acks[f[1]].version {
-		acks[f[1]] = acked{v, spec.RunStatus(f[3])}
+		acks[f[1]] = acked{v, runstate.RunStatus(f[3])}
 	}
 }
 
@@ -222,11 +222,11 @@ func verifyAfterCrash(t *testing.T, dir string, acks map[string]acked) {
 			t.Fatalf("run %s: acknowledged version %d (%s), found version %d (%s)", id, a.version, a.status, run.Version, run.Status)
 		}
 	}
-	byStatus := map[spec.RunStatus]int{}
-	all := listAll(t, s, spec.ListRunsParams{})
+	byStatus := map[runstate.RunStatus]int{}
+	all := listAll(t, s, runstate.ListRunsParams{})
 	for _, run := range all {
 		byStatus[run.Status]++
-		page, err := s.ListAuditEvents(ctx, spec.ListAuditParams{RunID: run.RunID, Limit: spec.MaxPageLimit})
+		page, err := s.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID, Limit: runstate.MaxPageLimit})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,18 +241,18 @@ func verifyAfterCrash(t *testing.T, dir string, acks map[string]acked) {
 			}
 		}
 	}
-	for _, st := range spec.RunStatuses() {
-		if got := len(listAll(t, s, spec.ListRunsParams{Statuses: []string{string(st)}})); got != byStatus[st] {
+	for _, st := range runstate.RunStatuses() {
+		if got := len(listAll(t, s, runstate.ListRunsParams{Statuses: []string{string(st)}})); got != byStatus[st] {
 			t.Fatalf("status index for %s lists %d runs, snapshots say %d", st, got, byStatus[st])
 		}
 	}
 	// Every lease the children took has expired: the claim-order and expiry
 	// indexes together must yield exactly the non-terminal runs.
-	live := byStatus[spec.StatusQueued] + byStatus[spec.StatusRunning] + byStatus[spec.StatusWaiting]
+	live := byStatus[runstate.StatusQueued] + byStatus[runstate.StatusRunning] + byStatus[runstate.StatusWaiting]
 	runnable := 0
 	for cursor := ""; ; {
-		page, err := s.ListRunnableRuns(ctx, spec.ListRunnableParams{Cursor: cursor, Limit: spec.MaxPageLimit,
-			Filter: spec.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
+		page, err := s.ListRunnableRuns(ctx, runstate.ListRunnableParams{Cursor: cursor, Limit: runstate.MaxPageLimit,
+			Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running", "waiting"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,10 +266,10 @@ func verifyAfterCrash(t *testing.T, dir string, acks map[string]acked) {
 	}
 }
 
-func listAll(t *testing.T, s *badger.Store, p spec.ListRunsParams) []spec.RunSnapshot {
+func listAll(t *testing.T, s *badger.Store, p runstate.ListRunsParams) []runstate.RunSnapshot {
 	t.Helper()
-	var out []spec.RunSnapshot
-	p.Limit = spec.MaxPageLimit
+	var out []runstate.RunSnapshot
+	p.Limit = runstate.MaxPageLimit
 	for {
 		page, err := s.ListRuns(context.Background(), p)
 		if err != nil {

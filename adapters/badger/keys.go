@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 // Key layout. Every key starts with a one-byte table tag and a 0x00. Text
@@ -17,7 +17,7 @@ import (
 //
 //	r 0 <run_id>                                  storedRun (snapshot + last audit seq)
 //	l 0 <run_id>                                  driver.LeaseState
-//	a 0 <run_id> 0 <seq>                          spec.AuditEvent
+//	a 0 <run_id> 0 <seq>                          runstate.AuditEvent
 //	c 0 <created> <run_id>                        index: every run, ListRuns order
 //	s 0 <status> 0 <created> <run_id>             index: runs by status
 //	w 0 <workflow> 0 <created> <run_id>           index: runs by workflow name
@@ -76,7 +76,7 @@ func parseMicros(b []byte) time.Time {
 }
 
 // invPriority sorts higher priorities first.
-func invPriority(p int) []byte { return u64(uint64(spec.MaxPriority - p)) }
+func invPriority(p int) []byte { return u64(uint64(runstate.MaxPriority - p)) }
 
 func runKey(id string) []byte   { return key(tagRun, []byte(id)) }
 func leaseKey(id string) []byte { return key(tagLease, []byte(id)) }
@@ -88,21 +88,21 @@ func metaKey(name string) []byte           { return key(tagMeta, []byte(name)) }
 
 // Index prefixes: every key below one is ordered by (created, run_id), or,
 // for queuePrefix, by claim order.
-func createdPrefix() []byte                 { return key(tagCreated) }
-func statusPrefix(st spec.RunStatus) []byte { return key(tagStatus, text(string(st))) }
-func workflowPrefix(wf string) []byte       { return key(tagWorkflow, text(wf)) }
-func labelPrefix(k, v string) []byte        { return key(tagLabel, text(k), text(v)) }
-func queuePrefix(st spec.RunStatus) []byte  { return key(tagQueue, text(string(st))) }
-func expiryPrefix(st spec.RunStatus) []byte { return key(tagExpiry, text(string(st))) }
-func ownerPrefix(worker string) []byte      { return key(tagOwner, text(worker)) }
-func ownerIncarnationPrefix(o spec.Owner) []byte {
+func createdPrefix() []byte                     { return key(tagCreated) }
+func statusPrefix(st runstate.RunStatus) []byte { return key(tagStatus, text(string(st))) }
+func workflowPrefix(wf string) []byte           { return key(tagWorkflow, text(wf)) }
+func labelPrefix(k, v string) []byte            { return key(tagLabel, text(k), text(v)) }
+func queuePrefix(st runstate.RunStatus) []byte  { return key(tagQueue, text(string(st))) }
+func expiryPrefix(st runstate.RunStatus) []byte { return key(tagExpiry, text(string(st))) }
+func ownerPrefix(worker string) []byte          { return key(tagOwner, text(worker)) }
+func ownerIncarnationPrefix(o runstate.Owner) []byte {
 	return append(ownerPrefix(o.Worker), text(o.Incarnation)...)
 }
 
 // indexKeys returns every index key of a run with snapshot s and lease l.
 // The keys are cut from one buffer: a write computes them twice (before
 // and after), and a key a piece would cost several allocations each.
-func indexKeys(s spec.RunSnapshot, l driver.LeaseState) [][]byte {
+func indexKeys(s runstate.RunSnapshot, l driver.LeaseState) [][]byte {
 	var kb keyBuilder
 	kb.buf = make([]byte, 0, 160+len(s.WorkflowName)+8*len(s.RunID)+64*len(s.Labels))
 	keys := make([][]byte, 0, 5+len(s.Labels))
@@ -174,7 +174,7 @@ func indexChanges(old *indexed, new indexed) (del, set [][]byte) {
 
 // indexed is what the index keys of a run depend on.
 type indexed struct {
-	run   spec.RunSnapshot
+	run   runstate.RunSnapshot
 	lease driver.LeaseState
 }
 

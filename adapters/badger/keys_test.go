@@ -5,18 +5,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 // Index keys are built in one buffer; each must still be its prefix
 // followed by the run's position, and none may share bytes with another.
 func TestIndexKeysFollowTheLayout(t *testing.T) {
 	created := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
-	run := spec.RunSnapshot{RunID: "01RUN", WorkflowName: "deploy", Status: spec.StatusWaiting, Priority: 7, CreatedAt: created,
+	run := runstate.RunSnapshot{RunID: "01RUN", WorkflowName: "deploy", Status: runstate.StatusWaiting, Priority: 7, CreatedAt: created,
 		Labels: map[string]string{"team": "payments", "env": "prod"}}
 	pos := append(micros(created), run.RunID...)
-	lease := driver.LeaseState{Owner: spec.Owner{Worker: "w1", Incarnation: "i2"}, Token: 3, ExpiresAt: created.Add(time.Minute)}
+	lease := driver.LeaseState{Owner: runstate.Owner{Worker: "w1", Incarnation: "i2"}, Token: 3, ExpiresAt: created.Add(time.Minute)}
 	for _, tc := range []struct {
 		name  string
 		lease driver.LeaseState

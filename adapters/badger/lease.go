@@ -8,8 +8,8 @@ import (
 
 	bdb "github.com/dgraph-io/badger/v4"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 // leasedRun is a run read together with its lease.
@@ -47,7 +47,7 @@ func runnableRuns(txn *bdb.Txn, head *queueHead, q driver.RunnableQuery, now tim
 		out = append(out, c)
 		return true, nil
 	}
-	var statuses []spec.RunStatus
+	var statuses []runstate.RunStatus
 	for _, st := range q.Statuses {
 		if !slices.Contains(statuses, st) {
 			statuses = append(statuses, st)
@@ -101,7 +101,7 @@ func runnableRuns(txn *bdb.Txn, head *queueHead, q driver.RunnableQuery, now tim
 
 // otherIncarnations visits the runs leased to owner's worker under any
 // incarnation but owner's own, seeking past the owner's own leases.
-func otherIncarnations(txn *bdb.Txn, owner spec.Owner, visit func(runID string) error) error {
+func otherIncarnations(txn *bdb.Txn, owner runstate.Owner, visit func(runID string) error) error {
 	worker, own := ownerPrefix(owner.Worker), ownerIncarnationPrefix(owner)
 	it := txn.NewIterator(bdb.IteratorOptions{Prefix: worker})
 	defer it.Close()
@@ -114,7 +114,7 @@ func otherIncarnations(txn *bdb.Txn, owner spec.Owner, visit func(runID string) 
 		}
 		inc := bytes.IndexByte(k[len(worker):], 0)
 		if inc < 0 {
-			return spec.Unavailable("badger owner index key is malformed: the directory is damaged", nil)
+			return runstate.Unavailable("badger owner index key is malformed: the directory is damaged", nil)
 		}
 		if err := visit(string(k[len(worker)+inc+1:])); err != nil {
 			return err
@@ -157,7 +157,7 @@ func (s *storage) claimNext(ctx context.Context, q driver.RunnableQuery, take fu
 			s.locks.unlock(locked)
 		}
 	}()
-	var status spec.RunStatus
+	var status runstate.RunStatus
 	err = s.update(ctx, func(txn *tx) error {
 		for {
 			busy, found = nil, false
@@ -196,8 +196,8 @@ func (s *storage) claimNext(ctx context.Context, q driver.RunnableQuery, take fu
 }
 
 // Runnable implements driver.Driver.
-func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]spec.RunSnapshot, error) {
-	var out []spec.RunSnapshot
+func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
+	var out []runstate.RunSnapshot
 	err := s.view(ctx, func(txn *bdb.Txn) error {
 		found, err := runnableRuns(txn, &s.head, q, s.now(), func(leasedRun) bool { return true })
 		for _, c := range found {

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
-	"github.com/runstate/runstate/spec"
 )
 
 func TestSecondProcessGetsClearError(t *testing.T) {
@@ -35,7 +35,7 @@ func TestSecondProcessGetsClearError(t *testing.T) {
 		}
 	}()
 	_, err = openForCrash(context.Background(), dir)
-	if !errors.Is(err, spec.ErrUnavailable) || !errors.Is(err, badger.ErrDirectoryInUse) {
+	if !errors.Is(err, runstate.ErrUnavailable) || !errors.Is(err, badger.ErrDirectoryInUse) {
 		t.Fatalf("opening a directory another process holds: %v", err)
 	}
 	t.Logf("second process sees: %v", err)
@@ -48,7 +48,7 @@ func TestSameProcessSecondOpenRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := openForCrash(context.Background(), dir); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := openForCrash(context.Background(), dir); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Fatalf("second open in one process: %v", err)
 	}
 }
@@ -60,15 +60,15 @@ func TestHistorySurvivesReopenAndCloseIsFinal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf", Labels: map[string]string{"k": "v"}})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf", Labels: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "w"}, TTL: 60e9, Statuses: []string{"running"}}); err != nil {
+	if _, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "w"}, TTL: 60e9, Statuses: []string{"running"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -78,10 +78,10 @@ func TestHistorySurvivesReopenAndCloseIsFinal(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	_, err = s.GetRun(ctx, run.RunID)
-	if !errors.Is(err, spec.ErrUnavailable) {
+	if !errors.Is(err, runstate.ErrUnavailable) {
 		t.Errorf("GetRun after Close: %v", err)
 	}
-	if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf"}); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"}); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Errorf("CreateRun after Close: %v", err)
 	}
 
@@ -91,29 +91,29 @@ func TestHistorySurvivesReopenAndCloseIsFinal(t *testing.T) {
 	}
 	defer s.Close()
 	got, err := s.GetRun(ctx, run.RunID)
-	if err != nil || got.Version != run.Version || got.Status != spec.StatusRunning {
+	if err != nil || got.Version != run.Version || got.Status != runstate.StatusRunning {
 		t.Fatalf("after reopen: %+v %v", got, err)
 	}
 	// The lease survives too: another worker still cannot claim the run.
-	_, err = s.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: spec.Owner{Worker: "other"}, TTL: 60e9, Statuses: []string{"running"}})
-	if !errors.Is(err, spec.ErrLeaseHeld) {
+	_, err = s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "other"}, TTL: 60e9, Statuses: []string{"running"}})
+	if !errors.Is(err, runstate.ErrLeaseHeld) {
 		t.Errorf("claim after reopen: %v", err)
 	}
-	page, err := s.ListRuns(ctx, spec.ListRunsParams{Labels: map[string]string{"k": "v"}})
+	page, err := s.ListRuns(ctx, runstate.ListRunsParams{Labels: map[string]string{"k": "v"}})
 	if err != nil || len(page.Runs) != 1 {
 		t.Errorf("label index after reopen: %d runs, %v", len(page.Runs), err)
 	}
 }
 
 func TestOpenNeedsADirectory(t *testing.T) {
-	if _, err := badger.Open(context.Background(), badger.Options{}); !errors.Is(err, spec.ErrInvalidArgument) {
+	if _, err := badger.Open(context.Background(), badger.Options{}); !errors.Is(err, runstate.ErrInvalidArgument) {
 		t.Errorf("Open without a directory: %v", err)
 	}
 	file := t.TempDir() + "/file"
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openForCrash(context.Background(), file); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := openForCrash(context.Background(), file); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Errorf("Open on a regular file: %v", err)
 	}
 }
@@ -125,16 +125,16 @@ func TestValueLogGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "wf", Steps: []spec.StepSpec{{Name: "s", Hosts: []string{"h"}}}})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf", Steps: []runstate.StepSpec{{Name: "s", Hosts: []string{"h"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Rewrite a large snapshot many times so that old values become garbage.
-	big := strings.Repeat("x", spec.MaxHostOutputBytes)
+	big := strings.Repeat("x", runstate.MaxHostOutputBytes)
 	for i := range 300 {
 		out := big[:len(big)-i%7]
-		run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
-			Steps: []spec.StepPatch{{Name: "s", Hosts: []spec.HostPatch{{Host: "h", OutputSummary: &out}}}}})
+		run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+			Steps: []runstate.StepPatch{{Name: "s", Hosts: []runstate.HostPatch{{Host: "h", OutputSummary: &out}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

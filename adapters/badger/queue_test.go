@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Claims skip the deletion markers at the head of the claim-order index
@@ -38,7 +38,7 @@ func TestQueueHeadNeverSkipsARun(t *testing.T) {
 			defer wg.Done()
 			defer creating.Add(-1)
 			for i := range perCreator {
-				if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "q", Priority: rand.IntN(5),
+				if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "q", Priority: rand.IntN(5),
 					RunID: fmt.Sprintf("c%d-%03d", c, i)}); err != nil {
 					t.Error(err)
 					return
@@ -51,10 +51,10 @@ func TestQueueHeadNeverSkipsARun(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
+			owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 			for {
-				cl, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
-				if errors.Is(err, spec.ErrNotFound) {
+				cl, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour})
+				if errors.Is(err, runstate.ErrNotFound) {
 					if creating.Load() == 0 {
 						return
 					}
@@ -66,13 +66,13 @@ func TestQueueHeadNeverSkipsARun(t *testing.T) {
 					return
 				}
 				if rand.IntN(3) == 0 { // hand it back: it re-enters the queue
-					if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: cl.Run.RunID, Token: cl.Lease.Token}); err != nil {
+					if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: cl.Run.RunID, Token: cl.Lease.Token}); err != nil {
 						t.Error(err)
 						return
 					}
 					continue
 				}
-				_, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: cl.Run.RunID, ExpectedVersion: cl.Run.Version,
+				_, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: cl.Run.RunID, ExpectedVersion: cl.Run.Version,
 					LeaseToken: cl.Lease.Token, Status: "canceled"})
 				if err != nil {
 					t.Error(err)
@@ -91,19 +91,19 @@ func TestQueueHeadNeverSkipsARun(t *testing.T) {
 	// The claimers stop at the first empty queue after the creators are done;
 	// whatever a release put back after that is claimed here, one by one.
 	for {
-		cl, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "sweeper"}, TTL: time.Hour})
-		if errors.Is(err, spec.ErrNotFound) {
+		cl, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "sweeper"}, TTL: time.Hour})
+		if errors.Is(err, runstate.ErrNotFound) {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.UpdateRun(ctx, spec.UpdateRunParams{RunID: cl.Run.RunID, ExpectedVersion: cl.Run.Version, Status: "canceled"}); err != nil {
+		if _, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: cl.Run.RunID, ExpectedVersion: cl.Run.Version, Status: "canceled"}); err != nil {
 			t.Fatal(err)
 		}
 		finished[cl.Run.RunID] = true
 	}
-	left, err := s.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{"queued"}})
+	left, err := s.ListRuns(ctx, runstate.ListRunsParams{Statuses: []string{"queued"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,15 +11,15 @@ import (
 
 	bdb "github.com/dgraph-io/badger/v4"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 // storedRun is the value under a run key: the snapshot and the sequence
 // number of the run's last audit event, so that appending needs no scan.
 type storedRun struct {
-	Run     spec.RunSnapshot `json:"run"`
-	LastSeq int64            `json:"last_seq"`
+	Run     runstate.RunSnapshot `json:"run"`
+	LastSeq int64                `json:"last_seq"`
 }
 
 // reader and writer are what the helpers need of *bdb.Txn (and *tx).
@@ -61,7 +61,7 @@ func getRun(txn reader, id string) (storedRun, bool, error) {
 func mustGetRun(txn reader, id string) (storedRun, error) {
 	r, ok, err := getRun(txn, id)
 	if err == nil && !ok {
-		err = spec.Unavailable(fmt.Sprintf("badger index names run %s, which is missing: the directory is damaged", id), nil)
+		err = runstate.Unavailable(fmt.Sprintf("badger index names run %s, which is missing: the directory is damaged", id), nil)
 	}
 	return r, err
 }
@@ -119,7 +119,7 @@ func write(txn *tx, cur storedRun, lease driver.LeaseState, c driver.Change) err
 }
 
 // appendEvents stores numbered events and moves *lastSeq to the last one's.
-func appendEvents(txn *tx, events []spec.AuditEvent, lastSeq *int64) error {
+func appendEvents(txn *tx, events []runstate.AuditEvent, lastSeq *int64) error {
 	for _, ev := range events {
 		if err := setJSON(txn, auditKey(ev.RunID, ev.Seq), ev); err != nil {
 			return err
@@ -141,7 +141,7 @@ func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 func insert(txn *tx, r driver.InsertParams) error {
 	if _, exists, err := getRun(txn, r.Run.RunID); err != nil || exists {
 		if exists {
-			return spec.ErrAlreadyExists
+			return runstate.ErrAlreadyExists
 		}
 		return err
 	}
@@ -149,17 +149,17 @@ func insert(txn *tx, r driver.InsertParams) error {
 	if err := moveIndexes(txn, nil, indexed{r.Run, driver.LeaseState{}}); err != nil {
 		return err
 	}
-	if err := appendEvents(txn, []spec.AuditEvent{r.Created}, &next.LastSeq); err != nil {
+	if err := appendEvents(txn, []runstate.AuditEvent{r.Created}, &next.LastSeq); err != nil {
 		return err
 	}
 	return setJSON(txn, runKey(r.Run.RunID), next)
 }
 
-// current reads run id with its lease for a write; spec.ErrNotFound when missing.
+// current reads run id with its lease for a write; runstate.ErrNotFound when missing.
 func (s *storage) current(txn *tx, id string) (storedRun, driver.LeaseState, error) {
 	r, ok, err := getRun(txn, id)
 	if err == nil && !ok {
-		err = spec.ErrNotFound
+		err = runstate.ErrNotFound
 	}
 	if err != nil {
 		return r, driver.LeaseState{}, err
@@ -181,12 +181,12 @@ func (s *storage) Modify(ctx context.Context, runID string, change func(driver.C
 }
 
 // Get implements driver.Driver.
-func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, error) {
+func (s *storage) Get(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
 	var out storedRun
 	err := s.view(ctx, func(txn *bdb.Txn) error {
 		r, ok, err := getRun(txn, runID)
 		if err == nil && !ok {
-			err = spec.ErrNotFound
+			err = runstate.ErrNotFound
 		}
 		out = r
 		return err
@@ -197,8 +197,8 @@ func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, erro
 // ListRuns implements driver.Driver. It walks the most selective index
 // the filter allows (status, else workflow, else a label, else all runs by
 // creation), from the cursor on, and stops once it has q.Limit runs.
-func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
-	var found []spec.RunSnapshot
+func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
+	var found []runstate.RunSnapshot
 	err := s.view(ctx, func(txn *bdb.Txn) error {
 		for _, prefix := range listPrefixes(q.Filter) {
 			runs, err := scanCreated(txn, prefix, q)
@@ -210,7 +210,7 @@ func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]spec.RunSn
 		return nil
 	})
 	// Several indexes merge in (created_at, run_id) order (LIST-005).
-	slices.SortFunc(found, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
+	slices.SortFunc(found, func(a, b runstate.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
 	return found[:min(len(found), q.Limit)], err
 }
 
@@ -241,7 +241,7 @@ func listPrefixes(f driver.RunFilter) [][]byte {
 
 // scanCreated returns up to q.Limit runs matching q from one index whose
 // keys are prefix, created, run_id.
-func scanCreated(txn *bdb.Txn, prefix []byte, q driver.RunQuery) ([]spec.RunSnapshot, error) {
+func scanCreated(txn *bdb.Txn, prefix []byte, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
 	seek := prefix
 	if q.After != nil {
 		seek = runPosAfter(prefix, *q.After)
@@ -251,7 +251,7 @@ func scanCreated(txn *bdb.Txn, prefix []byte, q driver.RunQuery) ([]spec.RunSnap
 			seek = from
 		}
 	}
-	var out []spec.RunSnapshot
+	var out []runstate.RunSnapshot
 	err := scanKeys(txn, prefix, seek, func(k []byte) (bool, error) {
 		if created := parseMicros(k[len(prefix) : len(prefix)+8]); !q.Filter.CreatedBefore.IsZero() && !created.Before(q.Filter.CreatedBefore) {
 			return false, nil
@@ -283,12 +283,12 @@ func scanKeys(txn *bdb.Txn, prefix, seek []byte, visit func(k []byte) (more bool
 }
 
 // ListAudit implements driver.Driver.
-func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
-	var events []spec.AuditEvent
+func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]runstate.AuditEvent, error) {
+	var events []runstate.AuditEvent
 	err := s.view(ctx, func(txn *bdb.Txn) error {
 		if _, ok, err := getRun(txn, q.RunID); err != nil || !ok {
 			if err == nil {
-				err = spec.ErrNotFound
+				err = runstate.ErrNotFound
 			}
 			return err
 		}
@@ -296,7 +296,7 @@ func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.Au
 		defer it.Close()
 		// Seq order from after_seq on, without gaps or repeats (AUD-006).
 		for it.Seek(auditKey(q.RunID, q.AfterSeq+1)); it.Valid() && len(events) < q.Limit; it.Next() {
-			var ev spec.AuditEvent
+			var ev runstate.AuditEvent
 			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &ev) }); err != nil {
 				return err
 			}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
-	"github.com/runstate/runstate/spec"
 )
 
 // baseline is the least a correct in-memory CAS store must do per update:
@@ -20,27 +20,27 @@ type baseline struct {
 }
 
 type baseRun struct {
-	snap   spec.RunSnapshot
-	events []spec.AuditEvent
+	snap   runstate.RunSnapshot
+	events []runstate.AuditEvent
 }
 
 // update returns a copy of the new snapshot, as the contract requires of
 // every store (callers must not share the stored value).
-func (b *baseline) update(id string, expected int64, st spec.RunStatus, msg string) (spec.RunSnapshot, error) {
+func (b *baseline) update(id string, expected int64, st runstate.RunStatus, msg string) (runstate.RunSnapshot, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.runs[id]
 	if !ok {
-		return spec.RunSnapshot{}, spec.ErrNotFound
+		return runstate.RunSnapshot{}, runstate.ErrNotFound
 	}
 	if r.snap.Version != expected {
-		return spec.RunSnapshot{}, &spec.Error{Code: spec.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: r.snap.Version}
+		return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeVersionConflict, RunID: id, ExpectedVersion: expected, CurrentVersion: r.snap.Version}
 	}
 	from := r.snap.Status
 	r.snap.Status, r.snap.Message = st, msg
 	r.snap.Version++
 	r.snap.UpdatedAt = time.Now()
-	r.events = append(r.events, spec.AuditEvent{RunID: id, Seq: int64(len(r.events) + 1), Kind: spec.AuditTransition,
+	r.events = append(r.events, runstate.AuditEvent{RunID: id, Seq: int64(len(r.events) + 1), Kind: runstate.AuditTransition,
 		From: from, To: st, Time: r.snap.UpdatedAt, Version: r.snap.Version})
 	return r.snap.Clone(), nil
 }
@@ -50,22 +50,22 @@ func (b *baseline) update(id string, expected int64, st spec.RunStatus, msg stri
 // a message and an audit event per call on runs with 4 steps of 8 hosts.
 func BenchmarkUpdateRun(b *testing.B) {
 	ctx := context.Background()
-	steps := make([]spec.StepSpec, 4)
+	steps := make([]runstate.StepSpec, 4)
 	for i := range steps {
-		steps[i] = spec.StepSpec{Name: fmt.Sprintf("step-%d", i)}
+		steps[i] = runstate.StepSpec{Name: fmt.Sprintf("step-%d", i)}
 		for h := range 8 {
 			steps[i].Hosts = append(steps[i].Hosts, fmt.Sprintf("host-%d", h))
 		}
 	}
 	// Alternate between two statuses so each write is also a transition.
-	status := func(i int) spec.RunStatus {
+	status := func(i int) runstate.RunStatus {
 		if i%2 == 1 {
-			return spec.StatusWaiting
+			return runstate.StatusWaiting
 		}
-		return spec.StatusRunning
+		return runstate.StatusRunning
 	}
 	s := memorytest.Open(b, nil)
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Steps: steps})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench", Steps: steps})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func BenchmarkUpdateRun(b *testing.B) {
 		msg := "progress"
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(status(i)), Message: &msg})
+			run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(status(i)), Message: &msg})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func BenchmarkUpdateRun(b *testing.B) {
 	})
 	b.Run("baseline", func(b *testing.B) {
 		first := run.Clone()
-		first.Status, first.Version = spec.StatusQueued, 1
+		first.Status, first.Version = runstate.StatusQueued, 1
 		base := &baseline{runs: map[string]*baseRun{run.RunID: {snap: first}}}
 		snap := first
 		b.ReportAllocs()
@@ -101,7 +101,7 @@ func BenchmarkClaimNext(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			s := memorytest.Open(b, nil)
 			for i := range 1000 {
-				if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench", Priority: i % 10}); err != nil {
+				if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench", Priority: i % 10}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -110,13 +110,13 @@ func BenchmarkClaimNext(b *testing.B) {
 			var next atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				// Distinct workers: incarnations of one worker take over each other's leases.
-				owner := spec.Owner{Worker: fmt.Sprintf("bench-%d", next.Add(1)), Incarnation: "1"}
+				owner := runstate.Owner{Worker: fmt.Sprintf("bench-%d", next.Add(1)), Incarnation: "1"}
 				for pb.Next() {
-					cl, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Minute})
+					cl, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Minute})
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: cl.Run.RunID, Token: cl.Lease.Token}); err != nil {
+					if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: cl.Run.RunID, Token: cl.Lease.Token}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate/driver"
 )
 
 // The kit's own claim-next serves every driver without a NextClaimer (the
@@ -31,12 +31,12 @@ func TestConformanceWithTheKitsClaimNext(t *testing.T) {
 }
 
 type kitHarness struct {
-	store  spec.Store
+	store  runstate.Store
 	memory *Store
 	clock  *conformance.ManualClock
 }
 
-func (h *kitHarness) Store() spec.RunStateStore                              { return h.store }
-func (h *kitHarness) OpenHandle(context.Context) (spec.RunStateStore, error) { return h.store, nil }
-func (h *kitHarness) Advance(d time.Duration)                                { h.clock.Advance(d) }
-func (h *kitHarness) Close(context.Context) error                            { return h.memory.Close() }
+func (h *kitHarness) Store() runstate.RunStateStore                              { return h.store }
+func (h *kitHarness) OpenHandle(context.Context) (runstate.RunStateStore, error) { return h.store, nil }
+func (h *kitHarness) Advance(d time.Duration)                                    { h.clock.Advance(d) }
+func (h *kitHarness) Close(context.Context) error                                { return h.memory.Close() }

@@ -11,16 +11,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
-var _ spec.Store = (*Store)(nil)
+var _ runstate.Store = (*Store)(nil)
 
 // Options configure Open.
 type Options struct {
 	// Clock stamps times and decides lease expiry; defaults to the system clock.
-	Clock spec.Clock
+	Clock runstate.Clock
 }
 
 // Store is a runstate store in memory. Every operation holds one mutex, so
@@ -42,7 +42,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return &Store{Store: driver.Wrap(d), data: d}, nil
 }
 
-// Close discards the data; later calls return spec.ErrUnavailable.
+// Close discards the data; later calls return runstate.ErrUnavailable.
 func (s *Store) Close() error {
 	s.data.mu.Lock()
 	defer s.data.mu.Unlock()
@@ -53,7 +53,7 @@ func (s *Store) Close() error {
 // storage is the memory adapter's driver.Driver: a map under one mutex.
 // It stores and returns copies, so no caller shares its values (RUN-008).
 type storage struct {
-	clock spec.Clock
+	clock runstate.Clock
 
 	mu     sync.Mutex
 	runs   map[string]*record
@@ -66,8 +66,8 @@ var (
 )
 
 type record struct {
-	run    spec.RunSnapshot
-	events []spec.AuditEvent
+	run    runstate.RunSnapshot
+	events []runstate.AuditEvent
 	lease  driver.LeaseState
 }
 
@@ -77,7 +77,7 @@ func (d *storage) lock() error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return spec.Unavailable("memory store is closed", nil)
+		return runstate.Unavailable("memory store is closed", nil)
 	}
 	return nil
 }
@@ -94,9 +94,9 @@ func (d *storage) Insert(_ context.Context, r driver.InsertParams) error {
 	}
 	defer d.mu.Unlock()
 	if _, ok := d.runs[r.Run.RunID]; ok {
-		return spec.ErrAlreadyExists
+		return runstate.ErrAlreadyExists
 	}
-	d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []spec.AuditEvent{r.Created}}
+	d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
 	return nil
 }
 
@@ -108,7 +108,7 @@ func (d *storage) Modify(_ context.Context, runID string, change func(driver.Cur
 	defer d.mu.Unlock()
 	r, ok := d.runs[runID]
 	if !ok {
-		return spec.ErrNotFound
+		return runstate.ErrNotFound
 	}
 	d.apply(r, change(d.current(r)))
 	return nil
@@ -129,39 +129,39 @@ func (d *storage) apply(r *record, c driver.Change) {
 }
 
 // Get implements driver.Driver.
-func (d *storage) Get(_ context.Context, runID string) (spec.RunSnapshot, error) {
+func (d *storage) Get(_ context.Context, runID string) (runstate.RunSnapshot, error) {
 	if err := d.lock(); err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	defer d.mu.Unlock()
 	r, ok := d.runs[runID]
 	if !ok {
-		return spec.RunSnapshot{}, spec.ErrNotFound
+		return runstate.RunSnapshot{}, runstate.ErrNotFound
 	}
 	return r.run.Clone(), nil
 }
 
 // ListRuns implements driver.Driver.
-func (d *storage) ListRuns(_ context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
+func (d *storage) ListRuns(_ context.Context, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
 	return d.scan(func(r *record) bool {
 		return q.Filter.Matches(r.run) && (q.After == nil || q.After.Less(driver.PositionOf(r.run)))
-	}, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) }, q.Limit)
+	}, func(a, b runstate.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) }, q.Limit)
 }
 
 // Runnable implements driver.Driver.
-func (d *storage) Runnable(_ context.Context, q driver.RunnableQuery) ([]spec.RunSnapshot, error) {
+func (d *storage) Runnable(_ context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
 	now := d.now()
 	return d.scan(func(r *record) bool {
 		return q.Admits(r.run, r.lease, now) && (q.After == nil || q.After.Less(driver.RunnablePositionOf(r.run)))
 	}, byClaimOrder, q.Limit)
 }
 
-func byClaimOrder(a, b spec.RunSnapshot) int {
+func byClaimOrder(a, b runstate.RunSnapshot) int {
 	return driver.RunnablePositionOf(a).Compare(driver.RunnablePositionOf(b))
 }
 
 // scan returns copies of the first limit runs keep selects, in order.
-func (d *storage) scan(keep func(*record) bool, order func(a, b spec.RunSnapshot) int, limit int) ([]spec.RunSnapshot, error) {
+func (d *storage) scan(keep func(*record) bool, order func(a, b runstate.RunSnapshot) int, limit int) ([]runstate.RunSnapshot, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
@@ -184,12 +184,12 @@ func (d *storage) scan(keep func(*record) bool, order func(a, b spec.RunSnapshot
 // heap whose root is the last one kept, so a page costs a pass over the
 // runs, not a sort of every match (a deep page and the first cost alike).
 type firstInOrder struct {
-	runs  []spec.RunSnapshot
-	order func(a, b spec.RunSnapshot) int
+	runs  []runstate.RunSnapshot
+	order func(a, b runstate.RunSnapshot) int
 	limit int
 }
 
-func (f *firstInOrder) offer(r spec.RunSnapshot) {
+func (f *firstInOrder) offer(r runstate.RunSnapshot) {
 	switch {
 	case len(f.runs) < f.limit:
 		heap.Push(f, r)
@@ -202,7 +202,7 @@ func (f *firstInOrder) offer(r spec.RunSnapshot) {
 func (f *firstInOrder) Len() int           { return len(f.runs) }
 func (f *firstInOrder) Less(i, j int) bool { return f.order(f.runs[i], f.runs[j]) > 0 }
 func (f *firstInOrder) Swap(i, j int)      { f.runs[i], f.runs[j] = f.runs[j], f.runs[i] }
-func (f *firstInOrder) Push(x any)         { f.runs = append(f.runs, x.(spec.RunSnapshot)) }
+func (f *firstInOrder) Push(x any)         { f.runs = append(f.runs, x.(runstate.RunSnapshot)) }
 func (f *firstInOrder) Pop() any {
 	last := f.runs[len(f.runs)-1]
 	f.runs = f.runs[:len(f.runs)-1]
@@ -235,14 +235,14 @@ func (d *storage) ClaimNext(_ context.Context, q driver.RunnableQuery, take func
 }
 
 // ListAudit implements driver.Driver.
-func (d *storage) ListAudit(_ context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
+func (d *storage) ListAudit(_ context.Context, q driver.AuditQuery) ([]runstate.AuditEvent, error) {
 	if err := d.lock(); err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
 	r, ok := d.runs[q.RunID]
 	if !ok {
-		return nil, spec.ErrNotFound
+		return nil, runstate.ErrNotFound
 	}
 	// Seq n is at index n-1: pages by seq without gaps or repeats (AUD-006).
 	from := min(int(q.AfterSeq), len(r.events))

@@ -14,11 +14,11 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
-	"github.com/runstate/runstate/internal/benchutil"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 )
 
 // benchDB opens the adapter on a fresh database for one benchmark run.
@@ -101,17 +101,17 @@ func reportPing(b *testing.B, db *sqlx.DB) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "ping-µs")
 }
 
-func flip(i int) spec.RunStatus {
+func flip(i int) runstate.RunStatus {
 	if i%2 == 1 {
-		return spec.StatusWaiting
+		return runstate.StatusWaiting
 	}
-	return spec.StatusRunning
+	return runstate.StatusRunning
 }
 
 // handWrittenUpdate is the baseline: one transaction that locks the row,
 // checks the version, writes the snapshot and inserts the audit row, with
 // the adapter's isolation level and encoding.
-func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to spec.RunStatus) error {
+func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to runstate.RunStatus) error {
 	tx, err := db.BeginTxx(ctx, nil) // the pool's sessions are READ COMMITTED, as for the adapter
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to spec.RunS
 	if err := tx.GetContext(ctx, &row, `SELECT version, last_seq, snapshot FROM runstate_runs WHERE run_id = ? FOR UPDATE`, id); err != nil {
 		return err
 	}
-	var snap spec.RunSnapshot
+	var snap runstate.RunSnapshot
 	if err := json.Unmarshal([]byte(row.Snapshot), &snap); err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to spec.RunS
 	from := snap.Status
 	snap.Status, snap.Version, snap.UpdatedAt = to, snap.Version+1, driver.Timestamp(time.Now())
 	b, _ := json.Marshal(snap)
-	ev, _ := json.Marshal(spec.AuditEvent{RunID: id, Seq: row.LastSeq + 1, Kind: spec.AuditTransition, From: from, To: to, Time: snap.UpdatedAt, Version: snap.Version})
+	ev, _ := json.Marshal(runstate.AuditEvent{RunID: id, Seq: row.LastSeq + 1, Kind: runstate.AuditTransition, From: from, To: to, Time: snap.UpdatedAt, Version: snap.Version})
 	if _, err := tx.ExecContext(ctx, `UPDATE runstate_runs SET status = ?, version = ?, last_seq = ?, snapshot = ? WHERE run_id = ? AND version = ?`,
 		to, snap.Version, row.LastSeq+1, b, id, row.Version); err != nil {
 		return err
@@ -178,10 +178,10 @@ func BenchmarkCASUpdateOverNetwork(b *testing.B) {
 
 func casUpdates(b *testing.B, s *mysql.Store, par int, impl string) {
 	ctx := context.Background()
-	runs := make([]spec.RunSnapshot, par)
+	runs := make([]runstate.RunSnapshot, par)
 	for i := range runs {
-		r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench",
-			Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
+		r, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench",
+			Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func casUpdates(b *testing.B, s *mysql.Store, par int, impl string) {
 		for i := 0; next(); i++ {
 			var err error
 			if impl == "adapter" {
-				run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
+				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
 			} else {
 				err = handWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
 			}
@@ -217,7 +217,7 @@ func fillQueue(b *testing.B, s *mysql.Store, n int) {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				if _, err := s.CreateRun(context.Background(), spec.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
+				if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -285,9 +285,9 @@ func claims(b *testing.B, s *mysql.Store, workers int, impl string) {
 	fillQueue(b, s, b.N+workers)
 	done := measureServer(b, s.DB())
 	benchutil.Claims(b, workers, func(w int) (string, error) {
-		owner := spec.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
+		owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 		if impl == "skiplocked" {
-			cl, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
+			cl, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour})
 			return cl.Run.RunID, err
 		}
 		return claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)

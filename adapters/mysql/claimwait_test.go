@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Claim-next waits for a matching run whose row another transaction holds
@@ -14,7 +14,7 @@ import (
 func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	ctx := context.Background()
 	s := openInternal(t)
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "held"})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "held"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,8 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 		}
 		time.AfterFunc(d, func() { tx.Commit() })
 	}
-	claim := func() (spec.Claim, error) {
-		return s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w"}, TTL: time.Minute})
+	claim := func() (runstate.Claim, error) {
+		return s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w"}, TTL: time.Minute})
 	}
 
 	hold(300 * time.Millisecond) // a writer's moment: claim-next waits it out
@@ -37,13 +37,13 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	if err != nil || cl.Run.RunID != run.RunID {
 		t.Fatalf("claim-next while a writer held the only run for 300ms: %+v %v", cl, err)
 	}
-	if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+	if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
 
 	hold(claimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
 	_, err = claim()
-	if !errors.Is(err, spec.ErrUnavailable) {
+	if !errors.Is(err, runstate.ErrUnavailable) {
 		t.Fatalf("claim-next while the only run's row stayed held: %v, want UNAVAILABLE", err)
 	}
 	time.Sleep(2500 * time.Millisecond)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate/driver"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
@@ -19,22 +19,22 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 	// Enough rows of every kind that the optimizer's choice is the real
 	// one: a third canceled, a third leased by claim-next, a third queued.
 	for i := range 3000 {
-		r, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "explain", Priority: i % 7})
+		r, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "explain", Priority: i % 7})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 2 {
-			if _, err := s.UpdateRun(ctx, spec.UpdateRunParams{RunID: r.RunID, ExpectedVersion: 1, Status: "canceled"}); err != nil {
+			if _, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: 1, Status: "canceled"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	for range 1000 {
-		if _, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Hour}); err != nil {
+		if _, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	q := driver.RunnableQuery{Statuses: []spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}, Limit: 1, Claimant: &spec.Owner{Worker: "w", Incarnation: "1"}}
+	q := driver.RunnableQuery{Statuses: []runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting}, Limit: 1, Claimant: &runstate.Owner{Worker: "w", Incarnation: "1"}}
 	// The claimant's worker holds a thousand leases, none of an earlier
 	// incarnation: the part that looks for those must not walk them all,
 	// whether or not the table's statistics are fresh.
@@ -149,7 +149,7 @@ func TestListingReadsAPageNotTheTable(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 400 {
-				if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: fmt.Sprintf("wf%d", w%2)}); err != nil {
+				if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: fmt.Sprintf("wf%d", w%2)}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -160,10 +160,10 @@ func TestListingReadsAPageNotTheTable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		q    driver.RunQuery
-		st   spec.RunStatus
+		st   runstate.RunStatus
 	}{
 		{"all runs", driver.RunQuery{Limit: 101}, ""},
-		{"by status", driver.RunQuery{Limit: 101}, spec.StatusQueued},
+		{"by status", driver.RunQuery{Limit: 101}, runstate.StatusQueued},
 		{"by workflow", driver.RunQuery{Limit: 101, Filter: driver.RunFilter{WorkflowName: "wf1"}}, ""},
 	} {
 		query, args := listSQL(tc.q, tc.st)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate/driver"
 )
 
 // openInternal opens a store on a fresh database, dropped after the test.
@@ -43,20 +43,20 @@ func TestQueueNumbersAgree(t *testing.T) {
 func TestGetLeaseReadsWithoutALock(t *testing.T) {
 	ctx := context.Background()
 	s := openInternal(t)
-	if _, err := s.CreateRun(ctx, spec.CreateRunParams{RunID: "r1", WorkflowName: "w"}); err != nil {
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{RunID: "r1", WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := s.GetLease(ctx, "r1"); err != nil || l.Token != 0 {
 		t.Fatalf("a run never leased: %+v, %v", l, err)
 	}
-	claim, err := s.ClaimRun(ctx, spec.ClaimRunParams{RunID: "r1", Owner: spec.Owner{Worker: "w1", Incarnation: "a"}, TTL: time.Minute})
+	claim, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: "r1", Owner: runstate.Owner{Worker: "w1", Incarnation: "a"}, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l, err := s.GetLease(ctx, "r1"); err != nil || l != claim.Lease {
 		t.Fatalf("after a claim: %+v, %v; want %+v", l, err, claim.Lease)
 	}
-	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, spec.ErrNotFound) {
+	if _, err := s.GetLease(ctx, "nope"); !errors.Is(err, runstate.ErrNotFound) {
 		t.Fatalf("an unknown run: %v", err)
 	}
 }

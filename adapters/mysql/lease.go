@@ -11,9 +11,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/sqlstore"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 )
 
 // runnableFilter appends the status, workflow and label conditions of q.
@@ -155,7 +155,7 @@ func (s *storage) claimWaiting(ctx context.Context, tx *sqlx.Tx, q driver.Runnab
 		return false, false, err
 	}
 	row, err := s.lockRunWaiting(ctx, tx, rows[best].RunID)
-	if errors.Is(err, spec.ErrNotFound) {
+	if errors.Is(err, runstate.ErrNotFound) {
 		return false, true, nil
 	}
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *storage) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (s
 	row, err := s.lockRun(ctx, tx, id)
 	if isErrorNumber(err, errLockWaitTimeout) {
 		// Not retried: the row stayed locked for the whole limit.
-		return row, spec.Unavailable(fmt.Sprintf("claim-next: a matching run's row stayed locked by another transaction for %v; try again", claimWaitLimit), nil)
+		return row, runstate.Unavailable(fmt.Sprintf("claim-next: a matching run's row stayed locked by another transaction for %v; try again", claimWaitLimit), nil)
 	}
 	return row, err
 }
@@ -190,7 +190,7 @@ func (s *storage) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (s
 // Runnable implements driver.Driver: the unleased runs in claim order, the
 // runs whose lease has expired and, for a claimant, those its worker's
 // earlier incarnations hold, merged.
-func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]spec.RunSnapshot, error) {
+func (s *storage) Runnable(ctx context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}

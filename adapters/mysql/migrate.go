@@ -7,8 +7,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/internal/sqlmigrate"
-	"github.com/runstate/runstate/spec"
 )
 
 //go:embed migrations/*.sql
@@ -32,7 +32,7 @@ func migrate(ctx context.Context, db *sqlx.DB) error {
 		return err
 	}
 	if !got.Valid || got.Int64 != 1 {
-		return spec.Unavailable("another process held the runstate migration lock for 60s", nil)
+		return runstate.Unavailable("another process held the runstate migration lock for 60s", nil)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), qMigrationUnlock)
 	if _, err := conn.ExecContext(ctx, qCreateMigrationsTable); err != nil {

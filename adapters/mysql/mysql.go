@@ -25,13 +25,13 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/sqlstore"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 )
 
 var (
-	_ spec.Store         = (*Store)(nil)
+	_ runstate.Store     = (*Store)(nil)
 	_ driver.Driver      = (*storage)(nil)
 	_ driver.NextClaimer = (*storage)(nil)
 	_ driver.LeaseReader = (*storage)(nil)
@@ -62,7 +62,7 @@ type Options struct {
 	// without sleeping; production leaves it nil, and the database server's
 	// clock decides. The SQL is the same either way: the time is a bound
 	// parameter that is NULL in production.
-	Clock spec.Clock
+	Clock runstate.Clock
 }
 
 // Store is a runstate store in a MySQL database.
@@ -75,8 +75,8 @@ type Store struct {
 type storage struct {
 	db     *sqlx.DB
 	log    *slog.Logger
-	clock  spec.Clock // nil: the database clock
-	where  string     // user@address/database, for messages
+	clock  runstate.Clock // nil: the database clock
+	where  string         // user@address/database, for messages
 	closed atomic.Bool
 	// scratch is the server (no database) of a database Open created, which
 	// Close drops; nil otherwise.
@@ -105,10 +105,10 @@ func (l driverLogger) Print(v ...any) {
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg, err := gomysql.ParseDSN(opts.DSN)
 	if err != nil {
-		return nil, spec.InvalidArgument("dsn", "%v (expected user:password@tcp(host:3306)/database)", err)
+		return nil, runstate.InvalidArgument("dsn", "%v (expected user:password@tcp(host:3306)/database)", err)
 	}
 	if cfg.DBName == "" {
-		return nil, spec.InvalidArgument("dsn", "names no database; add it after the slash: user:password@tcp(host:3306)/runstate")
+		return nil, runstate.InvalidArgument("dsn", "names no database; add it after the slash: user:password@tcp(host:3306)/runstate")
 	}
 	cfg.ParseTime, cfg.Loc = true, time.UTC
 	cfg.InterpolateParams = true // one round trip per statement; the driver escapes every value
@@ -129,7 +129,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg.Logger = driverLogger{opts.Logger}
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
-		return nil, spec.InvalidArgument("dsn", "%v", err)
+		return nil, runstate.InvalidArgument("dsn", "%v", err)
 	}
 	s := &storage{db: sqlx.NewDb(sql.OpenDB(readCommittedConnector{connector}), "mysql"), log: opts.Logger, clock: opts.Clock,
 		where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName), dbName: cfg.DBName}
@@ -139,7 +139,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		if err := onServer(ctx, server, qCreateDatabase+quoteName(cfg.DBName)); err != nil {
 			s.db.Close()
 			if isErrorNumber(err, errDatabaseExists) {
-				return nil, spec.InvalidArgument("dsn", "names database %s, which exists: a scratch database is created by Open and dropped by Close, "+
+				return nil, runstate.InvalidArgument("dsn", "names database %s, which exists: a scratch database is created by Open and dropped by Close, "+
 					"so it must not exist beforehand (name a new one, e.g. runs_{{unique}} with conformance-runner)", cfg.DBName)
 			}
 			return nil, s.openError(err)
@@ -168,15 +168,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 
 func (s *storage) openError(err error) error {
 	err = interpretError(err)
-	var se *spec.Error
-	if errors.As(err, &se) && se.Code != spec.CodeInvalidArgument {
+	var se *runstate.Error
+	if errors.As(err, &se) && se.Code != runstate.CodeInvalidArgument {
 		se.Message = fmt.Sprintf("mysql %s: %s", s.where, se.Message)
 	}
 	return err
 }
 
 // Close closes the connection pool, and drops the database if Open created
-// it (Options.ScratchDatabase); later calls return spec.ErrUnavailable.
+// it (Options.ScratchDatabase); later calls return runstate.ErrUnavailable.
 func (s *Store) Close() error { return s.data.close() }
 
 func (s *storage) close() error {
@@ -189,7 +189,7 @@ func (s *storage) close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if dropErr := onServer(ctx, s.scratch, qDropDatabase+quoteName(s.dbName)); dropErr != nil {
-			err = errors.Join(err, spec.Unavailable(fmt.Sprintf("the scratch database %s of %s was not dropped; drop it by hand", s.dbName, s.where), dropErr))
+			err = errors.Join(err, runstate.Unavailable(fmt.Sprintf("the scratch database %s of %s was not dropped; drop it by hand", s.dbName, s.where), dropErr))
 		}
 	}
 	return err
@@ -213,7 +213,7 @@ func quoteName(name string) string { return "`" + strings.ReplaceAll(name, "`", 
 
 func (s *storage) open() error {
 	if s.closed.Load() {
-		return spec.Unavailable("mysql store "+s.where+" is closed", nil)
+		return runstate.Unavailable("mysql store "+s.where+" is closed", nil)
 	}
 	return nil
 }
@@ -273,26 +273,26 @@ func interpretError(err error) error {
 	var me *gomysql.MySQLError
 	var ne net.Error
 	switch {
-	case err == nil, spec.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case err == nil, runstate.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &me):
 		switch me.Number {
 		case errDupEntry:
-			return &spec.Error{Code: spec.CodeAlreadyExists, Message: me.Message, Cause: err}
+			return &runstate.Error{Code: runstate.CodeAlreadyExists, Message: me.Message, Cause: err}
 		case errAccessDenied, errAccessNoPass, errDBAccessDenied, errTableDenied, errColumnDenied:
-			return &spec.Error{Code: spec.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
+			return &runstate.Error{Code: runstate.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
 		case errUnknownDatabase:
-			return spec.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", me.Message)
+			return runstate.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", me.Message)
 		case errDeadlock, errLockWaitTimeout:
-			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
+			return runstate.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
 		case errServerShutdown, errInterrupted, errConnKilled:
-			return spec.Unavailable(connectionLost, err)
+			return runstate.Unavailable(connectionLost, err)
 		}
-		return spec.Unavailable("mysql error", err)
+		return runstate.Unavailable("mysql error", err)
 	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, gomysql.ErrInvalidConn), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
-		return spec.Unavailable(connectionLost, err)
+		return runstate.Unavailable(connectionLost, err)
 	}
-	return spec.Unavailable("mysql store failed", err)
+	return runstate.Unavailable("mysql store failed", err)
 }

@@ -13,10 +13,10 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
-	"github.com/runstate/runstate/spec"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -50,17 +50,17 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 		name, dsn string
 		want      error
 	}{
-		{"malformed DSN", "root@tcp(127.0.0.1:3306", spec.ErrInvalidArgument},
-		{"no database", "root@tcp(127.0.0.1:3306)/", spec.ErrInvalidArgument},
-		{"unknown database", strings.Replace(srv.DSN(db), db, "runstate_no_such_db", 1), spec.ErrInvalidArgument},
-		{"server down", "root@tcp(127.0.0.1:1)/" + db, spec.ErrUnavailable},
-		{"wrong credentials", "root:not-the-password@tcp(127.0.0.1:3306)/" + db, spec.ErrPermissionDenied},
-		{"unknown user", "nobody_at_all:x@tcp(127.0.0.1:3306)/" + db, spec.ErrPermissionDenied},
+		{"malformed DSN", "root@tcp(127.0.0.1:3306", runstate.ErrInvalidArgument},
+		{"no database", "root@tcp(127.0.0.1:3306)/", runstate.ErrInvalidArgument},
+		{"unknown database", strings.Replace(srv.DSN(db), db, "runstate_no_such_db", 1), runstate.ErrInvalidArgument},
+		{"server down", "root@tcp(127.0.0.1:1)/" + db, runstate.ErrUnavailable},
+		{"wrong credentials", "root:not-the-password@tcp(127.0.0.1:3306)/" + db, runstate.ErrPermissionDenied},
+		{"unknown user", "nobody_at_all:x@tcp(127.0.0.1:3306)/" + db, runstate.ErrPermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := mysql.Open(ctx, mysql.Options{DSN: tc.dsn, Logger: quiet})
 			if !errors.Is(err, tc.want) {
-				t.Fatalf("Open: %v (code %q), want %s", err, spec.CodeOf(err), spec.CodeOf(tc.want))
+				t.Fatalf("Open: %v (code %q), want %s", err, runstate.CodeOf(err), runstate.CodeOf(tc.want))
 			}
 			if strings.Contains(err.Error(), "not-the-password") {
 				t.Errorf("the error shows the password: %v", err)
@@ -102,10 +102,10 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	srv, db := freshDB(t)
 	s := open(t, srv.DSN(db))
 	s.Close()
-	if _, err := s.GetRun(context.Background(), "x"); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := s.GetRun(context.Background(), "x"); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Errorf("GetRun after Close: %v", err)
 	}
-	if _, err := s.CreateRun(context.Background(), spec.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Errorf("CreateRun after Close: %v", err)
 	}
 }
@@ -202,19 +202,19 @@ func TestConnectionKilledMidCall(t *testing.T) {
 	ctx := context.Background()
 	srv, db := freshDB(t)
 	s := open(t, srv.DSN(db))
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "kill"})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "kill"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
+	if run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
-	state := func() (spec.RunSnapshot, int) {
+	state := func() (runstate.RunSnapshot, int) {
 		got, err := s.GetRun(ctx, run.RunID)
 		if err != nil {
 			t.Fatalf("GetRun after the kill: %v", err)
 		}
-		page, err := s.ListAuditEvents(ctx, spec.ListAuditParams{RunID: run.RunID})
+		page, err := s.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,19 +227,19 @@ func TestConnectionKilledMidCall(t *testing.T) {
 		hold func(b *blocker) error
 		// waits is how the statement held up begins.
 		waits string
-		patch spec.UpdateRunParams
+		patch runstate.UpdateRunParams
 	}{
 		{"while waiting for the run's row lock", func(b *blocker) error {
 			_, err := b.tx.Exec("SELECT run_id FROM runstate_runs WHERE run_id = ? FOR UPDATE", run.RunID)
 			return err
-		}, "SELECT r.run_id", spec.UpdateRunParams{Status: "waiting"}},
+		}, "SELECT r.run_id", runstate.UpdateRunParams{Status: "waiting"}},
 		{"after writing the first of two audit rows", func(b *blocker) error {
 			// A forbidden transition writes two events (rejected, then the
 			// move to failed); the second one's key is taken here, so the
 			// call has written one audit row when it starts waiting.
 			_, err := b.tx.Exec("INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, '{}')", run.RunID, 4)
 			return err
-		}, "INSERT INTO runstate_audit", spec.UpdateRunParams{Status: "queued"}},
+		}, "INSERT INTO runstate_audit", runstate.UpdateRunParams{Status: "queued"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,8 +261,8 @@ func TestConnectionKilledMidCall(t *testing.T) {
 			case <-time.After(15 * time.Second):
 				t.Fatal("the call did not return after its connection was killed")
 			}
-			if !errors.Is(err, spec.ErrUnavailable) {
-				t.Fatalf("UpdateRun on a killed connection: %v (code %q), want UNAVAILABLE", err, spec.CodeOf(err))
+			if !errors.Is(err, runstate.ErrUnavailable) {
+				t.Fatalf("UpdateRun on a killed connection: %v (code %q), want UNAVAILABLE", err, runstate.CodeOf(err))
 			}
 			t.Logf("caller sees: %v", err)
 			b.tx.Rollback()
@@ -272,7 +272,7 @@ func TestConnectionKilledMidCall(t *testing.T) {
 					before.Version, after.Version, before.Status, after.Status, events, afterEvents)
 			}
 			// The pool replaces the dead connections: the next call works.
-			next, err := s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: after.Version, Message: ptr("after the kill")})
+			next, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: after.Version, Message: ptr("after the kill")})
 			if err != nil || next.Version != after.Version+1 {
 				t.Fatalf("the call after the kill: %v", err)
 			}
@@ -306,14 +306,14 @@ func TestScratchDatabaseIsCreatedAndDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w", Steps: []spec.StepSpec{{Name: "s"}}}); err != nil {
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w", Steps: []runstate.StepSpec{{Name: "s"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if !exists(name) {
 		t.Fatalf("no database %q while its scratch store is open", name)
 	}
 	// Another scratch store cannot take the same database.
-	if _, err := mysql.Open(ctx, mysql.Options{DSN: srv.DSN(name), Logger: quiet, ScratchDatabase: true}); !errors.Is(err, spec.ErrInvalidArgument) {
+	if _, err := mysql.Open(ctx, mysql.Options{DSN: srv.DSN(name), Logger: quiet, ScratchDatabase: true}); !errors.Is(err, runstate.ErrInvalidArgument) {
 		t.Fatalf("a second scratch store on an existing database: %v, want INVALID_ARGUMENT", err)
 	}
 	if err := s.Close(); err != nil || exists(name) {
@@ -327,12 +327,12 @@ func TestScratchDatabaseIsCreatedAndDropped(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.DropDatabase(ctx, kept) })
 	s = open(t, srv.DSN(kept))
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w", Steps: []spec.StepSpec{{Name: "s"}}})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w", Steps: []runstate.StepSpec{{Name: "s"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = mysql.Open(ctx, mysql.Options{DSN: srv.DSN(kept), Logger: quiet, ScratchDatabase: true})
-	if !errors.Is(err, spec.ErrInvalidArgument) || !strings.Contains(err.Error(), "exists") {
+	if !errors.Is(err, runstate.ErrInvalidArgument) || !strings.Contains(err.Error(), "exists") {
 		t.Fatalf("a scratch store on an existing database: %v, want INVALID_ARGUMENT saying it exists", err)
 	}
 	if _, err := s.GetRun(ctx, run.RunID); err != nil || !exists(kept) {
@@ -360,7 +360,7 @@ func TestSessionsEndWhenTheyStall(t *testing.T) {
 		t.Fatalf("default session wait_timeout %d (%v), want 10", got, err)
 	}
 	// A session that stalls past it is ended, and its row lock goes with it.
-	if _, err := s.CreateRun(ctx, spec.CreateRunParams{RunID: "r1", WorkflowName: "w", Steps: []spec.StepSpec{{Name: "s"}}}); err != nil {
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{RunID: "r1", WorkflowName: "w", Steps: []runstate.StepSpec{{Name: "s"}}}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.DB().BeginTxx(ctx, nil)
@@ -373,7 +373,7 @@ func TestSessionsEndWhenTheyStall(t *testing.T) {
 	}
 	start := time.Now()
 	msg := "after the stall"
-	if _, err := s2.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: 1, Message: &msg}); err != nil {
+	if _, err := s2.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: 1, Message: &msg}); err != nil {
 		t.Fatalf("the write waiting for the stalled session's lock: %v", err)
 	}
 	t.Logf("the stalled session's lock went after %v", time.Since(start).Round(100*time.Millisecond))

@@ -8,14 +8,14 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/runstate/runstate/internal/benchutil"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 )
 
 // bulkInsert stores runs as Insert does (the run row and its created
 // event), in multi-row statements of a few hundred runs.
-func (s *storage) bulkInsert(ctx context.Context, runs []spec.RunSnapshot) error {
+func (s *storage) bulkInsert(ctx context.Context, runs []runstate.RunSnapshot) error {
 	const perStatement = 500
 	for len(runs) > 0 {
 		batch := runs[:min(perStatement, len(runs))]
@@ -27,7 +27,7 @@ func (s *storage) bulkInsert(ctx context.Context, runs []spec.RunSnapshot) error
 				if err != nil {
 					return err
 				}
-				ev, err := json.Marshal(spec.AuditEvent{RunID: r.RunID, Seq: 1, Kind: spec.AuditCreated, To: spec.StatusQueued, Time: r.CreatedAt, Version: 1})
+				ev, err := json.Marshal(runstate.AuditEvent{RunID: r.RunID, Seq: 1, Kind: runstate.AuditCreated, To: runstate.StatusQueued, Time: r.CreatedAt, Version: 1})
 				if err != nil {
 					return err
 				}
@@ -58,7 +58,7 @@ func manyRows(insert string, n int) string {
 // BenchmarkScale: claim-next, a deep ListRuns page and recovery among a
 // million finished runs, beside an empty database.
 func BenchmarkScale(b *testing.B) {
-	benchutil.Scale(b, func(b *testing.B) (spec.Store, benchutil.BulkLoader) {
+	benchutil.Scale(b, func(b *testing.B) (runstate.Store, benchutil.BulkLoader) {
 		s := openInternal(b)
 		return s, s.data.bulkInsert
 	})

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/sqlstore"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 )
 
 // lockRun reads and locks a run for a write; ErrNotFound when it is missing (RUN-004).
@@ -23,7 +23,7 @@ func (s *storage) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (sqlstore
 	var r sqlstore.Row
 	err := tx.GetContext(ctx, &r, qLockRun, s.clockParam(), id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, spec.ErrNotFound
+		return r, runstate.ErrNotFound
 	}
 	return r, err
 }
@@ -55,7 +55,7 @@ func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 		if err := sqlstore.InsertLabels(ctx, tx, qInsertLabel, run); err != nil {
 			return err
 		}
-		_, err = sqlstore.InsertEvents(ctx, tx, qInsertEvent, []spec.AuditEvent{r.Created}, 0)
+		_, err = sqlstore.InsertEvents(ctx, tx, qInsertEvent, []runstate.AuditEvent{r.Created}, 0)
 		return err
 	})
 }
@@ -130,7 +130,7 @@ func (s *storage) GetLease(ctx context.Context, runID string) (driver.LeaseState
 	var r sqlstore.Row
 	err := s.db.GetContext(ctx, &r, qGetLease, runID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return driver.LeaseState{}, spec.ErrNotFound
+		return driver.LeaseState{}, runstate.ErrNotFound
 	}
 	if err != nil {
 		return driver.LeaseState{}, interpretError(err)
@@ -139,24 +139,24 @@ func (s *storage) GetLease(ctx context.Context, runID string) (driver.LeaseState
 }
 
 // Get implements driver.Driver.
-func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, error) {
+func (s *storage) Get(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
 	if err := s.open(); err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	var snap string
 	err := s.db.GetContext(ctx, &snap, qGetRun, runID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return spec.RunSnapshot{}, spec.ErrNotFound
+		return runstate.RunSnapshot{}, runstate.ErrNotFound
 	}
 	if err != nil {
-		return spec.RunSnapshot{}, interpretError(err)
+		return runstate.RunSnapshot{}, interpretError(err)
 	}
 	return sqlstore.DecodeRun(snap)
 }
 
 // listSQL builds one listing query for ListRuns: runs in status st (when
 // set) matching q's filters, after q's cursor, in created order, q.Limit.
-func listSQL(q driver.RunQuery, st spec.RunStatus) (string, []any) {
+func listSQL(q driver.RunQuery, st runstate.RunStatus) (string, []any) {
 	var b strings.Builder
 	var args []any
 	b.WriteString(listColumns)
@@ -202,37 +202,37 @@ func listSQL(q driver.RunQuery, st spec.RunStatus) (string, []any) {
 // ListRuns implements driver.Driver. With statuses, each status is read
 // in index order on its own and the results merged, so no query sorts more
 // than a page.
-func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
+func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return sqlstore.ListByStatus(q, func(st spec.RunStatus) ([]spec.RunSnapshot, error) {
+	return sqlstore.ListByStatus(q, func(st runstate.RunStatus) ([]runstate.RunSnapshot, error) {
 		query, args := listSQL(q, st)
 		return s.selectSnapshots(ctx, query, args)
 	})
 }
 
-func (s *storage) selectSnapshots(ctx context.Context, query string, args []any) ([]spec.RunSnapshot, error) {
+func (s *storage) selectSnapshots(ctx context.Context, query string, args []any) ([]runstate.RunSnapshot, error) {
 	runs, err := sqlstore.SelectSnapshots(ctx, s.db, query, args)
 	return runs, interpretError(err)
 }
 
 // ListAudit implements driver.Driver.
-func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
-	var events []spec.AuditEvent
+func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]runstate.AuditEvent, error) {
+	var events []runstate.AuditEvent
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var n int
 		if err := tx.GetContext(ctx, &n, qRunExists, q.RunID); err != nil {
 			return err
 		}
 		if n == 0 {
-			return spec.ErrNotFound
+			return runstate.ErrNotFound
 		}
 		var rows []string
 		if err := tx.SelectContext(ctx, &rows, qListEvents, q.RunID, q.AfterSeq, q.Limit); err != nil {
 			return err
 		}
-		events = make([]spec.AuditEvent, len(rows))
+		events = make([]runstate.AuditEvent, len(rows))
 		for i, e := range rows {
 			ev, err := sqlstore.DecodeEvent(e)
 			if err != nil {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres/testserver"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate/driver"
 )
 
 // openInternal opens a store on a fresh schema, dropped after the test.
@@ -53,15 +53,15 @@ func TestQueueNumbersAgree(t *testing.T) {
 // that trusts local logins, so the mapping is checked here as well.
 func TestErrorsMapToTheContract(t *testing.T) {
 	for state, want := range map[string]error{
-		stateInvalidPassword:      spec.ErrPermissionDenied,
-		stateInvalidAuthorization: spec.ErrPermissionDenied,
-		stateInsufficientPrivs:    spec.ErrPermissionDenied,
-		stateUniqueViolation:      spec.ErrAlreadyExists,
-		stateUnknownDatabase:      spec.ErrInvalidArgument,
-		stateDeadlock:             spec.ErrUnavailable,
-		stateAdminShutdown:        spec.ErrUnavailable,
-		"08006":                   spec.ErrUnavailable,
-		"XX000":                   spec.ErrUnavailable,
+		stateInvalidPassword:      runstate.ErrPermissionDenied,
+		stateInvalidAuthorization: runstate.ErrPermissionDenied,
+		stateInsufficientPrivs:    runstate.ErrPermissionDenied,
+		stateUniqueViolation:      runstate.ErrAlreadyExists,
+		stateUnknownDatabase:      runstate.ErrInvalidArgument,
+		stateDeadlock:             runstate.ErrUnavailable,
+		stateAdminShutdown:        runstate.ErrUnavailable,
+		"08006":                   runstate.ErrUnavailable,
+		"XX000":                   runstate.ErrUnavailable,
 	} {
 		err := interpretError(fmt.Errorf("wrapped: %w", &pgconn.PgError{Severity: "FATAL", Code: state, Message: "from the server"}))
 		if !errors.Is(err, want) {
@@ -69,7 +69,7 @@ func TestErrorsMapToTheContract(t *testing.T) {
 		}
 	}
 	for _, err := range []error{context.Canceled, context.DeadlineExceeded} {
-		if got := interpretError(fmt.Errorf("query: %w", err)); !errors.Is(got, err) || spec.CodeOf(got) != "" {
+		if got := interpretError(fmt.Errorf("query: %w", err)); !errors.Is(got, err) || runstate.CodeOf(got) != "" {
 			t.Errorf("%v became %v: a context's error passes as it is", err, got)
 		}
 	}
@@ -99,7 +99,7 @@ func TestTransactionsAreReadCommitted(t *testing.T) {
 func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	ctx := context.Background()
 	s := openInternal(t)
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "held"})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "held"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +113,8 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 		}
 		time.AfterFunc(d, func() { tx.Commit() })
 	}
-	claim := func() (spec.Claim, error) {
-		return s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w"}, TTL: time.Minute})
+	claim := func() (runstate.Claim, error) {
+		return s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w"}, TTL: time.Minute})
 	}
 
 	hold(300 * time.Millisecond) // a writer's moment: claim-next waits it out
@@ -122,12 +122,12 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	if err != nil || cl.Run.RunID != run.RunID {
 		t.Fatalf("claim-next while a writer held the only run for 300ms: %+v %v", cl, err)
 	}
-	if err := s.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+	if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
 
 	hold(claimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
-	if _, err = claim(); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err = claim(); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Fatalf("claim-next while the only run's row stayed held: %v, want UNAVAILABLE", err)
 	}
 	time.Sleep(2500 * time.Millisecond)
@@ -194,19 +194,19 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 600 {
-		if _, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "explain", Priority: i % 7}); err != nil {
+		if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "explain", Priority: i % 7}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range 300 {
-		if _, err := s.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Hour}); err != nil {
+		if _, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := s.data.db.ExecContext(ctx, "ANALYZE runstate_runs"); err != nil {
 		t.Fatal(err)
 	}
-	q := driver.RunnableQuery{Statuses: []spec.RunStatus{spec.StatusQueued, spec.StatusWaiting}, Limit: 1, Claimant: &spec.Owner{Worker: "w", Incarnation: "1"}}
+	q := driver.RunnableQuery{Statuses: []runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting}, Limit: 1, Claimant: &runstate.Owner{Worker: "w", Incarnation: "1"}}
 	for _, lock := range []string{forClaimSkipping, forClaimReading} {
 		p := explain(t, s, s.data.claimCandidates(q, lock))
 		indexes := map[string]map[string]bool{}

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/internal/sqlmigrate"
-	"github.com/runstate/runstate/spec"
 )
 
 //go:embed migrations/*.sql
@@ -31,7 +31,7 @@ func (s *storage) migrate(ctx context.Context, scratch bool) error {
 		}
 		if _, err := tx.ExecContext(ctx, qMigrationLock, "runstate.migrate."+s.schema); err != nil {
 			if hasState(err, stateLockNotAvailable) {
-				return spec.Unavailable("another process held the runstate migration lock for 60s", nil)
+				return runstate.Unavailable("another process held the runstate migration lock for 60s", nil)
 			}
 			return err
 		}
@@ -65,7 +65,7 @@ func (s *storage) createSchema(ctx context.Context, tx *sqlx.Tx, scratch bool) e
 	}
 	if _, err := tx.ExecContext(ctx, qCreateSchema+name); err != nil {
 		if hasState(err, stateDuplicateSchema) {
-			return spec.InvalidArgument("schema", "%s exists: a scratch schema is created by Open and dropped by Close, "+
+			return runstate.InvalidArgument("schema", "%s exists: a scratch schema is created by Open and dropped by Close, "+
 				"so it must not exist beforehand (name a new one, e.g. runs_{{unique}} with conformance-runner)", s.schema)
 		}
 		return err

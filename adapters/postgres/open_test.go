@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/adapters/postgres/testserver"
-	"github.com/runstate/runstate/spec"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -92,23 +92,23 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 		opts postgres.Options
 		want error
 	}{
-		{"malformed DSN", postgres.Options{DSN: "postgres://u:" + secret + "@[::1"}, spec.ErrInvalidArgument},
-		{"malformed keywords", postgres.Options{DSN: "host=127.0.0.1 password=" + secret + " port=notaport"}, spec.ErrInvalidArgument},
-		{"unquoted password with a space", postgres.Options{DSN: "host=127.0.0.1 password=x " + secret + " dbname=test"}, spec.ErrInvalidArgument},
-		{"schema named like the server's", postgres.Options{DSN: srv.DSN(), Schema: "pg_runs"}, spec.ErrInvalidArgument},
-		{"unknown database", postgres.Options{DSN: dsn("", "", "runstate_no_such_db", 0)}, spec.ErrInvalidArgument},
-		{"server down", postgres.Options{DSN: dsn("", secret, "", 1)}, spec.ErrUnavailable},
-		{"bad schema name", postgres.Options{DSN: srv.DSN(), Schema: "Runs; DROP"}, spec.ErrInvalidArgument},
-		{"scratch without a name", postgres.Options{DSN: srv.DSN(), ScratchSchema: true}, spec.ErrInvalidArgument},
-		{"scratch on an existing schema", postgres.Options{DSN: srv.DSN(), Schema: schema, ScratchSchema: true}, spec.ErrInvalidArgument},
+		{"malformed DSN", postgres.Options{DSN: "postgres://u:" + secret + "@[::1"}, runstate.ErrInvalidArgument},
+		{"malformed keywords", postgres.Options{DSN: "host=127.0.0.1 password=" + secret + " port=notaport"}, runstate.ErrInvalidArgument},
+		{"unquoted password with a space", postgres.Options{DSN: "host=127.0.0.1 password=x " + secret + " dbname=test"}, runstate.ErrInvalidArgument},
+		{"schema named like the server's", postgres.Options{DSN: srv.DSN(), Schema: "pg_runs"}, runstate.ErrInvalidArgument},
+		{"unknown database", postgres.Options{DSN: dsn("", "", "runstate_no_such_db", 0)}, runstate.ErrInvalidArgument},
+		{"server down", postgres.Options{DSN: dsn("", secret, "", 1)}, runstate.ErrUnavailable},
+		{"bad schema name", postgres.Options{DSN: srv.DSN(), Schema: "Runs; DROP"}, runstate.ErrInvalidArgument},
+		{"scratch without a name", postgres.Options{DSN: srv.DSN(), ScratchSchema: true}, runstate.ErrInvalidArgument},
+		{"scratch on an existing schema", postgres.Options{DSN: srv.DSN(), Schema: schema, ScratchSchema: true}, runstate.ErrInvalidArgument},
 		// A user the server lets in, with no right to create the schema.
-		{"user without grants", postgres.Options{DSN: dsn(user, "right-password", "", 0), Schema: srv.NewSchemaName()}, spec.ErrPermissionDenied},
+		{"user without grants", postgres.Options{DSN: dsn(user, "right-password", "", 0), Schema: srv.NewSchemaName()}, runstate.ErrPermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.Logger = quiet
 			_, err := postgres.Open(ctx, tc.opts)
 			if !errors.Is(err, tc.want) {
-				t.Fatalf("Open: %v (code %q), want %s", err, spec.CodeOf(err), spec.CodeOf(tc.want))
+				t.Fatalf("Open: %v (code %q), want %s", err, runstate.CodeOf(err), runstate.CodeOf(tc.want))
 			}
 			if strings.Contains(err.Error(), secret) {
 				t.Errorf("the error shows the password: %v", err)
@@ -121,7 +121,7 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 			t.Skip("this server trusts local logins (pg_hba.conf trust) and checks no password; the mapping of its refusal is TestErrorsMapToTheContract's")
 		}
 		_, err := postgres.Open(ctx, postgres.Options{DSN: dsn(user, secret, "", 0), Logger: quiet})
-		if !errors.Is(err, spec.ErrPermissionDenied) || strings.Contains(err.Error(), secret) {
+		if !errors.Is(err, runstate.ErrPermissionDenied) || strings.Contains(err.Error(), secret) {
 			t.Fatalf("Open with a wrong password: %v, want PERMISSION_DENIED without the password", err)
 		}
 	})
@@ -175,7 +175,7 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := postgres.Open(context.Background(), postgres.Options{DSN: srv.DSN(), Schema: schema, Logger: quiet})
-	if !errors.Is(err, spec.ErrUnavailable) || !strings.Contains(err.Error(), "999") {
+	if !errors.Is(err, runstate.ErrUnavailable) || !strings.Contains(err.Error(), "999") {
 		t.Fatalf("Open on a newer schema: %v, want UNAVAILABLE naming version 999", err)
 	}
 }
@@ -184,10 +184,10 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	srv, schema := freshSchema(t)
 	s := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
 	s.Close()
-	if _, err := s.GetRun(context.Background(), "x"); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := s.GetRun(context.Background(), "x"); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Errorf("GetRun after Close: %v", err)
 	}
-	if _, err := s.CreateRun(context.Background(), spec.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "w"}); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Errorf("CreateRun after Close: %v", err)
 	}
 }
@@ -208,7 +208,7 @@ func TestScratchSchemaIsCreatedAndDropped(t *testing.T) {
 		}
 		return found
 	}
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestScratchSchemaIsCreatedAndDropped(t *testing.T) {
 		t.Fatalf("no schema %s while its scratch store is open", name)
 	}
 	other := open(t, postgres.Options{DSN: srv.DSN(), Schema: name})
-	if _, err := postgres.Open(ctx, postgres.Options{DSN: srv.DSN(), Schema: name, ScratchSchema: true, Logger: quiet}); !errors.Is(err, spec.ErrInvalidArgument) {
+	if _, err := postgres.Open(ctx, postgres.Options{DSN: srv.DSN(), Schema: name, ScratchSchema: true, Logger: quiet}); !errors.Is(err, runstate.ErrInvalidArgument) {
 		t.Fatalf("a second scratch store on an existing schema: %v, want INVALID_ARGUMENT", err)
 	}
 	if _, err := other.GetRun(ctx, run.RunID); err != nil {
@@ -283,19 +283,19 @@ func TestBackendTerminatedMidTransaction(t *testing.T) {
 	ctx := context.Background()
 	srv, schema := freshSchema(t)
 	s := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "kill"})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "kill"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run, err = s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
+	if run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
-	state := func() (spec.RunSnapshot, int) {
+	state := func() (runstate.RunSnapshot, int) {
 		got, err := s.GetRun(ctx, run.RunID)
 		if err != nil {
 			t.Fatalf("GetRun after the kill: %v", err)
 		}
-		page, err := s.ListAuditEvents(ctx, spec.ListAuditParams{RunID: run.RunID})
+		page, err := s.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,19 +306,19 @@ func TestBackendTerminatedMidTransaction(t *testing.T) {
 		// hold takes, in the blocker's transaction, the lock the call will wait for.
 		hold  func(b *blocker) error
 		waits string // how the statement held up begins
-		patch spec.UpdateRunParams
+		patch runstate.UpdateRunParams
 	}{
 		{"while waiting for the run's row lock", func(b *blocker) error {
 			_, err := b.tx.Exec("SELECT run_id FROM "+table(schema, "runstate_runs")+" WHERE run_id = $1 FOR UPDATE", run.RunID)
 			return err
-		}, "SELECT r.run_id", spec.UpdateRunParams{Status: "waiting"}},
+		}, "SELECT r.run_id", runstate.UpdateRunParams{Status: "waiting"}},
 		{"after writing the first of two audit rows", func(b *blocker) error {
 			// A forbidden transition writes two events (rejected, then the
 			// move to failed); the second one's key is taken here, so the
 			// call has written one audit row when it starts waiting.
 			_, err := b.tx.Exec("INSERT INTO "+table(schema, "runstate_audit")+" (run_id, seq, event) VALUES ($1, $2, '{}')", run.RunID, 4)
 			return err
-		}, "INSERT INTO runstate_audit", spec.UpdateRunParams{Status: "queued"}},
+		}, "INSERT INTO runstate_audit", runstate.UpdateRunParams{Status: "queued"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, events := state()
@@ -337,8 +337,8 @@ func TestBackendTerminatedMidTransaction(t *testing.T) {
 			case <-time.After(15 * time.Second):
 				t.Fatal("the call did not return after its backend was ended")
 			}
-			if !errors.Is(err, spec.ErrUnavailable) {
-				t.Fatalf("UpdateRun on an ended backend: %v (code %q), want UNAVAILABLE", err, spec.CodeOf(err))
+			if !errors.Is(err, runstate.ErrUnavailable) {
+				t.Fatalf("UpdateRun on an ended backend: %v (code %q), want UNAVAILABLE", err, runstate.CodeOf(err))
 			}
 			t.Logf("caller sees: %v", err)
 			b.tx.Rollback()
@@ -347,7 +347,7 @@ func TestBackendTerminatedMidTransaction(t *testing.T) {
 				t.Fatalf("half-written: version %d->%d, status %s->%s, events %d->%d",
 					before.Version, after.Version, before.Status, after.Status, events, afterEvents)
 			}
-			next, err := s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: after.Version, Message: ptr("after the kill")})
+			next, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: after.Version, Message: ptr("after the kill")})
 			if err != nil || next.Version != after.Version+1 {
 				t.Fatalf("the call after the kill: %v", err)
 			}
@@ -372,7 +372,7 @@ func TestSessionsEndWhenTheyStall(t *testing.T) {
 	if err := s2.DB().GetContext(ctx, &got, "SHOW idle_in_transaction_session_timeout"); err != nil || got != "10s" {
 		t.Fatalf("default idle_in_transaction_session_timeout %q (%v), want 10s", got, err)
 	}
-	if _, err := s.CreateRun(ctx, spec.CreateRunParams{RunID: "r1", WorkflowName: "w"}); err != nil {
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{RunID: "r1", WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.DB().BeginTxx(ctx, nil)
@@ -384,7 +384,7 @@ func TestSessionsEndWhenTheyStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := s2.UpdateRun(ctx, spec.UpdateRunParams{RunID: "r1", ExpectedVersion: 1, Message: ptr("after the stall")}); err != nil {
+	if _, err := s2.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: 1, Message: ptr("after the stall")}); err != nil {
 		t.Fatalf("the write waiting for the stalled session's lock: %v", err)
 	}
 	t.Logf("the stalled session's lock went after %v", time.Since(start).Round(100*time.Millisecond))

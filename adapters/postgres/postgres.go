@@ -31,13 +31,13 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/sqlstore"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 )
 
 var (
-	_ spec.Store         = (*Store)(nil)
+	_ runstate.Store     = (*Store)(nil)
 	_ driver.Driver      = (*storage)(nil)
 	_ driver.NextClaimer = (*storage)(nil)
 	_ driver.LeaseReader = (*storage)(nil)
@@ -82,7 +82,7 @@ type Options struct {
 	// without sleeping; production leaves it nil, and the database server's
 	// clock decides. The SQL is the same either way: the time is a bound
 	// parameter that is NULL in production.
-	Clock spec.Clock
+	Clock runstate.Clock
 }
 
 // Store is a runstate store in a PostgreSQL database.
@@ -95,9 +95,9 @@ type Store struct {
 type storage struct {
 	db     *sqlx.DB
 	log    *slog.Logger
-	clock  spec.Clock // nil: the database clock
-	where  string     // user@host:port/database[/schema], for messages
-	schema string     // Options.Schema
+	clock  runstate.Clock // nil: the database clock
+	where  string         // user@host:port/database[/schema], for messages
+	schema string         // Options.Schema
 	// scratch: Close drops the schema (Options.ScratchSchema).
 	scratch bool
 	closed  atomic.Bool
@@ -125,10 +125,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, dsnError(err)
 	}
 	if opts.Schema != "" && (!schemaName.MatchString(opts.Schema) || strings.HasPrefix(opts.Schema, "pg_")) {
-		return nil, spec.InvalidArgument("schema", "%q: use lower-case letters, digits and underscores (at most 63, not starting with a digit or pg_)", opts.Schema)
+		return nil, runstate.InvalidArgument("schema", "%q: use lower-case letters, digits and underscores (at most 63, not starting with a digit or pg_)", opts.Schema)
 	}
 	if opts.ScratchSchema && opts.Schema == "" {
-		return nil, spec.InvalidArgument("schema", "a scratch schema needs a name (Options.Schema)")
+		return nil, runstate.InvalidArgument("schema", "a scratch schema needs a name (Options.Schema)")
 	}
 	if opts.Schema != "" {
 		cfg.RuntimeParams["search_path"] = opts.Schema
@@ -185,14 +185,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 func dsnError(err error) error {
 	// pgx's reason may quote part of the DSN (a word of an unquoted
 	// password): none of it is repeated.
-	return spec.InvalidArgument("dsn", "does not parse (expected postgres://user:password@host:5432/database, or host=… user=… dbname=… "+
+	return runstate.InvalidArgument("dsn", "does not parse (expected postgres://user:password@host:5432/database, or host=… user=… dbname=… "+
 		"with values that hold spaces in single quotes)")
 }
 
 func (s *storage) openError(err error) error {
 	err = interpretError(err)
-	var se *spec.Error
-	if errors.As(err, &se) && se.Code != spec.CodeInvalidArgument {
+	var se *runstate.Error
+	if errors.As(err, &se) && se.Code != runstate.CodeInvalidArgument {
 		se.Message = fmt.Sprintf("postgres %s: %s", s.where, se.Message)
 	}
 	return err
@@ -200,7 +200,7 @@ func (s *storage) openError(err error) error {
 
 // Close closes the connection pool, after dropping the schema if Open
 // created it (Options.ScratchSchema); later calls return
-// spec.ErrUnavailable.
+// runstate.ErrUnavailable.
 func (s *Store) Close() error { return s.data.close() }
 
 func (s *storage) close() error {
@@ -214,7 +214,7 @@ func (s *storage) close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if _, dropErr := s.db.ExecContext(ctx, qDropSchema+pgx.Identifier{s.schema}.Sanitize()+cascade); dropErr != nil {
-			err = spec.Unavailable(fmt.Sprintf("the scratch schema %s of %s was not dropped; drop it by hand", s.schema, s.where), interpretError(dropErr))
+			err = runstate.Unavailable(fmt.Sprintf("the scratch schema %s of %s was not dropped; drop it by hand", s.schema, s.where), interpretError(dropErr))
 		}
 	}
 	return errors.Join(err, interpretError(s.db.Close()))
@@ -222,7 +222,7 @@ func (s *storage) close() error {
 
 func (s *storage) open() error {
 	if s.closed.Load() {
-		return spec.Unavailable("postgres store "+s.where+" is closed", nil)
+		return runstate.Unavailable("postgres store "+s.where+" is closed", nil)
 	}
 	return nil
 }
@@ -285,35 +285,35 @@ func interpretError(err error) error {
 	var pe *pgconn.PgError
 	var ne net.Error
 	switch {
-	case err == nil, spec.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case err == nil, runstate.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &pe):
 		switch {
 		case pe.Code == stateUniqueViolation:
-			return &spec.Error{Code: spec.CodeAlreadyExists, Message: pe.Message, Cause: err}
+			return &runstate.Error{Code: runstate.CodeAlreadyExists, Message: pe.Message, Cause: err}
 		case pe.Code == stateInvalidPassword, pe.Code == stateInvalidAuthorization, pe.Code == stateInsufficientPrivs:
-			return &spec.Error{Code: spec.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
+			return &runstate.Error{Code: runstate.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
 		case pe.Code == stateUnknownDatabase:
-			return spec.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", pe.Message)
+			return runstate.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", pe.Message)
 		case pe.Code == stateInvalidSchemaName:
-			return spec.InvalidArgument("schema", "%s", pe.Message)
+			return runstate.InvalidArgument("schema", "%s", pe.Message)
 		case pe.Code == stateDeadlock, pe.Code == stateSerialization:
-			return spec.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
+			return runstate.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
 		case pe.Code == stateTooManyConnections:
-			return spec.Unavailable("the server has no connection slot left; lower MaxOpenConns or raise max_connections", err)
+			return runstate.Unavailable("the server has no connection slot left; lower MaxOpenConns or raise max_connections", err)
 		case pe.Code == stateAdminShutdown, pe.Code == stateCrashShutdown, pe.Code == stateCannotConnectNow,
 			pe.Code == stateIdleInTxTimeout, len(pe.Code) == 5 && pe.Code[:2] == classConnectionException:
-			return spec.Unavailable(connectionLost, err)
+			return runstate.Unavailable(connectionLost, err)
 		}
-		return spec.Unavailable("postgres error", err)
+		return runstate.Unavailable("postgres error", err)
 	case isConnectError(err):
-		return spec.Unavailable("cannot connect to the server", err)
+		return runstate.Unavailable("cannot connect to the server", err)
 	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone), pgconn.Timeout(err):
-		return spec.Unavailable(connectionLost, err)
+		return runstate.Unavailable(connectionLost, err)
 	}
-	return spec.Unavailable("postgres store failed", err)
+	return runstate.Unavailable("postgres store failed", err)
 }
 
 // isConnectError reports a failure to connect, where nothing was sent.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/sqlstore"
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
 )
 
 // lockRun reads and locks a run for a write; ErrNotFound when it is missing (RUN-004).
@@ -23,7 +23,7 @@ func (s *storage) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (sqlstore
 	var r sqlstore.Row
 	err := tx.GetContext(ctx, &r, qLockRun, s.clockParam(), id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, spec.ErrNotFound
+		return r, runstate.ErrNotFound
 	}
 	return r, err
 }
@@ -55,7 +55,7 @@ func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 		if err := sqlstore.InsertLabels(ctx, tx, qInsertLabel, run); err != nil {
 			return err
 		}
-		if _, err = sqlstore.InsertEvents(ctx, tx, qInsertEvent, []spec.AuditEvent{r.Created}, 0); err != nil {
+		if _, err = sqlstore.InsertEvents(ctx, tx, qInsertEvent, []runstate.AuditEvent{r.Created}, 0); err != nil {
 			return err
 		}
 		return s.announce(ctx, tx, nil, run, driver.LeaseState{})
@@ -146,7 +146,7 @@ func (s *storage) write(ctx context.Context, tx *sqlx.Tx, row sqlstore.Row, cur 
 // announce tells the workers that watch (Options.NotifyRunnable) that run
 // became claimable without a lease: created so, or moved there from a
 // lease or from another status (before: as it was; nil for a new run).
-func (s *storage) announce(ctx context.Context, tx *sqlx.Tx, before *driver.Current, run spec.RunSnapshot, lease driver.LeaseState) error {
+func (s *storage) announce(ctx context.Context, tx *sqlx.Tx, before *driver.Current, run runstate.RunSnapshot, lease driver.LeaseState) error {
 	if !s.notify || driver.QueueOf(run, lease) != driver.QueueUnleased {
 		return nil
 	}
@@ -165,7 +165,7 @@ func (s *storage) GetLease(ctx context.Context, runID string) (driver.LeaseState
 	var r sqlstore.Row
 	err := s.db.GetContext(ctx, &r, qGetLease, runID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return driver.LeaseState{}, spec.ErrNotFound
+		return driver.LeaseState{}, runstate.ErrNotFound
 	}
 	if err != nil {
 		return driver.LeaseState{}, interpretError(err)
@@ -174,17 +174,17 @@ func (s *storage) GetLease(ctx context.Context, runID string) (driver.LeaseState
 }
 
 // Get implements driver.Driver.
-func (s *storage) Get(ctx context.Context, runID string) (spec.RunSnapshot, error) {
+func (s *storage) Get(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
 	if err := s.open(); err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	var snap string
 	err := s.db.GetContext(ctx, &snap, qGetRun, runID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return spec.RunSnapshot{}, spec.ErrNotFound
+		return runstate.RunSnapshot{}, runstate.ErrNotFound
 	}
 	if err != nil {
-		return spec.RunSnapshot{}, interpretError(err)
+		return runstate.RunSnapshot{}, interpretError(err)
 	}
 	return sqlstore.DecodeRun(snap)
 }
@@ -207,7 +207,7 @@ func selection(b *strings.Builder, args []any, workflow string, labels map[strin
 // set) matching q's filters, after q's cursor, in created order, q.Limit.
 // The planner reads the index of the most selective filter in (created_at,
 // run_id) order and stops after a page.
-func listSQL(q driver.RunQuery, st spec.RunStatus) (string, []any) {
+func listSQL(q driver.RunQuery, st runstate.RunStatus) (string, []any) {
 	var b strings.Builder
 	var args []any
 	b.WriteString(listColumns + whereTrue)
@@ -235,24 +235,24 @@ func listSQL(q driver.RunQuery, st spec.RunStatus) (string, []any) {
 // ListRuns implements driver.Driver. With statuses, each status is read
 // in index order on its own and the results merged, so no query sorts more
 // than a page.
-func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
+func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return sqlstore.ListByStatus(q, func(st spec.RunStatus) ([]spec.RunSnapshot, error) {
+	return sqlstore.ListByStatus(q, func(st runstate.RunStatus) ([]runstate.RunSnapshot, error) {
 		query, args := listSQL(q, st)
 		return s.selectSnapshots(ctx, query, args)
 	})
 }
 
-func (s *storage) selectSnapshots(ctx context.Context, query string, args []any) ([]spec.RunSnapshot, error) {
+func (s *storage) selectSnapshots(ctx context.Context, query string, args []any) ([]runstate.RunSnapshot, error) {
 	runs, err := sqlstore.SelectSnapshots(ctx, s.db, query, args)
 	return runs, interpretError(err)
 }
 
 // ListAudit implements driver.Driver: the run and its events are read
 // by one statement, at one instant (LIN-001).
-func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
+func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]runstate.AuditEvent, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -261,9 +261,9 @@ func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]spec.Au
 		return nil, interpretError(err)
 	}
 	if len(rows) == 0 {
-		return nil, spec.ErrNotFound
+		return nil, runstate.ErrNotFound
 	}
-	events := make([]spec.AuditEvent, 0, len(rows))
+	events := make([]runstate.AuditEvent, 0, len(rows))
 	for _, e := range rows {
 		if !e.Valid {
 			break // the run has no events after q.AfterSeq

@@ -7,21 +7,21 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
-var _ spec.RunnableWatcher = (*Store)(nil)
+var _ runstate.RunnableWatcher = (*Store)(nil)
 
 // runnableChannel is the channel of LISTEN/NOTIFY on which writers with
 // Options.NotifyRunnable announce runs that became runnable.
 const runnableChannel = "runstate_runnable"
 
-// WatchRunnable implements spec.RunnableWatcher with LISTEN/NOTIFY, on a
+// WatchRunnable implements runstate.RunnableWatcher with LISTEN/NOTIFY, on a
 // connection of its own, outside the pool: it hears the announcements of
 // every handle of the same schema that has Options.NotifyRunnable. When
 // that connection is lost it sends a value (a notice may have been missed
 // meanwhile) and connects again, as long as ctx lasts.
-func (s *Store) WatchRunnable(ctx context.Context, _ spec.WatchRunnableParams) (<-chan struct{}, error) {
+func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParams) (<-chan struct{}, error) {
 	st := s.data
 	if err := st.open(); err != nil {
 		return nil, err

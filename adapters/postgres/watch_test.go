@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
-	"github.com/runstate/runstate/spec"
 )
 
 // woken waits for a value on wake; the bound only ends a test that would
@@ -43,22 +43,22 @@ func TestWatchRunnableHearsOtherHandles(t *testing.T) {
 	elsewhere := open(t, postgres.Options{DSN: srv.DSN(), Schema: other, NotifyRunnable: true})
 	watcher := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
 	watchCtx, stop := context.WithCancel(ctx)
-	wake, err := watcher.WatchRunnable(watchCtx, spec.WatchRunnableParams{})
+	wake, err := watcher.WatchRunnable(watchCtx, runstate.WatchRunnableParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	run, err := writer.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	run, err := writer.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	woken(t, wake, "a run created by another handle")
-	claim, err := watcher.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: "w1"}, TTL: time.Minute})
+	claim, err := watcher.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w1"}, TTL: time.Minute})
 	if err != nil || claim.Run.RunID != run.RunID {
 		t.Fatalf("claim after the notice: %+v %v", claim, err)
 	}
 	drain(wake)
-	if err := writer.ReleaseLease(ctx, spec.ReleaseLeaseParams{RunID: run.RunID, Token: claim.Lease.Token}); err != nil {
+	if err := writer.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: claim.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
 	woken(t, wake, "a released lease")
@@ -66,10 +66,10 @@ func TestWatchRunnableHearsOtherHandles(t *testing.T) {
 	// Another schema's runs are not this watcher's; the notice of the next
 	// run of its own schema is the first to come.
 	drain(wake)
-	if _, err := elsewhere.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+	if _, err := elsewhere.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writer.CreateRun(ctx, spec.CreateRunParams{RunID: "marker", WorkflowName: "w"}); err != nil {
+	if _, err := writer.CreateRun(ctx, runstate.CreateRunParams{RunID: "marker", WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	woken(t, wake, "its own schema's run")
@@ -90,7 +90,7 @@ func TestWatchRunnableHearsOtherHandles(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for heard := false; !heard; {
 		drain(wake)
-		if _, err := writer.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+		if _, err := writer.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -114,24 +114,24 @@ func TestOnlyRunnableChangesAreAnnounced(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema, NotifyRunnable: true})
 	quiet := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
-	wake, err := s.WatchRunnable(ctx, spec.WatchRunnableParams{})
+	wake, err := s.WatchRunnable(ctx, runstate.WatchRunnableParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := s.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"})
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	woken(t, wake, "created")
 	// A message only, and runs made by a handle that does not announce:
 	// the next notice is the marker's.
-	if _, err := s.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("hello")}); err != nil {
+	if _, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("hello")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := quiet.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "w"}); err != nil {
+	if _, err := quiet.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateRun(ctx, spec.CreateRunParams{RunID: "marker", WorkflowName: "w"}); err != nil {
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{RunID: "marker", WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	woken(t, wake, "the marker")

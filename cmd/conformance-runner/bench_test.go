@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
-	"github.com/runstate/runstate/spec"
 )
 
 // Small workloads: the point here is the command, not the figures.
@@ -133,7 +133,7 @@ func TestBenchRefusesAStoreThatHoldsRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	real, err := st.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "payroll"})
+	real, err := st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "payroll"})
 	if err != nil {
 		t.Fatal(err)
 	}

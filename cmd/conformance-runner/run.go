@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger/badgertest"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
@@ -25,7 +26,6 @@ import (
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
-	"github.com/runstate/runstate/spec"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -354,7 +354,7 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 	}
 	config := templated(o.config)
 	name, version, leases, err := plugintest.Describe(ctx, o.pluginPath, config)
-	if errors.Is(err, spec.ErrInvalidArgument) {
+	if errors.Is(err, runstate.ErrInvalidArgument) {
 		return conformance.Target{}, usageError("the plugin refused its --config: %v", err)
 	} else if err != nil {
 		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}

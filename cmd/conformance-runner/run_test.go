@@ -19,6 +19,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
@@ -26,7 +27,6 @@ import (
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/docs"
 	"github.com/runstate/runstate/plugin/plugintest"
-	"github.com/runstate/runstate/spec"
 )
 
 func exitCode(err error) int {
@@ -242,7 +242,7 @@ func TestRefusesAStoreThatHoldsRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	real, err := st.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "payroll", Steps: []spec.StepSpec{{Name: "pay"}}})
+	real, err := st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "payroll", Steps: []runstate.StepSpec{{Name: "pay"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,14 +267,14 @@ func TestRefusesAStoreThatHoldsRuns(t *testing.T) {
 	}
 }
 
-func storedRuns(t *testing.T, dir string) []spec.RunSnapshot {
+func storedRuns(t *testing.T, dir string) []runstate.RunSnapshot {
 	t.Helper()
 	st, err := badger.Open(context.Background(), badger.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	page, err := st.ListRuns(context.Background(), spec.ListRunsParams{Limit: spec.MaxPageLimit})
+	page, err := st.ListRuns(context.Background(), runstate.ListRunsParams{Limit: runstate.MaxPageLimit})
 	if err != nil {
 		t.Fatal(err)
 	}

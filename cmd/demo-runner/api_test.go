@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -144,11 +144,11 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 	if code, body, _ := call(t, srv, router, "GET", "/runs", "", ""); code != 200 || !bytes.Contains(body, []byte(`"runs":[]`)) {
 		t.Errorf("empty list: %d %s (want \"runs\":[])", code, body)
 	}
-	queued, err := a.tracker.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
+	queued, err := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, _ := a.tracker.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
+	done, _ := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	call(t, srv, router, "POST", "/runs/"+done.RunID+"/cancel", "", "")
 
 	for _, c := range []struct {
@@ -190,7 +190,7 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 			t.Errorf("405 without the Allow header: %q", header.Get("Allow"))
 		}
 	}
-	if got, _ := a.store.GetRun(ctx, queued.RunID); got.Status != spec.StatusQueued {
+	if got, _ := a.store.GetRun(ctx, queued.RunID); got.Status != runstate.StatusQueued {
 		t.Errorf("refused cancels changed the run: %s", got.Status)
 	}
 
@@ -200,10 +200,10 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 		t.Fatalf("cancel: %d %s", code, body)
 	}
 	trail, _ := a.auditTrail(ctx, queued.RunID)
-	if last := trail[len(trail)-1]; last.To != spec.StatusCanceled || last.Reason != "wrong branch" {
+	if last := trail[len(trail)-1]; last.To != runstate.StatusCanceled || last.Reason != "wrong branch" {
 		t.Errorf("the audit says %q, want the reason given", last.Reason)
 	}
-	other, _ := a.tracker.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
+	other, _ := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	call(t, srv, router, "POST", "/runs/"+other.RunID+"/cancel?reason=duplicate", "", "")
 	trail, _ = a.auditTrail(ctx, other.RunID)
 	if last := trail[len(trail)-1]; last.Reason != "duplicate" {
@@ -214,19 +214,19 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 // Every code of the contract gets its HTTP status, as problem JSON.
 func TestErrorCodesMapToHTTPStatus(t *testing.T) {
 	a := apiApp(t)
-	want := map[spec.Code]int{
-		spec.CodeInvalidArgument: 400, spec.CodeMissingDiagnostic: 400, spec.CodeUnauthenticated: 401,
-		spec.CodePermissionDenied: 403, spec.CodeNotFound: 404, spec.CodeAlreadyExists: 409,
-		spec.CodeVersionConflict: 409, spec.CodeInvalidTransition: 409, spec.CodeLeaseHeld: 409,
-		spec.CodeLeaseLost: 409, spec.CodeNotClaimable: 409, spec.CodeUnavailable: 503,
+	want := map[runstate.Code]int{
+		runstate.CodeInvalidArgument: 400, runstate.CodeMissingDiagnostic: 400, runstate.CodeUnauthenticated: 401,
+		runstate.CodePermissionDenied: 403, runstate.CodeNotFound: 404, runstate.CodeAlreadyExists: 409,
+		runstate.CodeVersionConflict: 409, runstate.CodeInvalidTransition: 409, runstate.CodeLeaseHeld: 409,
+		runstate.CodeLeaseLost: 409, runstate.CodeNotClaimable: 409, runstate.CodeUnavailable: 503,
 	}
-	errs := map[spec.Code]error{
-		spec.CodeInvalidArgument: spec.ErrInvalidArgument, spec.CodeMissingDiagnostic: spec.ErrMissingDiagnostic,
-		spec.CodeUnauthenticated: spec.ErrUnauthenticated, spec.CodePermissionDenied: spec.ErrPermissionDenied,
-		spec.CodeNotFound: spec.ErrNotFound, spec.CodeAlreadyExists: spec.ErrAlreadyExists,
-		spec.CodeVersionConflict: spec.ErrVersionConflict, spec.CodeInvalidTransition: spec.ErrInvalidTransition,
-		spec.CodeLeaseHeld: spec.ErrLeaseHeld, spec.CodeLeaseLost: spec.ErrLeaseLost,
-		spec.CodeNotClaimable: spec.ErrNotClaimable, spec.CodeUnavailable: spec.ErrUnavailable,
+	errs := map[runstate.Code]error{
+		runstate.CodeInvalidArgument: runstate.ErrInvalidArgument, runstate.CodeMissingDiagnostic: runstate.ErrMissingDiagnostic,
+		runstate.CodeUnauthenticated: runstate.ErrUnauthenticated, runstate.CodePermissionDenied: runstate.ErrPermissionDenied,
+		runstate.CodeNotFound: runstate.ErrNotFound, runstate.CodeAlreadyExists: runstate.ErrAlreadyExists,
+		runstate.CodeVersionConflict: runstate.ErrVersionConflict, runstate.CodeInvalidTransition: runstate.ErrInvalidTransition,
+		runstate.CodeLeaseHeld: runstate.ErrLeaseHeld, runstate.CodeLeaseLost: runstate.ErrLeaseLost,
+		runstate.CodeNotClaimable: runstate.ErrNotClaimable, runstate.CodeUnavailable: runstate.ErrUnavailable,
 	}
 	for code, status := range want {
 		rec := httptest.NewRecorder()
@@ -249,11 +249,11 @@ func TestDocumentedMetricsAreScraped(t *testing.T) {
 	srv := httptest.NewServer(a.handler())
 	defer srv.Close()
 	ctx := context.Background()
-	run, _ := a.tracker.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
+	run, _ := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	if _, err := a.operator.Cancel(ctx, run.RunID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	a.tracker.Create(ctx, spec.CreateRunParams{WorkflowName: "wf"})
+	a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	a.metrics.observeClaim(claimEmpty, time.Millisecond)
 	(&tracker.FileDeadLetters{Path: a.dead.Path}).Add(tracker.DeadLetter{URL: "http://x/"})
 

@@ -18,10 +18,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/cmd/demo-runner/internal/workflow"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/cli"
-	"github.com/runstate/runstate/internal/workflow"
-	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -83,7 +83,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globals) {
 	fs.BoolVar(&g.gateway.plaintext, "gateway-plaintext", false, "reach a gateway on this machine without TLS")
 	fs.StringVar(&g.workerID, "worker-id", "", "this worker's name, stable across restarts and unique among live processes (default: the host name, or host-2, host-3, … when another process here has it)")
 	fs.StringVar(&g.policy, "recovery", "interrupt", "crash recovery policy: interrupt, fail or takeover")
-	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed, up to "+spec.MaxLeaseTTL.String()+" (see docs/leases.md)")
+	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed, up to "+runstate.MaxLeaseTTL.String()+" (see docs/leases.md)")
 	fs.DurationVar(&g.renew, "renew", 0, "lease renewal cadence (default a third of --lease)")
 	fs.StringArrayVar(&g.notify, "notify", nil, "POST every state change to this http(s) URL (repeatable)")
 	fs.IntVar(&g.notifyAttempts, "notify-attempts", 5, "delivery attempts per notification before it is dead-lettered")
@@ -106,8 +106,8 @@ func (g *globals) check() error {
 			return usageError("--plugin-config-file: %v", err)
 		}
 	}
-	if g.lease <= 0 || g.lease > spec.MaxLeaseTTL {
-		return usageError("--lease %v: want a positive duration up to %v, such as 30s (docs/leases.md)", g.lease, spec.MaxLeaseTTL)
+	if g.lease <= 0 || g.lease > runstate.MaxLeaseTTL {
+		return usageError("--lease %v: want a positive duration up to %v, such as 30s (docs/leases.md)", g.lease, runstate.MaxLeaseTTL)
 	}
 	if g.renew == 0 {
 		g.renew = g.lease / 3
@@ -115,7 +115,7 @@ func (g *globals) check() error {
 	if g.renew <= 0 || g.renew >= g.lease {
 		return usageError("--renew %v: want a positive duration shorter than --lease (%v); leave it out for a third of --lease", g.renew, g.lease)
 	}
-	if !slices.Contains([]spec.RecoveryPolicy{spec.RecoverInterrupt, spec.RecoverFail, spec.RecoverTakeover}, spec.RecoveryPolicy(g.policy)) {
+	if !slices.Contains([]runstate.RecoveryPolicy{runstate.RecoverInterrupt, runstate.RecoverFail, runstate.RecoverTakeover}, runstate.RecoveryPolicy(g.policy)) {
 		return usageError("--recovery %q: want interrupt, fail or takeover", g.policy)
 	}
 	var level slog.Level
@@ -170,13 +170,13 @@ func (g *globals) resolveStore() error {
 type app struct {
 	g          globals
 	log        *slog.Logger
-	store      spec.RunStateStore
-	leased     spec.Store // the store with its leases; nil when it has none
-	owner      spec.Owner
+	store      runstate.RunStateStore
+	leased     runstate.Store // the store with its leases; nil when it has none
+	owner      runstate.Owner
 	tracker    *tracker.Tracker
 	operator   tracker.Operator
 	metrics    *metrics
-	recovery   spec.RecoveryReport
+	recovery   runstate.RecoveryReport
 	hooks      []*tracker.Webhook
 	dead       *tracker.FileDeadLetters
 	supervisor []string
@@ -214,7 +214,7 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	b := make([]byte, 4)
 	rand.Read(b)
 	a := &app{g: g, log: log, stdout: stdout, metrics: newMetrics(),
-		owner: spec.Owner{Worker: g.workerID, Incarnation: fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b))},
+		owner: runstate.Owner{Worker: g.workerID, Incarnation: fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b))},
 		dead:  &tracker.FileDeadLetters{Path: filepath.Join(g.dataDir, "deadletters.jsonl")}}
 	if !r.store {
 		return a, nil
@@ -256,9 +256,9 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	}
 	notifiers = append(notifiers, a.metrics)
 	a.tracker = tracker.New(a.store, tracker.Options{Notifiers: notifiers, Logger: log,
-		Actor: spec.Actor{Kind: spec.ActorWorker, ID: a.owner.String()}, Leases: a.leased,
+		Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: a.owner.String()}, Leases: a.leased,
 		OnRenewFailure: func(error) { a.metrics.renewFailures.Inc() }})
-	a.operator = tracker.Operator{Store: a.store, Actor: spec.Actor{Kind: spec.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
+	a.operator = tracker.Operator{Store: a.store, Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
 	a.metrics.storeGauges(a.store, a.dead)
 	return a, nil
 }
@@ -276,15 +276,15 @@ func operatorName() string {
 // recoverRuns runs crash recovery. On a store with leases it is safe
 // beside any number of live workers; a store without them is recovered
 // only when --exclusive says no other process uses it.
-func (a *app) recoverRuns(ctx context.Context) (spec.RecoveryReport, error) {
-	opts := spec.RecoveryOptions{Policy: spec.RecoveryPolicy(a.g.policy), Owner: a.owner, Logger: a.log, OnFinish: a.metrics.observeRecovery}
-	var report spec.RecoveryReport
+func (a *app) recoverRuns(ctx context.Context) (runstate.RecoveryReport, error) {
+	opts := runstate.RecoveryOptions{Policy: runstate.RecoveryPolicy(a.g.policy), Owner: a.owner, Logger: a.log, OnFinish: a.metrics.observeRecovery}
+	var report runstate.RecoveryReport
 	var err error
 	switch {
 	case a.leased != nil:
-		report, err = spec.Recover(ctx, a.leased, opts)
+		report, err = runstate.Recover(ctx, a.leased, opts)
 	case a.g.exclusive:
-		report, err = spec.RecoverExclusive(ctx, a.store, opts)
+		report, err = runstate.RecoverExclusive(ctx, a.store, opts)
 	default:
 		return report, errNoLeasesNoRecovery
 	}
@@ -319,8 +319,8 @@ func storeError(err error) error {
 	case errors.As(err, &e):
 		return err
 	case errors.Is(err, tracker.ErrFinished), errors.Is(err, tracker.ErrNotWaiting),
-		spec.CodeOf(err) == spec.CodeInvalidArgument, spec.CodeOf(err) == spec.CodeInvalidTransition,
-		spec.CodeOf(err) == spec.CodeNotFound:
+		runstate.CodeOf(err) == runstate.CodeInvalidArgument, runstate.CodeOf(err) == runstate.CodeInvalidTransition,
+		runstate.CodeOf(err) == runstate.CodeNotFound:
 		return exitError{Code: exitUsage, Msg: err.Error()}
 	}
 	return exitError{Code: exitFailure, Msg: err.Error()}

@@ -18,7 +18,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -52,15 +52,15 @@ func TestFlagsAndArgumentsMixFreely(t *testing.T) {
 		t.Fatalf("cancel RUN_ID --reason: exit %d\n%s", code, errOut)
 	}
 	out, _, _ = inProcess(t, append(global, "audit", id)...)
-	var trail []spec.AuditEvent
+	var trail []runstate.AuditEvent
 	if err := json.Unmarshal([]byte(out), &trail); err != nil {
 		t.Fatal(err)
 	}
-	if last := trail[len(trail)-1]; last.To != spec.StatusCanceled || last.Reason != "wrong branch" {
+	if last := trail[len(trail)-1]; last.To != runstate.StatusCanceled || last.Reason != "wrong branch" {
 		t.Errorf("the audit ends %+v, want canceled for the reason given", last)
 	}
 	out, _, _ = inProcess(t, append(global, "status", id)...)
-	var run spec.RunSnapshot
+	var run runstate.RunSnapshot
 	json.Unmarshal([]byte(out), &run)
 	if run.Priority != 3 || run.Labels["team"] != "web" {
 		t.Errorf("flags after the file were lost: priority %d, labels %v", run.Priority, run.Labels)

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/cmd/demo-runner/internal/workflow"
 	"github.com/runstate/runstate/internal/cli"
-	"github.com/runstate/runstate/internal/workflow"
-	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 	"github.com/spf13/cobra"
 )
@@ -319,7 +319,7 @@ func (o *options) checkWorker() error {
 		return usageError("--grace %v: want 0 (interrupt at once) or a positive duration", o.grace)
 	}
 	for _, s := range strings.Split(o.statuses, ",") {
-		if !slices.Contains([]spec.RunStatus{spec.StatusQueued, spec.StatusWaiting, spec.StatusRunning}, spec.RunStatus(s)) {
+		if !slices.Contains([]runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting, runstate.StatusRunning}, runstate.RunStatus(s)) {
 			return usageError("--statuses %q: %q is not claimable; want queued, waiting or running, comma-separated", o.statuses, s)
 		}
 	}
@@ -333,8 +333,8 @@ type listOptions struct {
 	limit                      int
 }
 
-func (l listOptions) params() spec.ListRunsParams {
-	p := spec.ListRunsParams{WorkflowName: l.workflow, Labels: l.labels, Limit: l.limit, Cursor: l.cursor}
+func (l listOptions) params() runstate.ListRunsParams {
+	p := runstate.ListRunsParams{WorkflowName: l.workflow, Labels: l.labels, Limit: l.limit, Cursor: l.cursor}
 	if l.statuses != "" {
 		p.Statuses = strings.Split(l.statuses, ",")
 	}
@@ -357,21 +357,21 @@ func workflowArg(args []string) (string, workflow.Workflow, error) {
 }
 
 // createFromFile queues a run of the workflow file named in args.
-func (a *app) createFromFile(ctx context.Context, args []string, o *options) (spec.RunSnapshot, error) {
+func (a *app) createFromFile(ctx context.Context, args []string, o *options) (runstate.RunSnapshot, error) {
 	path, wf, err := workflowArg(args)
 	if err != nil {
-		return spec.RunSnapshot{}, err
+		return runstate.RunSnapshot{}, err
 	}
 	return a.create(ctx, path, wf, o.priority, o.labels, "")
 }
 
 // create queues a run of the workflow at path.
-func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, priority int, labels map[string]string, retryOf string) (spec.RunSnapshot, error) {
+func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, priority int, labels map[string]string, retryOf string) (runstate.RunSnapshot, error) {
 	l := map[string]string{labelWorkflowFile: path}
 	for k, v := range labels {
 		l[k] = v
 	}
-	run, err := a.tracker.Create(ctx, spec.CreateRunParams{WorkflowName: wf.Name, Priority: priority, Labels: l,
+	run, err := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: wf.Name, Priority: priority, Labels: l,
 		Steps: wf.StepSpecs(), RetryOf: retryOf, Reason: "submitted with demo-runner"})
 	if err != nil {
 		return run, storeError(err)
@@ -381,11 +381,11 @@ func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, pri
 }
 
 // runForeground claims a run this process just created and executes it.
-func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
+func (a *app) runForeground(ctx context.Context, run runstate.RunSnapshot) error {
 	var token int64
 	if a.leased != nil {
-		cl, err := a.leased.ClaimRun(ctx, spec.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
-		if errors.Is(err, spec.ErrLeaseHeld) || errors.Is(err, spec.ErrNotClaimable) {
+		cl, err := a.leased.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
+		if errors.Is(err, runstate.ErrLeaseHeld) || errors.Is(err, runstate.ErrNotClaimable) {
 			// On a shared store a worker claimed the new run first (and may
 			// have begun or even finished it): it runs there.
 			now := run.Status
@@ -406,7 +406,7 @@ func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "%s %s\n", final.RunID, final.Status)
-	if final.Status != spec.StatusSuccess {
+	if final.Status != runstate.StatusSuccess {
 		return exitError{Code: exitRunFailed}
 	}
 	return nil
@@ -417,7 +417,7 @@ func (a *app) runForeground(ctx context.Context, run spec.RunSnapshot) error {
 // waiting at once; anything else may go on for grace and is then
 // interrupted. A lost lease stops the work at once: another worker owns
 // the run now. A run someone else ended stops it too.
-func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, grace time.Duration) (spec.RunSnapshot, error) {
+func (a *app) execute(ctx context.Context, run runstate.RunSnapshot, token int64, grace time.Duration) (runstate.RunSnapshot, error) {
 	tr, err := a.tracker.Attach(run, tracker.Lease{Token: token, TTL: a.g.lease})
 	if err != nil {
 		return run, exitError{Code: exitFailure, Msg: err.Error()}
@@ -462,26 +462,26 @@ func (a *app) execute(ctx context.Context, run spec.RunSnapshot, token int64, gr
 		// would settle it under the fleet's policy.
 		a.log.Warn("the lease was not renewed in time: the step's command was ended", "run_id", run.RunID, "token", token)
 		a.settleLapsed(tr)
-	case errors.Is(cause, spec.ErrLeaseLost) || errors.Is(err, spec.ErrLeaseLost):
+	case errors.Is(cause, runstate.ErrLeaseLost) || errors.Is(err, runstate.ErrLeaseLost):
 		return tr.Snapshot(), a.leaseLost(run.RunID, token)
 	case errors.Is(cause, tracker.ErrRunEnded) || errors.Is(err, tracker.ErrRunEnded):
 		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", cmp.Or(err, cause))
-	case status == spec.StatusWaiting && (errors.Is(err, workflow.ErrParked) || errors.Is(cause, errShutdown)):
+	case status == runstate.StatusWaiting && (errors.Is(err, workflow.ErrParked) || errors.Is(cause, errShutdown)):
 		// Waiting is not executing: the run is left as it is, for the
 		// next worker to claim (after a signal it goes on at once).
 		a.log.Info("leaving the run waiting for a signal: a worker continues it", "run_id", run.RunID)
-	case errors.Is(cause, errShutdown) && status == spec.StatusRunning:
+	case errors.Is(cause, errShutdown) && status == runstate.StatusRunning:
 		a.log.Warn("stopping before the run finished: interrupting it", "run_id", run.RunID)
 		if ierr := tr.Interrupt(context.Background(), "WORKER_SHUTDOWN: the worker stopped before the run finished"); ierr != nil {
 			a.log.Error("could not interrupt the run", "run_id", run.RunID, "error", ierr)
 		}
-	case errors.Is(cause, errShutdown) && status == spec.StatusQueued:
+	case errors.Is(cause, errShutdown) && status == runstate.StatusQueued:
 		a.log.Info("stopping before the run began: leaving it for another worker", "run_id", run.RunID)
 	default:
 		// The store failed under the run: write nothing more, and let the
 		// run go so that another worker or recovery can settle it.
 		a.log.Error("the run stopped on a store error; releasing it", "run_id", run.RunID, "error", err)
-		if errors.Is(a.release(run.RunID, token), spec.ErrLeaseLost) {
+		if errors.Is(a.release(run.RunID, token), runstate.ErrLeaseLost) {
 			// The store answered again, and the run is another worker's:
 			// this worker stalled or was cut off past its lease.
 			return tr.Snapshot(), a.leaseLost(run.RunID, token)
@@ -498,7 +498,7 @@ func claimResult(err error) string {
 	switch {
 	case err == nil:
 		return claimClaimed
-	case errors.Is(err, spec.ErrNotFound):
+	case errors.Is(err, runstate.ErrNotFound):
 		return claimEmpty
 	}
 	return claimError
@@ -515,7 +515,7 @@ func (a *app) leaseLost(runID string, token int64) error {
 // takeover it is left running for another worker; otherwise it is
 // interrupted (fenced: only while the lease is still this worker's).
 func (a *app) settleLapsed(tr *tracker.Run) {
-	if spec.RecoveryPolicy(a.g.policy) == spec.RecoverTakeover {
+	if runstate.RecoveryPolicy(a.g.policy) == runstate.RecoverTakeover {
 		return
 	}
 	err := tr.Interrupt(context.Background(), "LEASE_LAPSED: the worker could not renew its lease in time, so the step's command was ended")
@@ -526,17 +526,17 @@ func (a *app) settleLapsed(tr *tracker.Run) {
 
 // unreadable ends a run whose workflow file cannot be read: failed, with a
 // diagnostic, through the statuses the table allows.
-func (a *app) unreadable(ctx context.Context, tr *tracker.Run, token int64, cause error) (spec.RunSnapshot, error) {
+func (a *app) unreadable(ctx context.Context, tr *tracker.Run, token int64, cause error) (runstate.RunSnapshot, error) {
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	switch tr.Snapshot().Status {
-	case spec.StatusQueued:
+	case runstate.StatusQueued:
 		err = tr.Begin(ctx)
-	case spec.StatusWaiting:
+	case runstate.StatusWaiting:
 		err = tr.Resume(ctx, "")
 	}
 	if err == nil {
-		err = tr.Finish(ctx, spec.StatusFailed, &spec.Diagnostic{ErrorCode: "WORKFLOW_UNREADABLE", Message: cause.Error()}, "")
+		err = tr.Finish(ctx, runstate.StatusFailed, &runstate.Diagnostic{ErrorCode: "WORKFLOW_UNREADABLE", Message: cause.Error()}, "")
 	}
 	if err != nil {
 		return tr.Snapshot(), storeError(err)
@@ -551,8 +551,8 @@ func (a *app) release(runID string, token int64) error {
 	if token == 0 || a.leased == nil {
 		return nil
 	}
-	err := a.leased.ReleaseLease(context.Background(), spec.ReleaseLeaseParams{RunID: runID, Token: token})
-	if err != nil && !errors.Is(err, spec.ErrLeaseLost) {
+	err := a.leased.ReleaseLease(context.Background(), runstate.ReleaseLeaseParams{RunID: runID, Token: token})
+	if err != nil && !errors.Is(err, runstate.ErrLeaseLost) {
 		a.log.Warn("could not release the lease", "run_id", runID, "error", err)
 	}
 	return err
@@ -588,8 +588,8 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	// still polls, for leases that expire and notices that get lost.
 	var wake <-chan struct{}
 	wakeups := "poll"
-	if w, ok := a.leased.(spec.RunnableWatcher); ok && !once {
-		ch, err := w.WatchRunnable(ctx, spec.WatchRunnableParams{})
+	if w, ok := a.leased.(runstate.RunnableWatcher); ok && !once {
+		ch, err := w.WatchRunnable(ctx, runstate.WatchRunnableParams{})
 		if err != nil {
 			a.log.Warn("cannot watch the store for runnable runs; polling only", "error", err)
 		} else {
@@ -610,10 +610,10 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	}
 	for ctx.Err() == nil {
 		began := time.Now()
-		cl, err := a.leased.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: spec.RunnableFilter{Statuses: statuses}})
+		cl, err := a.leased.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: runstate.RunnableFilter{Statuses: statuses}})
 		a.metrics.observeClaim(claimResult(err), time.Since(began))
 		switch {
-		case errors.Is(err, spec.ErrNotFound):
+		case errors.Is(err, runstate.ErrNotFound):
 			if once {
 				return nil
 			}
@@ -621,7 +621,7 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 			continue
 		case err != nil && ctx.Err() != nil:
 			return nil
-		case errors.Is(err, spec.ErrUnavailable):
+		case errors.Is(err, runstate.ErrUnavailable):
 			// The store, or the process serving it, is away for a moment.
 			a.log.Warn("the store is unavailable; trying again", "error", err)
 			idle()
@@ -646,10 +646,10 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 }
 
 // auditTrail reads a run's whole audit trail.
-func (a *app) auditTrail(ctx context.Context, id string) ([]spec.AuditEvent, error) {
-	all := []spec.AuditEvent{}
+func (a *app) auditTrail(ctx context.Context, id string) ([]runstate.AuditEvent, error) {
+	all := []runstate.AuditEvent{}
 	for after := int64(0); ; {
-		page, err := a.store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id, AfterSeq: after, Limit: spec.MaxPageLimit})
+		page, err := a.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id, AfterSeq: after, Limit: runstate.MaxPageLimit})
 		if err != nil {
 			return nil, err
 		}
@@ -661,7 +661,7 @@ func (a *app) auditTrail(ctx context.Context, id string) ([]spec.AuditEvent, err
 	}
 }
 
-func (a *app) printMove(run spec.RunSnapshot, err error) error {
+func (a *app) printMove(run runstate.RunSnapshot, err error) error {
 	if err != nil {
 		return storeError(err)
 	}
@@ -679,7 +679,7 @@ func (a *app) retry(ctx context.Context, id string, queueOnly bool) error {
 	switch {
 	case !old.Status.Terminal():
 		return usageError("run %s is %s: only a finished run can be retried", id, old.Status)
-	case old.Status == spec.StatusSuccess:
+	case old.Status == runstate.StatusSuccess:
 		return usageError("run %s succeeded: there is nothing to retry", id)
 	case old.Diagnostic != nil && !old.Diagnostic.Retryable:
 		return usageError("run %s failed with %s, which its diagnostic marks not retryable", id, old.Diagnostic.ErrorCode)

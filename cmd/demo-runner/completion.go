@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // completeFlags offers the values a flag can take to shell completion
@@ -23,7 +23,7 @@ func completeFlags(root *cobra.Command, byName map[string]*cobra.Command) {
 		}
 		return kinds, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 	})
-	root.RegisterFlagCompletionFunc("recovery", fixed(string(spec.RecoverInterrupt), string(spec.RecoverFail), string(spec.RecoverTakeover)))
+	root.RegisterFlagCompletionFunc("recovery", fixed(string(runstate.RecoverInterrupt), string(runstate.RecoverFail), string(runstate.RecoverTakeover)))
 	root.RegisterFlagCompletionFunc("log-level", fixed("debug", "info", "warn", "error"))
 	for _, name := range []string{"run", "submit"} {
 		byName[name].ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
@@ -34,9 +34,9 @@ func completeFlags(root *cobra.Command, byName map[string]*cobra.Command) {
 		}
 	}
 	statuses := []string{}
-	for _, s := range spec.RunStatuses() {
+	for _, s := range runstate.RunStatuses() {
 		statuses = append(statuses, string(s))
 	}
 	byName["list"].RegisterFlagCompletionFunc("status", fixed(statuses...))
-	byName["worker"].RegisterFlagCompletionFunc("statuses", fixed(string(spec.StatusQueued), string(spec.StatusWaiting), string(spec.StatusRunning)))
+	byName["worker"].RegisterFlagCompletionFunc("statuses", fixed(string(runstate.StatusQueued), string(runstate.StatusWaiting), string(runstate.StatusRunning)))
 }

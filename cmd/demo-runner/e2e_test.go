@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/plugin/plugintest"
-	"github.com/runstate/runstate/spec"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -199,26 +199,26 @@ func demo(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
-func runStatus(t *testing.T, global []string, id string) spec.RunSnapshot {
+func runStatus(t *testing.T, global []string, id string) runstate.RunSnapshot {
 	t.Helper()
 	out, errOut, code := demo(t, append(global, "status", id)...)
 	if code != 0 {
 		t.Fatalf("status %s: exit %d\n%s", id, code, errOut)
 	}
-	var s spec.RunSnapshot
+	var s runstate.RunSnapshot
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("status is not JSON: %v\n%s", err, out)
 	}
 	return s
 }
 
-func runAudit(t *testing.T, global []string, id string) []spec.AuditEvent {
+func runAudit(t *testing.T, global []string, id string) []runstate.AuditEvent {
 	t.Helper()
 	out, errOut, code := demo(t, append(global, "audit", id)...)
 	if code != 0 {
 		t.Fatalf("audit %s: exit %d\n%s", id, code, errOut)
 	}
-	var evs []spec.AuditEvent
+	var evs []runstate.AuditEvent
 	if err := json.Unmarshal([]byte(out), &evs); err != nil {
 		t.Fatalf("audit is not JSON: %v\n%s", err, out)
 	}
@@ -257,15 +257,15 @@ func TestRunIsQueryableAfterItEndsAfterRestartAndThroughServe(t *testing.T) {
 	// Each command below is a new process on the same store: a restart.
 	s := runStatus(t, global, id)
 	greet, _ := s.Step("greet")
-	if s.Status != spec.StatusSuccess || greet == nil || len(greet.Hosts) != 2 || !strings.Contains(greet.Hosts[0].OutputSummary, "hello from") {
+	if s.Status != runstate.StatusSuccess || greet == nil || len(greet.Hosts) != 2 || !strings.Contains(greet.Hosts[0].OutputSummary, "hello from") {
 		t.Fatalf("after the run: %+v", s)
 	}
 	addr := freePort(t)
 	srv := startDemo(t, append(global, "serve", "--addr", addr)...)
 	srv.await(t, "serving", 10*time.Second)
-	var got spec.RunSnapshot
+	var got runstate.RunSnapshot
 	getJSON(t, "http://"+addr+"/runs/"+id, &got)
-	if got.RunID != id || got.Status != spec.StatusSuccess || got.Version != s.Version {
+	if got.RunID != id || got.Status != runstate.StatusSuccess || got.Version != s.Version {
 		t.Errorf("served run: %+v", got)
 	}
 	var missing map[string]any
@@ -342,12 +342,12 @@ steps:
 		t.Errorf("recovery did not log the run and a summary:\n%s", errOut)
 	}
 	s := runStatus(t, global, id)
-	if s.Status != spec.StatusInterrupted || s.InterruptedReason != spec.ReasonCrashRecovery || s.FinishedAt.IsZero() {
+	if s.Status != runstate.StatusInterrupted || s.InterruptedReason != runstate.ReasonCrashRecovery || s.FinishedAt.IsZero() {
 		t.Fatalf("killed run after restart: %s %q", s.Status, s.InterruptedReason)
 	}
 	work, _ := s.Step("work")
 	never, _ := s.Step("never")
-	if work.Status != spec.StepInterrupted || work.Hosts[0].Status != spec.StepInterrupted || work.Hosts[1].Status != spec.StepInterrupted || never.Status != spec.StepQueued {
+	if work.Status != runstate.StepInterrupted || work.Hosts[0].Status != runstate.StepInterrupted || work.Hosts[1].Status != runstate.StepInterrupted || never.Status != runstate.StepQueued {
 		t.Errorf("steps and hosts did not follow the run: %+v", s.Steps)
 	}
 	evs := runAudit(t, global, id)
@@ -359,7 +359,7 @@ steps:
 		t.Errorf("audit trail %v", trail)
 	}
 	q := runStatus(t, global, queued)
-	if q.Status != spec.StatusQueued || q.Priority != 7 {
+	if q.Status != runstate.StatusQueued || q.Priority != 7 {
 		t.Errorf("the queued run after recovery: %s priority %d", q.Status, q.Priority)
 	}
 	// Still claimable: a worker takes it.
@@ -413,7 +413,7 @@ steps:
 	b.await(t, `run done" run_id=`+id+` status=success`, 20*time.Second)
 
 	s := runStatus(t, []string{"--store", store, "--data-dir", t.TempDir()}, id)
-	if s.Status != spec.StatusSuccess {
+	if s.Status != runstate.StatusSuccess {
 		t.Fatalf("the run ended %s", s.Status)
 	}
 	for _, e := range runAudit(t, []string{"--store", store, "--data-dir", t.TempDir()}, id) {
@@ -468,7 +468,7 @@ func TestSignalAndStatusReachARunInAnotherProcess(t *testing.T) {
 	p.await(t, `step approve waiting for a signal`, 10*time.Second)
 
 	// The Badger store is held by the running process: these go through its API.
-	if s := runStatus(t, global, id); s.Status != spec.StatusWaiting {
+	if s := runStatus(t, global, id); s.Status != runstate.StatusWaiting {
 		t.Fatalf("status while waiting: %s", s.Status)
 	}
 	out, errOut, code := demo(t, append(global, "list", "--status", "waiting", "--workflow", "approval")...)
@@ -488,7 +488,7 @@ func TestSignalAndStatusReachARunInAnotherProcess(t *testing.T) {
 	}
 	s := runStatus(t, global, id)
 	deploy, _ := s.Step("deploy")
-	if s.Status != spec.StatusSuccess || deploy.Status != spec.StepSuccess || len(deploy.Hosts) != 3 {
+	if s.Status != runstate.StatusSuccess || deploy.Status != runstate.StepSuccess || len(deploy.Hosts) != 3 {
 		t.Fatalf("after the signal: %+v", s)
 	}
 	var kinds []string
@@ -537,10 +537,10 @@ func TestWorkerStopsCleanlyOnSIGTERM(t *testing.T) {
 	long := writeWorkflow(t, "name: long\nsteps:\n  - name: work\n    type: shell\n    command: sleep 60\n")
 	for _, tc := range []struct {
 		name, workflow, grace string
-		want                  spec.RunStatus
+		want                  runstate.RunStatus
 	}{
-		{"finishes the run in hand", short, "30s", spec.StatusSuccess},
-		{"interrupts it when the grace runs out", long, "200ms", spec.StatusInterrupted},
+		{"finishes the run in hand", short, "30s", runstate.StatusSuccess},
+		{"interrupts it when the grace runs out", long, "200ms", runstate.StatusInterrupted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := demo(t, append(global, "submit", tc.workflow)...)
@@ -559,7 +559,7 @@ func TestWorkerStopsCleanlyOnSIGTERM(t *testing.T) {
 			if s.Status != tc.want {
 				t.Fatalf("run %s after SIGTERM, want %s\n%s", s.Status, tc.want, w.logs())
 			}
-			if tc.want == spec.StatusInterrupted && !strings.HasPrefix(s.InterruptedReason, "WORKER_SHUTDOWN") {
+			if tc.want == runstate.StatusInterrupted && !strings.HasPrefix(s.InterruptedReason, "WORKER_SHUTDOWN") {
 				t.Errorf("interrupted_reason %q", s.InterruptedReason)
 			}
 			if !strings.Contains(w.logs(), "worker stopped") {

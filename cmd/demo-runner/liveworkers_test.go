@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 const slowWorkflow = `
@@ -70,7 +70,7 @@ func TestCommandsBesideALiveWorkerNeverTouchItsRun(t *testing.T) {
 				t.Errorf("worker B found its run ended elsewhere:\n%s", b.logs())
 			}
 			for _, e := range runAudit(t, global, id) {
-				if e.Actor.Kind == spec.ActorRecovery {
+				if e.Actor.Kind == runstate.ActorRecovery {
 					t.Errorf("recovery wrote to the run a live worker held: %+v", e)
 				}
 			}
@@ -110,7 +110,7 @@ func TestQueriesDoNotRecoverAndRecoveryNamesOnlyWhatItChanged(t *testing.T) {
 			t.Errorf("the query %v ran recovery:\n%s", args, errOut)
 		}
 	}
-	if after := runStatus(t, global, held); after.Version != before.Version || after.Status != spec.StatusRunning {
+	if after := runStatus(t, global, held); after.Version != before.Version || after.Status != runstate.StatusRunning {
 		t.Fatalf("queries changed the run: %s v%d -> %s v%d", before.Status, before.Version, after.Status, after.Version)
 	}
 
@@ -168,7 +168,7 @@ func TestLiveWorkersSettleARunADeadWorkerLeftBehind(t *testing.T) {
 	b.await(t, `crash recovery finished.* skipped=1`, 10*time.Second)
 	time.Sleep(time.Second)
 	b.await(t, `crash recovery finished.* skipped=1`, 5*time.Second)
-	if s := runStatus(t, global, id); s.Status != spec.StatusRunning {
+	if s := runStatus(t, global, id); s.Status != runstate.StatusRunning {
 		t.Fatalf("A's run while A lives: %s", s.Status)
 	}
 	killed := time.Now()
@@ -177,7 +177,7 @@ func TestLiveWorkersSettleARunADeadWorkerLeftBehind(t *testing.T) {
 	b.await(t, `recovered run.* run_id=`+id, 15*time.Second)
 	settled := time.Since(killed)
 	s := runStatus(t, global, id)
-	if s.Status != spec.StatusInterrupted || s.InterruptedReason != spec.ReasonCrashRecovery {
+	if s.Status != runstate.StatusInterrupted || s.InterruptedReason != runstate.ReasonCrashRecovery {
 		t.Fatalf("the dead worker's run: %s %q, want interrupted by crash recovery", s.Status, s.InterruptedReason)
 	}
 	t.Logf("the dead worker's run was settled %v after it died (lease 2s, renewed every 500ms; recovery every 300ms)", settled.Round(time.Millisecond))

@@ -9,8 +9,8 @@ package main
 import (
 	"os"
 
+	"github.com/runstate/runstate/cmd/demo-runner/internal/workflow"
 	"github.com/runstate/runstate/internal/cli"
-	"github.com/runstate/runstate/internal/workflow"
 )
 
 func main() {

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/postgres"
-	"github.com/runstate/runstate/internal/badgershare"
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate/cmd/demo-runner/internal/badgershare"
 )
 
 // chaosConfig sizes a many-workers test.
@@ -69,7 +69,7 @@ func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
 
 // inspect opens, in the test's own process, the store a fleet shares, to
 // read what the fleet did.
-func inspect(ctx context.Context, t *testing.T, st sharedStore, dir string) spec.Store {
+func inspect(ctx context.Context, t *testing.T, st sharedStore, dir string) runstate.Store {
 	t.Helper()
 	if st.postgres {
 		s, err := postgres.Open(ctx, postgres.Options{DSN: st.dsn, MaxOpenConns: 2})
@@ -369,7 +369,7 @@ steps:
 	store := inspect(ctx, t, st, dir)
 	drainEnd := time.Now().Add(cfg.drain)
 	for time.Now().Before(drainEnd) {
-		page, err := store.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{"queued", "running", "waiting"}, Limit: 1})
+		page, err := store.ListRuns(ctx, runstate.ListRunsParams{Statuses: []string{"queued", "running", "waiting"}, Limit: 1})
 		if err == nil && len(page.Runs) == 0 {
 			break
 		}
@@ -411,7 +411,7 @@ steps:
 }
 
 type chaosCounts struct {
-	states                                                              map[spec.RunStatus]int
+	states                                                              map[runstate.RunStatus]int
 	executions                                                          int
 	notSettled, overlaps, staleWrites, liveRecovered, rejected, missing int
 	examples                                                            []string
@@ -424,15 +424,15 @@ func (c *chaosCounts) example(format string, args ...any) {
 }
 
 // check reads every run's final state and audit trail, and the markers.
-func (f *fleet) check(ctx context.Context, store spec.Store, submitted []string, markers string) chaosCounts {
-	c := chaosCounts{states: map[spec.RunStatus]int{}}
+func (f *fleet) check(ctx context.Context, store runstate.Store, submitted []string, markers string) chaosCounts {
+	c := chaosCounts{states: map[runstate.RunStatus]int{}}
 	runnable := map[string]bool{}
 	statuses := []string{"queued", "waiting"}
 	if f.policy == "takeover" {
 		statuses = append(statuses, "running")
 	}
 	for cursor := ""; ; {
-		page, err := store.ListRunnableRuns(ctx, spec.ListRunnableParams{Filter: spec.RunnableFilter{Statuses: statuses}, Limit: spec.MaxPageLimit, Cursor: cursor})
+		page, err := store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Statuses: statuses}, Limit: runstate.MaxPageLimit, Cursor: cursor})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -459,9 +459,9 @@ func (f *fleet) check(ctx context.Context, store spec.Store, submitted []string,
 			c.notSettled++
 			c.example("run %s is %s and not runnable", id, run.Status)
 		}
-		var evs []spec.AuditEvent
+		var evs []runstate.AuditEvent
 		for after := int64(0); ; {
-			page, err := store.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id, AfterSeq: after, Limit: spec.MaxPageLimit})
+			page, err := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id, AfterSeq: after, Limit: runstate.MaxPageLimit})
 			if err != nil {
 				f.t.Fatal(err)
 			}
@@ -474,7 +474,7 @@ func (f *fleet) check(ctx context.Context, store spec.Store, submitted []string,
 		var maxToken int64
 		var holder string // actor of the last fenced write
 		for _, e := range evs {
-			if e.Kind == spec.AuditRejected || e.ErrorCode == string(spec.CodeInvalidTransition) {
+			if e.Kind == runstate.AuditRejected || e.ErrorCode == string(runstate.CodeInvalidTransition) {
 				c.rejected++
 				c.example("run %s: rejected transition %+v", id, e)
 			}
@@ -482,7 +482,7 @@ func (f *fleet) check(ctx context.Context, store spec.Store, submitted []string,
 				c.staleWrites++
 				c.example("run %s: write under token %d accepted after token %d: %+v", id, e.LeaseToken, maxToken, e)
 			}
-			if e.Actor.Kind == spec.ActorRecovery && e.To.Terminal() && holder != "" {
+			if e.Actor.Kind == runstate.ActorRecovery && e.To.Terminal() && holder != "" {
 				if f.heldLive(holder, e, lives) {
 					c.liveRecovered++
 					c.example("run %s: recovery by %s at %v interrupted the run %s held and kept renewing", id, e.Actor.ID, e.Time, holder)
@@ -491,7 +491,7 @@ func (f *fleet) check(ctx context.Context, store spec.Store, submitted []string,
 			if e.LeaseToken > maxToken {
 				maxToken = e.LeaseToken
 			}
-			if e.LeaseToken > 0 && e.Actor.Kind == spec.ActorWorker {
+			if e.LeaseToken > 0 && e.Actor.Kind == runstate.ActorWorker {
 				holder = e.Actor.ID
 			}
 		}
@@ -513,7 +513,7 @@ func (f *fleet) check(ctx context.Context, store spec.Store, submitted []string,
 // lets leases lapse, as the contract allows), and the recovering process
 // was not a later incarnation of the same worker (which may take its
 // leases over at once).
-func (f *fleet) heldLive(holder string, e spec.AuditEvent, lives map[string]*workerLife) bool {
+func (f *fleet) heldLive(holder string, e runstate.AuditEvent, lives map[string]*workerLife) bool {
 	worker, inc, _ := strings.Cut(holder, "/")
 	pid, _, _ := strings.Cut(inc, "-")
 	w := lives[worker+"/"+pid]

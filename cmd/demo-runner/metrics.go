@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -55,10 +55,10 @@ func newMetrics() *metrics {
 		m.webhookAttempt, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series exists from the start, at 0: a dashboard or an alert on
 	// a series that has not happened yet sees 0, not nothing.
-	for _, outcome := range []spec.RecoveryOutcome{spec.OutcomeInterrupted, spec.OutcomeFailed, spec.OutcomeRequeued, spec.OutcomeSkipped} {
+	for _, outcome := range []runstate.RecoveryOutcome{runstate.OutcomeInterrupted, runstate.OutcomeFailed, runstate.OutcomeRequeued, runstate.OutcomeSkipped} {
 		m.recovered.WithLabelValues(string(outcome))
 	}
-	for _, status := range spec.RunStatuses() {
+	for _, status := range runstate.RunStatuses() {
 		m.transitions.WithLabelValues(string(status))
 		if status.Terminal() {
 			m.runDuration.WithLabelValues(string(status))
@@ -73,11 +73,11 @@ func newMetrics() *metrics {
 	return m
 }
 
-func (m *metrics) observeRecovery(r spec.RecoveryReport) {
-	m.recovered.WithLabelValues(string(spec.OutcomeInterrupted)).Add(float64(r.Interrupted))
-	m.recovered.WithLabelValues(string(spec.OutcomeFailed)).Add(float64(r.Failed))
-	m.recovered.WithLabelValues(string(spec.OutcomeRequeued)).Add(float64(r.Requeued))
-	m.recovered.WithLabelValues(string(spec.OutcomeSkipped)).Add(float64(r.Skipped))
+func (m *metrics) observeRecovery(r runstate.RecoveryReport) {
+	m.recovered.WithLabelValues(string(runstate.OutcomeInterrupted)).Add(float64(r.Interrupted))
+	m.recovered.WithLabelValues(string(runstate.OutcomeFailed)).Add(float64(r.Failed))
+	m.recovered.WithLabelValues(string(runstate.OutcomeRequeued)).Add(float64(r.Requeued))
+	m.recovered.WithLabelValues(string(runstate.OutcomeSkipped)).Add(float64(r.Skipped))
 	m.recoveryTime.Observe(r.Duration.Seconds())
 }
 
@@ -85,7 +85,7 @@ func (m *metrics) observeRecovery(r spec.RecoveryReport) {
 func (m *metrics) Notify(ev tracker.Event) { m.transitions.WithLabelValues(ev.Status).Inc() }
 
 // observeFinished records the duration of a run this process ended.
-func (m *metrics) observeFinished(run spec.RunSnapshot) {
+func (m *metrics) observeFinished(run runstate.RunSnapshot) {
 	if run.Status.Terminal() && !run.FinishedAt.IsZero() {
 		m.runDuration.WithLabelValues(string(run.Status)).Observe(run.FinishedAt.Sub(run.CreatedAt).Seconds())
 	}
@@ -102,7 +102,7 @@ func (m *metrics) observeDelivery(o tracker.DeliveryOutcome) {
 // storeGauges adds the series read from the store and the dead-letter file
 // at each scrape: runs by status (the statuses that have not finished, whose
 // count follows the live runs, not the history) and dead letters on file.
-func (m *metrics) storeGauges(store spec.RunStateStore, dead *tracker.FileDeadLetters) {
+func (m *metrics) storeGauges(store runstate.RunStateStore, dead *tracker.FileDeadLetters) {
 	m.reg.MustRegister(&storeCollector{store: store, dead: dead,
 		runs: prometheus.NewDesc("runstate_runs", "Runs in the store that have not finished, by status (counted up to "+
 			"100000 per status at each scrape).", []string{"status"}, nil),
@@ -116,7 +116,7 @@ func (m *metrics) storeGauges(store spec.RunStateStore, dead *tracker.FileDeadLe
 const runsCountLimit = 100000
 
 type storeCollector struct {
-	store                       spec.RunStateStore
+	store                       runstate.RunStateStore
 	dead                        *tracker.FileDeadLetters
 	runs, deadLetters, failures *prometheus.Desc
 }
@@ -131,7 +131,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	failed := 0.0
-	for _, status := range spec.RunStatuses() {
+	for _, status := range runstate.RunStatuses() {
 		if status.Terminal() {
 			continue
 		}
@@ -148,10 +148,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *storeCollector) count(ctx context.Context, status spec.RunStatus) (int, error) {
+func (c *storeCollector) count(ctx context.Context, status runstate.RunStatus) (int, error) {
 	n, cursor := 0, ""
 	for n < runsCountLimit {
-		page, err := c.store.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{string(status)}, Limit: spec.MaxPageLimit, Cursor: cursor})
+		page, err := c.store.ListRuns(ctx, runstate.ListRunsParams{Statuses: []string{string(status)}, Limit: runstate.MaxPageLimit, Cursor: cursor})
 		if err != nil {
 			return n, err
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -29,19 +29,19 @@ var openAPIYAML []byte
 
 // httpStatus maps the contract's codes to HTTP: bad input 400, absent
 // 404, a conflict with the run's state or version 409, a store away 503.
-var httpStatus = map[spec.Code]int{
-	spec.CodeInvalidArgument:   http.StatusBadRequest,
-	spec.CodeMissingDiagnostic: http.StatusBadRequest,
-	spec.CodeUnauthenticated:   http.StatusUnauthorized,
-	spec.CodePermissionDenied:  http.StatusForbidden,
-	spec.CodeNotFound:          http.StatusNotFound,
-	spec.CodeAlreadyExists:     http.StatusConflict,
-	spec.CodeVersionConflict:   http.StatusConflict,
-	spec.CodeInvalidTransition: http.StatusConflict,
-	spec.CodeLeaseHeld:         http.StatusConflict,
-	spec.CodeLeaseLost:         http.StatusConflict,
-	spec.CodeNotClaimable:      http.StatusConflict,
-	spec.CodeUnavailable:       http.StatusServiceUnavailable,
+var httpStatus = map[runstate.Code]int{
+	runstate.CodeInvalidArgument:   http.StatusBadRequest,
+	runstate.CodeMissingDiagnostic: http.StatusBadRequest,
+	runstate.CodeUnauthenticated:   http.StatusUnauthorized,
+	runstate.CodePermissionDenied:  http.StatusForbidden,
+	runstate.CodeNotFound:          http.StatusNotFound,
+	runstate.CodeAlreadyExists:     http.StatusConflict,
+	runstate.CodeVersionConflict:   http.StatusConflict,
+	runstate.CodeInvalidTransition: http.StatusConflict,
+	runstate.CodeLeaseHeld:         http.StatusConflict,
+	runstate.CodeLeaseLost:         http.StatusConflict,
+	runstate.CodeNotClaimable:      http.StatusConflict,
+	runstate.CodeUnavailable:       http.StatusServiceUnavailable,
 }
 
 // Codes of the API's own refusals, beside the contract's.
@@ -62,7 +62,7 @@ func (a *app) routes() []route {
 	return []route{
 		{"GET", "/healthz", func(w http.ResponseWriter, r *http.Request) {
 			_, err := a.store.GetRun(r.Context(), "healthz-probe")
-			if err != nil && !errors.Is(err, spec.ErrNotFound) {
+			if err != nil && !errors.Is(err, runstate.ErrNotFound) {
 				a.reply(w, r, nil, err)
 				return
 			}
@@ -141,22 +141,22 @@ func (a *app) handler() http.Handler {
 				fmt.Sprintf("%s takes %s, not %s", r.URL.Path, strings.Join(allow, ", "), r.Method))
 			return
 		}
-		a.problem(w, r, http.StatusNotFound, string(spec.CodeNotFound), fmt.Sprintf("no operation %s %s; /openapi.json lists them", r.Method, r.URL.Path))
+		a.problem(w, r, http.StatusNotFound, string(runstate.CodeNotFound), fmt.Sprintf("no operation %s %s; /openapi.json lists them", r.Method, r.URL.Path))
 	})
 	return mux
 }
 
 // listParams reads GET /runs's query.
-func listParams(r *http.Request) (spec.ListRunsParams, error) {
+func listParams(r *http.Request) (runstate.ListRunsParams, error) {
 	q := r.URL.Query()
-	p := spec.ListRunsParams{WorkflowName: q.Get("workflow"), Cursor: q.Get("cursor")}
+	p := runstate.ListRunsParams{WorkflowName: q.Get("workflow"), Cursor: q.Get("cursor")}
 	if s := q.Get("status"); s != "" {
 		p.Statuses = strings.Split(s, ",")
 	}
 	for _, l := range q["label"] {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok {
-			return p, spec.InvalidArgument("label", "%q is not key=value", l)
+			return p, runstate.InvalidArgument("label", "%q is not key=value", l)
 		}
 		if p.Labels == nil {
 			p.Labels = map[string]string{}
@@ -166,7 +166,7 @@ func listParams(r *http.Request) (spec.ListRunsParams, error) {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil {
-			return p, spec.InvalidArgument("limit", "%q is not a number", l)
+			return p, runstate.InvalidArgument("limit", "%q is not a number", l)
 		}
 		p.Limit = n
 	}
@@ -184,10 +184,10 @@ func cancelReason(r *http.Request) (string, error) {
 		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-			return "", spec.InvalidArgument("body", "want {\"reason\": \"why\"}: %v", err)
+			return "", runstate.InvalidArgument("body", "want {\"reason\": \"why\"}: %v", err)
 		}
 		if body.Reason != "" && reason != "" && body.Reason != reason {
-			return "", spec.InvalidArgument("reason", "given twice, differently, in the body and the query")
+			return "", runstate.InvalidArgument("reason", "given twice, differently, in the body and the query")
 		}
 		if body.Reason != "" {
 			reason = body.Reason
@@ -201,14 +201,14 @@ func cancelReason(r *http.Request) (string, error) {
 
 // runList is a page of runs as the CLI and the API print it.
 type runList struct {
-	Runs       []spec.RunSnapshot `json:"runs"`
-	NextCursor string             `json:"next_cursor,omitempty"`
+	Runs       []runstate.RunSnapshot `json:"runs"`
+	NextCursor string                 `json:"next_cursor,omitempty"`
 }
 
 // newRunList prints an empty page as "runs": [], never null.
-func newRunList(page spec.RunPage) runList {
+func newRunList(page runstate.RunPage) runList {
 	if page.Runs == nil {
-		page.Runs = []spec.RunSnapshot{}
+		page.Runs = []runstate.RunSnapshot{}
 	}
 	return runList{page.Runs, page.NextCursor}
 }
@@ -253,8 +253,8 @@ func (a *app) serveMetrics(ctx context.Context, lis net.Listener) {
 // reply writes v as JSON, or err as problem JSON.
 func (a *app) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
 	if err != nil {
-		code := string(spec.CodeOf(err))
-		status, ok := httpStatus[spec.CodeOf(err)]
+		code := string(runstate.CodeOf(err))
+		status, ok := httpStatus[runstate.CodeOf(err)]
 		switch {
 		case errors.Is(err, tracker.ErrFinished):
 			code, status, ok = codeRunFinished, http.StatusConflict, true

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/internal/badgershare"
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/cmd/demo-runner/internal/badgershare"
 )
 
 // checkShared runs a command beside the process holding the default
@@ -55,7 +55,7 @@ func TestEveryCommandWorksBesideTheProcessHoldingTheDefaultStore(t *testing.T) {
 	checkShared(t, global, 0, "cancel", "--reason", "not today", doomed)
 	w.await(t, `ended elsewhere" run_id=`+doomed, 10*time.Second)
 	evs := runAudit(t, global, doomed)
-	if last := evs[len(evs)-1]; last.To != spec.StatusCanceled || last.Reason != "not today" {
+	if last := evs[len(evs)-1]; last.To != runstate.StatusCanceled || last.Reason != "not today" {
 		t.Errorf("the cancel's reason was lost: %+v", last)
 	}
 	approved := checkShared(t, global, 0, "submit", "../../examples/workflows/approval.yaml")
@@ -92,7 +92,7 @@ func TestTheSocketFollowsTheStore(t *testing.T) {
 	if _, errOut, code := demo(t, with(storeB, "status", inA)...); code != exitUsage || !strings.Contains(errOut, "NOT_FOUND") && !strings.Contains(errOut, "not found") {
 		t.Errorf("store B's status of store A's run: exit %d, want %d (not found)\n%s", code, exitUsage, errOut)
 	}
-	if s := runStatus(t, storeA, inA); s.Status != spec.StatusWaiting {
+	if s := runStatus(t, storeA, inA); s.Status != runstate.StatusWaiting {
 		t.Errorf("store A's run through A's socket: %s", s.Status)
 	}
 }
@@ -175,7 +175,7 @@ func TestTheStoreOutlivesTheProcessHoldingIt(t *testing.T) {
 	syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL)
 	holder.cmd.Wait()
 	w.await(t, `run done" run_id=`+id+` status=success`, 20*time.Second)
-	if s := runStatus(t, global, id); s.Status != spec.StatusSuccess {
+	if s := runStatus(t, global, id); s.Status != runstate.StatusSuccess {
 		t.Fatalf("the run after its store's holder died: %s", s.Status)
 	}
 }

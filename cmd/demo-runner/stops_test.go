@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/internal/proctest"
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/testsupport/proctest"
 )
 
 // stepWorkflow returns a workflow that stops in a step of type kind named
@@ -37,21 +37,21 @@ func stepWorkflow(t *testing.T, kind string, long bool) string {
 // table allows. A run stopped in a wait step is not executing: it is left
 // waiting, claimable, and a signal and a worker finish it.
 func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
-	type outcome map[string]spec.RunStatus // by step kind
-	all := func(s spec.RunStatus) outcome {
-		return outcome{"shell": s, "sleep": s, "fail": s, "wait": spec.StatusWaiting}
+	type outcome map[string]runstate.RunStatus // by step kind
+	all := func(s runstate.RunStatus) outcome {
+		return outcome{"shell": s, "sleep": s, "fail": s, "wait": runstate.StatusWaiting}
 	}
 	for _, mode := range []struct {
 		name string
 		long bool
 		want outcome
 	}{
-		{"SIGTERM within grace", false, outcome{"shell": spec.StatusSuccess, "sleep": spec.StatusSuccess, "fail": spec.StatusFailed, "wait": spec.StatusWaiting}},
-		{"SIGTERM past grace", true, all(spec.StatusInterrupted)},
-		{"SIGHUP past grace", true, all(spec.StatusInterrupted)}, // the terminal went away
-		{"SIGINT to run", true, all(spec.StatusInterrupted)},
-		{"cancel", true, outcome{"shell": spec.StatusCanceled, "sleep": spec.StatusCanceled, "fail": spec.StatusCanceled, "wait": spec.StatusCanceled}},
-		{"SIGKILL and restart", true, all(spec.StatusInterrupted)},
+		{"SIGTERM within grace", false, outcome{"shell": runstate.StatusSuccess, "sleep": runstate.StatusSuccess, "fail": runstate.StatusFailed, "wait": runstate.StatusWaiting}},
+		{"SIGTERM past grace", true, all(runstate.StatusInterrupted)},
+		{"SIGHUP past grace", true, all(runstate.StatusInterrupted)}, // the terminal went away
+		{"SIGINT to run", true, all(runstate.StatusInterrupted)},
+		{"cancel", true, outcome{"shell": runstate.StatusCanceled, "sleep": runstate.StatusCanceled, "fail": runstate.StatusCanceled, "wait": runstate.StatusCanceled}},
+		{"SIGKILL and restart", true, all(runstate.StatusInterrupted)},
 	} {
 		for _, kind := range []string{"shell", "sleep", "wait", "fail"} {
 			t.Run(mode.name+"/"+kind, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 				}
 				checkNoRejectedTransition(t, global, id)
 				checkStepsFollowTheRun(t, s)
-				if s.Status == spec.StatusWaiting {
+				if s.Status == runstate.StatusWaiting {
 					// Left waiting and claimable: a signal and a worker finish it.
 					if _, errOut, code := demo(t, with(global, "signal", id)...); code != 0 {
 						t.Fatalf("signal: exit %d\n%s", code, errOut)
@@ -126,7 +126,7 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 					if _, errOut, code := demo(t, with(global, "worker", "--once")...); code != 0 {
 						t.Fatalf("worker --once: exit %d\n%s", code, errOut)
 					}
-					if s := runStatus(t, global, id); s.Status != spec.StatusSuccess {
+					if s := runStatus(t, global, id); s.Status != runstate.StatusSuccess {
 						t.Fatalf("the waiting run, signalled and claimed: %s", s.Status)
 					}
 					checkNoRejectedTransition(t, global, id)
@@ -149,24 +149,24 @@ func exitCode(err error) int {
 func checkNoRejectedTransition(t *testing.T, global []string, id string) {
 	t.Helper()
 	for _, e := range runAudit(t, global, id) {
-		if e.Kind == spec.AuditRejected || e.ErrorCode == string(spec.CodeInvalidTransition) {
+		if e.Kind == runstate.AuditRejected || e.ErrorCode == string(runstate.CodeInvalidTransition) {
 			t.Errorf("a rejected transition in the audit trail: %+v", e)
 		}
 	}
 }
 
 // checkStepsFollowTheRun: a finished run has no step or host left running.
-func checkStepsFollowTheRun(t *testing.T, s spec.RunSnapshot) {
+func checkStepsFollowTheRun(t *testing.T, s runstate.RunSnapshot) {
 	t.Helper()
 	if !s.Status.Terminal() {
 		return
 	}
 	for _, st := range s.Steps {
-		if st.Status == spec.StepRunning {
+		if st.Status == runstate.StepRunning {
 			t.Errorf("run %s, but step %s is still running", s.Status, st.Name)
 		}
 		for _, h := range st.Hosts {
-			if h.Status == spec.StepRunning {
+			if h.Status == runstate.StepRunning {
 				t.Errorf("run %s, but step %s host %s is still running", s.Status, st.Name, h.Host)
 			}
 		}
@@ -188,11 +188,11 @@ func TestCancelLeavesNoStaleState(t *testing.T) {
 	}
 	s := runStatus(t, global, id)
 	approve, _ := s.Step("approve")
-	if s.Status != spec.StatusCanceled || approve.Status != spec.StepCanceled || strings.Contains(s.Message, "waiting") || !strings.Contains(s.Message, "wrong branch") {
+	if s.Status != runstate.StatusCanceled || approve.Status != runstate.StepCanceled || strings.Contains(s.Message, "waiting") || !strings.Contains(s.Message, "wrong branch") {
 		t.Fatalf("after the cancel: run %s, message %q, step approve %s", s.Status, s.Message, approve.Status)
 	}
 	evs := runAudit(t, global, id)
-	if last := evs[len(evs)-1]; last.To != spec.StatusCanceled || last.Reason != "wrong branch" || last.Actor.Kind != spec.ActorOperator {
+	if last := evs[len(evs)-1]; last.To != runstate.StatusCanceled || last.Reason != "wrong branch" || last.Actor.Kind != runstate.ActorOperator {
 		t.Fatalf("the cancel's audit event: %+v", last)
 	}
 }

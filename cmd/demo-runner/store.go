@@ -10,26 +10,26 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/postgres"
+	"github.com/runstate/runstate/cmd/demo-runner/internal/badgershare"
 	"github.com/runstate/runstate/gateway"
-	"github.com/runstate/runstate/internal/badgershare"
 	"github.com/runstate/runstate/internal/redact"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 // openedStore is the store a command works on. leased is the same store
 // with its leases, nil exactly when it has none: no wrapper stands between
 // a store and its leases.
 type openedStore struct {
-	store  spec.RunStateStore
-	leased spec.Store
+	store  runstate.RunStateStore
+	leased runstate.Store
 	close  func() error
 }
 
-func storeWithLeases(s spec.Store, close func() error) *openedStore {
+func storeWithLeases(s runstate.Store, close func() error) *openedStore {
 	return &openedStore{store: s, leased: s, close: close}
 }
 
@@ -103,7 +103,7 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*op
 		if c.Name() == "memory" {
 			log.Warn("the plugin keeps runs in memory: they are lost when the plugin exits")
 		}
-		if full, ok := c.Store().(spec.Store); ok {
+		if full, ok := c.Store().(runstate.Store); ok {
 			return storeWithLeases(full, c.Close), nil
 		}
 		return &openedStore{store: c.Store(), close: c.Close}, nil
@@ -192,7 +192,7 @@ func (f gatewayFlags) open(ctx context.Context, addr string, log *slog.Logger) (
 		return nil, err
 	}
 	log.Info("using store", "store", "gateway", "addr", addr, "tls", !f.plaintext)
-	if full, ok := c.Store().(spec.Store); ok {
+	if full, ok := c.Store().(runstate.Store); ok {
 		return storeWithLeases(full, c.Close), nil
 	}
 	return &openedStore{store: c.Store(), close: c.Close}, nil

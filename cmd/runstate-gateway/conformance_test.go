@@ -13,7 +13,7 @@ import (
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
-	"github.com/runstate/runstate/internal/testtls"
+	"github.com/runstate/runstate/internal/testsupport/testtls"
 )
 
 // The whole suite passes through a gateway process in front of Badger and

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
-	"github.com/runstate/runstate/internal/testtls"
+	"github.com/runstate/runstate/internal/testsupport/testtls"
 	"github.com/runstate/runstate/plugin/plugintest"
-	"github.com/runstate/runstate/spec"
 )
 
 var binaries = plugintest.NewBinaries("github.com/runstate/runstate/cmd/runstate-gateway", "github.com/runstate/runstate/cmd/demo-runner")
@@ -104,7 +104,7 @@ func (f *fleet) start(listen string) {
 	f.cmd, f.addr = cmd, addr
 }
 
-func (f *fleet) dial(name string) spec.Store { return f.dialAt(f.addr, name) }
+func (f *fleet) dial(name string) runstate.Store { return f.dialAt(f.addr, name) }
 
 // second starts another gateway with the same configuration (store,
 // tokens, certificates) and returns its address.
@@ -122,7 +122,7 @@ func (f *fleet) second() string {
 	return addr
 }
 
-func (f *fleet) dialAt(addr, name string) spec.Store {
+func (f *fleet) dialAt(addr, name string) runstate.Store {
 	f.t.Helper()
 	c, err := gateway.Dial(context.Background(), addr, gateway.Options{Token: fleetTokens[name].token,
 		TLS: &tls.Config{RootCAs: f.ca.Pool, Certificates: []tls.Certificate{f.clients}}})
@@ -130,7 +130,7 @@ func (f *fleet) dialAt(addr, name string) spec.Store {
 		f.t.Fatalf("dial as %s: %v", name, err)
 	}
 	f.t.Cleanup(func() { c.Close() })
-	return c.Store().(spec.Store)
+	return c.Store().(runstate.Store)
 }
 
 // Two workers on different principals run a queue of runs through one
@@ -157,12 +157,12 @@ func TestWorkersCarryOnThroughAGatewayRestart(t *testing.T) {
 			for workCtx.Err() == nil {
 				id, err := work(workCtx, store, name)
 				switch {
-				case errors.Is(err, spec.ErrNotFound): // nothing runnable: done, or a run the other holds
+				case errors.Is(err, runstate.ErrNotFound): // nothing runnable: done, or a run the other holds
 					if finished(workCtx, store) == runs {
 						return
 					}
 					time.Sleep(20 * time.Millisecond)
-				case errors.Is(err, spec.ErrUnavailable), errors.Is(err, spec.ErrLeaseLost):
+				case errors.Is(err, runstate.ErrUnavailable), errors.Is(err, runstate.ErrLeaseLost):
 					time.Sleep(50 * time.Millisecond) // the gateway restarts; a run left leased expires
 				case err != nil:
 					t.Errorf("%s: %v", name, err)
@@ -197,13 +197,13 @@ func TestWorkersCarryOnThroughAGatewayRestart(t *testing.T) {
 	}
 	for i := range runs {
 		id := fmt.Sprintf("run-%02d", i)
-		page, err := operator.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id})
+		page, err := operator.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
 		last := page.Events[len(page.Events)-1]
 		name, tallied := finishedBy[id]
-		if last.To != spec.StatusSuccess || last.Actor.Kind != spec.ActorWorker || (tallied && last.Actor.ID != name) ||
+		if last.To != runstate.StatusSuccess || last.Actor.Kind != runstate.ActorWorker || (tallied && last.Actor.ID != name) ||
 			(last.Actor.ID != "worker-a" && last.Actor.ID != "worker-b") {
 			t.Fatalf("run %s ends with %+v, want success by a worker (%q by the tally)", id, last, name)
 		}
@@ -211,8 +211,8 @@ func TestWorkersCarryOnThroughAGatewayRestart(t *testing.T) {
 }
 
 // finished counts the runs in success (-1 when the store cannot say).
-func finished(ctx context.Context, store spec.Store) int {
-	page, err := store.ListRuns(ctx, spec.ListRunsParams{Statuses: []string{"success"}, Limit: spec.MaxPageLimit})
+func finished(ctx context.Context, store runstate.Store) int {
+	page, err := store.ListRuns(ctx, runstate.ListRunsParams{Statuses: []string{"success"}, Limit: runstate.MaxPageLimit})
 	if err != nil {
 		return -1
 	}
@@ -220,30 +220,30 @@ func finished(ctx context.Context, store spec.Store) int {
 }
 
 // createRuns queues n runs, run-00, run-01, …
-func createRuns(t *testing.T, store spec.Store, n int) {
+func createRuns(t *testing.T, store runstate.Store, n int) {
 	t.Helper()
 	for i := range n {
-		if _, err := store.CreateRun(context.Background(), spec.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "fleet"}); err != nil {
+		if _, err := store.CreateRun(context.Background(), runstate.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "fleet"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
 // work claims the next run as name, and runs it to success under its lease.
-func work(ctx context.Context, store spec.Store, name string) (string, error) {
-	claim, err := store.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: spec.Owner{Worker: name, Incarnation: "1"}, TTL: 2 * time.Second,
-		Filter: spec.RunnableFilter{Statuses: []string{"queued", "running"}}})
+func work(ctx context.Context, store runstate.Store, name string) (string, error) {
+	claim, err := store.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: name, Incarnation: "1"}, TTL: 2 * time.Second,
+		Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running"}}})
 	if err != nil {
 		return "", err
 	}
 	run := claim.Run
-	if run.Status == spec.StatusQueued {
-		if run, err = store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+	if run.Status == runstate.StatusQueued {
+		if run, err = store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
 			LeaseToken: claim.Lease.Token, Status: "running"}); err != nil {
 			return "", err
 		}
 	}
-	if _, err := store.UpdateRun(ctx, spec.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+	if _, err := store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
 		LeaseToken: claim.Lease.Token, Status: "success"}); err != nil {
 		return "", err
 	}
@@ -256,7 +256,7 @@ func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t)
 	a, b := f.dial("worker-a"), f.dial("worker-b")
-	if _, err := a.ListRuns(ctx, spec.ListRunsParams{}); err != nil {
+	if _, err := a.ListRuns(ctx, runstate.ListRunsParams{}); err != nil {
 		t.Fatal(err)
 	}
 	f.writeTokens("worker-a")
@@ -265,8 +265,8 @@ func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := a.ListRuns(ctx, spec.ListRunsParams{})
-		if errors.Is(err, spec.ErrUnauthenticated) {
+		_, err := a.ListRuns(ctx, runstate.ListRunsParams{})
+		if errors.Is(err, runstate.ErrUnauthenticated) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -274,7 +274,7 @@ func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := b.ListRuns(ctx, spec.ListRunsParams{}); err != nil {
+	if _, err := b.ListRuns(ctx, runstate.ListRunsParams{}); err != nil {
 		t.Fatalf("worker-b, whose token the reload kept: %v", err)
 	}
 	if err := f.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -289,7 +289,7 @@ func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
 	// would end with its deadline instead.
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := b.ListRuns(callCtx, spec.ListRunsParams{}); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := b.ListRuns(callCtx, runstate.ListRunsParams{}); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Fatalf("a call to a stopped gateway: %v", err)
 	}
 }
@@ -319,7 +319,7 @@ func TestTwoGatewaysOnOneMySQLShareAFleet(t *testing.T) {
 			defer wg.Done()
 			for {
 				id, err := work(ctx, store, name)
-				if errors.Is(err, spec.ErrNotFound) {
+				if errors.Is(err, runstate.ErrNotFound) {
 					return
 				}
 				if err != nil {
@@ -377,12 +377,12 @@ func TestTheDemoRunnerRunsThroughTheGateway(t *testing.T) {
 	if !ok || status != "success" {
 		t.Fatalf("stdout %q", stdout.String())
 	}
-	page, err := f.dial("operator-o").ListAuditEvents(context.Background(), spec.ListAuditParams{RunID: id})
+	page, err := f.dial("operator-o").ListAuditEvents(context.Background(), runstate.ListAuditParams{RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range page.Events[1:] { // after the create, every write is the worker's
-		if e.Actor != (spec.Actor{Kind: spec.ActorWorker, ID: "worker-a"}) {
+		if e.Actor != (runstate.Actor{Kind: runstate.ActorWorker, ID: "worker-a"}) {
 			t.Fatalf("event %d by %+v", e.Seq, e.Actor)
 		}
 	}
@@ -430,7 +430,7 @@ func TestAStalledWorkerIsFencedThroughTheGateway(t *testing.T) {
 	defer func() { a.Process.Kill(); a.Wait() }()
 	waitFor(t, "worker-a runs the run", func() bool {
 		r, err := operator.GetRun(ctx, id)
-		return err == nil && r.Status == spec.StatusRunning
+		return err == nil && r.Status == runstate.StatusRunning
 	})
 	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -446,10 +446,10 @@ func TestAStalledWorkerIsFencedThroughTheGateway(t *testing.T) {
 	a.Process.Signal(syscall.SIGCONT)
 	time.Sleep(2 * time.Second) // worker-a wakes, and tries to go on
 	r, err := operator.GetRun(ctx, id)
-	if err != nil || r.Status != spec.StatusSuccess {
+	if err != nil || r.Status != runstate.StatusSuccess {
 		t.Fatalf("the run after the takeover: %+v, %v", r, err)
 	}
-	page, err := operator.ListAuditEvents(ctx, spec.ListAuditParams{RunID: id})
+	page, err := operator.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 // Exit codes.
@@ -172,7 +172,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // openStore opens the store --store names. The gateway is its one user on
 // this machine: a Badger directory is held, not shared.
-func openStore(ctx context.Context, name string, log *slog.Logger) (spec.RunStateStore, func() error, error) {
+func openStore(ctx context.Context, name string, log *slog.Logger) (runstate.RunStateStore, func() error, error) {
 	kind, arg, _ := strings.Cut(name, ":")
 	switch kind {
 	case "memory":

@@ -5,13 +5,13 @@ package main
 import (
 	"context"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 func main() {
-	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
+	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
 		if err := plugin.CheckConfig(cfg, []string{"dir"}, []string{"nosync"}); err != nil {
 			return nil, err
 		}

@@ -5,13 +5,13 @@ package main
 import (
 	"context"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 func main() {
-	plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (spec.RunStateStore, error) {
+	plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (runstate.RunStateStore, error) {
 		return memory.Open(ctx, memory.Options{})
 	}, plugin.WithName("memory", "builtin"))
 }

@@ -9,13 +9,13 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 func main() {
-	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
+	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
 		if err := plugin.CheckConfig(cfg, []string{"dsn"}, []string{"max_open_conns", "scratch_database"}); err != nil {
 			return nil, err
 		}
@@ -23,7 +23,7 @@ func main() {
 		if v := cfg["max_open_conns"]; v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				return nil, spec.InvalidArgument("max_open_conns", "%q is not a positive number", v)
+				return nil, runstate.InvalidArgument("max_open_conns", "%q is not a positive number", v)
 			}
 			opts.MaxOpenConns = n
 		}
@@ -32,7 +32,7 @@ func main() {
 		case "true":
 			opts.ScratchDatabase = true
 		default:
-			return nil, spec.InvalidArgument("scratch_database", "%q: want true or false", v)
+			return nil, runstate.InvalidArgument("scratch_database", "%q: want true or false", v)
 		}
 		return mysql.Open(ctx, opts)
 	}, plugin.WithName("mysql", "mysql/innodb"))

@@ -11,13 +11,13 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 func main() {
-	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
+	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
 		if err := plugin.CheckConfig(cfg, []string{"dsn"}, []string{"schema", "max_open_conns", "scratch_schema", "notify_runnable"}); err != nil {
 			return nil, err
 		}
@@ -25,7 +25,7 @@ func main() {
 		if v := cfg["max_open_conns"]; v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				return nil, spec.InvalidArgument("max_open_conns", "%q is not a positive number", v)
+				return nil, runstate.InvalidArgument("max_open_conns", "%q is not a positive number", v)
 			}
 			opts.MaxOpenConns = n
 		}
@@ -34,14 +34,14 @@ func main() {
 		case "true":
 			opts.ScratchSchema = true
 		default:
-			return nil, spec.InvalidArgument("scratch_schema", "%q: want true or false", v)
+			return nil, runstate.InvalidArgument("scratch_schema", "%q: want true or false", v)
 		}
 		switch v := cfg["notify_runnable"]; v {
 		case "", "false":
 		case "true":
 			opts.NotifyRunnable = true
 		default:
-			return nil, spec.InvalidArgument("notify_runnable", "%q: want true or false", v)
+			return nil, runstate.InvalidArgument("notify_runnable", "%q: want true or false", v)
 		}
 		return postgres.Open(ctx, opts)
 	}, plugin.WithName("postgres", "postgres"))

@@ -24,8 +24,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
 )
 
 // Workload names.
@@ -135,7 +135,7 @@ func Run(ctx context.Context, target conformance.Target, opts Options) ([]Measur
 }
 
 // withStore gives fn a fresh store of target and closes it after.
-func withStore(ctx context.Context, target conformance.Target, fn func(spec.RunStateStore) error) error {
+func withStore(ctx context.Context, target conformance.Target, fn func(runstate.RunStateStore) error) error {
 	h, err := target.NewHarness(ctx)
 	if err != nil {
 		return fmt.Errorf("open a fresh store: %w", err)
@@ -182,7 +182,7 @@ func parallel(n int, body func(worker int) error) error {
 }
 
 // createRuns creates n runs from 8 goroutines and returns their ids.
-func createRuns(ctx context.Context, st spec.RunStateStore, n int, params func(i int) spec.CreateRunParams) ([]string, error) {
+func createRuns(ctx context.Context, st runstate.RunStateStore, n int, params func(i int) runstate.CreateRunParams) ([]string, error) {
 	ids := make([]string, n)
 	var next atomic.Int64
 	err := parallel(8, func(int) error {
@@ -198,8 +198,8 @@ func createRuns(ctx context.Context, st spec.RunStateStore, n int, params func(i
 	return ids, err
 }
 
-func benchRun(int) spec.CreateRunParams {
-	return spec.CreateRunParams{WorkflowName: "bench", Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}}
+func benchRun(int) runstate.CreateRunParams {
+	return runstate.CreateRunParams{WorkflowName: "bench", Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}}
 }
 
 // casUpdates: each of level writers moves its own run between running and
@@ -208,7 +208,7 @@ func casUpdates(ctx context.Context, target conformance.Target, opts Options) ([
 	var out []Measurement
 	for _, level := range opts.Levels {
 		opts.Progress(fmt.Sprintf("%s, writers=%d", CASUpdate, level))
-		err := withStore(ctx, target, func(st spec.RunStateStore) error {
+		err := withStore(ctx, target, func(st runstate.RunStateStore) error {
 			ids, err := createRuns(ctx, st, level, benchRun)
 			if err != nil {
 				return err
@@ -217,16 +217,16 @@ func casUpdates(ctx context.Context, target conformance.Target, opts Options) ([
 			start := time.Now()
 			deadline := start.Add(opts.Duration)
 			err = parallel(level, func(w int) error {
-				version, status := int64(1), spec.StatusQueued
+				version, status := int64(1), runstate.StatusQueued
 				var mine []time.Duration
 				defer func() { lat.add(mine) }()
 				for time.Now().Before(deadline) {
-					to := spec.StatusRunning
-					if status == spec.StatusRunning {
-						to = spec.StatusWaiting
+					to := runstate.StatusRunning
+					if status == runstate.StatusRunning {
+						to = runstate.StatusWaiting
 					}
 					t0 := time.Now()
-					r, err := st.UpdateRun(ctx, spec.UpdateRunParams{RunID: ids[w], ExpectedVersion: version, Status: string(to)})
+					r, err := st.UpdateRun(ctx, runstate.UpdateRunParams{RunID: ids[w], ExpectedVersion: version, Status: string(to)})
 					if err != nil {
 						return fmt.Errorf("update run %s: %w", ids[w], err)
 					}
@@ -255,14 +255,14 @@ func claims(ctx context.Context, target conformance.Target, opts Options) ([]Mea
 			continue
 		}
 		opts.Progress(fmt.Sprintf("%s, workers=%d", ClaimNext, level))
-		err := withStore(ctx, target, func(st spec.RunStateStore) error {
-			leases, ok := st.(spec.LeaseStore)
+		err := withStore(ctx, target, func(st runstate.RunStateStore) error {
+			leases, ok := st.(runstate.LeaseStore)
 			if !ok {
 				return errors.New("the target declares leases but its store has no lease operations")
 			}
 			// More runs than claims, so no worker ever finds the queue empty.
-			if _, err := createRuns(ctx, st, opts.Claims+level, func(i int) spec.CreateRunParams {
-				return spec.CreateRunParams{WorkflowName: "bench", Priority: i % 10}
+			if _, err := createRuns(ctx, st, opts.Claims+level, func(i int) runstate.CreateRunParams {
+				return runstate.CreateRunParams{WorkflowName: "bench", Priority: i % 10}
 			}); err != nil {
 				return err
 			}
@@ -273,12 +273,12 @@ func claims(ctx context.Context, target conformance.Target, opts Options) ([]Mea
 			left.Store(int64(opts.Claims))
 			start := time.Now()
 			err := parallel(level, func(w int) error {
-				owner := spec.Owner{Worker: fmt.Sprintf("bench-worker-%d", w), Incarnation: "1"}
+				owner := runstate.Owner{Worker: fmt.Sprintf("bench-worker-%d", w), Incarnation: "1"}
 				var mine []time.Duration
 				defer func() { lat.add(mine) }()
 				for left.Add(-1) >= 0 {
 					t0 := time.Now()
-					c, err := leases.ClaimNextRun(ctx, spec.ClaimNextParams{Owner: owner, TTL: time.Hour})
+					c, err := leases.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour})
 					if err != nil {
 						return fmt.Errorf("worker %d: claim-next with runs queued: %w", w, err)
 					}
@@ -311,14 +311,14 @@ const pageSize = 100
 func listPages(ctx context.Context, target conformance.Target, opts Options) ([]Measurement, error) {
 	var out []Measurement
 	opts.Progress(fmt.Sprintf("%s, runs=%d", ListPage, opts.ListRuns))
-	err := withStore(ctx, target, func(st spec.RunStateStore) error {
-		if _, err := createRuns(ctx, st, opts.ListRuns, func(int) spec.CreateRunParams { return spec.CreateRunParams{WorkflowName: "bench"} }); err != nil {
+	err := withStore(ctx, target, func(st runstate.RunStateStore) error {
+		if _, err := createRuns(ctx, st, opts.ListRuns, func(int) runstate.CreateRunParams { return runstate.CreateRunParams{WorkflowName: "bench"} }); err != nil {
 			return err
 		}
 		depth := opts.ListRuns * 9 / 10 / pageSize * pageSize
 		cursor := ""
 		for seen := 0; seen < depth; seen += pageSize { // not timed: finding the deep page's cursor
-			page, err := st.ListRuns(ctx, spec.ListRunsParams{Limit: pageSize, Cursor: cursor})
+			page, err := st.ListRuns(ctx, runstate.ListRunsParams{Limit: pageSize, Cursor: cursor})
 			if err != nil {
 				return fmt.Errorf("list runs: %w", err)
 			}
@@ -333,7 +333,7 @@ func listPages(ctx context.Context, target conformance.Target, opts Options) ([]
 			start := time.Now()
 			for range 50 {
 				t0 := time.Now()
-				page, err := st.ListRuns(ctx, spec.ListRunsParams{Limit: pageSize, Cursor: at.cursor})
+				page, err := st.ListRuns(ctx, runstate.ListRunsParams{Limit: pageSize, Cursor: at.cursor})
 				if err != nil {
 					return fmt.Errorf("list runs at depth %d: %w", at.depth, err)
 				}
@@ -360,7 +360,7 @@ func recovery(ctx context.Context, target conformance.Target, opts Options) ([]M
 	n := opts.RecoveryRuns
 	opts.Progress(fmt.Sprintf("%s, runs=%d", Recovery, n))
 	var out []Measurement
-	err := withStore(ctx, target, func(st spec.RunStateStore) error {
+	err := withStore(ctx, target, func(st runstate.RunStateStore) error {
 		ids, err := createRuns(ctx, st, n, benchRun)
 		if err != nil {
 			return err
@@ -368,7 +368,7 @@ func recovery(ctx context.Context, target conformance.Target, opts Options) ([]M
 		var next atomic.Int64
 		err = parallel(8, func(int) error {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if _, err := st.UpdateRun(ctx, spec.UpdateRunParams{RunID: ids[i], ExpectedVersion: 1, Status: string(spec.StatusRunning)}); err != nil {
+				if _, err := st.UpdateRun(ctx, runstate.UpdateRunParams{RunID: ids[i], ExpectedVersion: 1, Status: string(runstate.StatusRunning)}); err != nil {
 					return fmt.Errorf("start run %s: %w", ids[i], err)
 				}
 			}
@@ -377,13 +377,13 @@ func recovery(ctx context.Context, target conformance.Target, opts Options) ([]M
 		if err != nil {
 			return err
 		}
-		ropts := spec.RecoveryOptions{Owner: spec.Owner{Worker: "bench-recovery", Incarnation: "1"}, Logger: slog.New(slog.DiscardHandler)}
+		ropts := runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "bench-recovery", Incarnation: "1"}, Logger: slog.New(slog.DiscardHandler)}
 		start := time.Now()
-		var rep spec.RecoveryReport
-		if full, ok := st.(spec.Store); ok && target.Capabilities.Leases {
-			rep, err = spec.Recover(ctx, full, ropts)
+		var rep runstate.RecoveryReport
+		if full, ok := st.(runstate.Store); ok && target.Capabilities.Leases {
+			rep, err = runstate.Recover(ctx, full, ropts)
 		} else {
-			rep, err = spec.RecoverExclusive(ctx, st, ropts)
+			rep, err = runstate.RecoverExclusive(ctx, st, ropts)
 		}
 		elapsed := time.Since(start)
 		if err != nil {

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/conformance/perf"
-	"github.com/runstate/runstate/spec"
 )
 
 var small = perf.Options{Levels: []int{1, 4}, Duration: 100 * time.Millisecond, Claims: 200, ListRuns: 1000, RecoveryRuns: 300}
@@ -77,18 +77,18 @@ func TestDoubleClaimsAreCounted(t *testing.T) {
 // doubling's store answers every second claim-next with the claim before.
 type doubling struct{ conformance.Harness }
 
-func (d doubling) Store() spec.RunStateStore {
-	return &doublingStore{Store: d.Harness.Store().(spec.Store)}
+func (d doubling) Store() runstate.RunStateStore {
+	return &doublingStore{Store: d.Harness.Store().(runstate.Store)}
 }
 
 type doublingStore struct {
-	spec.Store
+	runstate.Store
 	mu   sync.Mutex
 	n    int
-	last spec.Claim
+	last runstate.Claim
 }
 
-func (s *doublingStore) ClaimNextRun(ctx context.Context, p spec.ClaimNextParams) (spec.Claim, error) {
+func (s *doublingStore) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
@@ -127,4 +127,6 @@ func TestWithoutLeasesClaimNextIsSkipped(t *testing.T) {
 type noLeases struct{ conformance.Harness }
 
 // Store hides the lease operations.
-func (n noLeases) Store() spec.RunStateStore { return struct{ spec.RunStateStore }{n.Harness.Store()} }
+func (n noLeases) Store() runstate.RunStateStore {
+	return struct{ runstate.RunStateStore }{n.Harness.Store()}
+}

@@ -16,12 +16,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 // Open loads the store at path, creating an empty one when missing.
-func Open(path string) (spec.Store, error) {
+func Open(path string) (runstate.Store, error) {
 	f := &file{path: path, runs: map[string]*record{}}
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -29,16 +29,16 @@ func Open(path string) (spec.Store, error) {
 	}
 	if err == nil {
 		if err := json.Unmarshal(b, &f.runs); err != nil {
-			return nil, spec.Unavailable(path+" is not a filestore", err)
+			return nil, runstate.Unavailable(path+" is not a filestore", err)
 		}
 	}
 	return driver.Wrap(f), nil
 }
 
 type record struct {
-	Run    spec.RunSnapshot  `json:"run"`
-	Events []spec.AuditEvent `json:"events"`
-	Lease  driver.LeaseState `json:"lease"`
+	Run    runstate.RunSnapshot  `json:"run"`
+	Events []runstate.AuditEvent `json:"events"`
+	Lease  driver.LeaseState     `json:"lease"`
 }
 
 // file holds every run in memory and in the file at path.
@@ -100,9 +100,9 @@ func (f *file) Now(context.Context) (time.Time, error) { return time.Now(), nil 
 func (f *file) Insert(_ context.Context, n driver.InsertParams) error {
 	return f.write(n.Run.RunID, func(r *record) (bool, error) {
 		if r.Run.RunID != "" {
-			return false, spec.ErrAlreadyExists
+			return false, runstate.ErrAlreadyExists
 		}
-		*r = record{Run: n.Run.Clone(), Events: []spec.AuditEvent{n.Created}}
+		*r = record{Run: n.Run.Clone(), Events: []runstate.AuditEvent{n.Created}}
 		return true, nil
 	})
 }
@@ -110,7 +110,7 @@ func (f *file) Insert(_ context.Context, n driver.InsertParams) error {
 func (f *file) Modify(_ context.Context, id string, change func(driver.Current) driver.Change) error {
 	return f.write(id, func(r *record) (bool, error) {
 		if r.Run.RunID == "" {
-			return false, spec.ErrNotFound
+			return false, runstate.ErrNotFound
 		}
 		c := change(driver.Current{Run: r.Run, Lease: r.Lease, LastSeq: int64(len(r.Events)), Now: time.Now()})
 		if c.Run != nil {
@@ -124,46 +124,46 @@ func (f *file) Modify(_ context.Context, id string, change func(driver.Current) 
 	})
 }
 
-func (f *file) Get(_ context.Context, id string) (spec.RunSnapshot, error) {
+func (f *file) Get(_ context.Context, id string) (runstate.RunSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r, ok := f.runs[id]; ok {
 		return r.Run.Clone(), nil
 	}
-	return spec.RunSnapshot{}, spec.ErrNotFound
+	return runstate.RunSnapshot{}, runstate.ErrNotFound
 }
 
-func (f *file) ListAudit(_ context.Context, q driver.AuditQuery) ([]spec.AuditEvent, error) {
+func (f *file) ListAudit(_ context.Context, q driver.AuditQuery) ([]runstate.AuditEvent, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.runs[q.RunID]
 	if !ok {
-		return nil, spec.ErrNotFound
+		return nil, runstate.ErrNotFound
 	}
 	events := r.Events[min(int(q.AfterSeq), len(r.Events)):]
 	return slices.Clone(events[:min(len(events), q.Limit)]), nil
 }
 
-func (f *file) ListRuns(_ context.Context, q driver.RunQuery) ([]spec.RunSnapshot, error) {
+func (f *file) ListRuns(_ context.Context, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
 	return f.find(q.Limit, func(r *record) bool {
 		return q.Filter.Matches(r.Run) && (q.After == nil || q.After.Less(driver.PositionOf(r.Run)))
-	}, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
+	}, func(a, b runstate.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
 }
 
-func (f *file) Runnable(_ context.Context, q driver.RunnableQuery) ([]spec.RunSnapshot, error) {
+func (f *file) Runnable(_ context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
 	now := time.Now()
 	return f.find(q.Limit, func(r *record) bool {
 		return q.Admits(r.Run, r.Lease, now) && (q.After == nil || q.After.Less(driver.RunnablePositionOf(r.Run)))
-	}, func(a, b spec.RunSnapshot) int {
+	}, func(a, b runstate.RunSnapshot) int {
 		return driver.RunnablePositionOf(a).Compare(driver.RunnablePositionOf(b))
 	})
 }
 
 // find returns copies of the first limit runs that keep selects, in order.
-func (f *file) find(limit int, keep func(*record) bool, order func(a, b spec.RunSnapshot) int) ([]spec.RunSnapshot, error) {
+func (f *file) find(limit int, keep func(*record) bool, order func(a, b runstate.RunSnapshot) int) ([]runstate.RunSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []spec.RunSnapshot
+	var out []runstate.RunSnapshot
 	for _, r := range f.runs {
 		if keep(r) {
 			out = append(out, r.Run.Clone())

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
-	"github.com/runstate/runstate/spec"
 )
 
 // Setup is how a target starts its gateways and reaches them.
@@ -122,14 +122,14 @@ type harness struct {
 	setup   Setup
 	cmd     *exec.Cmd
 	addr    string
-	first   spec.RunStateStore
+	first   runstate.RunStateStore
 	clients []*gateway.Client
 	drop    func()
 }
 
-func (h *harness) Store() spec.RunStateStore { return h.first }
+func (h *harness) Store() runstate.RunStateStore { return h.first }
 
-func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+func (h *harness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
 	c, err := gateway.Dial(ctx, h.addr, h.setup.Dial)
 	if err != nil {
 		return nil, err

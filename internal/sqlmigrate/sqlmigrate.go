@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 // Migration is one file NNN_name.sql: its version, name and statements.
@@ -84,7 +84,7 @@ func Split(body string) []string {
 // migrated by a newer build: it is refused, never written.
 func Pending(all []Migration, applied []int) ([]Migration, error) {
 	if n := len(applied); n > 0 && slices.Max(applied) > Latest(all) {
-		return nil, spec.Unavailable(fmt.Sprintf("the database has schema version %d; this build knows up to %d", slices.Max(applied), Latest(all)), nil)
+		return nil, runstate.Unavailable(fmt.Sprintf("the database has schema version %d; this build knows up to %d", slices.Max(applied), Latest(all)), nil)
 	}
 	var out []Migration
 	for _, m := range all {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func TestLoadReadsFilesInVersionOrder(t *testing.T) {
@@ -41,7 +41,7 @@ func TestPendingRefusesANewerDatabase(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Version != 2 {
 		t.Fatalf("pending %+v, %v: want version 2", got, err)
 	}
-	if _, err := Pending(all, []int{1, 2, 3, 7}); !errors.Is(err, spec.ErrUnavailable) {
+	if _, err := Pending(all, []int{1, 2, 3, 7}); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Fatalf("a database at version 7: %v, want UNAVAILABLE", err)
 	}
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/runstate/runstate/spec"
-	"github.com/runstate/runstate/spec/driver"
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 // Row is a run locked for a write, with the database time: the columns
@@ -38,7 +38,7 @@ type Row struct {
 
 // Lease is the row's lease.
 func (r Row) Lease() driver.LeaseState {
-	return driver.LeaseState{Owner: spec.Owner{Worker: r.LeaseWorker, Incarnation: r.LeaseIncarnation}, Token: r.LeaseToken,
+	return driver.LeaseState{Owner: runstate.Owner{Worker: r.LeaseWorker, Incarnation: r.LeaseIncarnation}, Token: r.LeaseToken,
 		AcquiredAt: r.LeaseAcquiredAt.Time.UTC(), ExpiresAt: r.LeaseExpiresAt.Time.UTC(), Released: r.LeaseReleased}
 }
 
@@ -49,19 +49,19 @@ func (r Row) Current() (driver.Current, error) {
 }
 
 // DecodeRun decodes a stored snapshot.
-func DecodeRun(snapshot string) (spec.RunSnapshot, error) {
-	var s spec.RunSnapshot
+func DecodeRun(snapshot string) (runstate.RunSnapshot, error) {
+	var s runstate.RunSnapshot
 	if err := json.Unmarshal([]byte(snapshot), &s); err != nil {
-		return s, spec.Unavailable("a stored snapshot does not decode: the database was changed outside runstate", err)
+		return s, runstate.Unavailable("a stored snapshot does not decode: the database was changed outside runstate", err)
 	}
 	return s, nil
 }
 
 // DecodeEvent decodes a stored audit event.
-func DecodeEvent(event string) (spec.AuditEvent, error) {
-	var ev spec.AuditEvent
+func DecodeEvent(event string) (runstate.AuditEvent, error) {
+	var ev runstate.AuditEvent
 	if err := json.Unmarshal([]byte(event), &ev); err != nil {
-		return ev, spec.Unavailable("a stored audit event does not decode: the database was changed outside runstate", err)
+		return ev, runstate.Unavailable("a stored audit event does not decode: the database was changed outside runstate", err)
 	}
 	return ev, nil
 }
@@ -153,19 +153,19 @@ func ClaimRounds(round func() (found, taken bool, err error)) (bool, error) {
 			return found, nil
 		}
 	}
-	return false, spec.Unavailable(fmt.Sprintf("claim-next: other claimers took the run it waited for %d times in a row; try again", MaxClaimRounds), nil)
+	return false, runstate.Unavailable(fmt.Sprintf("claim-next: other claimers took the run it waited for %d times in a row; try again", MaxClaimRounds), nil)
 }
 
 // ListByStatus lists runs for ListRuns: with statuses, each status on its
 // own (read in index order, so no query sorts more than a page), merged in
 // (created_at, run_id) order (LIST-005) and cut at q.Limit. list reads one
 // status ("" for all).
-func ListByStatus(q driver.RunQuery, list func(spec.RunStatus) ([]spec.RunSnapshot, error)) ([]spec.RunSnapshot, error) {
+func ListByStatus(q driver.RunQuery, list func(runstate.RunStatus) ([]runstate.RunSnapshot, error)) ([]runstate.RunSnapshot, error) {
 	statuses := slices.Compact(slices.Sorted(slices.Values(q.Filter.Statuses)))
 	if len(statuses) == 0 {
-		statuses = []spec.RunStatus{""}
+		statuses = []runstate.RunStatus{""}
 	}
-	var runs []spec.RunSnapshot
+	var runs []runstate.RunSnapshot
 	for _, st := range statuses {
 		found, err := list(st)
 		if err != nil {
@@ -173,24 +173,24 @@ func ListByStatus(q driver.RunQuery, list func(spec.RunStatus) ([]spec.RunSnapsh
 		}
 		runs = append(runs, found...)
 	}
-	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
+	slices.SortFunc(runs, func(a, b runstate.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
 	return runs[:min(len(runs), q.Limit)], nil
 }
 
 // MergeRunnable merges the runs of Runnable's parts in claim order, once
 // each (an expired lease of an earlier incarnation is in two parts), cut
 // at limit.
-func MergeRunnable(runs []spec.RunSnapshot, limit int) []spec.RunSnapshot {
-	slices.SortFunc(runs, func(a, b spec.RunSnapshot) int {
+func MergeRunnable(runs []runstate.RunSnapshot, limit int) []runstate.RunSnapshot {
+	slices.SortFunc(runs, func(a, b runstate.RunSnapshot) int {
 		return driver.RunnablePositionOf(a).Compare(driver.RunnablePositionOf(b))
 	})
-	runs = slices.CompactFunc(runs, func(a, b spec.RunSnapshot) bool { return a.RunID == b.RunID })
+	runs = slices.CompactFunc(runs, func(a, b runstate.RunSnapshot) bool { return a.RunID == b.RunID })
 	return runs[:min(len(runs), limit)]
 }
 
 // SelectSnapshots runs a listing query whose rows have a snapshot column
 // and decodes them.
-func SelectSnapshots(ctx context.Context, db *sqlx.DB, query string, args []any) ([]spec.RunSnapshot, error) {
+func SelectSnapshots(ctx context.Context, db *sqlx.DB, query string, args []any) ([]runstate.RunSnapshot, error) {
 	var rows []struct {
 		Snapshot  string    `db:"snapshot"`
 		CreatedAt time.Time `db:"created_at"`
@@ -199,7 +199,7 @@ func SelectSnapshots(ctx context.Context, db *sqlx.DB, query string, args []any)
 	if err := db.SelectContext(ctx, &rows, query, args...); err != nil {
 		return nil, err
 	}
-	out := make([]spec.RunSnapshot, 0, len(rows))
+	out := make([]runstate.RunSnapshot, 0, len(rows))
 	for _, r := range rows {
 		snap, err := DecodeRun(r.Snapshot)
 		if err != nil {
@@ -212,7 +212,7 @@ func SelectSnapshots(ctx context.Context, db *sqlx.DB, query string, args []any)
 
 // InsertEvents stores numbered events with insert (run_id, seq, event) and
 // returns the last one's Seq (lastSeq when there are none).
-func InsertEvents(ctx context.Context, tx *sqlx.Tx, insert string, events []spec.AuditEvent, lastSeq int64) (int64, error) {
+func InsertEvents(ctx context.Context, tx *sqlx.Tx, insert string, events []runstate.AuditEvent, lastSeq int64) (int64, error) {
 	for _, ev := range events {
 		lastSeq = ev.Seq
 		b, err := json.Marshal(ev)
@@ -228,7 +228,7 @@ func InsertEvents(ctx context.Context, tx *sqlx.Tx, insert string, events []spec
 
 // InsertLabels stores a run's labels with insert (run_id, key, value,
 // created_at), in key order.
-func InsertLabels(ctx context.Context, tx *sqlx.Tx, insert string, s spec.RunSnapshot) error {
+func InsertLabels(ctx context.Context, tx *sqlx.Tx, insert string, s runstate.RunSnapshot) error {
 	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
 		if _, err := tx.ExecContext(ctx, insert, s.RunID, k, s.Labels[k], s.CreatedAt); err != nil {
 			return err

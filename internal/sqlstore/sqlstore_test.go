@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/spec"
+	"github.com/runstate/runstate"
 )
 
 func TestClaimRoundsGiveUpAfterABound(t *testing.T) {
 	rounds := 0
 	found, err := ClaimRounds(func() (bool, bool, error) { rounds++; return false, true, nil })
-	if found || !errors.Is(err, spec.ErrUnavailable) || rounds != MaxClaimRounds {
+	if found || !errors.Is(err, runstate.ErrUnavailable) || rounds != MaxClaimRounds {
 		t.Fatalf("always taken: found %v, %v after %d rounds; want UNAVAILABLE after %d", found, err, rounds, MaxClaimRounds)
 	}
 	rounds = 0
@@ -27,10 +27,10 @@ func TestClaimRoundsGiveUpAfterABound(t *testing.T) {
 
 func TestMergeRunnableOrdersOnceEachAndCuts(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	run := func(id string, prio int, sec int) spec.RunSnapshot {
-		return spec.RunSnapshot{RunID: id, Priority: prio, CreatedAt: at.Add(time.Duration(sec) * time.Second)}
+	run := func(id string, prio int, sec int) runstate.RunSnapshot {
+		return runstate.RunSnapshot{RunID: id, Priority: prio, CreatedAt: at.Add(time.Duration(sec) * time.Second)}
 	}
-	got := MergeRunnable([]spec.RunSnapshot{run("b", 1, 2), run("a", 1, 1), run("c", 5, 9), run("a", 1, 1)}, 2)
+	got := MergeRunnable([]runstate.RunSnapshot{run("b", 1, 2), run("a", 1, 1), run("c", 5, 9), run("a", 1, 1)}, 2)
 	if len(got) != 2 || got[0].RunID != "c" || got[1].RunID != "a" {
 		t.Fatalf("merged %v, want c then a", got)
 	}

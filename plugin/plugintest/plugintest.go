@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 // Build compiles the packages (import paths of plugin mains) into dir and
@@ -163,7 +163,7 @@ func (h *processHarness) EndFault(ctx context.Context) error {
 	defer cancel()
 	for _, c := range h.clients {
 		for {
-			_, err := c.Store().ListRuns(ctx, spec.ListRunsParams{Limit: 1})
+			_, err := c.Store().ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
 			if err == nil {
 				break
 			}
@@ -176,8 +176,8 @@ func (h *processHarness) EndFault(ctx context.Context) error {
 	return nil
 }
 
-func (h *processHarness) Store() spec.RunStateStore { return h.first.Store() }
-func (h *processHarness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+func (h *processHarness) Store() runstate.RunStateStore { return h.first.Store() }
+func (h *processHarness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
 	c, err := h.start(ctx)
 	if err != nil {
 		return nil, err
@@ -227,10 +227,10 @@ type InProcess struct {
 }
 
 // ServeInProcess serves store over an in-memory gRPC connection.
-func ServeInProcess(ctx context.Context, store spec.RunStateStore) (*InProcess, error) {
+func ServeInProcess(ctx context.Context, store runstate.RunStateStore) (*InProcess, error) {
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
-	closeStore := plugin.RegisterGRPC(srv, func(context.Context, map[string]string) (spec.RunStateStore, error) { return store, nil })
+	closeStore := plugin.RegisterGRPC(srv, func(context.Context, map[string]string) (runstate.RunStateStore, error) { return store, nil })
 	go srv.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -262,8 +262,8 @@ type inProcessHarness struct {
 	clock *conformance.ManualClock
 }
 
-func (h *inProcessHarness) Store() spec.RunStateStore { return h.Client.Store() }
-func (h *inProcessHarness) OpenHandle(context.Context) (spec.RunStateStore, error) {
+func (h *inProcessHarness) Store() runstate.RunStateStore { return h.Client.Store() }
+func (h *inProcessHarness) OpenHandle(context.Context) (runstate.RunStateStore, error) {
 	return h.Client.Store(), nil
 }
 func (h *inProcessHarness) Advance(d time.Duration)     { h.clock.Advance(d) }

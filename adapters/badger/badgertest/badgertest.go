@@ -10,9 +10,9 @@ import (
 
 	bdb "github.com/dgraph-io/badger/v4"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
 )
 
 // Small opens a test store with modest memory budgets: a conformance run
@@ -67,8 +67,8 @@ type harness struct {
 	clock *conformance.ManualClock
 }
 
-func (h *harness) Store() spec.RunStateStore { return h.store }
-func (h *harness) OpenHandle(context.Context) (spec.RunStateStore, error) {
+func (h *harness) Store() runstate.RunStateStore { return h.store }
+func (h *harness) OpenHandle(context.Context) (runstate.RunStateStore, error) {
 	return h.store, nil
 }
 func (h *harness) Advance(d time.Duration) { h.clock.Advance(d) }

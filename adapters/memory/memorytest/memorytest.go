@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
-	"github.com/runstate/runstate/spec"
 )
 
 // Open opens a memory store that reads clock (nil: the system clock) and
 // closes it when tb ends.
-func Open(tb testing.TB, clock spec.Clock) *memory.Store {
+func Open(tb testing.TB, clock runstate.Clock) *memory.Store {
 	tb.Helper()
 	s, err := memory.Open(context.Background(), memory.Options{Clock: clock})
 	if err != nil {
@@ -56,7 +56,7 @@ type harness struct {
 	clock *conformance.ManualClock
 }
 
-func (h *harness) Store() spec.RunStateStore                              { return h.store }
-func (h *harness) OpenHandle(context.Context) (spec.RunStateStore, error) { return h.store, nil }
-func (h *harness) Advance(d time.Duration)                                { h.clock.Advance(d) }
-func (h *harness) Close(context.Context) error                            { return h.store.Close() }
+func (h *harness) Store() runstate.RunStateStore                              { return h.store }
+func (h *harness) OpenHandle(context.Context) (runstate.RunStateStore, error) { return h.store, nil }
+func (h *harness) Advance(d time.Duration)                                    { h.clock.Advance(d) }
+func (h *harness) Close(context.Context) error                                { return h.store.Close() }

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/conformance/faultproxy"
-	"github.com/runstate/runstate/spec"
 )
 
 // Target is the MySQL adapter's conformance target: each check gets its
@@ -92,16 +92,16 @@ func (h *harness) open(ctx context.Context) (*mysql.Store, error) {
 }
 
 // storeClock is the manual clock, or nil (the database's) without one.
-func (h *harness) storeClock() spec.Clock {
+func (h *harness) storeClock() runstate.Clock {
 	if h.clock == nil {
 		return nil
 	}
 	return h.clock
 }
 
-func (h *harness) Store() spec.RunStateStore { return h.store }
+func (h *harness) Store() runstate.RunStateStore { return h.store }
 
-func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+func (h *harness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
 	s, err := h.open(ctx)
 	if err == nil {
 		h.handles = append(h.handles, s)

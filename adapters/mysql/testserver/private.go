@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate/adapters/mysql/scratch"
-	"github.com/runstate/runstate/internal/serverproc"
+	"github.com/runstate/runstate/internal/testsupport/serverproc"
 )
 
 // Private is a server of one test's own: its data directory in the test's

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/conformance/faultproxy"
-	"github.com/runstate/runstate/spec"
 )
 
 // Target is the PostgreSQL adapter's conformance target: each check gets
@@ -97,16 +97,16 @@ func (h *harness) open(ctx context.Context, first bool) (*postgres.Store, error)
 }
 
 // storeClock is the manual clock, or nil (the database's) without one.
-func (h *harness) storeClock() spec.Clock {
+func (h *harness) storeClock() runstate.Clock {
 	if h.clock == nil {
 		return nil
 	}
 	return h.clock
 }
 
-func (h *harness) Store() spec.RunStateStore { return h.store }
+func (h *harness) Store() runstate.RunStateStore { return h.store }
 
-func (h *harness) OpenHandle(ctx context.Context) (spec.RunStateStore, error) {
+func (h *harness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
 	s, err := h.open(ctx, false)
 	if err == nil {
 		h.handles = append(h.handles, s)

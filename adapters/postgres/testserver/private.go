@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate/adapters/postgres/scratch"
-	"github.com/runstate/runstate/internal/serverproc"
+	"github.com/runstate/runstate/internal/testsupport/serverproc"
 )
 
 // Private is a server of one test's own: its data directory in a

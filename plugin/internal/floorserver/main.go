@@ -21,9 +21,9 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/memory"
-	"github.com/runstate/runstate/spec"
 )
 
 // windowSize is the plugin's fixed flow-control window (plugin/server.go).
@@ -35,7 +35,7 @@ func main() {
 	dir := flag.String("dir", "", "Badger directory")
 	flag.Parse()
 	ctx := context.Background()
-	var s spec.RunStateStore
+	var s runstate.RunStateStore
 	var err error
 	switch *store {
 	case "memory":
@@ -54,15 +54,15 @@ func main() {
 	}
 	srv := grpc.NewServer(grpc.NumStreamWorkers(uint32(max(runtime.GOMAXPROCS(0), 2))),
 		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize))
-	srv.RegisterService(&serviceDesc, &floor{store: s, runs: map[string]spec.RunSnapshot{}})
+	srv.RegisterService(&serviceDesc, &floor{store: s, runs: map[string]runstate.RunSnapshot{}})
 	fmt.Println("ready")
 	log.Fatal(srv.Serve(lis))
 }
 
 type floor struct {
-	store spec.RunStateStore
+	store runstate.RunStateStore
 	mu    sync.Mutex
-	runs  map[string]spec.RunSnapshot // the last version each caller saw
+	runs  map[string]runstate.RunSnapshot // the last version each caller saw
 }
 
 func (f *floor) noop(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
@@ -70,8 +70,8 @@ func (f *floor) noop(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
 }
 
 func (f *floor) create(ctx context.Context, _ *emptypb.Empty) (*wrapperspb.StringValue, error) {
-	r, err := f.store.CreateRun(ctx, spec.CreateRunParams{WorkflowName: "bench",
-		Steps: []spec.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
+	r, err := f.store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "bench",
+		Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}})
 	if err != nil {
 		return nil, err
 	}
@@ -92,11 +92,11 @@ func (f *floor) update(ctx context.Context, id *wrapperspb.StringValue) (*wrappe
 	f.mu.Lock()
 	run := f.runs[id.Value]
 	f.mu.Unlock()
-	to := spec.StatusRunning
-	if run.Status == spec.StatusRunning {
-		to = spec.StatusWaiting
+	to := runstate.StatusRunning
+	if run.Status == runstate.StatusRunning {
+		to = runstate.StatusWaiting
 	}
-	run, err := f.store.UpdateRun(ctx, spec.UpdateRunParams{RunID: id.Value, ExpectedVersion: run.Version, Status: string(to)})
+	run, err := f.store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id.Value, ExpectedVersion: run.Version, Status: string(to)})
 	if err != nil {
 		return nil, err
 	}

@@ -17,17 +17,17 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 type slowStore struct{ *memory.Store }
 
-func (s slowStore) GetRun(ctx context.Context, id string) (spec.RunSnapshot, error) {
+func (s slowStore) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
 	if id == "block" {
 		<-ctx.Done()
-		return spec.RunSnapshot{}, ctx.Err()
+		return runstate.RunSnapshot{}, ctx.Err()
 	}
 	return s.Store.GetRun(ctx, id)
 }
@@ -35,7 +35,7 @@ func (s slowStore) GetRun(ctx context.Context, id string) (spec.RunSnapshot, err
 // ignoresVersion writes whatever version the caller expected.
 type ignoresVersion struct{ *memory.Store }
 
-func (s ignoresVersion) UpdateRun(ctx context.Context, p spec.UpdateRunParams) (spec.RunSnapshot, error) {
+func (s ignoresVersion) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if cur, err := s.Store.GetRun(ctx, p.RunID); err == nil {
 		p.ExpectedVersion = cur.Version
 	}
@@ -47,7 +47,7 @@ func main() {
 	case "crash":
 		os.Exit(3)
 	case "broken":
-		plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (spec.RunStateStore, error) {
+		plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (runstate.RunStateStore, error) {
 			store, err := memory.Open(ctx, memory.Options{})
 			return ignoresVersion{store}, err
 		}, plugin.WithName("broken", "test"))
@@ -59,7 +59,7 @@ func main() {
 			VersionedPlugins: map[int]goplugin.PluginSet{2: {"runstate": nextProtocol{}}}, GRPCServer: goplugin.DefaultGRPCServer})
 		return
 	}
-	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (spec.RunStateStore, error) {
+	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
 		slog.Info("test plugin opening its store", "marker", "hello-from-plugin", "config_keys", len(cfg))
 		store, err := memory.Open(ctx, memory.Options{})
 		return slowStore{store}, err

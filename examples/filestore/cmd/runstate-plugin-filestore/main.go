@@ -6,12 +6,12 @@ import (
 	"context"
 
 	"example.com/filestore"
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/plugin"
-	"github.com/runstate/runstate/spec"
 )
 
 func main() {
-	plugin.ServeOpener(func(_ context.Context, cfg map[string]string) (spec.RunStateStore, error) {
+	plugin.ServeOpener(func(_ context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
 		if err := plugin.CheckConfig(cfg, []string{"path"}, nil); err != nil {
 			return nil, err
 		}

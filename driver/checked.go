@@ -1,0 +1,119 @@
+package driver
+
+import (
+	"context"
+
+	"github.com/runstate/runstate"
+)
+
+// Checked returns inner with the kit's front door: every call checks its
+// context and validates its input before inner sees it, and an error that
+// carries no runstate.Code becomes ErrUnavailable. It is for a store that
+// implements the contract's semantics itself, or passes calls on (a plugin
+// client, whose far side is a store of its own): bad input gets the typed
+// error a Driver-based store gives, without reaching inner. CreateRun and
+// UpdateRun pass their input on normalised (a generated run_id, status
+// aliases resolved); the other calls pass it on as given. The result is a
+// runstate.Store when inner is one, else only a runstate.RunStateStore.
+func Checked(inner runstate.RunStateStore) runstate.RunStateStore {
+	runs := checkedRuns{inner}
+	leases, ok := inner.(runstate.LeaseStore)
+	if !ok {
+		return runs
+	}
+	store := checkedStore{runs, checkedLeases{leases}}
+	if reader, ok := inner.(runstate.LeaseReader); ok {
+		return checkedReadingStore{store, checkedReader{reader}}
+	}
+	return store
+}
+
+type checkedRuns struct{ inner runstate.RunStateStore }
+
+type checkedLeases struct{ inner runstate.LeaseStore }
+
+// checkedStore embeds both halves: a struct with only the RunStateStore
+// half shows no lease methods.
+type checkedStore struct {
+	checkedRuns
+	checkedLeases
+}
+
+// checkedReadingStore is a checkedStore that also tells who holds a lease.
+type checkedReadingStore struct {
+	checkedStore
+	checkedReader
+}
+
+type checkedReader struct{ inner runstate.LeaseReader }
+
+var (
+	_ runstate.Store = checkedStore{}
+	_ Store          = checkedReadingStore{}
+)
+
+// pass calls inner once the input passed its check and ctx is live.
+func pass[T any](ctx context.Context, checked error, call func() (T, error)) (T, error) {
+	var zero T
+	if checked != nil {
+		return zero, checked
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	out, err := call()
+	if err != nil {
+		return zero, result(err, "")
+	}
+	return out, nil
+}
+
+func (c checkedRuns) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
+	return pass(ctx, prepareCreate(&p), func() (runstate.RunSnapshot, error) { return c.inner.CreateRun(ctx, p) })
+}
+
+func (c checkedRuns) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	return pass(ctx, prepareUpdate(&p), func() (runstate.RunSnapshot, error) { return c.inner.UpdateRun(ctx, p) })
+}
+
+func (c checkedRuns) GetRun(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
+	return pass(ctx, prepareGet(runID), func() (runstate.RunSnapshot, error) { return c.inner.GetRun(ctx, runID) })
+}
+
+func (c checkedRuns) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
+	_, err := prepareListRuns(p)
+	return pass(ctx, err, func() (runstate.RunPage, error) { return c.inner.ListRuns(ctx, p) })
+}
+
+func (c checkedRuns) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
+	_, err := prepareAuditQuery(p)
+	return pass(ctx, err, func() (runstate.AuditPage, error) { return c.inner.ListAuditEvents(ctx, p) })
+}
+
+func (c checkedLeases) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	_, err := prepareClaimRun(p)
+	return pass(ctx, err, func() (runstate.Claim, error) { return c.inner.ClaimRun(ctx, p) })
+}
+
+func (c checkedLeases) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	_, _, err := prepareClaimNext(p)
+	return pass(ctx, err, func() (runstate.Claim, error) { return c.inner.ClaimNextRun(ctx, p) })
+}
+
+func (c checkedLeases) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+	return pass(ctx, prepareRenew(p), func() (runstate.Lease, error) { return c.inner.RenewLease(ctx, p) })
+}
+
+func (c checkedLeases) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
+	_, err := pass(ctx, prepareRelease(p), func() (struct{}, error) { return struct{}{}, c.inner.ReleaseLease(ctx, p) })
+	return err
+}
+
+func (c checkedLeases) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
+	_, err := prepareRunnable(p.Filter, p.Limit, p.Cursor)
+	return pass(ctx, err, func() (runstate.RunPage, error) { return c.inner.ListRunnableRuns(ctx, p) })
+}
+
+func (c checkedReader) GetLease(ctx context.Context, runID string) (runstate.Lease, error) {
+	return pass(ctx, prepareGet(runID), func() (runstate.Lease, error) { return c.inner.GetLease(ctx, runID) })
+}

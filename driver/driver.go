@@ -1,0 +1,134 @@
+package driver
+
+import (
+	"context"
+	"time"
+
+	"github.com/runstate/runstate"
+)
+
+// Driver is the storage a store author writes. Wrap turns it into a
+// runstate.Store; the kit does everything else once, for every store: the
+// context check, validation and normalisation, the FSM, compare-and-set and
+// fencing decisions, audit events, paging and cursors, the claim-next
+// answer, and errors.
+//
+// Every method receives input the kit has validated, and reads it only:
+// queries, their slices and maps included. A driver reports the contract's
+// conditions with runstate.ErrNotFound or runstate.ErrAlreadyExists (the kit words
+// them), and returns any other failure as it is: errors that carry a
+// runstate.Code (runstate.Unavailable, runstate.InvalidArgument) pass to the caller, and
+// the kit reports errors without one as runstate.ErrUnavailable, with the
+// driver's error as the cause. A driver must be safe for concurrent use.
+//
+// A driver that keeps values in memory stores copies of what it receives
+// and returns copies of what it keeps (runstate.RunSnapshot.Clone), so that no
+// caller shares its state. The one exception is Current: the kit never
+// changes it and copies what it returns of it, so Modify may pass what it
+// keeps as it is.
+//
+// The functions the kit passes to Modify and NextClaimer.ClaimNext decide
+// only: they never call the driver, block or fail, so a driver may call
+// them holding a lock or inside a transaction.
+type Driver interface {
+	// Now returns the store's time, which stamps creations: the same clock
+	// Modify reports, so that one clock decides for every worker.
+	Now(ctx context.Context) (time.Time, error)
+
+	// Insert stores a new run with its created event (Seq 1) in one atomic
+	// write. A run with the same RunID exists: runstate.ErrAlreadyExists, and
+	// nothing written.
+	Insert(ctx context.Context, p InsertParams) error
+
+	// Modify is the atomic read-modify-write of one run: it reads the run's
+	// snapshot, lease and last audit Seq, calls change with them and the
+	// store's time, and stores the Change it returns, so that no other write
+	// of the run comes in between (CAS-003, LEASE-002). An empty Change
+	// writes nothing. Unknown run: an error matching runstate.ErrNotFound.
+	// change may run more than once (a store that retries optimistic
+	// conflicts calls it afresh); only the last call's Change is stored.
+	Modify(ctx context.Context, runID string, change func(Current) Change) error
+
+	// Get returns the run's snapshot; unknown run: runstate.ErrNotFound.
+	Get(ctx context.Context, runID string) (runstate.RunSnapshot, error)
+
+	// ListRuns returns at most q.Limit runs that q.Filter matches and that
+	// come after q.After (nil: from the start), in RunPosition order, as
+	// one consistent read.
+	ListRuns(ctx context.Context, q RunQuery) ([]runstate.RunSnapshot, error)
+
+	// ListAudit returns at most q.Limit events of q.RunID with Seq greater
+	// than q.AfterSeq, in Seq order. Unknown run: runstate.ErrNotFound.
+	ListAudit(ctx context.Context, q AuditQuery) ([]runstate.AuditEvent, error)
+
+	// Runnable returns at most q.Limit runs that q.Admits and that come
+	// after q.After (nil: from the start), in claim order: the claim
+	// candidate search. It reads the store at one instant, and judges
+	// leases at that instant by the clock Modify reports: the kit's
+	// claim-next answers "nothing runnable" when Runnable finds nothing,
+	// which is then true (LEASE-017), and claims the first candidate that
+	// is still admitted when Modify reads it.
+	Runnable(ctx context.Context, q RunnableQuery) ([]runstate.RunSnapshot, error)
+}
+
+// NextClaimer is a Driver's own claim-next, for stores that can search and
+// claim in one atomic step (a lock, SKIP LOCKED). It is optional: without
+// it, the kit calls Runnable and then Modify on each candidate in turn.
+type NextClaimer interface {
+	// ClaimNext finds the run that q.Admits and that comes first in claim
+	// order and, in one atomic write, calls take with it and stores the
+	// Change take returns. q.Claimant is set, q.Limit is 1 and q.After is
+	// nil. The run is admitted at the instant take receives as Current.Now.
+	// It may pass over a run another call holds at that instant, but it
+	// answers false (no run claimed) only when no run matching q was
+	// claimable (LEASE-017). A run take refuses (an empty Change) is the
+	// driver's mistake: the kit answers runstate.ErrUnavailable.
+	ClaimNext(ctx context.Context, q RunnableQuery, take func(Current) Change) (bool, error)
+}
+
+// LeaseReader is a Driver's plain read of a run's lease, for stores where
+// Modify costs more than a read (a row lock). It is optional: without it,
+// the kit reads the lease with a Modify that writes nothing.
+type LeaseReader interface {
+	// GetLease returns the run's lease state; unknown run: runstate.ErrNotFound.
+	GetLease(ctx context.Context, runID string) (LeaseState, error)
+}
+
+// InsertParams is a run to insert: its first snapshot and its created event.
+type InsertParams struct {
+	Run     runstate.RunSnapshot
+	Created runstate.AuditEvent
+}
+
+// Current is one run as Modify read it.
+type Current struct {
+	Run   runstate.RunSnapshot
+	Lease LeaseState
+	// LastSeq is the Seq of the run's last audit event.
+	LastSeq int64
+	// Now is the store's time of this write (for a SQL store, its server's).
+	Now time.Time
+}
+
+// Change is what Modify stores. Fields left nil are unchanged.
+type Change struct {
+	// Run replaces the snapshot.
+	Run *runstate.RunSnapshot
+	// Lease replaces the lease.
+	Lease *LeaseState
+	// Events are appended to the audit trail as they are: the kit numbers
+	// them Current.LastSeq+1, +2, …, and the last one's Seq is the run's new
+	// LastSeq. Seq numbers have no gaps, so a store may find event n at
+	// position n of the trail.
+	Events []runstate.AuditEvent
+}
+
+// Empty reports whether c writes nothing.
+func (c Change) Empty() bool { return c.Run == nil && c.Lease == nil && len(c.Events) == 0 }
+
+// AuditQuery is a validated audit listing.
+type AuditQuery struct {
+	RunID    string
+	AfterSeq int64
+	Limit    int
+}

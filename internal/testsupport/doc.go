@@ -1,0 +1,5 @@
+// Package testsupport holds, in its subpackages, what runstate's own tests
+// and benchmarks share and nothing of the product uses: benchmark helpers
+// (benchutil), private database servers (serverproc), test processes
+// (proctest), loggers (testlog) and certificates (testtls).
+package testsupport

@@ -1,0 +1,431 @@
+package runstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// RecoveryPolicy says what recovery does with an orphaned running run.
+type RecoveryPolicy string
+
+// Recovery policies.
+const (
+	// RecoverInterrupt moves orphaned running runs to interrupted with reason
+	// CRASH_RECOVERY (docs/requirements.md#000-5, REC-001). The default; it suits a single process.
+	RecoverInterrupt RecoveryPolicy = "interrupt"
+	// RecoverFail moves them to failed with a retryable CRASH_RECOVERY diagnostic (docs/requirements.md#003-2, REC-002).
+	RecoverFail RecoveryPolicy = "fail"
+	// RecoverTakeover leaves them running and releases them, so a worker that
+	// claims running runs continues them under a new lease (docs/requirements.md#004-2). It
+	// suits shared stores whose steps are safe to resume (REC-011).
+	RecoverTakeover RecoveryPolicy = "takeover"
+)
+
+const (
+	// ReasonCrashRecovery is the interrupted_reason, diagnostic error_code
+	// and audit error_code of runs that recovery settles.
+	ReasonCrashRecovery = "CRASH_RECOVERY"
+	// DefaultRecoveryLeaseTTL is how long recovery holds a run while settling it.
+	DefaultRecoveryLeaseTTL = 30 * time.Second
+)
+
+// RecoveryOptions configures Recover.
+type RecoveryOptions struct {
+	// Policy defaults to RecoverInterrupt.
+	Policy RecoveryPolicy
+	// Owner is the recovering worker; Recover requires it. Recovery claims
+	// each run before settling it, so runs held by other live workers are
+	// left alone, while runs held by an earlier incarnation of Owner.Worker
+	// are taken over. It must be unique to this process.
+	Owner Owner
+	// LeaseTTL defaults to DefaultRecoveryLeaseTTL.
+	LeaseTTL time.Duration
+	// Logger receives one line per run and a summary; defaults to slog.Default().
+	Logger *slog.Logger
+	// OnFinish, when set, receives the report (for metrics: count and duration),
+	// also when recovery stops on an error.
+	OnFinish func(RecoveryReport)
+	// Clock measures the duration; defaults to the wall clock.
+	Clock Clock
+	// Actor recorded in audit events; defaults to {recovery, Owner}.
+	Actor Actor
+}
+
+// RecoveryOutcome is what recovery did with one run.
+type RecoveryOutcome string
+
+// Recovery outcomes.
+const (
+	OutcomeInterrupted RecoveryOutcome = "interrupted"
+	OutcomeFailed      RecoveryOutcome = "failed"
+	// OutcomeRequeued: recovery released a lease left on the run (or, under
+	// takeover, on an orphaned running run): it is claimable again with its
+	// status and priority.
+	OutcomeRequeued RecoveryOutcome = "requeued"
+	// OutcomeSkipped: a live worker holds the run, or it finished meanwhile; untouched.
+	OutcomeSkipped RecoveryOutcome = "skipped"
+)
+
+// RecoveredRun reports one run recovery considered.
+type RecoveredRun struct {
+	RunID    string          `json:"run_id"`
+	From     RunStatus       `json:"from"`
+	To       RunStatus       `json:"to"`
+	Priority int             `json:"priority"`
+	Outcome  RecoveryOutcome `json:"outcome"`
+	Detail   string          `json:"detail,omitempty"`
+}
+
+// RecoveryReport summarises a recovery pass.
+type RecoveryReport struct {
+	Policy      RecoveryPolicy `json:"policy"`
+	Runs        []RecoveredRun `json:"runs"`
+	Interrupted int            `json:"interrupted"`
+	Failed      int            `json:"failed"`
+	Requeued    int            `json:"requeued"`
+	Skipped     int            `json:"skipped"`
+	Duration    time.Duration  `json:"-"` // duration_seconds in JSON
+}
+
+// MarshalJSON writes the duration in seconds, as every duration runstate
+// prints, and an empty list of runs as [].
+func (r RecoveryReport) MarshalJSON() ([]byte, error) {
+	type fields RecoveryReport
+	if r.Runs == nil {
+		r.Runs = []RecoveredRun{}
+	}
+	return json.Marshal(struct {
+		fields
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{fields(r), r.Duration.Seconds()})
+}
+
+// Recovered is the number of runs whose state recovery changed or released.
+func (r RecoveryReport) Recovered() int { return r.Interrupted + r.Failed + r.Requeued }
+
+// maxRecoveryAttempts bounds re-reads of one run that keeps changing under recovery.
+const maxRecoveryAttempts = 5
+
+// Recover settles the runs that crashed processes left behind in a store
+// that any number of processes share, using only the store's interfaces.
+// The store's leases are what make that safe, so it takes a Store: every
+// run recovery writes to, it claims first, and a run that a live worker
+// holds is left alone (REC-005) while one held by an earlier incarnation of
+// opts.Owner is taken over (REC-006). For a store without leases, see
+// RecoverExclusive.
+//
+// Recovery considers the non-terminal runs:
+//   - running runs become interrupted (or failed, or are released for
+//     takeover, by policy); their running steps and hosts follow;
+//   - queued and waiting runs stay as they are; a lease an earlier
+//     incarnation of opts.Owner left on one is released, so the run is
+//     claimable at once (reported re-queued). A run nobody holds is
+//     claimable already: recovery writes nothing to it and does not report it.
+//
+// Every write is a compare-and-set fenced by recovery's own lease, so a run
+// that finishes meanwhile is never overwritten (REC-010), a second pass
+// changes nothing (REC-007), and two processes recovering at once settle
+// each run exactly once (REC-009).
+func Recover(ctx context.Context, store Store, opts RecoveryOptions) (RecoveryReport, error) {
+	if store == nil {
+		return RecoveryReport{}, InvalidArgument("store", "recovery needs a store")
+	}
+	// The store checks the owner in full when recovery claims a run.
+	if strings.TrimSpace(opts.Owner.Worker) == "" {
+		return RecoveryReport{}, InvalidArgument("owner.worker", "recovery needs an owner: the worker that recovers, unique to this process")
+	}
+	return recoverRuns(ctx, store, store, opts)
+}
+
+// RecoverExclusive settles the runs of a store without leases. Without
+// leases nothing tells a run that a live process executes from one a
+// crashed process left behind, so the caller asserts, by calling this,
+// that no other process uses the store. It refuses a store that has leases,
+// where Recover is the safe choice. It cannot see leases that a wrapper
+// hides (the mistake that made recovery interrupt runs live workers held):
+// that is why the caller's promise is in the function's name, and why
+// Recover, which takes a Store, does not compile with such a wrapper.
+func RecoverExclusive(ctx context.Context, store RunStateStore, opts RecoveryOptions) (RecoveryReport, error) {
+	if store == nil {
+		return RecoveryReport{}, InvalidArgument("store", "recovery needs a store")
+	}
+	if _, ok := store.(LeaseStore); ok {
+		return RecoveryReport{}, InvalidArgument("store",
+			"the store has leases: recover it with Recover, which leaves alone the runs live workers hold")
+	}
+	return recoverRuns(ctx, store, nil, opts)
+}
+
+func recoverRuns(ctx context.Context, store RunStateStore, leases LeaseStore, opts RecoveryOptions) (RecoveryReport, error) {
+	r, err := newRecoverer(store, leases, opts)
+	if err != nil {
+		return RecoveryReport{}, err
+	}
+	start := r.clock.Now()
+	report := RecoveryReport{Policy: r.opts.Policy}
+	err = r.run(ctx, &report)
+	report.Duration = r.clock.Now().Sub(start)
+	attrs := []any{"policy", report.Policy, "interrupted", report.Interrupted, "failed", report.Failed,
+		"requeued", report.Requeued, "skipped", report.Skipped, "duration", report.Duration}
+	if err != nil {
+		r.log.Error("crash recovery stopped", append(attrs, "error", err)...)
+	} else {
+		r.log.Info("crash recovery finished", attrs...)
+	}
+	// After the summary line, the report goes to the metrics hook (REC-012).
+	if opts.OnFinish != nil {
+		opts.OnFinish(report)
+	}
+	return report, err
+}
+
+type recoverer struct {
+	store  RunStateStore
+	leases LeaseStore // nil: the caller asserted exclusive use
+	opts   RecoveryOptions
+	log    *slog.Logger
+	clock  Clock
+}
+
+func newRecoverer(store RunStateStore, leases LeaseStore, opts RecoveryOptions) (*recoverer, error) {
+	switch opts.Policy {
+	case "":
+		opts.Policy = RecoverInterrupt
+	case RecoverInterrupt, RecoverFail, RecoverTakeover:
+	default:
+		return nil, InvalidArgument("policy", "unknown recovery policy %q (want interrupt, fail or takeover)", opts.Policy)
+	}
+	r := &recoverer{store: store, leases: leases, opts: opts, log: opts.Logger, clock: opts.Clock}
+	if r.opts.LeaseTTL == 0 {
+		r.opts.LeaseTTL = DefaultRecoveryLeaseTTL
+	}
+	if err := ValidateTTL(r.opts.LeaseTTL); err != nil {
+		return nil, err
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.clock == nil {
+		r.clock = wallClock{}
+	}
+	if r.opts.Actor.Kind == "" { // actor recovery (REC-001)
+		r.opts.Actor = Actor{Kind: ActorRecovery}
+		if opts.Owner.Worker != "" {
+			r.opts.Actor.ID = opts.Owner.String()
+		}
+	}
+	return r, nil
+}
+
+func statusNames(list []RunStatus) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
+	// Terminal runs are never listed, so never touched (REC-008).
+	// First every non-terminal run, then which of them nobody holds: a run
+	// claimed in between is then seen held, never mistaken for free. Only
+	// what the decision needs is kept of each run: recovery's memory follows
+	// the number of non-terminal runs, not their size.
+	var candidates []listedRun
+	for cursor := ""; ; {
+		// Keyset paging by (created_at, run_id) is unaffected by status
+		// changes meanwhile, so no run is skipped or seen twice.
+		page, err := r.store.ListRuns(ctx, ListRunsParams{Statuses: statusNames(nonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
+		if err != nil {
+			return fmt.Errorf("list non-terminal runs: %w", err)
+		}
+		for _, run := range page.Runs {
+			candidates = append(candidates, listedRun{RunID: run.RunID, Status: run.Status, Priority: run.Priority})
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	free, err := r.unheld(ctx)
+	if err != nil {
+		return err
+	}
+	for _, run := range candidates {
+		orphanedRunning := run.Status == StatusRunning && r.opts.Policy != RecoverTakeover
+		if !orphanedRunning && (r.leases == nil || free[run.RunID]) {
+			continue // claimable already: nothing to do (REC-004, REC-011)
+		}
+		rec, err := r.settle(ctx, run)
+		if err != nil {
+			return fmt.Errorf("recover run %s: %w", run.RunID, err)
+		}
+		report.add(rec)
+		// One line per run; runs left alone only at debug level (REC-012).
+		attrs := []any{"run_id", rec.RunID, "from", rec.From, "to", rec.To, "outcome", rec.Outcome, "priority", rec.Priority}
+		if rec.Outcome == OutcomeSkipped {
+			r.log.Debug("recovery left a run alone", append(attrs, "detail", rec.Detail)...)
+		} else {
+			r.log.Info("recovered run", attrs...)
+		}
+	}
+	return nil
+}
+
+// unheld returns the non-terminal runs without a live lease (none without leases).
+func (r *recoverer) unheld(ctx context.Context) (map[string]bool, error) {
+	free := map[string]bool{}
+	if r.leases == nil {
+		return free, nil
+	}
+	for cursor := ""; ; {
+		page, err := r.leases.ListRunnableRuns(ctx, ListRunnableParams{
+			Filter: RunnableFilter{Statuses: statusNames(nonTerminalRunStatuses())}, Limit: MaxPageLimit, Cursor: cursor})
+		if err != nil {
+			return nil, fmt.Errorf("list runs without a live lease: %w", err)
+		}
+		for _, run := range page.Runs {
+			free[run.RunID] = true
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return free, nil
+		}
+	}
+}
+
+// listedRun is what recovery keeps of a run it listed.
+type listedRun struct {
+	RunID    string
+	Status   RunStatus
+	Priority int
+}
+
+func (rep *RecoveryReport) add(rec RecoveredRun) {
+	rep.Runs = append(rep.Runs, rec)
+	switch rec.Outcome {
+	case OutcomeInterrupted:
+		rep.Interrupted++
+	case OutcomeFailed:
+		rep.Failed++
+	case OutcomeRequeued:
+		rep.Requeued++
+	case OutcomeSkipped:
+		rep.Skipped++
+	}
+}
+
+// settle recovers one run listed as non-terminal.
+func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun, error) {
+	asListed := RunSnapshot{RunID: listed.RunID, Status: listed.Status, Priority: listed.Priority}
+	skip := func(run RunSnapshot, why string) RecoveredRun {
+		return RecoveredRun{RunID: run.RunID, From: listed.Status, To: run.Status, Priority: run.Priority, Outcome: OutcomeSkipped, Detail: why}
+	}
+	var cur RunSnapshot
+	var token int64
+	if r.leases == nil {
+		var err error
+		if cur, err = r.store.GetRun(ctx, listed.RunID); errors.Is(err, ErrNotFound) {
+			return skip(asListed, "removed meanwhile"), nil
+		} else if err != nil {
+			return RecoveredRun{}, err
+		}
+	} else {
+		claim, err := r.leases.ClaimRun(ctx, ClaimRunParams{RunID: listed.RunID, Owner: r.opts.Owner,
+			TTL: r.opts.LeaseTTL, Statuses: statusNames(nonTerminalRunStatuses())})
+		switch {
+		case errors.Is(err, ErrLeaseHeld): // another worker's live lease (REC-005)
+			return skip(asListed, "held by a live lease of another worker"), nil
+		case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrNotFound):
+			return skip(asListed, "finished or removed meanwhile"), nil
+		case err != nil:
+			return RecoveredRun{}, err
+		}
+		// The claim took over any lease of an earlier incarnation of
+		// opts.Owner without waiting (REC-006).
+		cur, token = claim.Run, claim.Lease.Token
+		defer func() {
+			// Releasing makes a re-queued run claimable at once; after a
+			// terminal write it only ends recovery's ownership.
+			if err := r.leases.ReleaseLease(ctx, ReleaseLeaseParams{RunID: cur.RunID, Token: token}); err != nil {
+				r.log.Warn("recovery could not release its lease", "run_id", cur.RunID, "error", err)
+			}
+		}()
+	}
+	for attempt := 0; ; attempt++ {
+		if cur.Status.Terminal() { // REC-008, REC-010
+			return skip(cur, "finished meanwhile"), nil
+		}
+		// Left unchanged (with leases, the deferred release frees it) and
+		// reported re-queued (REC-004, REC-011).
+		if cur.Status != StatusRunning || r.opts.Policy == RecoverTakeover {
+			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: cur.Status, Priority: cur.Priority, Outcome: OutcomeRequeued}, nil
+		}
+		updated, err := r.store.UpdateRun(ctx, r.settlePatch(cur, token))
+		if err == nil {
+			outcome := OutcomeInterrupted
+			if updated.Status == StatusFailed {
+				outcome = OutcomeFailed
+			}
+			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: updated.Status, Priority: updated.Priority, Outcome: outcome}, nil
+		}
+		if !errors.Is(err, ErrVersionConflict) || attempt+1 >= maxRecoveryAttempts {
+			return RecoveredRun{}, err
+		}
+		// Someone wrote the run since we read it (an unfenced operator write):
+		// read it again and decide afresh.
+		if cur, err = r.store.GetRun(ctx, cur.RunID); err != nil {
+			return RecoveredRun{}, err
+		}
+	}
+}
+
+// settlePatch moves an orphaned running run, with its running steps and
+// hosts, to interrupted or failed by CRASH_RECOVERY (REC-001, REC-002, REC-003).
+func (r *recoverer) settlePatch(cur RunSnapshot, token int64) UpdateRunParams {
+	to, stepTo := StatusInterrupted, StepInterrupted
+	if r.opts.Policy == RecoverFail {
+		to, stepTo = StatusFailed, StepFailed
+	}
+	p := UpdateRunParams{RunID: cur.RunID, ExpectedVersion: cur.Version, LeaseToken: token, Status: string(to),
+		Actor: r.opts.Actor, Reason: ReasonCrashRecovery + ": the run was running when its worker stopped",
+		Steps: StepsFollowingRun(cur, stepTo)}
+	if to == StatusInterrupted {
+		p.InterruptedReason = ReasonCrashRecovery
+	} else {
+		p.Diagnostic = &Diagnostic{ErrorCode: ReasonCrashRecovery, Retryable: true,
+			Message: "the run was running when its worker stopped; crash recovery marked it failed"}
+	}
+	return p
+}
+
+// StepsFollowingRun returns the step patches that move run's running steps
+// and hosts to to, for a write that ends the run: when a run is
+// interrupted, fails or is canceled, the steps and hosts it was executing
+// end with it, and the others keep their state (REC-003).
+func StepsFollowingRun(run RunSnapshot, to StepStatus) []StepPatch {
+	var out []StepPatch
+	for _, st := range run.Steps {
+		sp := StepPatch{Name: st.Name}
+		if st.Status == StepRunning {
+			sp.Status = string(to)
+		}
+		for _, h := range st.Hosts {
+			if h.Status == StepRunning {
+				sp.Hosts = append(sp.Hosts, HostPatch{Host: h.Host, Status: string(to)})
+			}
+		}
+		if sp.Status != "" || len(sp.Hosts) > 0 {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// wallClock is the time recovery measures by when RecoveryOptions.Clock is nil.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }

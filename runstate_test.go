@@ -1,0 +1,182 @@
+package runstate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
+)
+
+func TestErrorsMatchByCode(t *testing.T) {
+	sentinels := []error{runstate.ErrNotFound, runstate.ErrAlreadyExists, runstate.ErrVersionConflict, runstate.ErrInvalidTransition,
+		runstate.ErrMissingDiagnostic, runstate.ErrInvalidArgument, runstate.ErrLeaseHeld, runstate.ErrLeaseLost, runstate.ErrNotClaimable, runstate.ErrUnavailable, runstate.ErrPermissionDenied, runstate.ErrUnauthenticated}
+	codes := map[runstate.Code]bool{}
+	for _, s := range sentinels {
+		code := runstate.CodeOf(s)
+		if code == "" || codes[code] || !errors.Is(s, s) {
+			t.Fatalf("sentinel %v: code %q, seen before %v", s, code, codes[code])
+		}
+		codes[code] = true
+		detailed := &runstate.Error{Code: code, Message: "details", RunID: "r1"}
+		wrapped := fmt.Errorf("adapter: %w", detailed)
+		for _, other := range sentinels {
+			if got, want := errors.Is(wrapped, other), other == s; got != want {
+				t.Errorf("errors.Is(%s error, %v) = %v", code, other, got)
+			}
+		}
+		if runstate.CodeOf(wrapped) != code {
+			t.Errorf("CodeOf = %q, want %q", runstate.CodeOf(wrapped), code)
+		}
+		// A sentinel is a value: nothing a caller holds can change it.
+		var e *runstate.Error
+		if errors.As(s, &e) {
+			t.Errorf("sentinel %v is a shared *runstate.Error, which a caller could change", s)
+		}
+	}
+	if runstate.CodeOf(errors.New("plain")) != "" || runstate.CodeOf(nil) != "" {
+		t.Error("CodeOf of a non-spec error must be empty")
+	}
+	cause := errors.New("connection refused")
+	if err := runstate.Unavailable("store unreachable", cause); !errors.Is(err, cause) || !errors.Is(err, runstate.ErrUnavailable) {
+		t.Error("Unavailable must match both the sentinel and its cause")
+	}
+}
+
+func TestTransitionTable(t *testing.T) {
+	allowed := 0
+	for _, from := range runstate.RunStatuses() {
+		for _, to := range runstate.RunStatuses() {
+			if runstate.CanTransition(from, to) {
+				allowed++
+				if from.Terminal() {
+					t.Errorf("terminal %s may move to %s", from, to)
+				}
+			}
+		}
+	}
+	if allowed != 11 {
+		t.Errorf("%d allowed pairs, want the 11 of docs/spec.md §1.2", allowed)
+	}
+	for alias, want := range map[string]runstate.RunStatus{"created": runstate.StatusQueued, "pending": runstate.StatusQueued, "running": runstate.StatusRunning} {
+		if got, err := runstate.ParseRunStatus(alias); err != nil || got != want {
+			t.Errorf("ParseRunStatus(%q) = %q, %v", alias, got, err)
+		}
+	}
+	if _, err := runstate.ParseRunStatus("done"); !errors.Is(err, runstate.ErrInvalidArgument) {
+		t.Errorf("unknown status: %v", err)
+	}
+}
+
+func TestErrorMessagesSayWhatHappened(t *testing.T) {
+	for _, tc := range []struct {
+		err  *runstate.Error
+		want string
+	}{
+		{&runstate.Error{Code: runstate.CodeNotFound, RunID: "r1"}, "runstate: not found (run r1)"},
+		{&runstate.Error{Code: runstate.CodeLeaseLost, Message: "run r1: the lease was released", RunID: "r1"}, "runstate: run r1: the lease was released"},
+		{&runstate.Error{Code: runstate.CodeUnavailable, Message: "store down", Cause: errors.New("dial tcp: refused")}, "runstate: store down: dial tcp: refused"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// conflicting is a store whose updates always lose to another writer.
+type conflicting struct{ runstate.RunStateStore }
+
+func (s conflicting) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeVersionConflict, RunID: p.RunID, ExpectedVersion: p.ExpectedVersion, CurrentVersion: p.ExpectedVersion + 1}
+}
+
+type countingGets struct {
+	runstate.RunStateStore
+	gets *int
+}
+
+func (s countingGets) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
+	*s.gets++
+	return s.RunStateStore.GetRun(ctx, id)
+}
+
+// Recovery decides afresh after a conflict, but gives up on a run that
+// keeps changing instead of retrying forever.
+func TestRecoveryGivesUpOnARunThatKeepsChanging(t *testing.T) {
+	ctx := context.Background()
+	store := memorytest.Open(t, nil)
+	run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
+	store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	gets := 0
+	leaseless := struct{ runstate.RunStateStore }{countingGets{conflicting{store}, &gets}}
+	_, err := runstate.RecoverExclusive(ctx, leaseless, runstate.RecoveryOptions{Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, runstate.ErrVersionConflict) {
+		t.Fatalf("recovery of a run that keeps changing: %v", err)
+	}
+	// One read to decide, then one after each of the first four conflicts.
+	if gets != 5 {
+		t.Errorf("%d reads of the run, want 5", gets)
+	}
+}
+
+// releaseFails is a store whose releases fail.
+type releaseFails struct{ *memory.Store }
+
+func (s releaseFails) ReleaseLease(context.Context, runstate.ReleaseLeaseParams) error {
+	return runstate.Unavailable("release failed on purpose", nil)
+}
+
+// A release that fails after recovery settled a run is reported in the log.
+func TestRecoveryLogsAFailedRelease(t *testing.T) {
+	ctx := context.Background()
+	store := memorytest.Open(t, nil)
+	run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
+	store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	var log strings.Builder
+	_, err := runstate.Recover(ctx, releaseFails{store}, runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r"}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(log.String(), "could not release") != 1 {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// Only what the run was executing follows it: a running step without hosts,
+// the running hosts of a step that is not itself running, nothing else.
+func TestStepsFollowingRunMovesOnlyWhatRuns(t *testing.T) {
+	run := runstate.RunSnapshot{Steps: []runstate.Step{
+		{Name: "done", Status: runstate.StepSuccess, Hosts: []runstate.HostState{{Host: "h", Status: runstate.StepSuccess}}},
+		{Name: "bare", Status: runstate.StepRunning},
+		{Name: "fanout", Status: runstate.StepRunning, Hosts: []runstate.HostState{{Host: "a", Status: runstate.StepRunning}, {Host: "b", Status: runstate.StepFailed}}},
+		{Name: "host-only", Status: runstate.StepQueued, Hosts: []runstate.HostState{{Host: "c", Status: runstate.StepRunning}}},
+		{Name: "later", Status: runstate.StepQueued, Hosts: []runstate.HostState{{Host: "d", Status: runstate.StepQueued}}},
+	}}
+	got := fmt.Sprintf("%+v", runstate.StepsFollowingRun(run, runstate.StepInterrupted))
+	want := fmt.Sprintf("%+v", []runstate.StepPatch{
+		{Name: "bare", Status: "interrupted"},
+		{Name: "fanout", Status: "interrupted", Hosts: []runstate.HostPatch{{Host: "a", Status: "interrupted"}}},
+		{Name: "host-only", Hosts: []runstate.HostPatch{{Host: "c", Status: "interrupted"}}},
+	})
+	if got != want {
+		t.Errorf("patches\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestErrorMessagesSayRunstateOnce(t *testing.T) {
+	inner := runstate.InvalidArgument("dir", "is required")
+	for _, err := range []error{
+		runstate.Unavailable("the plugin did not start", inner),
+		&runstate.Error{Code: runstate.CodeInvalidArgument, Message: inner.Error()},
+		runstate.Unavailable("store away", fmt.Errorf("dial: %w", runstate.ErrUnavailable)),
+	} {
+		if n := strings.Count(err.Error(), "runstate: "); n != 1 {
+			t.Errorf("%q says runstate %d times", err, n)
+		}
+	}
+}
