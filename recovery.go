@@ -161,8 +161,8 @@ func RecoverExclusive(ctx context.Context, store RunStateStore, opts RecoveryOpt
 	return recoverRuns(ctx, store, nil, opts)
 }
 
-func recoverRuns(ctx context.Context, store RunStateStore, leases LeaseStore, opts RecoveryOptions) (RecoveryReport, error) {
-	r, err := newRecoverer(store, leases, opts)
+func recoverRuns(ctx context.Context, runs RunStateStore, leases LeaseStore, opts RecoveryOptions) (RecoveryReport, error) {
+	r, err := newRecoverer(runs, leases, opts)
 	if err != nil {
 		return RecoveryReport{}, err
 	}
@@ -185,14 +185,14 @@ func recoverRuns(ctx context.Context, store RunStateStore, leases LeaseStore, op
 }
 
 type recoverer struct {
-	store  RunStateStore
+	runs   RunStateStore
 	leases LeaseStore // nil: the caller asserted exclusive use
 	opts   RecoveryOptions
 	log    *slog.Logger
 	clock  Clock
 }
 
-func newRecoverer(store RunStateStore, leases LeaseStore, opts RecoveryOptions) (*recoverer, error) {
+func newRecoverer(runs RunStateStore, leases LeaseStore, opts RecoveryOptions) (*recoverer, error) {
 	switch opts.Policy {
 	case "":
 		opts.Policy = RecoverInterrupt
@@ -200,7 +200,7 @@ func newRecoverer(store RunStateStore, leases LeaseStore, opts RecoveryOptions) 
 	default:
 		return nil, InvalidArgument("policy", "unknown recovery policy %q (want interrupt, fail or takeover)", opts.Policy)
 	}
-	r := &recoverer{store: store, leases: leases, opts: opts, log: opts.Logger, clock: opts.Clock}
+	r := &recoverer{runs: runs, leases: leases, opts: opts, log: opts.Logger, clock: opts.Clock}
 	if r.opts.LeaseTTL == 0 {
 		r.opts.LeaseTTL = DefaultRecoveryLeaseTTL
 	}
@@ -240,7 +240,7 @@ func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
 	for cursor := ""; ; {
 		// Keyset paging by (created_at, run_id) is unaffected by status
 		// changes meanwhile, so no run is skipped or seen twice.
-		page, err := r.store.ListRuns(ctx, ListRunsParams{Statuses: statusNames(nonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
+		page, err := r.runs.ListRuns(ctx, ListRunsParams{Statuses: statusNames(nonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
 		if err != nil {
 			return fmt.Errorf("list non-terminal runs: %w", err)
 		}
@@ -328,7 +328,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 	var token int64
 	if r.leases == nil {
 		var err error
-		if cur, err = r.store.GetRun(ctx, listed.RunID); errors.Is(err, ErrNotFound) {
+		if cur, err = r.runs.GetRun(ctx, listed.RunID); errors.Is(err, ErrNotFound) {
 			return skip(asListed, "removed meanwhile"), nil
 		} else if err != nil {
 			return RecoveredRun{}, err
@@ -364,7 +364,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 		if cur.Status != StatusRunning || r.opts.Policy == RecoverTakeover {
 			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: cur.Status, Priority: cur.Priority, Outcome: OutcomeRequeued}, nil
 		}
-		updated, err := r.store.UpdateRun(ctx, r.settlePatch(cur, token))
+		updated, err := r.runs.UpdateRun(ctx, r.settlePatch(cur, token))
 		if err == nil {
 			outcome := OutcomeInterrupted
 			if updated.Status == StatusFailed {
@@ -377,7 +377,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 		}
 		// Someone wrote the run since we read it (an unfenced operator write):
 		// read it again and decide afresh.
-		if cur, err = r.store.GetRun(ctx, cur.RunID); err != nil {
+		if cur, err = r.runs.GetRun(ctx, cur.RunID); err != nil {
 			return RecoveredRun{}, err
 		}
 	}
