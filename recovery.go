@@ -108,8 +108,9 @@ func (r RecoveryReport) MarshalJSON() ([]byte, error) {
 // Recovered is the number of runs whose state recovery changed or released.
 func (r RecoveryReport) Recovered() int { return r.Interrupted + r.Failed + r.Requeued }
 
-// maxRecoveryAttempts bounds re-reads of one run that keeps changing under recovery.
-const maxRecoveryAttempts = 5
+// maxSettleWrites bounds the writes recovery tries on one run that keeps
+// changing under it; after each conflict it reads the run again.
+const maxSettleWrites = 5
 
 // Recover settles the runs that crashed processes left behind in a store
 // that any number of processes share, using only the store's interfaces.
@@ -355,7 +356,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 			}
 		}()
 	}
-	for attempt := 0; ; attempt++ {
+	for tried := 0; ; tried++ {
 		if cur.Status.Terminal() { // REC-008, REC-010
 			return skip(cur, "finished meanwhile"), nil
 		}
@@ -372,7 +373,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 			}
 			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: updated.Status, Priority: updated.Priority, Outcome: outcome}, nil
 		}
-		if !errors.Is(err, ErrVersionConflict) || attempt+1 >= maxRecoveryAttempts {
+		if !errors.Is(err, ErrVersionConflict) || tried+1 >= maxSettleWrites {
 			return RecoveredRun{}, err
 		}
 		// Someone wrote the run since we read it (an unfenced operator write):

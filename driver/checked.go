@@ -53,11 +53,12 @@ var (
 	_ Store          = checkedStore{}
 )
 
-// pass calls inner once the input passed its check and ctx is live.
-func pass[T any](ctx context.Context, checked error, call func() (T, error)) (T, error) {
+// pass calls inner once the input passed its check (inputErr nil) and ctx
+// is live.
+func pass[T any](ctx context.Context, inputErr error, call func() (T, error)) (T, error) {
 	var zero T
-	if checked != nil {
-		return zero, checked
+	if inputErr != nil {
+		return zero, inputErr
 	}
 	if err := ctx.Err(); err != nil {
 		return zero, err

@@ -313,12 +313,12 @@ func (w *wrapped) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableP
 }
 
 // cutPage reads a listing of limit runs once its input passed its check
-// (prepared nil): read is asked for one run more, which says that another
+// (inputErr nil): read is asked for one run more, which says that another
 // page follows, from the cursor after the page's last run; the last page
 // has no cursor (LIST-005, LIST-006).
-func cutPage(ctx context.Context, prepared error, limit int, read func(n int) ([]runstate.RunSnapshot, error), cursorAfter func(runstate.RunSnapshot) string) (runstate.RunPage, error) {
-	if prepared != nil {
-		return runstate.RunPage{}, prepared
+func cutPage(ctx context.Context, inputErr error, limit int, read func(n int) ([]runstate.RunSnapshot, error), cursorAfter func(runstate.RunSnapshot) string) (runstate.RunPage, error) {
+	if inputErr != nil {
+		return runstate.RunPage{}, inputErr
 	}
 	if err := ctx.Err(); err != nil {
 		return runstate.RunPage{}, err
