@@ -108,8 +108,9 @@ func (r RecoveryReport) MarshalJSON() ([]byte, error) {
 // Recovered is the number of runs whose state recovery changed or released.
 func (r RecoveryReport) Recovered() int { return r.Interrupted + r.Failed + r.Requeued }
 
-// maxRecoveryAttempts bounds re-reads of one run that keeps changing under recovery.
-const maxRecoveryAttempts = 5
+// maxSettleWrites bounds the writes recovery tries on one run that keeps
+// changing under it; after each conflict it reads the run again.
+const maxSettleWrites = 5
 
 // Recover settles the runs that crashed processes left behind in a store
 // that any number of processes share, using only the store's interfaces.
@@ -161,8 +162,8 @@ func RecoverExclusive(ctx context.Context, store RunStateStore, opts RecoveryOpt
 	return recoverRuns(ctx, store, nil, opts)
 }
 
-func recoverRuns(ctx context.Context, store RunStateStore, leases LeaseStore, opts RecoveryOptions) (RecoveryReport, error) {
-	r, err := newRecoverer(store, leases, opts)
+func recoverRuns(ctx context.Context, runs RunStateStore, leases LeaseStore, opts RecoveryOptions) (RecoveryReport, error) {
+	r, err := newRecoverer(runs, leases, opts)
 	if err != nil {
 		return RecoveryReport{}, err
 	}
@@ -185,14 +186,14 @@ func recoverRuns(ctx context.Context, store RunStateStore, leases LeaseStore, op
 }
 
 type recoverer struct {
-	store  RunStateStore
+	runs   RunStateStore
 	leases LeaseStore // nil: the caller asserted exclusive use
 	opts   RecoveryOptions
 	log    *slog.Logger
 	clock  Clock
 }
 
-func newRecoverer(store RunStateStore, leases LeaseStore, opts RecoveryOptions) (*recoverer, error) {
+func newRecoverer(runs RunStateStore, leases LeaseStore, opts RecoveryOptions) (*recoverer, error) {
 	switch opts.Policy {
 	case "":
 		opts.Policy = RecoverInterrupt
@@ -200,7 +201,7 @@ func newRecoverer(store RunStateStore, leases LeaseStore, opts RecoveryOptions) 
 	default:
 		return nil, InvalidArgument("policy", "unknown recovery policy %q (want interrupt, fail or takeover)", opts.Policy)
 	}
-	r := &recoverer{store: store, leases: leases, opts: opts, log: opts.Logger, clock: opts.Clock}
+	r := &recoverer{runs: runs, leases: leases, opts: opts, log: opts.Logger, clock: opts.Clock}
 	if r.opts.LeaseTTL == 0 {
 		r.opts.LeaseTTL = DefaultRecoveryLeaseTTL
 	}
@@ -240,7 +241,7 @@ func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
 	for cursor := ""; ; {
 		// Keyset paging by (created_at, run_id) is unaffected by status
 		// changes meanwhile, so no run is skipped or seen twice.
-		page, err := r.store.ListRuns(ctx, ListRunsParams{Statuses: statusNames(nonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
+		page, err := r.runs.ListRuns(ctx, ListRunsParams{Statuses: statusNames(nonTerminalRunStatuses()), Limit: MaxPageLimit, Cursor: cursor})
 		if err != nil {
 			return fmt.Errorf("list non-terminal runs: %w", err)
 		}
@@ -328,7 +329,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 	var token int64
 	if r.leases == nil {
 		var err error
-		if cur, err = r.store.GetRun(ctx, listed.RunID); errors.Is(err, ErrNotFound) {
+		if cur, err = r.runs.GetRun(ctx, listed.RunID); errors.Is(err, ErrNotFound) {
 			return skip(asListed, "removed meanwhile"), nil
 		} else if err != nil {
 			return RecoveredRun{}, err
@@ -355,7 +356,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 			}
 		}()
 	}
-	for attempt := 0; ; attempt++ {
+	for tried := 0; ; tried++ {
 		if cur.Status.Terminal() { // REC-008, REC-010
 			return skip(cur, "finished meanwhile"), nil
 		}
@@ -364,7 +365,7 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 		if cur.Status != StatusRunning || r.opts.Policy == RecoverTakeover {
 			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: cur.Status, Priority: cur.Priority, Outcome: OutcomeRequeued}, nil
 		}
-		updated, err := r.store.UpdateRun(ctx, r.settlePatch(cur, token))
+		updated, err := r.runs.UpdateRun(ctx, r.settlePatch(cur, token))
 		if err == nil {
 			outcome := OutcomeInterrupted
 			if updated.Status == StatusFailed {
@@ -372,12 +373,12 @@ func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun,
 			}
 			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: updated.Status, Priority: updated.Priority, Outcome: outcome}, nil
 		}
-		if !errors.Is(err, ErrVersionConflict) || attempt+1 >= maxRecoveryAttempts {
+		if !errors.Is(err, ErrVersionConflict) || tried+1 >= maxSettleWrites {
 			return RecoveredRun{}, err
 		}
 		// Someone wrote the run since we read it (an unfenced operator write):
 		// read it again and decide afresh.
-		if cur, err = r.store.GetRun(ctx, cur.RunID); err != nil {
+		if cur, err = r.runs.GetRun(ctx, cur.RunID); err != nil {
 			return RecoveredRun{}, err
 		}
 	}

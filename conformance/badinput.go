@@ -130,21 +130,49 @@ func checkBadLeaseInput(c *checkState) {
 	c.expectUnchanged(before, "after bad lease input")
 }
 
+// checkOversize: BAD-005. A field over its limit is refused, in creates,
+// updates and claims; at its limit it is accepted.
 func checkOversize(c *checkState) {
+	labels := tooManyLabels()
+	c.expectOversizeCreatesRefused(labels)
+	c.checkCountLimits()
+	c.expectCreatesAtLimitsAccepted()
+
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h"}}}})
+	c.expectOversizeUpdatesRefused(run, labels)
+	c.expectUpdatesAtLimitsAccepted(run)
+	if c.target.Capabilities.Leases {
+		c.expectOversizeOwnersRefused(run)
+	}
+}
+
+// tooManyLabels is one label over MaxLabels.
+func tooManyLabels() map[string]string {
 	labels := map[string]string{}
 	for i := range runstate.MaxLabels + 1 {
 		labels[long(i+1)] = "v"
 	}
-	var manyHosts []runstate.StepSpec // over MaxHostStates in all, within every per-step limit
-	for i := 0; len(manyHosts)*runstate.MaxHostsPerStep <= runstate.MaxHostStates; i++ {
+	return labels
+}
+
+// tooManyHostStates are steps over MaxHostStates in all, within every per-step limit.
+func tooManyHostStates() []runstate.StepSpec {
+	var steps []runstate.StepSpec
+	for i := 0; len(steps)*runstate.MaxHostsPerStep <= runstate.MaxHostStates; i++ {
 		st := runstate.StepSpec{Name: fmt.Sprintf("step-%d", i)}
 		for h := range runstate.MaxHostsPerStep {
 			st.Hosts = append(st.Hosts, fmt.Sprintf("h%d", h))
 		}
-		manyHosts = append(manyHosts, st)
+		steps = append(steps, st)
 	}
-	creates := map[string]runstate.CreateRunParams{
-		"total of host states":     {Steps: manyHosts},
+	return steps
+}
+
+// oversizeCreates are creates with one field over its limit or malformed,
+// by the field's name.
+func oversizeCreates(labels map[string]string) map[string]runstate.CreateRunParams {
+	return map[string]runstate.CreateRunParams{
+		"total of host states":     {Steps: tooManyHostStates()},
 		"workflow_name":            {WorkflowName: long(runstate.MaxWorkflowNameLen + 1)},
 		"message":                  {Message: long(runstate.MaxMessageLen + 1)},
 		"label key":                {Labels: map[string]string{long(runstate.MaxLabelKeyLen + 1): "v"}},
@@ -166,7 +194,10 @@ func checkOversize(c *checkState) {
 		"a host declared twice":    {Steps: []runstate.StepSpec{{Name: "s", Hosts: []string{"h", "h"}}}},
 		"retry_of equal to run_id": {RunID: "self", RetryOf: "self"},
 	}
-	for name, p := range creates {
+}
+
+func (c *checkState) expectOversizeCreatesRefused(labels map[string]string) {
+	for name, p := range oversizeCreates(labels) {
 		if p.WorkflowName == "" {
 			p.WorkflowName = workflow
 		}
@@ -174,14 +205,19 @@ func checkOversize(c *checkState) {
 		c.expectInvalid(err, "creating a run with an oversize or malformed "+name)
 		c.expectNothingStored("after a create with an oversize or malformed " + name)
 	}
-	c.checkCountLimits()
-	// At the limits a create is accepted.
+}
+
+// expectCreatesAtLimitsAccepted: at the limits a create is accepted.
+func (c *checkState) expectCreatesAtLimitsAccepted() {
 	c.create(runstate.CreateRunParams{Priority: runstate.MinPriority})
 	c.create(runstate.CreateRunParams{WorkflowName: long(runstate.MaxWorkflowNameLen), Message: long(runstate.MaxMessageLen), Reason: long(runstate.MaxReasonLen),
 		Priority: runstate.MaxPriority, Actor: runstate.Actor{ID: long(runstate.MaxActorIDLen)}, Labels: map[string]string{long(runstate.MaxLabelKeyLen): long(runstate.MaxLabelValueLen)},
 		Steps: []runstate.StepSpec{{Name: long(runstate.MaxStepNameLen), Hosts: []string{long(runstate.MaxHostNameLen)}}}})
+}
 
-	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h"}}}})
+// oversizeUpdates are updates of a running run with a step "build" on host
+// "h", with one field over its limit or malformed, by the field's name.
+func oversizeUpdates(labels map[string]string) map[string]runstate.UpdateRunParams {
 	diag := func(mod func(*runstate.Diagnostic)) runstate.UpdateRunParams {
 		d := runstate.Diagnostic{ErrorCode: "E", Message: "m"}
 		mod(&d)
@@ -191,7 +227,7 @@ func checkOversize(c *checkState) {
 	for i := range runstate.MaxDiagnosticDetails + 1 {
 		details[fmt.Sprintf("k%d", i)] = "v"
 	}
-	updates := map[string]runstate.UpdateRunParams{
+	return map[string]runstate.UpdateRunParams{
 		"message":            {Message: ptr(long(runstate.MaxMessageLen + 1))},
 		"host output":        {Steps: []runstate.StepPatch{{Name: "build", Hosts: []runstate.HostPatch{{Host: "h", OutputSummary: ptr(long(runstate.MaxHostOutputBytes + 1))}}}}},
 		"host error":         {Steps: []runstate.StepPatch{{Name: "build", Hosts: []runstate.HostPatch{{Host: "h", Error: ptr(long(runstate.MaxHostErrorLen + 1))}}}}},
@@ -211,15 +247,21 @@ func checkOversize(c *checkState) {
 		"actor id":           {Status: "waiting", Actor: runstate.Actor{ID: long(runstate.MaxActorIDLen + 1)}},
 		"priority":           {Priority: ptr(runstate.MaxPriority + 1)},
 	}
-	for name, p := range updates {
+}
+
+func (c *checkState) expectOversizeUpdatesRefused(run runstate.RunSnapshot, labels map[string]string) {
+	for name, p := range oversizeUpdates(labels) {
 		before := c.state(run.RunID)
 		p.RunID, p.ExpectedVersion = run.RunID, run.Version
 		_, err := c.store.UpdateRun(c.ctx, p)
 		c.expectInvalid(err, "an update with an oversize or malformed "+name)
 		c.expectUnchanged(before, "after an update with an oversize or malformed "+name)
 	}
-	// At the limits an update is accepted: run, host, diagnostic and
-	// interrupted_reason fields alike.
+}
+
+// expectUpdatesAtLimitsAccepted: at the limits an update is accepted: run,
+// host, diagnostic and interrupted_reason fields alike.
+func (c *checkState) expectUpdatesAtLimitsAccepted(run runstate.RunSnapshot) {
 	c.update(runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(long(runstate.MaxMessageLen)),
 		Steps: []runstate.StepPatch{{Name: "build", Hosts: []runstate.HostPatch{{Host: "h", OutputSummary: ptr(long(runstate.MaxHostOutputBytes)),
 			Error: ptr(long(runstate.MaxHostErrorLen))}}}}})
@@ -235,15 +277,18 @@ func checkOversize(c *checkState) {
 	interrupted := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
 	c.update(runstate.UpdateRunParams{RunID: interrupted.RunID, ExpectedVersion: interrupted.Version, Status: "interrupted",
 		InterruptedReason: long(runstate.MaxReasonLen)})
-	if c.target.Capabilities.Leases {
-		for name, o := range map[string]runstate.Owner{"owner.worker": {Worker: long(runstate.MaxOwnerLen + 1)}, "owner.incarnation": {Worker: "w", Incarnation: long(runstate.MaxOwnerLen + 1)}} {
-			before := c.state(run.RunID)
-			_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: o, TTL: c.ttl(), Statuses: anyLive})
-			c.expectInvalid(err, "claiming with an oversize "+name)
-			c.expectUnchanged(before, "after a claim with an oversize "+name)
-		}
-		c.claim(run.RunID, runstate.Owner{Worker: long(runstate.MaxOwnerLen), Incarnation: long(runstate.MaxOwnerLen)})
+}
+
+// expectOversizeOwnersRefused: an owner over its limit cannot claim the run,
+// and nothing changes; one at its limit can.
+func (c *checkState) expectOversizeOwnersRefused(run runstate.RunSnapshot) {
+	for name, o := range map[string]runstate.Owner{"owner.worker": {Worker: long(runstate.MaxOwnerLen + 1)}, "owner.incarnation": {Worker: "w", Incarnation: long(runstate.MaxOwnerLen + 1)}} {
+		before := c.state(run.RunID)
+		_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: o, TTL: c.ttl(), Statuses: anyLive})
+		c.expectInvalid(err, "claiming with an oversize "+name)
+		c.expectUnchanged(before, "after a claim with an oversize "+name)
 	}
+	c.claim(run.RunID, runstate.Owner{Worker: long(runstate.MaxOwnerLen), Incarnation: long(runstate.MaxOwnerLen)})
 }
 
 func manySteps(n int) []runstate.StepSpec {

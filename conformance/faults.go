@@ -325,101 +325,13 @@ func (l *faultLedger) add(list *[]string, format string, args ...any) {
 // until each has written again after the end, or recoveryLimit has passed.
 func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 	const writers, runsEach = 4, 2
-	l := &faultLedger{acks: map[string][]ack{}}
-	start := make([][]runstate.RunSnapshot, writers)
-	for w := range writers {
-		for range runsEach {
-			run := c.newRun()
-			start[w] = append(start[w], run)
-			l.runs = append(l.runs, run.RunID)
-			l.acks[run.RunID] = []ack{{run.Version, run.Status, ""}}
-		}
-	}
+	l, start := c.newFaultLedger(writers, runsEach)
 	handles := c.handles(writers)
 	endedAt := c.faultWhile(f, 200*time.Millisecond)
 	c.parallel(writers, func(w int) {
-		store, runs := handles[w], start[w]
-		stale := make([]bool, len(runs))
-		acked := make([]int64, len(runs)) // the version last acknowledged per run
-		// conflicted: the version a write expected when it met
-		// VERSION_CONFLICT, which only an applied earlier write explains.
-		conflicted := make([]int64, len(runs))
-		var lastErr error
-		for i := 0; ; i++ {
-			end := endedAt()
-			if !end.IsZero() && time.Since(end) > recoveryLimit {
-				l.add(&l.notBack, "writer %d, last error: %s", w, describeErr(lastErr))
-				return
-			}
-			k := i % len(runs)
-			var err error
-			wrote := false
-			if stale[k] {
-				var got runstate.RunSnapshot
-				var ok bool
-				if err, ok = c.faultCall("GetRun", f, func(ctx context.Context) (err error) { got, err = store.GetRun(ctx, runs[k].RunID); return }); !ok {
-					return
-				}
-				if err == nil {
-					if got.Version < acked[k] {
-						l.add(&l.lost, "run %s read back at version %d (%s) after version %d was acknowledged", got.RunID, got.Version, got.Status, acked[k])
-					}
-					if conflicted[k] > 0 && got.Version <= conflicted[k] {
-						l.add(&l.unexpect, "VERSION_CONFLICT for a write expecting version %d of run %s, which is still at version %d: no write moved it",
-							conflicted[k], got.RunID, got.Version)
-					}
-					conflicted[k] = 0
-					runs[k], stale[k] = got, false
-				}
-			} else {
-				p := transition(runs[k], runstate.StatusRunning)
-				if runs[k].Status == runstate.StatusRunning {
-					p = transition(runs[k], runstate.StatusWaiting)
-				}
-				p.Reason = fmt.Sprintf("writer %d write %d", w, i)
-				var got runstate.RunSnapshot
-				var ok bool
-				if err, ok = c.faultCall("UpdateRun", f, func(ctx context.Context) (err error) { got, err = store.UpdateRun(ctx, p); return }); !ok {
-					return
-				}
-				if err == nil {
-					runs[k], acked[k], wrote = got, got.Version, true
-					l.mu.Lock()
-					l.acks[got.RunID] = append(l.acks[got.RunID], ack{got.Version, got.Status, p.Reason})
-					l.mu.Unlock()
-				} else {
-					stale[k] = true
-					switch {
-					case faultError(err):
-						l.mu.Lock()
-						l.failed++
-						l.mu.Unlock()
-					case errors.Is(err, runstate.ErrVersionConflict):
-						// An earlier write whose outcome was unknown was
-						// applied: the next read must show it.
-						conflicted[k] = p.ExpectedVersion
-					default:
-						l.add(&l.unexpect, "%s", describeErr(err))
-					}
-				}
-			}
-			if err != nil {
-				lastErr = err
-			}
-			if end := endedAt(); !end.IsZero() {
-				if wrote {
-					l.mu.Lock()
-					l.afterEnd = append(l.afterEnd, time.Since(end))
-					l.mu.Unlock()
-					return
-				}
-				if err != nil && !faultError(err) && !errors.Is(err, runstate.ErrVersionConflict) {
-					l.add(&l.late, "writer %d: %s", w, describeErr(err))
-				}
-			}
-			// Paced, so that the trails stay short enough to read whole.
-			time.Sleep(10 * time.Millisecond)
-		}
+		fw := &faultWriter{c: c, f: f, l: l, id: w, handle: handles[w], runs: start[w],
+			stale: make([]bool, runsEach), acked: make([]int64, runsEach), conflicted: make([]int64, runsEach)}
+		fw.writeUntilBack(endedAt)
 	})
 	for endedAt().IsZero() {
 		time.Sleep(10 * time.Millisecond)
@@ -431,6 +343,159 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 			"none failed (does the fault reach the store's handles?)")
 	}
 	return l
+}
+
+// newFaultLedger creates runsEach fresh runs for each of the writers, and
+// the ledger that holds each run's creation as its first acknowledged write.
+func (c *checkState) newFaultLedger(writers, runsEach int) (*faultLedger, [][]runstate.RunSnapshot) {
+	l := &faultLedger{acks: map[string][]ack{}}
+	start := make([][]runstate.RunSnapshot, writers)
+	for w := range writers {
+		for range runsEach {
+			run := c.newRun()
+			start[w] = append(start[w], run)
+			l.runs = append(l.runs, run.RunID)
+			l.acks[run.RunID] = []ack{{run.Version, run.Status, ""}}
+		}
+	}
+	return l, start
+}
+
+// faultWriter is one writer of writeThroughFault, on its own handle, with
+// what it knows of each of its runs.
+type faultWriter struct {
+	c      *checkState
+	f      Fault
+	l      *faultLedger
+	id     int
+	handle runstate.RunStateStore
+	runs   []runstate.RunSnapshot // as last read or acknowledged
+	stale  []bool                 // a write's outcome is unknown: read the run back first
+	acked  []int64                // the version last acknowledged per run
+	// conflicted: the version a write expected when it met
+	// VERSION_CONFLICT, which only an applied earlier write explains.
+	conflicted []int64
+}
+
+// writerCall is how one call of a faultWriter ended.
+type writerCall struct {
+	err   error
+	wrote bool // an UpdateRun the store acknowledged
+	hung  bool // the call did not return: the writer stops
+}
+
+// writeUntilBack writes and reads back the writer's runs in turn until it
+// has written again after the fault's end, or recoveryLimit has passed.
+func (w *faultWriter) writeUntilBack(endedAt func() time.Time) {
+	var lastErr error
+	for i := 0; ; i++ {
+		end := endedAt()
+		if !end.IsZero() && time.Since(end) > recoveryLimit {
+			w.l.add(&w.l.notBack, "writer %d, last error: %s", w.id, describeErr(lastErr))
+			return
+		}
+		k := i % len(w.runs)
+		var call writerCall
+		if w.stale[k] {
+			call = w.readBack(k)
+		} else {
+			call = w.write(k, i)
+		}
+		if call.hung {
+			return
+		}
+		if call.err != nil {
+			lastErr = call.err
+		}
+		if w.backAfter(endedAt(), call) {
+			return
+		}
+		// Paced, so that the trails stay short enough to read whole.
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readBack reads run k whose last write's outcome is unknown, and records
+// what the read shows of acknowledged and conflicting writes.
+func (w *faultWriter) readBack(k int) writerCall {
+	var got runstate.RunSnapshot
+	err, ok := w.c.faultCall("GetRun", w.f, func(ctx context.Context) (err error) { got, err = w.handle.GetRun(ctx, w.runs[k].RunID); return })
+	if !ok {
+		return writerCall{hung: true}
+	}
+	if err != nil {
+		return writerCall{err: err}
+	}
+	if got.Version < w.acked[k] {
+		w.l.add(&w.l.lost, "run %s read back at version %d (%s) after version %d was acknowledged", got.RunID, got.Version, got.Status, w.acked[k])
+	}
+	if w.conflicted[k] > 0 && got.Version <= w.conflicted[k] {
+		w.l.add(&w.l.unexpect, "VERSION_CONFLICT for a write expecting version %d of run %s, which is still at version %d: no write moved it",
+			w.conflicted[k], got.RunID, got.Version)
+	}
+	w.conflicted[k] = 0
+	w.runs[k], w.stale[k] = got, false
+	return writerCall{}
+}
+
+// write moves run k on, running <-> waiting, as the writer's write i.
+func (w *faultWriter) write(k, i int) writerCall {
+	p := transition(w.runs[k], runstate.StatusRunning)
+	if w.runs[k].Status == runstate.StatusRunning {
+		p = transition(w.runs[k], runstate.StatusWaiting)
+	}
+	p.Reason = fmt.Sprintf("writer %d write %d", w.id, i)
+	var got runstate.RunSnapshot
+	err, ok := w.c.faultCall("UpdateRun", w.f, func(ctx context.Context) (err error) { got, err = w.handle.UpdateRun(ctx, p); return })
+	if !ok {
+		return writerCall{hung: true}
+	}
+	if err != nil {
+		w.writeFailed(k, p, err)
+		return writerCall{err: err}
+	}
+	w.runs[k], w.acked[k] = got, got.Version
+	w.l.mu.Lock()
+	w.l.acks[got.RunID] = append(w.l.acks[got.RunID], ack{got.Version, got.Status, p.Reason})
+	w.l.mu.Unlock()
+	return writerCall{wrote: true}
+}
+
+// writeFailed records write p of run k that failed with err; its outcome
+// is unknown, so the run is read back before it is written again.
+func (w *faultWriter) writeFailed(k int, p runstate.UpdateRunParams, err error) {
+	w.stale[k] = true
+	switch {
+	case faultError(err):
+		w.l.mu.Lock()
+		w.l.failed++
+		w.l.mu.Unlock()
+	case errors.Is(err, runstate.ErrVersionConflict):
+		// An earlier write whose outcome was unknown was
+		// applied: the next read must show it.
+		w.conflicted[k] = p.ExpectedVersion
+	default:
+		w.l.add(&w.l.unexpect, "%s", describeErr(err))
+	}
+}
+
+// backAfter reports, once the fault has ended at end (zero: not yet),
+// whether call was a write after the end, which the writer waited for;
+// an error other than a fault's after the end is recorded.
+func (w *faultWriter) backAfter(end time.Time, call writerCall) bool {
+	if end.IsZero() {
+		return false
+	}
+	if call.wrote {
+		w.l.mu.Lock()
+		w.l.afterEnd = append(w.l.afterEnd, time.Since(end))
+		w.l.mu.Unlock()
+		return true
+	}
+	if call.err != nil && !faultError(call.err) && !errors.Is(call.err, runstate.ErrVersionConflict) {
+		w.l.add(&w.l.late, "writer %d: %s", w.id, describeErr(call.err))
+	}
+	return false
 }
 
 // checkAcknowledgedWritesSurvive: FAULT-003.
@@ -524,119 +589,153 @@ func checkWorksAfterFault(c *checkState) {
 	}
 }
 
+// The claimers of FAULT-005: each fault's pool of runs is drained by
+// claim-next with long leases, so that no lease expires during the check.
+const (
+	faultClaimers = 4
+	faultPool     = 40
+	faultClaimTTL = 10 * time.Minute
+)
+
+// claimLedger is what the claimers of one fault saw.
+type claimLedger struct {
+	queue string   // the workflow name of the fault's pool
+	ids   []string // the pool's runs
+
+	mu       sync.Mutex
+	claims   map[string][]runstate.Lease // acknowledged claims by run
+	odd      []string                    // claims that failed otherwise than by a fault
+	gaveUp   []string                    // claimers still claiming recoveryLimit after the end
+	hung     bool                        // a claimer stopped on a call that did not return
+	notFound int                         // answers NOT_FOUND while the fault lasted
+}
+
 // checkClaimsAcrossFaults: FAULT-005.
 func checkClaimsAcrossFaults(c *checkState) {
-	const claimers, pool = 4, 40
-	const ttl = 10 * time.Minute
-	handles := c.handles(claimers)
+	handles := c.handles(faultClaimers)
 	for _, f := range c.faultsToRun() {
-		queue := "fault-" + string(f)
-		var ids []string
-		for range pool {
-			ids = append(ids, c.create(runstate.CreateRunParams{WorkflowName: queue}).RunID)
-		}
-		var (
-			mu       sync.Mutex
-			claims   = map[string][]runstate.Lease{}
-			odd      []string
-			gaveUp   []string
-			hung     bool // a claimer stopped on a call that did not return
-			notFound int  // answers NOT_FOUND while the fault lasted
-		)
-		endedAt := c.faultWhile(f, 100*time.Millisecond)
-		c.parallel(claimers, func(w int) {
-			ls := c.leaseStoreOf(handles[w])
-			me := owner(fmt.Sprintf("claimer-%d", w))
-			for {
-				var cl runstate.Claim
-				err, ok := c.faultCall("ClaimNextRun", f, func(ctx context.Context) (err error) {
-					cl, err = ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: me, TTL: ttl, Filter: runstate.RunnableFilter{WorkflowName: queue}})
-					return
-				})
-				if !ok {
-					mu.Lock()
-					hung = true
-					mu.Unlock()
-					return
-				}
-				end := endedAt()
-				switch {
-				case err == nil:
-					mu.Lock()
-					claims[cl.Run.RunID] = append(claims[cl.Run.RunID], cl.Lease)
-					mu.Unlock()
-					// Paced, so that the pool lasts through the fault.
-					time.Sleep(150 * time.Millisecond)
-				case errors.Is(err, runstate.ErrNotFound) && !end.IsZero():
-					return
-				case errors.Is(err, runstate.ErrNotFound):
-					mu.Lock()
-					notFound++
-					mu.Unlock()
-					time.Sleep(20 * time.Millisecond)
-				case !faultError(err):
-					mu.Lock()
-					odd = append(odd, describeErr(err))
-					mu.Unlock()
-					time.Sleep(20 * time.Millisecond)
-				default:
-					time.Sleep(20 * time.Millisecond)
-				}
-				if !end.IsZero() && time.Since(end) > recoveryLimit {
-					mu.Lock()
-					gaveUp = append(gaveUp, me.String())
-					mu.Unlock()
-					return
-				}
-			}
-		})
-		for endedAt().IsZero() {
-			time.Sleep(10 * time.Millisecond)
-		}
-		for _, e := range odd {
+		l := c.claimThroughFault(f, handles)
+		for _, e := range l.odd {
 			c.Errorf(fmt.Sprintf("a claim cut off by %s to fail with UNAVAILABLE or the context's error", f.a()), "%s", e)
 		}
-		for _, o := range gaveUp {
+		for _, o := range l.gaveUp {
 			c.Errorf(fmt.Sprintf("claim-next to drain the queue within %v of the end of %s", recoveryLimit, f.a()), "%s still claiming", o)
 		}
-		// Every run was claimed, by an answer or by a claim whose answer
-		// was lost: a NOT_FOUND said while a run was claimable is false.
-		left, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{WorkflowName: queue}})
-		if err != nil {
-			c.Fatalf("ListRunnableRuns to succeed after the fault", "%s", describeErr(err))
-		}
-		if len(left.Runs) > 0 && !hung && len(gaveUp) == 0 {
-			c.Errorf(fmt.Sprintf("claim-next to answer NOT_FOUND only with no run claimable, across %s", f.a()),
-				"%d runs still runnable after the claimers were told NOT_FOUND, such as %s", len(left.Runs), left.Runs[0].RunID)
-		}
-		reader, hasReader := c.store.(runstate.LeaseReader)
-		lingering := 0
-		for _, id := range ids {
-			got := claims[id]
-			if len(got) > 1 {
-				c.Errorf(fmt.Sprintf("run %s claimed by one owner across %s (leases of %v)", id, f.a(), ttl), "claimed %d times: %s", len(got), jsonOf(got))
-			}
-			if !hasReader {
-				continue
-			}
-			lease, err := reader.GetLease(c.ctx, id)
-			if err != nil {
-				c.Fatalf("GetLease to succeed after the fault", "%s", describeErr(err))
-			}
-			switch {
-			case len(got) == 1 && (lease.Token != got[0].Token || lease.Owner != got[0].Owner):
-				c.Errorf(fmt.Sprintf("run %s's lease to be the one its acknowledged claim returned across %s", id, f.a()), "claimed %s, lease now %s", jsonOf(got[0]), jsonOf(lease))
-			case lease.Token != 0 && !strings.HasPrefix(lease.Owner.Worker, "claimer-"):
-				c.Errorf(fmt.Sprintf("run %s's lease held by one of the claimers", id), "%s", jsonOf(lease))
-			case lease.Token != 0 && lease.ExpiresAt.Sub(lease.AcquiredAt) != ttl:
-				c.Errorf(fmt.Sprintf("run %s's lease, cut off by %s or not, to last its TTL of %v (a whole claim)", id, f.a(), ttl), "%s", jsonOf(lease))
-			}
-			if len(got) == 0 && lease.Token != 0 {
-				lingering++
-			}
-		}
-		c.note(fmt.Sprintf("%s: %d claims acknowledged, %d made whole by claims whose answer was lost, %d NOT_FOUND during the fault", f, len(claims), lingering, notFound))
+		c.expectQueueDrained(f, l)
+		lingering := c.expectOneWholeLeaseEach(f, l)
+		c.note(fmt.Sprintf("%s: %d claims acknowledged, %d made whole by claims whose answer was lost, %d NOT_FOUND during the fault", f, len(l.claims), lingering, l.notFound))
 	}
+}
+
+// claimThroughFault fills a pool for fault f, has the claimers drain it
+// over their handles while f starts and ends, and returns once it ended.
+func (c *checkState) claimThroughFault(f Fault, handles []runstate.RunStateStore) *claimLedger {
+	l := &claimLedger{queue: "fault-" + string(f), claims: map[string][]runstate.Lease{}}
+	for range faultPool {
+		l.ids = append(l.ids, c.create(runstate.CreateRunParams{WorkflowName: l.queue}).RunID)
+	}
+	endedAt := c.faultWhile(f, 100*time.Millisecond)
+	c.parallel(faultClaimers, func(w int) {
+		c.claimUntilDrained(f, l, handles[w], owner(fmt.Sprintf("claimer-%d", w)), endedAt)
+	})
+	for endedAt().IsZero() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return l
+}
+
+// claimUntilDrained is one claimer: it claims from the pool until, the
+// fault over, claim-next answers NOT_FOUND, or recoveryLimit has passed.
+func (c *checkState) claimUntilDrained(f Fault, l *claimLedger, handle runstate.RunStateStore, me runstate.Owner, endedAt func() time.Time) {
+	ls := c.leaseStoreOf(handle)
+	for {
+		var cl runstate.Claim
+		err, ok := c.faultCall("ClaimNextRun", f, func(ctx context.Context) (err error) {
+			cl, err = ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: me, TTL: faultClaimTTL, Filter: runstate.RunnableFilter{WorkflowName: l.queue}})
+			return
+		})
+		if !ok {
+			l.mu.Lock()
+			l.hung = true
+			l.mu.Unlock()
+			return
+		}
+		end := endedAt()
+		switch {
+		case err == nil:
+			l.mu.Lock()
+			l.claims[cl.Run.RunID] = append(l.claims[cl.Run.RunID], cl.Lease)
+			l.mu.Unlock()
+			// Paced, so that the pool lasts through the fault.
+			time.Sleep(150 * time.Millisecond)
+		case errors.Is(err, runstate.ErrNotFound) && !end.IsZero():
+			return
+		case errors.Is(err, runstate.ErrNotFound):
+			l.mu.Lock()
+			l.notFound++
+			l.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		case !faultError(err):
+			l.mu.Lock()
+			l.odd = append(l.odd, describeErr(err))
+			l.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		default:
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !end.IsZero() && time.Since(end) > recoveryLimit {
+			l.mu.Lock()
+			l.gaveUp = append(l.gaveUp, me.String())
+			l.mu.Unlock()
+			return
+		}
+	}
+}
+
+// expectQueueDrained: every run was claimed, by an answer or by a claim
+// whose answer was lost: a NOT_FOUND said while a run was claimable is false.
+func (c *checkState) expectQueueDrained(f Fault, l *claimLedger) {
+	left, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{WorkflowName: l.queue}})
+	if err != nil {
+		c.Fatalf("ListRunnableRuns to succeed after the fault", "%s", describeErr(err))
+	}
+	if len(left.Runs) > 0 && !l.hung && len(l.gaveUp) == 0 {
+		c.Errorf(fmt.Sprintf("claim-next to answer NOT_FOUND only with no run claimable, across %s", f.a()),
+			"%d runs still runnable after the claimers were told NOT_FOUND, such as %s", len(left.Runs), left.Runs[0].RunID)
+	}
+}
+
+// expectOneWholeLeaseEach: no run of the pool was claimed twice, and, where
+// the store tells who holds a lease, each lease is its acknowledged claim's
+// or a whole one of a claim whose answer was lost. It returns how many of
+// the latter there are.
+func (c *checkState) expectOneWholeLeaseEach(f Fault, l *claimLedger) (lingering int) {
+	reader, hasReader := c.store.(runstate.LeaseReader)
+	for _, id := range l.ids {
+		got := l.claims[id]
+		if len(got) > 1 {
+			c.Errorf(fmt.Sprintf("run %s claimed by one owner across %s (leases of %v)", id, f.a(), faultClaimTTL), "claimed %d times: %s", len(got), jsonOf(got))
+		}
+		if !hasReader {
+			continue
+		}
+		lease, err := reader.GetLease(c.ctx, id)
+		if err != nil {
+			c.Fatalf("GetLease to succeed after the fault", "%s", describeErr(err))
+		}
+		switch {
+		case len(got) == 1 && (lease.Token != got[0].Token || lease.Owner != got[0].Owner):
+			c.Errorf(fmt.Sprintf("run %s's lease to be the one its acknowledged claim returned across %s", id, f.a()), "claimed %s, lease now %s", jsonOf(got[0]), jsonOf(lease))
+		case lease.Token != 0 && !strings.HasPrefix(lease.Owner.Worker, "claimer-"):
+			c.Errorf(fmt.Sprintf("run %s's lease held by one of the claimers", id), "%s", jsonOf(lease))
+		case lease.Token != 0 && lease.ExpiresAt.Sub(lease.AcquiredAt) != faultClaimTTL:
+			c.Errorf(fmt.Sprintf("run %s's lease, cut off by %s or not, to last its TTL of %v (a whole claim)", id, f.a(), faultClaimTTL), "%s", jsonOf(lease))
+		}
+		if len(got) == 0 && lease.Token != 0 {
+			lingering++
+		}
+	}
+	return lingering
 }
 
 // checkSlowLink: FAULT-007.

@@ -78,86 +78,132 @@ func (o updateOutcome) Result() (runstate.RunSnapshot, error) {
 // The checks run in the order of spec §1.6 and the first that fails
 // decides (FSM-011): fence, version, terminal run, table, diagnostic, steps.
 func applyUpdate(cur runstate.RunSnapshot, lease LeaseState, p runstate.UpdateRunParams, now time.Time) updateOutcome {
-	now = Timestamp(now) // one time for everything this write sets (FSM-009)
-	// keep is a refused write: nothing written and no event (AUD-004), except
-	// the rejected event of a terminal run below.
-	keep := updateOutcome{Snapshot: cur}
+	u := pendingUpdate{cur: cur, p: p, to: runstate.RunStatus(p.Status),
+		now: Timestamp(now)} // one time for everything this write sets (FSM-009)
 	// A stale token is LEASE_LOST; no token is governed by the version alone
 	// (LEASE-006, LEASE-019).
 	if err := lease.checkFence(cur.RunID, p.LeaseToken); err != nil {
-		keep.Err = err
-		return keep
+		return u.refused(err)
 	}
 	// A stale version is a conflict, even for a forbidden transition or a
 	// terminal run (CAS-002, CAS-004).
 	if cur.Version != p.ExpectedVersion {
-		keep.Err = versionConflict(cur.RunID, p.ExpectedVersion, cur.Version)
-		return keep
+		return u.refused(versionConflict(cur.RunID, p.ExpectedVersion, cur.Version))
 	}
-	to := runstate.RunStatus(p.Status)
-	// Every event carries the write's actor, reason and lease token (FSM-005, AUD-007).
-	event := func(kind runstate.AuditKind, from, to runstate.RunStatus, code string, version int64) runstate.AuditEvent {
-		return runstate.AuditEvent{RunID: cur.RunID, Kind: kind, From: from, To: to, Time: now,
-			Actor: p.Actor, Reason: p.Reason, ErrorCode: code, Version: version, LeaseToken: p.LeaseToken}
-	}
-
-	// A terminal run never changes: any write to it is a rejected transition,
-	// recorded at the run's version (FSM-003, FSM-010, FSM-005).
 	if cur.Status.Terminal() {
-		if to == "" {
-			to = cur.Status
-		}
-		keep.Events = []runstate.AuditEvent{event(runstate.AuditRejected, cur.Status, to, string(runstate.CodeInvalidTransition), cur.Version)}
-		keep.Err = invalidTransition(cur.RunID, cur.Status, to)
-		return keep
+		return u.rejectOnTerminal()
 	}
-	// A forbidden transition is refused (FSM-002) with a rejected event and
-	// the event of the run's move to failed (FSM-005).
-	if to != "" && !runstate.CanTransition(cur.Status, to) {
-		// The rest of the patch is not applied: the run fails for the
-		// attempt, and what it was executing fails with it (FSM-004).
-		failed := cur.Clone()
-		failed.Status = runstate.StatusFailed
-		failed.FinishedAt = now
-		failed.UpdatedAt = now
-		failed.Version++
-		failed.Diagnostic = &runstate.Diagnostic{ErrorCode: string(runstate.CodeInvalidTransition), Retryable: false,
-			Message: fmt.Sprintf("invalid transition %s -> %s was attempted", cur.Status, to)}
-		if err := applySteps(&failed, runstate.StepsFollowingRun(cur, runstate.StepFailed), now); err != nil {
-			keep.Err = err // cannot happen: running steps may always fail
-			return keep
-		}
-		return updateOutcome{
-			Snapshot: failed, Write: true,
-			Events: []runstate.AuditEvent{
-				event(runstate.AuditRejected, cur.Status, to, string(runstate.CodeInvalidTransition), cur.Version),
-				event(runstate.AuditTransition, cur.Status, runstate.StatusFailed, string(runstate.CodeInvalidTransition), failed.Version),
-			},
-			Err: invalidTransition(cur.RunID, cur.Status, to),
-		}
+	if u.to != "" && !runstate.CanTransition(cur.Status, u.to) {
+		return u.failOnForbiddenTransition()
 	}
+	if err := u.checkDiagnostic(); err != nil {
+		return u.refused(err)
+	}
+	return u.accept()
+}
+
+// pendingUpdate is one update that applyUpdate decides: the run as read,
+// the params, the status they ask for ("" for none) and the write's time.
+type pendingUpdate struct {
+	cur runstate.RunSnapshot
+	p   runstate.UpdateRunParams
+	to  runstate.RunStatus
+	now time.Time
+}
+
+// refused is a refused write: nothing written and no event (AUD-004).
+func (u pendingUpdate) refused(err error) updateOutcome {
+	return updateOutcome{Snapshot: u.cur, Err: err}
+}
+
+// event is an audit event of this write from the run's current status.
+// Every event carries the write's actor, reason and lease token (FSM-005, AUD-007).
+func (u pendingUpdate) event(kind runstate.AuditKind, to runstate.RunStatus, code string, version int64) runstate.AuditEvent {
+	return runstate.AuditEvent{RunID: u.cur.RunID, Kind: kind, From: u.cur.Status, To: to, Time: u.now,
+		Actor: u.p.Actor, Reason: u.p.Reason, ErrorCode: code, Version: version, LeaseToken: u.p.LeaseToken}
+}
+
+// rejectOnTerminal: a terminal run never changes, so any write to it is a
+// rejected transition, recorded at the run's version (FSM-003, FSM-010,
+// FSM-005); nothing else is written.
+func (u pendingUpdate) rejectOnTerminal() updateOutcome {
+	to := u.to
+	if to == "" {
+		to = u.cur.Status
+	}
+	out := u.refused(invalidTransition(u.cur.RunID, u.cur.Status, to))
+	out.Events = []runstate.AuditEvent{u.event(runstate.AuditRejected, to, string(runstate.CodeInvalidTransition), u.cur.Version)}
+	return out
+}
+
+// failOnForbiddenTransition: a forbidden transition is refused (FSM-002)
+// with a rejected event and the event of the run's move to failed (FSM-005).
+// The rest of the patch is not applied: the run fails for the attempt, and
+// what it was executing fails with it (FSM-004).
+func (u pendingUpdate) failOnForbiddenTransition() updateOutcome {
+	failedRun := u.cur.Clone()
+	failedRun.Status = runstate.StatusFailed
+	failedRun.FinishedAt = u.now
+	failedRun.UpdatedAt = u.now
+	failedRun.Version++
+	failedRun.Diagnostic = &runstate.Diagnostic{ErrorCode: string(runstate.CodeInvalidTransition), Retryable: false,
+		Message: fmt.Sprintf("invalid transition %s -> %s was attempted", u.cur.Status, u.to)}
+	if err := applySteps(&failedRun, runstate.StepsFollowingRun(u.cur, runstate.StepFailed), u.now); err != nil {
+		return u.refused(err) // cannot happen: running steps may always fail
+	}
+	return updateOutcome{
+		Snapshot: failedRun, Write: true,
+		Events: []runstate.AuditEvent{
+			u.event(runstate.AuditRejected, u.to, string(runstate.CodeInvalidTransition), u.cur.Version),
+			u.event(runstate.AuditTransition, runstate.StatusFailed, string(runstate.CodeInvalidTransition), failedRun.Version),
+		},
+		Err: invalidTransition(u.cur.RunID, u.cur.Status, u.to),
+	}
+}
+
+// checkDiagnostic refuses an update without the diagnostic its status needs.
+func (u pendingUpdate) checkDiagnostic() error {
 	// Failed, denied and timeout need a complete diagnostic (DIAG-001, DIAG-002).
-	if p.Diagnostic != nil || to.RequiresDiagnostic() {
-		if missing := diagnosticMissing(p.Diagnostic); missing != "" {
-			keep.Err = &runstate.Error{Code: runstate.CodeMissingDiagnostic, RunID: cur.RunID, Field: "diagnostic",
-				Message: fmt.Sprintf("run %s: %s is required%s", cur.RunID, missing, enteringWhat(to))}
-			return keep
+	if u.p.Diagnostic != nil || u.to.RequiresDiagnostic() {
+		if missing := diagnosticMissing(u.p.Diagnostic); missing != "" {
+			return &runstate.Error{Code: runstate.CodeMissingDiagnostic, RunID: u.cur.RunID, Field: "diagnostic",
+				Message: fmt.Sprintf("run %s: %s is required%s", u.cur.RunID, missing, enteringWhat(u.to))}
 		}
 	}
 	// Interrupted needs a non-blank interrupted_reason (DIAG-003).
-	if to == runstate.StatusInterrupted && strings.TrimSpace(p.InterruptedReason) == "" {
-		keep.Err = &runstate.Error{Code: runstate.CodeMissingDiagnostic, RunID: cur.RunID, Field: "interrupted_reason",
-			Message: fmt.Sprintf("run %s: interrupted_reason is required when entering interrupted", cur.RunID)}
-		return keep
+	if u.to == runstate.StatusInterrupted && strings.TrimSpace(u.p.InterruptedReason) == "" {
+		return &runstate.Error{Code: runstate.CodeMissingDiagnostic, RunID: u.cur.RunID, Field: "interrupted_reason",
+			Message: fmt.Sprintf("run %s: interrupted_reason is required when entering interrupted", u.cur.RunID)}
 	}
+	return nil
+}
 
-	// Step and host moves are checked last (FSM-007, FSM-008); the update
-	// changes only the fields it sets (RUN-009).
-	next := cur.Clone()
-	if err := applySteps(&next, p.Steps, now); err != nil {
-		keep.Err = err
-		return keep
+// accept applies the patch once every earlier check passed. Step and host
+// moves are checked last (FSM-007, FSM-008); the update changes only the
+// fields it sets (RUN-009).
+func (u pendingUpdate) accept() updateOutcome {
+	next := u.cur.Clone()
+	if err := applySteps(&next, u.p.Steps, u.now); err != nil {
+		return u.refused(err)
 	}
+	patchRunFields(&next, u.p)
+	next.Version++ // exactly one per accepted write (CAS-001)
+	next.UpdatedAt = u.now
+	// A write without a status change records no event (AUD-003).
+	if u.to == "" {
+		return updateOutcome{Snapshot: next, Write: true}
+	}
+	u.enterStatus(&next)
+	code := ""
+	if u.p.Diagnostic != nil {
+		code = u.p.Diagnostic.ErrorCode
+	}
+	return updateOutcome{Snapshot: next, Write: true,
+		Events: []runstate.AuditEvent{u.event(runstate.AuditTransition, u.to, code, next.Version)}}
+}
+
+// patchRunFields sets the run's own fields that p gives (RUN-009).
+func patchRunFields(next *runstate.RunSnapshot, p runstate.UpdateRunParams) {
 	if p.Message != nil {
 		next.Message = *p.Message
 	}
@@ -175,32 +221,22 @@ func applyUpdate(cur runstate.RunSnapshot, lease LeaseState, p runstate.UpdateRu
 		d.Details = maps.Clone(p.Diagnostic.Details)
 		next.Diagnostic = &d
 	}
-	next.Version++ // exactly one per accepted write (CAS-001)
-	next.UpdatedAt = now
-	out := updateOutcome{Snapshot: next, Write: true}
-	// An allowed transition moves the run to the status asked for (FSM-001)
-	// and records one transition event with the diagnostic's error_code
-	// (AUD-002, DIAG-004); a write without a status change records none
-	// (AUD-003). started_at is set once, finished_at on a terminal status (FSM-009).
-	if to != "" {
-		next.Status = to
-		if to == runstate.StatusRunning && next.StartedAt.IsZero() {
-			next.StartedAt = now
-		}
-		if to.Terminal() {
-			next.FinishedAt = now
-		}
-		if to == runstate.StatusInterrupted {
-			next.InterruptedReason = p.InterruptedReason
-		}
-		code := ""
-		if p.Diagnostic != nil {
-			code = p.Diagnostic.ErrorCode
-		}
-		out.Snapshot = next
-		out.Events = []runstate.AuditEvent{event(runstate.AuditTransition, cur.Status, to, code, next.Version)}
+}
+
+// enterStatus moves next to the allowed status asked for (FSM-001), whose
+// one transition event carries the diagnostic's error_code (AUD-002,
+// DIAG-004). started_at is set once, finished_at on a terminal status (FSM-009).
+func (u pendingUpdate) enterStatus(next *runstate.RunSnapshot) {
+	next.Status = u.to
+	if u.to == runstate.StatusRunning && next.StartedAt.IsZero() {
+		next.StartedAt = u.now
 	}
-	return out
+	if u.to.Terminal() {
+		next.FinishedAt = u.now
+	}
+	if u.to == runstate.StatusInterrupted {
+		next.InterruptedReason = u.p.InterruptedReason
+	}
 }
 
 func enteringWhat(to runstate.RunStatus) string {

@@ -21,49 +21,51 @@ func Checked(inner runstate.RunStateStore) runstate.RunStateStore {
 	if !ok {
 		return runs
 	}
-	store := checkedStore{runs, checkedLeases{leases}}
+	runsAndLeases := checkedRunsAndLeases{runs, checkedLeases{leases}}
 	if reader, ok := inner.(runstate.LeaseReader); ok {
-		return checkedReadingStore{store, checkedReader{reader}}
+		return checkedStore{runsAndLeases, checkedReader{reader}}
 	}
-	return store
+	return runsAndLeases
 }
 
 type checkedRuns struct{ inner runstate.RunStateStore }
 
 type checkedLeases struct{ inner runstate.LeaseStore }
 
-// checkedStore embeds both halves: a struct with only the RunStateStore
-// half shows no lease methods.
-type checkedStore struct {
+// checkedRunsAndLeases embeds both halves of a runstate.Store: a struct
+// with only the RunStateStore half shows no lease methods.
+type checkedRunsAndLeases struct {
 	checkedRuns
 	checkedLeases
 }
 
-// checkedReadingStore is a checkedStore that also tells who holds a lease.
-type checkedReadingStore struct {
-	checkedStore
+// checkedStore is a Store: checkedRunsAndLeases that also tells who holds
+// a lease.
+type checkedStore struct {
+	checkedRunsAndLeases
 	checkedReader
 }
 
 type checkedReader struct{ inner runstate.LeaseReader }
 
 var (
-	_ runstate.Store = checkedStore{}
-	_ Store          = checkedReadingStore{}
+	_ runstate.Store = checkedRunsAndLeases{}
+	_ Store          = checkedStore{}
 )
 
-// pass calls inner once the input passed its check and ctx is live.
-func pass[T any](ctx context.Context, checked error, call func() (T, error)) (T, error) {
+// pass calls inner once the input passed its check (inputErr nil) and ctx
+// is live.
+func pass[T any](ctx context.Context, inputErr error, call func() (T, error)) (T, error) {
 	var zero T
-	if checked != nil {
-		return zero, checked
+	if inputErr != nil {
+		return zero, inputErr
 	}
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
 	out, err := call()
 	if err != nil {
-		return zero, result(err, "")
+		return zero, contractError(err, "")
 	}
 	return out, nil
 }

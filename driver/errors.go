@@ -1,10 +1,38 @@
 package driver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/runstate/runstate"
 )
+
+// contractError maps a driver's error to the contract's: the contract's own
+// and a context's pass, a not-found gets the kit's words for runID (the run
+// the call asked after; "" passes it as it is), anything else is
+// ErrUnavailable, with the driver's error as its cause.
+func contractError(err error, runID string) error {
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case runstate.CodeOf(err) == runstate.CodeNotFound && runID != "":
+		return notFound(runID)
+	case runstate.CodeOf(err) != "":
+		return err
+	}
+	return runstate.Unavailable("the store failed", err)
+}
+
+// contractErrorNotFoundIsFailure maps the error of a driver call that has
+// no not-found answer in the contract (Now, Insert, the listings, the claim
+// candidate search): there a not-found is the driver failing.
+func contractErrorNotFoundIsFailure(err error) error {
+	if runstate.CodeOf(err) == runstate.CodeNotFound {
+		return runstate.Unavailable("the store failed", err)
+	}
+	return contractError(err, "")
+}
 
 // The contract's errors as the kit words them, one constructor each.
 

@@ -21,11 +21,12 @@ type Store interface {
 // CAS-*, LEASE-*, DIAG-*), builds the audit events (AUD-*), cuts pages and
 // issues cursors (LIST-*), and answers claim-next (LEASE-013, LEASE-017).
 // d stores, fetches and searches.
-func Wrap(d Driver) Store { return &store{d: d} }
+func Wrap(d Driver) Store { return &wrapped{d: d} }
 
-type store struct{ d Driver }
+// wrapped is the Store that Wrap returns: the kit in front of d.
+type wrapped struct{ d Driver }
 
-var _ Store = (*store)(nil)
+var _ Store = (*wrapped)(nil)
 
 // maxClaimRounds bounds how often the kit's claim-next looks again after
 // other claimers took every candidate it found. Each such round is other
@@ -37,37 +38,13 @@ const maxClaimRounds = 64
 // candidates without reading again.
 const claimBatch = 8
 
-// result maps a driver's error to the contract's: the contract's own and a
-// context's pass, a not-found gets the kit's words for runID, anything else
-// is ErrUnavailable, with the driver's error as its cause.
-func result(err error, runID string) error {
-	switch {
-	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case runstate.CodeOf(err) == runstate.CodeNotFound && runID != "":
-		return notFound(runID)
-	case runstate.CodeOf(err) != "":
-		return err
-	}
-	return runstate.Unavailable("the store failed", err)
-}
-
-// failed maps the error of a driver call that names no run, where a
-// not-found is no answer of the contract.
-func failed(err error) error {
-	if runstate.CodeOf(err) == runstate.CodeNotFound {
-		return runstate.Unavailable("the store failed", err)
-	}
-	return result(err, "")
-}
-
 // modify is Driver.Modify after the context check. Every change
 // normalises Current.Now itself (FSM-009).
-func (s *store) modify(ctx context.Context, runID string, change func(Current) Change) error {
+func (w *wrapped) modify(ctx context.Context, runID string, change func(Current) Change) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return result(s.d.Modify(ctx, runID, change), runID)
+	return contractError(w.d.Modify(ctx, runID, change), runID)
 }
 
 // number gives events their Seq, after the run's last (AUD-002, AUD-005).
@@ -79,7 +56,7 @@ func number(events []runstate.AuditEvent, lastSeq int64) []runstate.AuditEvent {
 }
 
 // CreateRun implements runstate.RunStateStore.
-func (s *store) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
+func (w *wrapped) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	if err := prepareCreate(&p); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
@@ -90,39 +67,39 @@ func (s *store) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runs
 	// reading it before the insert decides as well as reading it within.
 	var retried *runstate.RunSnapshot
 	if p.RetryOf != "" {
-		r, err := s.d.Get(ctx, p.RetryOf)
+		r, err := w.d.Get(ctx, p.RetryOf)
 		switch {
 		case err == nil:
 			retried = &r
 		case runstate.CodeOf(err) != runstate.CodeNotFound:
-			return runstate.RunSnapshot{}, result(err, "")
+			return runstate.RunSnapshot{}, contractError(err, "")
 		}
 	}
-	now, err := s.d.Now(ctx)
+	now, err := w.d.Now(ctx)
 	if err != nil {
-		return runstate.RunSnapshot{}, failed(err)
+		return runstate.RunSnapshot{}, contractErrorNotFoundIsFailure(err)
 	}
 	run, created, err := newRun(p, retried, now)
 	if err != nil {
 		return runstate.RunSnapshot{}, err
 	}
-	if err := s.d.Insert(ctx, InsertParams{Run: run, Created: created}); err != nil {
+	if err := w.d.Insert(ctx, InsertParams{Run: run, Created: created}); err != nil {
 		if runstate.CodeOf(err) == runstate.CodeAlreadyExists { // RUN-003
 			return runstate.RunSnapshot{}, alreadyExists(p.RunID)
 		}
-		return runstate.RunSnapshot{}, failed(err)
+		return runstate.RunSnapshot{}, contractErrorNotFoundIsFailure(err)
 	}
 	return run, nil
 }
 
 // UpdateRun implements runstate.RunStateStore with the outcome applyUpdate
 // decides on the run as Modify read it.
-func (s *store) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+func (w *wrapped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if err := prepareUpdate(&p); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
 	var out updateOutcome
-	err := s.modify(ctx, p.RunID, func(cur Current) Change {
+	err := w.modify(ctx, p.RunID, func(cur Current) Change {
 		out = applyUpdate(cur.Run, cur.Lease, p, cur.Now)
 		change := Change{Events: number(out.Events, cur.LastSeq)}
 		if out.Write {
@@ -137,32 +114,32 @@ func (s *store) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runs
 }
 
 // GetRun implements runstate.RunStateStore.
-func (s *store) GetRun(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
+func (w *wrapped) GetRun(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
 	if err := prepareGet(runID); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
-	run, err := s.d.Get(ctx, runID)
+	run, err := w.d.Get(ctx, runID)
 	if err != nil {
-		return runstate.RunSnapshot{}, result(err, runID) // RUN-004
+		return runstate.RunSnapshot{}, contractError(err, runID) // RUN-004
 	}
 	return run, nil
 }
 
 // ListRuns implements runstate.RunStateStore: one run more than the page tells
 // whether another page follows; the last page has no cursor (LIST-005).
-func (s *store) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
+func (w *wrapped) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
 	q, err := prepareListRuns(p)
-	return page(ctx, err, q.Limit, func(n int) ([]runstate.RunSnapshot, error) {
+	return cutPage(ctx, err, q.Limit, func(n int) ([]runstate.RunSnapshot, error) {
 		q.Limit = n
-		return s.d.ListRuns(ctx, q)
+		return w.d.ListRuns(ctx, q)
 	}, func(r runstate.RunSnapshot) string { return PositionOf(r).cursor() })
 }
 
 // ListAuditEvents implements runstate.RunStateStore.
-func (s *store) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
+func (w *wrapped) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
 	limit, err := prepareAuditQuery(p)
 	if err != nil {
 		return runstate.AuditPage{}, err
@@ -170,9 +147,9 @@ func (s *store) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams)
 	if err := ctx.Err(); err != nil {
 		return runstate.AuditPage{}, err
 	}
-	events, err := s.d.ListAudit(ctx, AuditQuery{RunID: p.RunID, AfterSeq: p.AfterSeq, Limit: limit + 1})
+	events, err := w.d.ListAudit(ctx, AuditQuery{RunID: p.RunID, AfterSeq: p.AfterSeq, Limit: limit + 1})
 	if err != nil {
-		return runstate.AuditPage{}, result(err, p.RunID)
+		return runstate.AuditPage{}, contractError(err, p.RunID)
 	}
 	page := runstate.AuditPage{Events: events, More: len(events) > limit}
 	if page.More {
@@ -202,13 +179,13 @@ func (cl *claiming) take(cur Current) Change {
 }
 
 // ClaimRun implements runstate.LeaseStore.
-func (s *store) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+func (w *wrapped) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	c, err := prepareClaimRun(p)
 	if err != nil {
 		return runstate.Claim{}, err
 	}
 	cl := &claiming{req: c}
-	if err := s.modify(ctx, p.RunID, cl.take); err != nil {
+	if err := w.modify(ctx, p.RunID, cl.take); err != nil {
 		return runstate.Claim{}, err
 	}
 	if cl.refused != nil {
@@ -219,7 +196,7 @@ func (s *store) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runsta
 
 // ClaimNextRun implements runstate.LeaseStore, with the driver's NextClaimer
 // when it has one.
-func (s *store) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
 	q, c, err := prepareClaimNext(p)
 	if err != nil {
 		return runstate.Claim{}, err
@@ -227,13 +204,13 @@ func (s *store) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (r
 	if err := ctx.Err(); err != nil {
 		return runstate.Claim{}, err
 	}
-	if nc, ok := s.d.(NextClaimer); ok {
+	if nc, ok := w.d.(NextClaimer); ok {
 		cl := &claiming{req: c}
 		q.Claimant = &cl.req.Owner
 		found, err := nc.ClaimNext(ctx, q, cl.take)
 		switch {
 		case err != nil:
-			return runstate.Claim{}, failed(err)
+			return runstate.Claim{}, contractErrorNotFoundIsFailure(err)
 		case !found:
 			return runstate.Claim{}, nothingRunnable()
 		case cl.refused != nil: // the driver offered a run q does not admit
@@ -241,7 +218,7 @@ func (s *store) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (r
 		}
 		return cl.claim, nil
 	}
-	return s.claimNext(ctx, q, c)
+	return w.claimNext(ctx, q, c)
 }
 
 // claimNext is the kit's claim-next: the candidates in claim order, each
@@ -249,19 +226,19 @@ func (s *store) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (r
 // empty candidate list is the driver's answer at one instant, so "nothing
 // runnable" is true when it is given (LEASE-017); a candidate another
 // claimer took meanwhile is passed over.
-func (s *store) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) (runstate.Claim, error) {
+func (w *wrapped) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) (runstate.Claim, error) {
 	q.Limit, q.Claimant = claimBatch, &c.Owner
 	for range maxClaimRounds {
-		candidates, err := s.d.Runnable(ctx, q)
+		candidates, err := w.d.Runnable(ctx, q)
 		if err != nil {
-			return runstate.Claim{}, failed(err)
+			return runstate.Claim{}, contractErrorNotFoundIsFailure(err)
 		}
 		if len(candidates) == 0 {
 			return runstate.Claim{}, nothingRunnable() // LEASE-013
 		}
 		for _, run := range candidates {
 			cl := &claiming{req: c}
-			err := s.modify(ctx, run.RunID, func(cur Current) Change {
+			err := w.modify(ctx, run.RunID, func(cur Current) Change {
 				if !q.Admits(cur.Run, cur.Lease, Timestamp(cur.Now)) {
 					cl.claim, cl.refused = runstate.Claim{}, errPassedOver
 					return Change{}
@@ -285,13 +262,13 @@ func (s *store) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) 
 var errPassedOver = errors.New("passed over")
 
 // RenewLease implements runstate.LeaseStore.
-func (s *store) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+func (w *wrapped) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
 	if err := prepareRenew(p); err != nil {
 		return runstate.Lease{}, err
 	}
 	var lease runstate.Lease
 	var refused error
-	err := s.modify(ctx, p.RunID, func(cur Current) Change {
+	err := w.modify(ctx, p.RunID, func(cur Current) Change {
 		next, err := cur.Lease.renew(p.RunID, p.Token, p.TTL, Timestamp(cur.Now))
 		if lease, refused = next.lease(p.RunID), err; err != nil {
 			return Change{}
@@ -308,12 +285,12 @@ func (s *store) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (ru
 }
 
 // ReleaseLease implements runstate.LeaseStore.
-func (s *store) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
+func (w *wrapped) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
 	if err := prepareRelease(p); err != nil {
 		return err
 	}
 	var refused error
-	err := s.modify(ctx, p.RunID, func(cur Current) Change {
+	err := w.modify(ctx, p.RunID, func(cur Current) Change {
 		next, err := cur.Lease.release(p.RunID, p.Token)
 		if refused = err; err != nil {
 			return Change{}
@@ -327,28 +304,28 @@ func (s *store) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams)
 }
 
 // ListRunnableRuns implements runstate.LeaseStore.
-func (s *store) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
+func (w *wrapped) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
 	q, err := prepareRunnable(p.Filter, p.Limit, p.Cursor)
-	return page(ctx, err, q.Limit, func(n int) ([]runstate.RunSnapshot, error) {
+	return cutPage(ctx, err, q.Limit, func(n int) ([]runstate.RunSnapshot, error) {
 		q.Limit = n
-		return s.d.Runnable(ctx, q)
+		return w.d.Runnable(ctx, q)
 	}, func(r runstate.RunSnapshot) string { return RunnablePositionOf(r).cursor() })
 }
 
-// page is a listing of limit runs once its input passed its check
-// (prepared nil): read is asked for one run more, which says that another
+// cutPage reads a listing of limit runs once its input passed its check
+// (inputErr nil): read is asked for one run more, which says that another
 // page follows, from the cursor after the page's last run; the last page
 // has no cursor (LIST-005, LIST-006).
-func page(ctx context.Context, prepared error, limit int, read func(n int) ([]runstate.RunSnapshot, error), cursorAfter func(runstate.RunSnapshot) string) (runstate.RunPage, error) {
-	if prepared != nil {
-		return runstate.RunPage{}, prepared
+func cutPage(ctx context.Context, inputErr error, limit int, read func(n int) ([]runstate.RunSnapshot, error), cursorAfter func(runstate.RunSnapshot) string) (runstate.RunPage, error) {
+	if inputErr != nil {
+		return runstate.RunPage{}, inputErr
 	}
 	if err := ctx.Err(); err != nil {
 		return runstate.RunPage{}, err
 	}
 	runs, err := read(limit + 1)
 	if err != nil {
-		return runstate.RunPage{}, failed(err)
+		return runstate.RunPage{}, contractErrorNotFoundIsFailure(err)
 	}
 	if len(runs) <= limit {
 		return runstate.RunPage{Runs: runs}, nil
@@ -358,22 +335,22 @@ func page(ctx context.Context, prepared error, limit int, read func(n int) ([]ru
 
 // GetLease implements runstate.LeaseReader with the driver's LeaseReader, else
 // with a Modify that reads the lease and writes nothing.
-func (s *store) GetLease(ctx context.Context, runID string) (runstate.Lease, error) {
+func (w *wrapped) GetLease(ctx context.Context, runID string) (runstate.Lease, error) {
 	if err := prepareGet(runID); err != nil {
 		return runstate.Lease{}, err
 	}
-	if r, ok := s.d.(LeaseReader); ok {
+	if r, ok := w.d.(LeaseReader); ok {
 		if err := ctx.Err(); err != nil {
 			return runstate.Lease{}, err
 		}
 		l, err := r.GetLease(ctx, runID)
 		if err != nil {
-			return runstate.Lease{}, result(err, runID)
+			return runstate.Lease{}, contractError(err, runID)
 		}
 		return l.lease(runID), nil
 	}
 	var lease runstate.Lease
-	err := s.modify(ctx, runID, func(cur Current) Change {
+	err := w.modify(ctx, runID, func(cur Current) Change {
 		lease = cur.Lease.lease(runID)
 		return Change{}
 	})
