@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint bench perf-report conformance crash soak fuzz mutation proto plugins gateway
+.PHONY: run test lint bench bench-river perf-report conformance crash soak fuzz mutation proto plugins gateway
 
 # The main job: run the bundled example workflow on the default (Badger) store.
 run:
@@ -32,6 +32,14 @@ lint:
 # MySQL benchmarks use the server the tests use. About 25 minutes here.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...
+
+# runstate beside River on the same PostgreSQL, alternating the two, in a
+# module of its own (benchmarks/river) so that runstate's go.mod never
+# depends on River. RUNSTATE_POSTGRES_DSN names the server (default: the
+# tests' postgres@127.0.0.1:5432/test); each run makes a fresh database.
+# See docs/performance.md, "Beside River".
+bench-river:
+	cd benchmarks/river && $(GO) test -run '^$$' -bench . -count 3 -timeout 60m
 
 # The portable benchmark (conformance-runner bench) of the Badger plugin,
 # the MySQL store and a store behind the gateway, each beside the memory
