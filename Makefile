@@ -100,7 +100,7 @@ mutation:
 	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./driver
 	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./adapters/memory
 
-# Regenerates plugin/proto from runstate.proto with pinned generators
+# Regenerates protocol/pb from runstate.proto with pinned generators
 # (protoc from Debian's protobuf-compiler 3.21.12).
 PROTOC_GEN_GO_VERSION      = v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION = v1.5.1
@@ -109,7 +109,7 @@ proto:
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	PATH="$(CURDIR)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin/proto/runstate.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative protocol/pb/runstate.proto
 
 # Plugin binaries of the reference adapters, in bin/.
 plugins:
