@@ -73,8 +73,8 @@ soak:
 # every plain `go test` too). A failing input is saved under testdata/fuzz.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = driver:FuzzPrepareCreate driver:FuzzApplyUpdate driver:FuzzCursors \
-	plugin:FuzzCreateOverTheWire plugin:FuzzUpdateOverTheWire \
-	plugin:FuzzSnapshotOverTheWire plugin:FuzzErrorOverTheWire
+	protocol:FuzzCreateOverTheWire protocol:FuzzUpdateOverTheWire \
+	protocol:FuzzSnapshotOverTheWire protocol:FuzzErrorOverTheWire
 # The fuzzing engine sometimes ends a run with "context deadline exceeded"
 # and no failing input (its coordinator missing its own deadline on a
 # loaded machine): such a run is repeated once; any other failure stops.
