@@ -54,8 +54,8 @@ type Client struct {
 // session is one plugin process, or the in-process connection.
 type session struct {
 	rpc  pb.RunStateStoreClient
-	proc *goplugin.Client // nil for an in-process connection
-	cmd  *exec.Cmd        // the process proc started
+	proc process   // nil for an in-process connection
+	cmd  *exec.Cmd // the process proc started
 	// life ends when the process exits or the client is closed; every
 	// call's context is tied to it.
 	life   context.Context
@@ -72,6 +72,13 @@ func (s *session) dead() bool {
 	default:
 		return false
 	}
+}
+
+// process is go-plugin's client of one plugin process.
+type process interface {
+	Exited() bool
+	Kill() // gracefully first; releases the client
+	ReattachConfig() *goplugin.ReattachConfig
 }
 
 // route is where the calls of s go.

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	goplugin "github.com/hashicorp/go-plugin"
-
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -101,7 +99,7 @@ func (sp *supervisor) moveTo(next supervisorState) {
 
 // newSession makes the session of a started process (proc) or of an
 // in-process connection (proc nil), watching the process.
-func (sp *supervisor) newSession(rpc pb.RunStateStoreClient, proc *goplugin.Client) *session {
+func (sp *supervisor) newSession(rpc pb.RunStateStoreClient, proc process) *session {
 	s := &session{rpc: rpc, proc: proc, exited: make(chan struct{}), began: time.Now()}
 	s.life, s.end = context.WithCancel(sp.life)
 	if proc != nil {
@@ -194,10 +192,10 @@ func (sp *supervisor) relaunch(dead *session) {
 		switch sp.relaunched(s) {
 		case serving:
 			sp.log.Info("store plugin started again", "plugin", sp.peer)
-			dead.proc.Kill() // releases go-plugin's client of the dead process
+			dead.kill() // releases go-plugin's client of the dead process
 			return
 		case relaunching: // s died before it was in use: start another
-			dead.proc.Kill()
+			dead.kill()
 			dead = s
 		case closed:
 			s.kill()
