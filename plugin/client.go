@@ -42,8 +42,9 @@ type Options struct {
 	RelaunchPause time.Duration
 }
 
-// Client is a plugin's store as seen from the host. Use Store for the
-// spec interfaces it implements; Close stops the plugin process.
+// Client is the host's side of a plugin: Store gives the plugin's store,
+// Close stops the plugin process. A supervisor keeps the process, and with
+// Options.Relaunch starts it again after a crash.
 type Client struct {
 	info  protocol.StoreInfo // what the first process said of its store
 	peer  string             // the other side, in messages: "plugin memory"
