@@ -81,8 +81,8 @@ soak:
 # every plain `go test` too). A failing input is saved under testdata/fuzz.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = driver:FuzzPrepareCreate driver:FuzzApplyUpdate driver:FuzzCursors \
-	plugin:FuzzCreateOverTheWire plugin:FuzzUpdateOverTheWire \
-	plugin:FuzzSnapshotOverTheWire plugin:FuzzErrorOverTheWire
+	protocol:FuzzCreateOverTheWire protocol:FuzzUpdateOverTheWire \
+	protocol:FuzzSnapshotOverTheWire protocol:FuzzErrorOverTheWire
 # The fuzzing engine sometimes ends a run with "context deadline exceeded"
 # and no failing input (its coordinator missing its own deadline on a
 # loaded machine): such a run is repeated once; any other failure stops.
@@ -108,7 +108,7 @@ mutation:
 	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./driver
 	GOFLAGS=-count=1 bin/gremlins unleash --timeout-coefficient 10 ./adapters/memory
 
-# Regenerates plugin/proto from runstate.proto with pinned generators
+# Regenerates protocol/pb from runstate.proto with pinned generators
 # (protoc from Debian's protobuf-compiler 3.21.12).
 PROTOC_GEN_GO_VERSION      = v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION = v1.5.1
@@ -117,7 +117,7 @@ proto:
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	PATH="$(CURDIR)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative plugin/proto/runstate.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative protocol/pb/runstate.proto
 
 # Plugin binaries of the reference adapters, in bin/.
 plugins:

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/protocol"
 )
 
 // EnvToken names the variable a client reads its token from when Options
@@ -39,7 +39,7 @@ type Options struct {
 // gateway restarts; while it is down, calls fail with runstate.ErrUnavailable.
 type Client struct {
 	conn  *grpc.ClientConn
-	store *plugin.Client
+	store *protocol.RemoteStore
 }
 
 // Dial connects to the gateway at addr (host:port) and checks that it
@@ -73,7 +73,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, runstate.InvalidArgument("addr", "%v", err)
 	}
-	store, err := plugin.Connect(ctx, conn, "gateway "+addr, nil)
+	store, err := protocol.Connect(ctx, protocol.ConnectParams{Conn: conn, Peer: "gateway " + addr})
 	if err != nil {
 		conn.Close()
 		if runstate.CodeOf(err) == runstate.CodeUnavailable {
@@ -107,7 +107,7 @@ func (o Options) token() (string, error) {
 }
 
 // Store returns the gateway's store: a runstate.Store when it has leases.
-func (c *Client) Store() runstate.RunStateStore { return c.store.Store() }
+func (c *Client) Store() runstate.RunStateStore { return c.store.Checked() }
 
 // Close ends the connection.
 func (c *Client) Close() error {

@@ -29,7 +29,7 @@ import (
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/testsupport/testlog"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
-	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/protocol/pb"
 )
 
 // The principals of the tests, each with its token.

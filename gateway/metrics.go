@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/protocol"
 )
 
 // metrics are the gateway's Prometheus series.
@@ -54,7 +54,7 @@ func codeLabel(err error) string {
 	if err == nil {
 		return "OK"
 	}
-	if code := runstate.CodeOf(plugin.FromStatus(err, "the store")); code != "" {
+	if code := runstate.CodeOf(protocol.FromStatus(err, "the store")); code != "" {
 		return string(code)
 	}
 	return "UNKNOWN"

@@ -1,6 +1,6 @@
 // Package gateway serves a runstate store over the network, so that workers
-// on many machines share it: the plugin protocol's gRPC service on TCP, with
-// TLS, bearer tokens and roles. The gateway keeps no state of its own, so
+// on many machines share it: the gRPC service of package protocol on TCP,
+// with TLS, bearer tokens and roles. The gateway keeps no state of its own, so
 // several gateways may stand in front of one shared store.
 package gateway
 
@@ -27,8 +27,8 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/plugin"
-	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/protocol"
+	"github.com/runstate/runstate/protocol/pb"
 )
 
 // DefaultMaxMessageBytes bounds a request or response (8 MiB: a run's
@@ -98,7 +98,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		serverOpts = append(serverOpts, grpc.Creds(loggedHandshakes{credentials.NewTLS(opts.TLS), s.log}))
 	}
 	s.grpc = grpc.NewServer(serverOpts...)
-	plugin.RegisterShared(s.grpc, opts.Store, plugin.WithName("gateway", "1"))
+	protocol.NewService(protocol.ServiceOptions{Name: "gateway", Version: "1", Store: opts.Store}).Register(s.grpc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
 }
@@ -143,7 +143,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		s.metrics.refused.WithLabelValues(string(runstate.CodeUnauthenticated)).Inc()
 		s.log.Warn("gateway refused a call before reading it", "method", path.Base(info.FullMethodName),
 			"remote", remote(ctx), "code", runstate.CodeUnauthenticated, "error", err)
-		return ctx, plugin.Status(err)
+		return ctx, protocol.Status(err)
 	}
 	return context.WithValue(ctx, principalKey{}, p), nil
 }
@@ -161,7 +161,7 @@ func isHealth(method string) bool { return strings.HasPrefix(method, "/grpc.heal
 // the store's protocol is unary.
 func onlyHealthStreams(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if !isHealth(info.FullMethod) {
-		return plugin.Status(&runstate.Error{Code: runstate.CodePermissionDenied, Message: info.FullMethod + " is not an operation of the gateway"})
+		return protocol.Status(&runstate.Error{Code: runstate.CodePermissionDenied, Message: info.FullMethod + " is not an operation of the gateway"})
 	}
 	return handler(srv, ss)
 }
@@ -210,7 +210,7 @@ func (s *Server) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 	if err != nil {
 		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "remote", remote(ctx), "code", runstate.CodeOf(err), "error", err)
 		s.metrics.refused.WithLabelValues(string(runstate.CodeOf(err))).Inc()
-		return nil, plugin.Status(err)
+		return nil, protocol.Status(err)
 	}
 	stampActor(p, req)
 	resp, err := handler(ctx, req)

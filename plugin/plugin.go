@@ -17,6 +17,10 @@
 // A plugin process that dies turns every call into runstate.ErrUnavailable
 // within a fraction of a second, and the plugin's log lines reach the host's
 // slog logger.
+//
+// The protocol itself (the gRPC service, its messages, errors over the
+// wire) is package protocol; this package adds the process: starting it,
+// the handshake, starting it again after a crash, and Serve.
 package plugin
 
 import goplugin "github.com/hashicorp/go-plugin"

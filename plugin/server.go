@@ -11,22 +11,20 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/runstate/runstate"
-	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/protocol"
+	"github.com/runstate/runstate/protocol/pb"
 )
 
 // Opener makes a plugin's store from the configuration the host sends
 // (Options.Config). A store with a Close() error method is closed when
-// the plugin shuts down.
-type Opener func(ctx context.Context, config map[string]string) (runstate.RunStateStore, error)
+// the plugin shuts down. It is protocol.Opener.
+type Opener = protocol.Opener
 
 // ServeOption adjusts Serve.
 type ServeOption func(*serveConfig)
@@ -55,23 +53,23 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 	// The host parses stderr lines of this shape as log entries.
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
 	defer profileCPU()()
-	srv := newServer("plugin", open, opts)
+	srv := newService("plugin", open, opts)
 	go watchHost(os.Getppid(), time.Second/5, func() {
 		// A host that was killed cannot stop its plugin: the plugin stops
 		// itself, closing its store (and its connections), instead of
 		// living on as an orphan.
 		slog.Warn("the host process is gone; closing the store and exiting")
-		srv.close()
+		srv.Close()
 		os.Exit(0)
 	})
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{
-			ProtocolVersion: {pluginName: &grpcPlugin{server: srv}},
+			ProtocolVersion: {pluginName: &grpcPlugin{service: srv}},
 		},
 		GRPCServer: grpcServer,
 	})
-	srv.close()
+	srv.Close()
 }
 
 // ProfileEnv names a directory where every plugin process writes a CPU
@@ -115,29 +113,34 @@ func watchHost(host int, every time.Duration, gone func()) {
 
 // RegisterGRPC serves the store open makes on s, within this process, and
 // returns the function that closes it. Plugins use Serve; RegisterGRPC is
-// for in-process connections (tests, embedding).
+// for in-process connections (tests, embedding). Code that needs no
+// ServeOption may use protocol.NewService instead.
 func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore func()) {
-	srv := newServer("in-process", open, opts)
-	pb.RegisterRunStateStoreServer(s, srv)
-	return srv.close
+	srv := newService("in-process", open, opts)
+	srv.Register(s)
+	return srv.Close
 }
 
 // RegisterShared serves store, which the caller has opened and will close,
 // on s to any number of clients within or outside this process. Every
 // client's Open succeeds without opening anything (its config is ignored).
+// It is protocol.NewService with ServiceOptions.Store.
 func RegisterShared(s *grpc.Server, store runstate.RunStateStore, opts ...ServeOption) {
-	srv := newServer("shared", nil, opts)
-	srv.store = store
-	srv.leases, _ = store.(runstate.LeaseStore)
-	pb.RegisterRunStateStoreServer(s, srv)
-}
-
-func newServer(defaultName string, open Opener, opts []ServeOption) *server {
-	cfg := serveConfig{name: defaultName, version: "unknown"}
+	cfg := serveConfig{name: "shared"}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &server{open: open, cfg: cfg}
+	protocol.NewService(protocol.ServiceOptions{Name: cfg.name, Version: cfg.version, Store: store}).Register(s)
+}
+
+// newService is the service of the store open makes, named by opts or
+// defaultName.
+func newService(defaultName string, open Opener, opts []ServeOption) *protocol.Service {
+	cfg := serveConfig{name: defaultName}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return protocol.NewService(protocol.ServiceOptions{Name: cfg.name, Version: cfg.version, Open: open})
 }
 
 // windowSize fixes gRPC's flow-control windows. A fixed window turns off
@@ -150,158 +153,6 @@ const windowSize = 4 << 20
 func grpcServer(opts []grpc.ServerOption) *grpc.Server {
 	return goplugin.DefaultGRPCServer(append(opts, grpc.NumStreamWorkers(uint32(max(runtime.GOMAXPROCS(0), 2))),
 		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize)))
-}
-
-// server is the gRPC service over the plugin's store.
-type server struct {
-	pb.UnimplementedRunStateStoreServer
-	open Opener // nil for a shared store, which its owner opened and closes
-	cfg  serveConfig
-
-	mu     sync.RWMutex
-	store  runstate.RunStateStore
-	leases runstate.LeaseStore
-}
-
-func (s *server) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.store.(io.Closer); ok {
-		if err := c.Close(); err != nil {
-			slog.Error("closing the store", "error", err)
-		}
-	}
-	s.store, s.leases = nil, nil
-}
-
-func (s *server) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.open == nil { // shared: Open only reports the store
-		return &pb.OpenResponse{Name: s.cfg.name, Version: s.cfg.version, Leases: s.leases != nil}, nil
-	}
-	if s.store != nil {
-		return nil, toStatus(runstate.InvalidArgument("open", "the plugin's store is open already"))
-	}
-	store, err := s.open(ctx, r.Config)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	s.store = store
-	s.leases, _ = store.(runstate.LeaseStore)
-	return &pb.OpenResponse{Name: s.cfg.name, Version: s.cfg.version, Leases: s.leases != nil}, nil
-}
-
-// get returns the store, or an error when the host has not opened it.
-func (s *server) get() (runstate.RunStateStore, runstate.LeaseStore, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.store == nil {
-		return nil, nil, toStatus(runstate.Unavailable("the plugin's store is not open: the host must call Open first", nil))
-	}
-	return s.store, s.leases, nil
-}
-
-func (s *server) leaseStore() (runstate.LeaseStore, error) {
-	_, l, err := s.get()
-	if err == nil && l == nil {
-		err = toStatus(runstate.InvalidArgument("leases", "the plugin's store does not implement runstate.LeaseStore"))
-	}
-	return l, err
-}
-
-func (s *server) CreateRun(ctx context.Context, r *pb.CreateRunRequest) (*pb.Run, error) {
-	st, _, err := s.get()
-	if err != nil {
-		return nil, err
-	}
-	run, err := st.CreateRun(ctx, fromCreate(r))
-	return runPB(run), toStatus(err)
-}
-
-func (s *server) UpdateRun(ctx context.Context, r *pb.UpdateRunRequest) (*pb.Run, error) {
-	st, _, err := s.get()
-	if err != nil {
-		return nil, err
-	}
-	run, err := st.UpdateRun(ctx, fromUpdate(r))
-	return runPB(run), toStatus(err)
-}
-
-func (s *server) GetRun(ctx context.Context, r *pb.GetRunRequest) (*pb.Run, error) {
-	st, _, err := s.get()
-	if err != nil {
-		return nil, err
-	}
-	run, err := st.GetRun(ctx, r.RunId)
-	return runPB(run), toStatus(err)
-}
-
-func (s *server) ListRuns(ctx context.Context, r *pb.ListRunsRequest) (*pb.RunPage, error) {
-	st, _, err := s.get()
-	if err != nil {
-		return nil, err
-	}
-	page, err := st.ListRuns(ctx, runstate.ListRunsParams{Statuses: r.Statuses, WorkflowName: r.WorkflowName, Labels: emptyNil(r.Labels),
-		CreatedFrom: fromTS(r.CreatedFrom), CreatedBefore: fromTS(r.CreatedBefore), Limit: int(r.Limit), Cursor: r.Cursor})
-	return runPagePB(page), toStatus(err)
-}
-
-func (s *server) ListAuditEvents(ctx context.Context, r *pb.ListAuditEventsRequest) (*pb.AuditPage, error) {
-	st, _, err := s.get()
-	if err != nil {
-		return nil, err
-	}
-	page, err := st.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: r.RunId, AfterSeq: r.AfterSeq, Limit: int(r.Limit)})
-	out := &pb.AuditPage{More: page.More}
-	for _, e := range page.Events {
-		out.Events = append(out.Events, eventPB(e))
-	}
-	return out, toStatus(err)
-}
-
-func (s *server) ClaimRun(ctx context.Context, r *pb.ClaimRunRequest) (*pb.Claim, error) {
-	ls, err := s.leaseStore()
-	if err != nil {
-		return nil, err
-	}
-	c, err := ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: r.RunId, Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Statuses: r.Statuses})
-	return claimPB(c), toStatus(err)
-}
-
-func (s *server) ClaimNextRun(ctx context.Context, r *pb.ClaimNextRunRequest) (*pb.Claim, error) {
-	ls, err := s.leaseStore()
-	if err != nil {
-		return nil, err
-	}
-	c, err := ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Filter: fromFilter(r.Filter)})
-	return claimPB(c), toStatus(err)
-}
-
-func (s *server) RenewLease(ctx context.Context, r *pb.RenewLeaseRequest) (*pb.Lease, error) {
-	ls, err := s.leaseStore()
-	if err != nil {
-		return nil, err
-	}
-	l, err := ls.RenewLease(ctx, runstate.RenewLeaseParams{RunID: r.RunId, Token: r.Token, TTL: fromDuration(r.Ttl)})
-	return leasePB(l), toStatus(err)
-}
-
-func (s *server) ReleaseLease(ctx context.Context, r *pb.ReleaseLeaseRequest) (*pb.ReleaseLeaseResponse, error) {
-	ls, err := s.leaseStore()
-	if err != nil {
-		return nil, err
-	}
-	return &pb.ReleaseLeaseResponse{}, toStatus(ls.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: r.RunId, Token: r.Token}))
-}
-
-func (s *server) ListRunnableRuns(ctx context.Context, r *pb.ListRunnableRunsRequest) (*pb.RunPage, error) {
-	ls, err := s.leaseStore()
-	if err != nil {
-		return nil, err
-	}
-	page, err := ls.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: fromFilter(r.Filter), Limit: int(r.Limit), Cursor: r.Cursor})
-	return runPagePB(page), toStatus(err)
 }
 
 // newPluginLogHandler writes slog records as the JSON lines go-plugin's
@@ -326,11 +177,11 @@ func newPluginLogHandler(w io.Writer) slog.Handler {
 // grpcPlugin connects the service to go-plugin on both sides.
 type grpcPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
-	server *server
+	service *protocol.Service // nil on the host's side
 }
 
 func (p *grpcPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterRunStateStoreServer(s, p.server)
+	p.service.Register(s)
 	return nil
 }
 
@@ -352,19 +203,4 @@ func CheckConfig(config map[string]string, required, optional []string) error {
 		}
 	}
 	return nil
-}
-
-// GetLease answers who holds a run's lease, when the store can tell
-// (runstate.LeaseReader); UNIMPLEMENTED otherwise.
-func (s *server) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease, error) {
-	st, _, err := s.get()
-	if err != nil {
-		return nil, err
-	}
-	reader, ok := st.(runstate.LeaseReader)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "the store does not tell who holds a lease (runstate.LeaseReader)")
-	}
-	l, err := reader.GetLease(ctx, r.RunId)
-	return leasePB(l), toStatus(err)
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/internal/privatedir"
-	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/protocol"
 )
 
 // Options configure Open.
@@ -67,7 +67,7 @@ type backend struct {
 	server *grpc.Server
 	// remote: another process serves it.
 	conn   *grpc.ClientConn
-	client *plugin.Client
+	client *protocol.RemoteStore
 }
 
 // SocketPath is where the holder of dir serves it: next to the directory
@@ -203,12 +203,12 @@ func (s *Store) dial(ctx context.Context) (*backend, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := plugin.Connect(ctx, conn, "the store served at "+s.sock, nil)
+	c, err := protocol.Connect(ctx, protocol.ConnectParams{Conn: conn, Peer: "the store served at " + s.sock})
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	st, ok := c.Store().(runstate.Store)
+	st, ok := c.Checked().(runstate.Store)
 	if !ok {
 		c.Close()
 		conn.Close()
@@ -246,7 +246,7 @@ func (s *Store) serve(b *backend) error {
 		return err
 	}
 	b.server = grpc.NewServer()
-	plugin.RegisterShared(b.server, b.local, plugin.WithName("badger", "shared by pid "+fmt.Sprint(os.Getpid())))
+	protocol.NewService(protocol.ServiceOptions{Name: "badger", Version: "shared by pid " + fmt.Sprint(os.Getpid()), Store: b.local}).Register(b.server)
 	go b.server.Serve(sameUser{lis})
 	s.opts.Logger.Debug("sharing the store with other processes", "socket", s.sock)
 	return nil

@@ -1,4 +1,4 @@
-package plugin
+package protocol
 
 import (
 	"time"
@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/runstate/runstate"
-	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/protocol/pb"
 )
 
 // Conversions between spec types and their protobuf messages. A zero

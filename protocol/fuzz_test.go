@@ -1,4 +1,4 @@
-package plugin
+package protocol
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/driver"
-	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/protocol/pb"
 )
 
 // Fuzz targets for the wire: whatever the contract accepts crosses the

@@ -8,9 +8,9 @@
 // versions:
 // - protoc-gen-go-grpc v1.5.1
 // - protoc             v3.21.12
-// source: plugin/proto/runstate.proto
+// source: protocol/pb/runstate.proto
 
-package pluginpb
+package pb
 
 import (
 	context "context"
@@ -549,5 +549,5 @@ var RunStateStore_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "plugin/proto/runstate.proto",
+	Metadata: "protocol/pb/runstate.proto",
 }

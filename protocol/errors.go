@@ -1,4 +1,4 @@
-package plugin
+package protocol
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/runstate/runstate"
-	pb "github.com/runstate/runstate/plugin/proto"
+	"github.com/runstate/runstate/protocol/pb"
 )
 
 // grpcCodes gives each contract code the gRPC code closest in meaning, for
@@ -31,9 +31,9 @@ var grpcCodes = map[runstate.Code]codes.Code{
 }
 
 // Status returns the gRPC status error that carries err across the wire
-// with its identity (code and details), as the protocol's servers answer;
-// a host rebuilds the *runstate.Error from it. For servers of the protocol
-// other than a plugin (a gateway's interceptors).
+// with its identity (code and details), as the protocol's Service answers;
+// a client rebuilds the *runstate.Error from it (FromStatus). Servers that
+// answer before the Service does (a gateway's interceptors) use it too.
 func Status(err error) error { return toStatus(err) }
 
 // FromStatus rebuilds the contract error a status of the protocol carries;
@@ -42,7 +42,7 @@ func FromStatus(err error, peer string) error {
 	return fromStatus(err, peer, func() bool { return false })
 }
 
-// toStatus turns a store's error into the gRPC status the plugin returns.
+// toStatus turns a store's error into the gRPC status the Service returns.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -89,10 +89,10 @@ func mustDetail(st *status.Status, d *pb.ErrorDetail) error {
 	return withDetail.Err()
 }
 
-// fromStatus rebuilds, on the host, the error a plugin returned. peer
-// names the other side in messages ("plugin memory"); dead reports whether
-// the plugin process has exited.
-func fromStatus(err error, peer string, dead func() bool) error {
+// fromStatus rebuilds, on the client, the error the server returned. peer
+// names the other side in messages ("plugin memory"); gone reports whether
+// the server is gone for good (a plugin process that exited).
+func fromStatus(err error, peer string, gone func() bool) error {
 	if err == nil {
 		return nil
 	}
@@ -123,7 +123,7 @@ func fromStatus(err error, peer string, dead func() bool) error {
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w", peer, context.DeadlineExceeded)
 	}
-	if dead() {
+	if gone() {
 		return runstate.Unavailable(peer+" has exited", err)
 	}
 	if st.Code() == codes.Unavailable {

@@ -8,9 +8,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: plugin/proto/runstate.proto
+// source: protocol/pb/runstate.proto
 
-package pluginpb
+package pb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -39,7 +39,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[0]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +51,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[0]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +64,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{0}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *OpenRequest) GetConfig() map[string]string {
@@ -86,7 +86,7 @@ type OpenResponse struct {
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[1]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -98,7 +98,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[1]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -111,7 +111,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{1}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *OpenResponse) GetName() string {
@@ -155,7 +155,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[2]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +167,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[2]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +180,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{2}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -270,7 +270,7 @@ type Actor struct {
 
 func (x *Actor) Reset() {
 	*x = Actor{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[3]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +282,7 @@ func (x *Actor) String() string {
 func (*Actor) ProtoMessage() {}
 
 func (x *Actor) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[3]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +295,7 @@ func (x *Actor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Actor.ProtoReflect.Descriptor instead.
 func (*Actor) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{3}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Actor) GetKind() string {
@@ -326,7 +326,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[4]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +338,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[4]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +351,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{4}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Diagnostic) GetErrorCode() string {
@@ -410,7 +410,7 @@ type HostState struct {
 
 func (x *HostState) Reset() {
 	*x = HostState{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[5]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +422,7 @@ func (x *HostState) String() string {
 func (*HostState) ProtoMessage() {}
 
 func (x *HostState) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[5]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +435,7 @@ func (x *HostState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostState.ProtoReflect.Descriptor instead.
 func (*HostState) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{5}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HostState) GetHost() string {
@@ -493,7 +493,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[6]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +505,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[6]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +518,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{6}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Step) GetName() string {
@@ -580,7 +580,7 @@ type Run struct {
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[7]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +592,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[7]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +605,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{7}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Run) GetRunId() string {
@@ -739,7 +739,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[8]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +751,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[8]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +764,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{8}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AuditEvent) GetRunId() string {
@@ -854,7 +854,7 @@ type Owner struct {
 
 func (x *Owner) Reset() {
 	*x = Owner{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[9]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +866,7 @@ func (x *Owner) String() string {
 func (*Owner) ProtoMessage() {}
 
 func (x *Owner) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[9]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +879,7 @@ func (x *Owner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Owner.ProtoReflect.Descriptor instead.
 func (*Owner) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{9}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Owner) GetWorker() string {
@@ -909,7 +909,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[10]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +921,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[10]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +934,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{10}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Lease) GetRunId() string {
@@ -982,7 +982,7 @@ type StepSpec struct {
 
 func (x *StepSpec) Reset() {
 	*x = StepSpec{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[11]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +994,7 @@ func (x *StepSpec) String() string {
 func (*StepSpec) ProtoMessage() {}
 
 func (x *StepSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[11]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1007,7 @@ func (x *StepSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSpec.ProtoReflect.Descriptor instead.
 func (*StepSpec) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{11}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StepSpec) GetName() string {
@@ -1042,7 +1042,7 @@ type CreateRunRequest struct {
 
 func (x *CreateRunRequest) Reset() {
 	*x = CreateRunRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[12]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1054,7 @@ func (x *CreateRunRequest) String() string {
 func (*CreateRunRequest) ProtoMessage() {}
 
 func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[12]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1067,7 @@ func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{12}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateRunRequest) GetRunId() string {
@@ -1152,7 +1152,7 @@ type HostPatch struct {
 
 func (x *HostPatch) Reset() {
 	*x = HostPatch{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[13]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1164,7 @@ func (x *HostPatch) String() string {
 func (*HostPatch) ProtoMessage() {}
 
 func (x *HostPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[13]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1177,7 @@ func (x *HostPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPatch.ProtoReflect.Descriptor instead.
 func (*HostPatch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{13}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HostPatch) GetHost() string {
@@ -1219,7 +1219,7 @@ type StepPatch struct {
 
 func (x *StepPatch) Reset() {
 	*x = StepPatch{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[14]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1231,7 @@ func (x *StepPatch) String() string {
 func (*StepPatch) ProtoMessage() {}
 
 func (x *StepPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[14]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1244,7 @@ func (x *StepPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepPatch.ProtoReflect.Descriptor instead.
 func (*StepPatch) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{14}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StepPatch) GetName() string {
@@ -1290,7 +1290,7 @@ type UpdateRunRequest struct {
 
 func (x *UpdateRunRequest) Reset() {
 	*x = UpdateRunRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[15]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1302,7 @@ func (x *UpdateRunRequest) String() string {
 func (*UpdateRunRequest) ProtoMessage() {}
 
 func (x *UpdateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[15]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1315,7 @@ func (x *UpdateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRunRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{15}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateRunRequest) GetRunId() string {
@@ -1418,7 +1418,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[16]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1430,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[16]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1443,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{16}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -1468,7 +1468,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[17]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1480,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[17]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1493,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{17}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRunsRequest) GetStatuses() []string {
@@ -1555,7 +1555,7 @@ type RunPage struct {
 
 func (x *RunPage) Reset() {
 	*x = RunPage{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[18]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1567,7 @@ func (x *RunPage) String() string {
 func (*RunPage) ProtoMessage() {}
 
 func (x *RunPage) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[18]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1580,7 @@ func (x *RunPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunPage.ProtoReflect.Descriptor instead.
 func (*RunPage) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{18}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunPage) GetRuns() []*Run {
@@ -1608,7 +1608,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[19]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1620,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[19]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1633,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{19}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAuditEventsRequest) GetRunId() string {
@@ -1667,7 +1667,7 @@ type AuditPage struct {
 
 func (x *AuditPage) Reset() {
 	*x = AuditPage{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[20]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1679,7 @@ func (x *AuditPage) String() string {
 func (*AuditPage) ProtoMessage() {}
 
 func (x *AuditPage) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[20]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1692,7 @@ func (x *AuditPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPage.ProtoReflect.Descriptor instead.
 func (*AuditPage) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{20}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AuditPage) GetEvents() []*AuditEvent {
@@ -1720,7 +1720,7 @@ type RunnableFilter struct {
 
 func (x *RunnableFilter) Reset() {
 	*x = RunnableFilter{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[21]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1732,7 @@ func (x *RunnableFilter) String() string {
 func (*RunnableFilter) ProtoMessage() {}
 
 func (x *RunnableFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[21]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1745,7 @@ func (x *RunnableFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnableFilter.ProtoReflect.Descriptor instead.
 func (*RunnableFilter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{21}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunnableFilter) GetStatuses() []string {
@@ -1781,7 +1781,7 @@ type ClaimRunRequest struct {
 
 func (x *ClaimRunRequest) Reset() {
 	*x = ClaimRunRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[22]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1793,7 @@ func (x *ClaimRunRequest) String() string {
 func (*ClaimRunRequest) ProtoMessage() {}
 
 func (x *ClaimRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[22]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1806,7 @@ func (x *ClaimRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRunRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRunRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{22}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClaimRunRequest) GetRunId() string {
@@ -1848,7 +1848,7 @@ type ClaimNextRunRequest struct {
 
 func (x *ClaimNextRunRequest) Reset() {
 	*x = ClaimNextRunRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[23]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1860,7 @@ func (x *ClaimNextRunRequest) String() string {
 func (*ClaimNextRunRequest) ProtoMessage() {}
 
 func (x *ClaimNextRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[23]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1873,7 @@ func (x *ClaimNextRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimNextRunRequest.ProtoReflect.Descriptor instead.
 func (*ClaimNextRunRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{23}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClaimNextRunRequest) GetOwner() *Owner {
@@ -1907,7 +1907,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[24]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +1919,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[24]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +1932,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{24}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Claim) GetLease() *Lease {
@@ -1960,7 +1960,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[25]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +1972,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[25]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +1985,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{25}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RenewLeaseRequest) GetRunId() string {
@@ -2019,7 +2019,7 @@ type ReleaseLeaseRequest struct {
 
 func (x *ReleaseLeaseRequest) Reset() {
 	*x = ReleaseLeaseRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[26]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2031,7 @@ func (x *ReleaseLeaseRequest) String() string {
 func (*ReleaseLeaseRequest) ProtoMessage() {}
 
 func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[26]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2044,7 @@ func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{26}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReleaseLeaseRequest) GetRunId() string {
@@ -2069,7 +2069,7 @@ type ReleaseLeaseResponse struct {
 
 func (x *ReleaseLeaseResponse) Reset() {
 	*x = ReleaseLeaseResponse{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[27]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2081,7 @@ func (x *ReleaseLeaseResponse) String() string {
 func (*ReleaseLeaseResponse) ProtoMessage() {}
 
 func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[27]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2094,7 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{27}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{27}
 }
 
 type ListRunnableRunsRequest struct {
@@ -2108,7 +2108,7 @@ type ListRunnableRunsRequest struct {
 
 func (x *ListRunnableRunsRequest) Reset() {
 	*x = ListRunnableRunsRequest{}
-	mi := &file_plugin_proto_runstate_proto_msgTypes[28]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2120,7 @@ func (x *ListRunnableRunsRequest) String() string {
 func (*ListRunnableRunsRequest) ProtoMessage() {}
 
 func (x *ListRunnableRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_runstate_proto_msgTypes[28]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2133,7 @@ func (x *ListRunnableRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnableRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnableRunsRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_runstate_proto_rawDescGZIP(), []int{28}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRunnableRunsRequest) GetFilter() *RunnableFilter {
@@ -2157,11 +2157,11 @@ func (x *ListRunnableRunsRequest) GetCursor() string {
 	return ""
 }
 
-var File_plugin_proto_runstate_proto protoreflect.FileDescriptor
+var File_protocol_pb_runstate_proto protoreflect.FileDescriptor
 
-const file_plugin_proto_runstate_proto_rawDesc = "" +
+const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\n" +
-	"\x1bplugin/proto/runstate.proto\x12\x12runstate.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"\x8d\x01\n" +
+	"\x1aprotocol/pb/runstate.proto\x12\x12runstate.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"\x8d\x01\n" +
 	"\vOpenRequest\x12C\n" +
 	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
@@ -2394,22 +2394,22 @@ const file_plugin_proto_runstate_proto_rawDesc = "" +
 	"RenewLease\x12%.runstate.plugin.v1.RenewLeaseRequest\x1a\x19.runstate.plugin.v1.Lease\x12a\n" +
 	"\fReleaseLease\x12'.runstate.plugin.v1.ReleaseLeaseRequest\x1a(.runstate.plugin.v1.ReleaseLeaseResponse\x12\\\n" +
 	"\x10ListRunnableRuns\x12+.runstate.plugin.v1.ListRunnableRunsRequest\x1a\x1b.runstate.plugin.v1.RunPage\x12H\n" +
-	"\bGetLease\x12!.runstate.plugin.v1.GetRunRequest\x1a\x19.runstate.plugin.v1.LeaseB4Z2github.com/runstate/runstate/plugin/proto;pluginpbb\x06proto3"
+	"\bGetLease\x12!.runstate.plugin.v1.GetRunRequest\x1a\x19.runstate.plugin.v1.LeaseB*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
 
 var (
-	file_plugin_proto_runstate_proto_rawDescOnce sync.Once
-	file_plugin_proto_runstate_proto_rawDescData []byte
+	file_protocol_pb_runstate_proto_rawDescOnce sync.Once
+	file_protocol_pb_runstate_proto_rawDescData []byte
 )
 
-func file_plugin_proto_runstate_proto_rawDescGZIP() []byte {
-	file_plugin_proto_runstate_proto_rawDescOnce.Do(func() {
-		file_plugin_proto_runstate_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugin_proto_runstate_proto_rawDesc), len(file_plugin_proto_runstate_proto_rawDesc)))
+func file_protocol_pb_runstate_proto_rawDescGZIP() []byte {
+	file_protocol_pb_runstate_proto_rawDescOnce.Do(func() {
+		file_protocol_pb_runstate_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_protocol_pb_runstate_proto_rawDesc), len(file_protocol_pb_runstate_proto_rawDesc)))
 	})
-	return file_plugin_proto_runstate_proto_rawDescData
+	return file_protocol_pb_runstate_proto_rawDescData
 }
 
-var file_plugin_proto_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
-var file_plugin_proto_runstate_proto_goTypes = []any{
+var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_protocol_pb_runstate_proto_goTypes = []any{
 	(*OpenRequest)(nil),             // 0: runstate.plugin.v1.OpenRequest
 	(*OpenResponse)(nil),            // 1: runstate.plugin.v1.OpenResponse
 	(*ErrorDetail)(nil),             // 2: runstate.plugin.v1.ErrorDetail
@@ -2449,7 +2449,7 @@ var file_plugin_proto_runstate_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),   // 36: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),     // 37: google.protobuf.Duration
 }
-var file_plugin_proto_runstate_proto_depIdxs = []int32{
+var file_protocol_pb_runstate_proto_depIdxs = []int32{
 	29, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
 	30, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
 	36, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
@@ -2523,28 +2523,28 @@ var file_plugin_proto_runstate_proto_depIdxs = []int32{
 	0,  // [0:42] is the sub-list for field type_name
 }
 
-func init() { file_plugin_proto_runstate_proto_init() }
-func file_plugin_proto_runstate_proto_init() {
-	if File_plugin_proto_runstate_proto != nil {
+func init() { file_protocol_pb_runstate_proto_init() }
+func file_protocol_pb_runstate_proto_init() {
+	if File_protocol_pb_runstate_proto != nil {
 		return
 	}
-	file_plugin_proto_runstate_proto_msgTypes[13].OneofWrappers = []any{}
-	file_plugin_proto_runstate_proto_msgTypes[15].OneofWrappers = []any{}
+	file_protocol_pb_runstate_proto_msgTypes[13].OneofWrappers = []any{}
+	file_protocol_pb_runstate_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_runstate_proto_rawDesc), len(file_plugin_proto_runstate_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_runstate_proto_rawDesc), len(file_protocol_pb_runstate_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_plugin_proto_runstate_proto_goTypes,
-		DependencyIndexes: file_plugin_proto_runstate_proto_depIdxs,
-		MessageInfos:      file_plugin_proto_runstate_proto_msgTypes,
+		GoTypes:           file_protocol_pb_runstate_proto_goTypes,
+		DependencyIndexes: file_protocol_pb_runstate_proto_depIdxs,
+		MessageInfos:      file_protocol_pb_runstate_proto_msgTypes,
 	}.Build()
-	File_plugin_proto_runstate_proto = out.File
-	file_plugin_proto_runstate_proto_goTypes = nil
-	file_plugin_proto_runstate_proto_depIdxs = nil
+	File_protocol_pb_runstate_proto = out.File
+	file_protocol_pb_runstate_proto_goTypes = nil
+	file_protocol_pb_runstate_proto_depIdxs = nil
 }

@@ -1,0 +1,232 @@
+package protocol
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/protocol/pb"
+)
+
+// Opener makes a store from the configuration a client sends with Open.
+// A store with a Close() error method is closed with the Service.
+type Opener func(ctx context.Context, config map[string]string) (runstate.RunStateStore, error)
+
+// ServiceOptions configure NewService: either Open or Store.
+type ServiceOptions struct {
+	// Name and Version name the store in clients' logs and reports;
+	// Version defaults to "unknown".
+	Name, Version string
+	// Open makes the store when a client opens it; one client may.
+	Open Opener
+	// Store is shared instead, with any number of clients: its owner opened
+	// it and closes it, and a client's Open only reports it (its
+	// configuration is ignored).
+	Store runstate.RunStateStore
+}
+
+// Service is the protocol's gRPC service over one store.
+type Service struct {
+	pb.UnimplementedRunStateStoreServer
+	open Opener // nil for a shared store
+	info StoreInfo
+
+	mu     sync.RWMutex
+	store  runstate.RunStateStore
+	leases runstate.LeaseStore
+}
+
+// NewService returns the service of the store opts describes.
+func NewService(opts ServiceOptions) *Service {
+	s := &Service{open: opts.Open, info: StoreInfo{Name: opts.Name, Version: opts.Version}}
+	if s.info.Version == "" {
+		s.info.Version = "unknown"
+	}
+	if s.open == nil {
+		s.store = opts.Store
+		s.leases, _ = opts.Store.(runstate.LeaseStore)
+	}
+	return s
+}
+
+// Register serves s on r.
+func (s *Service) Register(r grpc.ServiceRegistrar) { pb.RegisterRunStateStoreServer(r, s) }
+
+// Close closes the store Open made, when it has a Close method; calls
+// after it fail with runstate.ErrUnavailable. A shared store is its
+// owner's to close.
+func (s *Service) Close() {
+	if s.open == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.store.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			slog.Error("closing the store", "error", err)
+		}
+	}
+	s.store, s.leases = nil, nil
+}
+
+// Open implements the protocol's Open: it opens the store (a shared one is
+// open already) and reports it.
+func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open != nil {
+		if s.store != nil {
+			return nil, toStatus(runstate.InvalidArgument("open", "the plugin's store is open already"))
+		}
+		store, err := s.open(ctx, r.Config)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		s.store = store
+		s.leases, _ = store.(runstate.LeaseStore)
+	}
+	return &pb.OpenResponse{Name: s.info.Name, Version: s.info.Version, Leases: s.leases != nil}, nil
+}
+
+// get returns the store, or an error when no client has opened it.
+func (s *Service) get() (runstate.RunStateStore, runstate.LeaseStore, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.store == nil {
+		return nil, nil, toStatus(runstate.Unavailable("the plugin's store is not open: the host must call Open first", nil))
+	}
+	return s.store, s.leases, nil
+}
+
+func (s *Service) leaseStore() (runstate.LeaseStore, error) {
+	_, l, err := s.get()
+	if err == nil && l == nil {
+		err = toStatus(runstate.InvalidArgument("leases", "the plugin's store does not implement runstate.LeaseStore"))
+	}
+	return l, err
+}
+
+// CreateRun implements the protocol's CreateRun.
+func (s *Service) CreateRun(ctx context.Context, r *pb.CreateRunRequest) (*pb.Run, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	run, err := st.CreateRun(ctx, fromCreate(r))
+	return runPB(run), toStatus(err)
+}
+
+// UpdateRun implements the protocol's UpdateRun.
+func (s *Service) UpdateRun(ctx context.Context, r *pb.UpdateRunRequest) (*pb.Run, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	run, err := st.UpdateRun(ctx, fromUpdate(r))
+	return runPB(run), toStatus(err)
+}
+
+// GetRun implements the protocol's GetRun.
+func (s *Service) GetRun(ctx context.Context, r *pb.GetRunRequest) (*pb.Run, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	run, err := st.GetRun(ctx, r.RunId)
+	return runPB(run), toStatus(err)
+}
+
+// ListRuns implements the protocol's ListRuns.
+func (s *Service) ListRuns(ctx context.Context, r *pb.ListRunsRequest) (*pb.RunPage, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	page, err := st.ListRuns(ctx, runstate.ListRunsParams{Statuses: r.Statuses, WorkflowName: r.WorkflowName, Labels: emptyNil(r.Labels),
+		CreatedFrom: fromTS(r.CreatedFrom), CreatedBefore: fromTS(r.CreatedBefore), Limit: int(r.Limit), Cursor: r.Cursor})
+	return runPagePB(page), toStatus(err)
+}
+
+// ListAuditEvents implements the protocol's ListAuditEvents.
+func (s *Service) ListAuditEvents(ctx context.Context, r *pb.ListAuditEventsRequest) (*pb.AuditPage, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	page, err := st.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: r.RunId, AfterSeq: r.AfterSeq, Limit: int(r.Limit)})
+	out := &pb.AuditPage{More: page.More}
+	for _, e := range page.Events {
+		out.Events = append(out.Events, eventPB(e))
+	}
+	return out, toStatus(err)
+}
+
+// ClaimRun implements the protocol's ClaimRun.
+func (s *Service) ClaimRun(ctx context.Context, r *pb.ClaimRunRequest) (*pb.Claim, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	c, err := ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: r.RunId, Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Statuses: r.Statuses})
+	return claimPB(c), toStatus(err)
+}
+
+// ClaimNextRun implements the protocol's ClaimNextRun.
+func (s *Service) ClaimNextRun(ctx context.Context, r *pb.ClaimNextRunRequest) (*pb.Claim, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	c, err := ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Filter: fromFilter(r.Filter)})
+	return claimPB(c), toStatus(err)
+}
+
+// RenewLease implements the protocol's RenewLease.
+func (s *Service) RenewLease(ctx context.Context, r *pb.RenewLeaseRequest) (*pb.Lease, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	l, err := ls.RenewLease(ctx, runstate.RenewLeaseParams{RunID: r.RunId, Token: r.Token, TTL: fromDuration(r.Ttl)})
+	return leasePB(l), toStatus(err)
+}
+
+// ReleaseLease implements the protocol's ReleaseLease.
+func (s *Service) ReleaseLease(ctx context.Context, r *pb.ReleaseLeaseRequest) (*pb.ReleaseLeaseResponse, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ReleaseLeaseResponse{}, toStatus(ls.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: r.RunId, Token: r.Token}))
+}
+
+// ListRunnableRuns implements the protocol's ListRunnableRuns.
+func (s *Service) ListRunnableRuns(ctx context.Context, r *pb.ListRunnableRunsRequest) (*pb.RunPage, error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return nil, err
+	}
+	page, err := ls.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: fromFilter(r.Filter), Limit: int(r.Limit), Cursor: r.Cursor})
+	return runPagePB(page), toStatus(err)
+}
+
+// GetLease answers who holds a run's lease, when the store can tell
+// (runstate.LeaseReader); UNIMPLEMENTED otherwise.
+func (s *Service) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease, error) {
+	st, _, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	reader, ok := st.(runstate.LeaseReader)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "the store does not tell who holds a lease (runstate.LeaseReader)")
+	}
+	l, err := reader.GetLease(ctx, r.RunId)
+	return leasePB(l), toStatus(err)
+}
