@@ -50,7 +50,7 @@ func newRoot(g *globals, o *options) *cobra.Command {
 			return fn(c.Context(), a, args)
 		}
 	}
-	queries := func() role { return role{store: true} }
+	queries := func() role { return role{opensStore: true} }
 	runFlags := func(c *cobra.Command) {
 		o.labels = kvFlag{}
 		c.Flags().IntVar(&o.priority, "priority", 0, "priority: larger runs first")
@@ -132,7 +132,7 @@ start and every --recover-every.`,
 			Example: `  demo-runner status 01JD3Y8M4V6K0W7A2B9C5E1F3G`,
 			Args:    cli.ExactArgs("RUN_ID"),
 			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
-				run, err := a.store.GetRun(ctx, args[0])
+				run, err := a.runs.GetRun(ctx, args[0])
 				if err != nil {
 					return storeError(err)
 				}
@@ -148,7 +148,7 @@ next_cursor to --cursor for the next page. Filters combine.`,
   demo-runner list --workflow approval --cursor NEXT_CURSOR`,
 			Args: cli.ExactArgs(),
 			RunE: withApp(queries, func(ctx context.Context, a *app, args []string) error {
-				page, err := a.store.ListRuns(ctx, o.list.params())
+				page, err := a.runs.ListRuns(ctx, o.list.params())
 				if err != nil {
 					return storeError(err)
 				}
@@ -204,7 +204,7 @@ RUN_ID and the attempt counted up, and runs it in the foreground (--queue: only 
 			Args: cli.ExactArgs("RUN_ID"),
 			RunE: withApp(func() role {
 				if o.queueOnly {
-					return role{store: true}
+					return role{opensStore: true}
 				}
 				return executes()
 			}, func(ctx context.Context, a *app, args []string) error {
@@ -218,7 +218,7 @@ RUN_ID and the attempt counted up, and runs it in the foreground (--queue: only 
 prints what it did. Runs that live workers hold are never touched.`,
 			Example: `  demo-runner recover --recovery fail`,
 			Args:    cli.ExactArgs(),
-			RunE: withApp(func() role { return role{store: true, recover: true} }, func(ctx context.Context, a *app, args []string) error {
+			RunE: withApp(func() role { return role{opensStore: true, recover: true} }, func(ctx context.Context, a *app, args []string) error {
 				return a.printJSON(a.recovery) // start recovered
 			}),
 		},
@@ -289,8 +289,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // Roles of the commands that are not plain queries.
 var (
-	executes = func() role { return role{store: true, hold: true, recover: true} }
-	holds    = func() role { return role{store: true, hold: true} }
+	executes = func() role { return role{opensStore: true, hold: true, recover: true} }
+	holds    = func() role { return role{opensStore: true, hold: true} }
 )
 
 // options are the subcommands' flags; one invocation parses one command's.
@@ -383,13 +383,13 @@ func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, pri
 // runForeground claims a run this process just created and executes it.
 func (a *app) runForeground(ctx context.Context, run runstate.RunSnapshot) error {
 	var token int64
-	if a.leased != nil {
-		cl, err := a.leased.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
+	if a.leases != nil {
+		cl, err := a.leases.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
 		if errors.Is(err, runstate.ErrLeaseHeld) || errors.Is(err, runstate.ErrNotClaimable) {
 			// On a shared store a worker claimed the new run first (and may
 			// have begun or even finished it): it runs there.
 			now := run.Status
-			if cur, gerr := a.store.GetRun(ctx, run.RunID); gerr == nil {
+			if cur, gerr := a.runs.GetRun(ctx, run.RunID); gerr == nil {
 				now = cur.Status
 			}
 			a.log.Info("a worker took the run before this process could; it runs there", "run_id", run.RunID, "status", now)
@@ -548,10 +548,10 @@ func (a *app) unreadable(ctx context.Context, tr *tracker.Run, token int64, caus
 var errShutdown = errors.New("the process is shutting down")
 
 func (a *app) release(runID string, token int64) error {
-	if token == 0 || a.leased == nil {
+	if token == 0 || a.leases == nil {
 		return nil
 	}
-	err := a.leased.ReleaseLease(context.Background(), runstate.ReleaseLeaseParams{RunID: runID, Token: token})
+	err := a.leases.ReleaseLease(context.Background(), runstate.ReleaseLeaseParams{RunID: runID, Token: token})
 	if err != nil && !errors.Is(err, runstate.ErrLeaseLost) {
 		a.log.Warn("could not release the lease", "run_id", runID, "error", err)
 	}
@@ -581,14 +581,14 @@ func (a *app) recoverPeriodically(ctx context.Context, interval time.Duration) {
 }
 
 func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Duration, once bool) error {
-	if a.leased == nil {
+	if a.leases == nil {
 		return exitError{Code: exitFailure, Msg: "the store has no leases: a worker needs them to share runs safely"}
 	}
 	// A store that announces runnable runs wakes the worker at once; it
 	// still polls, for leases that expire and notices that get lost.
 	var wake <-chan struct{}
 	wakeups := "poll"
-	if w, ok := a.leased.(runstate.RunnableWatcher); ok && !once {
+	if w, ok := a.leases.(runstate.RunnableWatcher); ok && !once {
 		ch, err := w.WatchRunnable(ctx, runstate.WatchRunnableParams{})
 		if err != nil {
 			a.log.Warn("cannot watch the store for runnable runs; polling only", "error", err)
@@ -610,7 +610,7 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	}
 	for ctx.Err() == nil {
 		began := time.Now()
-		cl, err := a.leased.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: runstate.RunnableFilter{Statuses: statuses}})
+		cl, err := a.leases.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: a.owner, TTL: a.g.lease, Filter: runstate.RunnableFilter{Statuses: statuses}})
 		a.metrics.observeClaim(claimResult(err), time.Since(began))
 		switch {
 		case errors.Is(err, runstate.ErrNotFound):
@@ -649,7 +649,7 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 func (a *app) auditTrail(ctx context.Context, id string) ([]runstate.AuditEvent, error) {
 	all := []runstate.AuditEvent{}
 	for after := int64(0); ; {
-		page, err := a.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id, AfterSeq: after, Limit: runstate.MaxPageLimit})
+		page, err := a.runs.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id, AfterSeq: after, Limit: runstate.MaxPageLimit})
 		if err != nil {
 			return nil, err
 		}
@@ -672,7 +672,7 @@ func (a *app) printMove(run runstate.RunSnapshot, err error) error {
 
 // retry starts a new run of a finished run's workflow, pointing at it.
 func (a *app) retry(ctx context.Context, id string, queueOnly bool) error {
-	old, err := a.store.GetRun(ctx, id)
+	old, err := a.runs.GetRun(ctx, id)
 	if err != nil {
 		return storeError(err)
 	}
