@@ -335,14 +335,20 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 	if o.gatewayPath != "" {
 		return o.gatewayTarget()
 	}
+	t, err := o.builtinTarget()
+	return t, none, err
+}
+
+// builtinTarget is the target of a built-in store, --adapter.
+func (o options) builtinTarget() (conformance.Target, error) {
 	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}, "postgres": {"dsn"}}
 	keys, ok := known[o.adapter]
 	if !ok {
-		return conformance.Target{}, none, usageError("--adapter %q: want memory, badger, mysql or postgres", o.adapter)
+		return conformance.Target{}, usageError("--adapter %q: want memory, badger, mysql or postgres", o.adapter)
 	}
 	for k := range o.config {
 		if !slices.Contains(keys, k) {
-			return conformance.Target{}, none, usageError("--config %s: the %s adapter takes %v", k, o.adapter, keys)
+			return conformance.Target{}, usageError("--config %s: the %s adapter takes %v", k, o.adapter, keys)
 		}
 	}
 	switch o.adapter {
@@ -351,29 +357,29 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 		if base == "" {
 			base = os.TempDir()
 		}
-		return badgertest.Target(base, !o.realClock), none, nil
+		return badgertest.Target(base, !o.realClock), nil
 	case "mysql":
 		dsn := o.config["dsn"]
 		if dsn == "" {
-			return conformance.Target{}, none, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
+			return conformance.Target{}, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
 		}
 		srv, err := scratch.FromDSN(dsn, "dsn")
 		if err != nil {
-			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
+			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
 		}
-		return mysqltest.Target(srv, !o.realClock), none, nil
+		return mysqltest.Target(srv, !o.realClock), nil
 	case "postgres":
 		dsn := o.config["dsn"]
 		if dsn == "" {
-			return conformance.Target{}, none, usageError("--adapter postgres needs --config dsn=postgres://user:password@host:5432/database")
+			return conformance.Target{}, usageError("--adapter postgres needs --config dsn=postgres://user:password@host:5432/database")
 		}
 		srv, err := pgscratch.FromDSN(dsn, "dsn")
 		if err != nil {
-			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("postgres server: %v", err)}
+			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("postgres server: %v", err)}
 		}
-		return pgtest.Target(srv, !o.realClock), none, nil
+		return pgtest.Target(srv, !o.realClock), nil
 	}
-	return memorytest.Target(!o.realClock), none, nil
+	return memorytest.Target(!o.realClock), nil
 }
 
 // pluginTarget starts the plugin once to learn what it declares, then

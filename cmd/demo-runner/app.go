@@ -46,7 +46,7 @@ type globals struct {
 	pluginConfigFile                                          string
 	notify                                                    []string
 	pluginConfig                                              kvFlag
-	gateway                                                   gatewayFlags
+	gateway                                                   runstate.GatewayOpenOptions
 	lease, renew                                              time.Duration
 	notifyAttempts                                            int
 	notifyBackoff                                             time.Duration
@@ -76,11 +76,11 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globals) {
 	fs.StringVar(&g.storeFile, "store-file", "", "read the store from this file's first line instead of --store (keeps a DSN's password out of ps)")
 	fs.Var(g.pluginConfig, "plugin-config", "configuration of a plugin store, key=value (repeatable)")
 	fs.StringVar(&g.pluginConfigFile, "plugin-config-file", "", "more plugin configuration, a key=value per line (keeps secrets out of ps; --plugin-config wins)")
-	fs.StringVar(&g.gateway.ca, "gateway-ca", "", "CA certificates (PEM) that sign the gateway's certificate (default: the system's)")
-	fs.StringVar(&g.gateway.cert, "gateway-cert", "", "this client's certificate (PEM), for a gateway that requires mutual TLS")
-	fs.StringVar(&g.gateway.key, "gateway-key", "", "the key of --gateway-cert (PEM)")
-	fs.StringVar(&g.gateway.tokenFile, "gateway-token-file", "", "file holding the gateway token (default: $"+gateway.EnvToken+")")
-	fs.BoolVar(&g.gateway.plaintext, "gateway-plaintext", false, "reach a gateway on this machine without TLS")
+	fs.StringVar(&g.gateway.CAFile, "gateway-ca", "", "CA certificates (PEM) that sign the gateway's certificate (default: the system's)")
+	fs.StringVar(&g.gateway.CertFile, "gateway-cert", "", "this client's certificate (PEM), for a gateway that requires mutual TLS")
+	fs.StringVar(&g.gateway.KeyFile, "gateway-key", "", "the key of --gateway-cert (PEM)")
+	fs.StringVar(&g.gateway.TokenFile, "gateway-token-file", "", "file holding the gateway token (default: $"+gateway.EnvToken+")")
+	fs.BoolVar(&g.gateway.Plaintext, "gateway-plaintext", false, "reach a gateway on this machine without TLS")
 	fs.StringVar(&g.workerID, "worker-id", "", "this worker's name, stable across restarts and unique among live processes (default: the host name, or host-2, host-3, … when another process here has it)")
 	fs.StringVar(&g.policy, "recovery", "interrupt", "crash recovery policy: interrupt, fail or takeover")
 	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed, up to "+runstate.MaxLeaseTTL.String()+" (see docs/leases.md)")
@@ -324,6 +324,14 @@ func storeError(err error) error {
 		return exitError{Code: exitUsage, Msg: err.Error()}
 	}
 	return exitError{Code: exitFailure, Msg: err.Error()}
+}
+
+// printResult prints v as JSON, or gives the store's error its exit code.
+func (a *app) printResult(v any, err error) error {
+	if err != nil {
+		return storeError(err)
+	}
+	return a.printJSON(v)
 }
 
 func (a *app) printJSON(v any) error {

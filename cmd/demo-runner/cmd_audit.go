@@ -16,11 +16,7 @@ func (c commands) audit() *cobra.Command {
 		Example: `  demo-runner audit 01JD3Y8M4V6K0W7A2B9C5E1F3G`,
 		Args:    cli.ExactArgs("RUN_ID"),
 		RunE: c.withApp(queries, func(ctx context.Context, a *app, args []string) error {
-			events, err := a.auditTrail(ctx, args[0])
-			if err != nil {
-				return storeError(err)
-			}
-			return a.printJSON(events)
+			return a.printResult(a.auditTrail(ctx, args[0]))
 		}),
 	}
 }

@@ -15,11 +15,7 @@ func (c commands) status() *cobra.Command {
 		Example: `  demo-runner status 01JD3Y8M4V6K0W7A2B9C5E1F3G`,
 		Args:    cli.ExactArgs("RUN_ID"),
 		RunE: c.withApp(queries, func(ctx context.Context, a *app, args []string) error {
-			run, err := a.runs.GetRun(ctx, args[0])
-			if err != nil {
-				return storeError(err)
-			}
-			return a.printJSON(run)
+			return a.printResult(a.runs.GetRun(ctx, args[0]))
 		}),
 	}
 }

@@ -26,8 +26,10 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*ru
 		Hold:           hold,
 		// A plugin that dies is started again, so that a worker outlives it.
 		Plugin: runstate.PluginOpenOptions{Config: g.pluginConfig, Relaunch: true},
-		Gateway: runstate.GatewayOpenOptions{CAFile: g.gateway.ca, CertFile: g.gateway.cert, KeyFile: g.gateway.key,
-			TokenFile: g.gateway.tokenFile, Plaintext: g.gateway.plaintext},
+		// A gateway's token comes from its file or the environment, never
+		// from the command line; the worker id must be the token's
+		// principal name for claims (docs/gateway.md).
+		Gateway:  g.gateway,
 		Override: map[string]runstate.OpenFunc{"badger": openSharedBadger},
 	})
 }
@@ -70,12 +72,4 @@ func storeIdentity(name string) string {
 		}
 	}
 	return name
-}
-
-// gatewayFlags configure a gateway:ADDR store. Its token comes from the
-// token file or the environment, never from the command line. The worker
-// id must be the token's principal name for claims (docs/gateway.md).
-type gatewayFlags struct {
-	ca, cert, key, tokenFile string
-	plaintext                bool
 }

@@ -1,6 +1,7 @@
 package allstores
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -80,5 +81,31 @@ func TestUnknownSettingsAreRefused(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A scheme registered twice is a program's mistake, as with database/sql.
+func TestASchemeRegistersOnce(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("registering postgresql again did not panic")
+		}
+	}()
+	runstate.RegisterScheme(runstate.StoreScheme{Name: "postgresql", Open: func(context.Context, runstate.StoreName, runstate.OpenOptions) (*runstate.OpenedStore, error) {
+		return nil, nil
+	}})
+}
+
+// A program may open one scheme its own way, as the demo runner opens a
+// Badger directory its processes share.
+func TestOverrideOpensASchemeItsOwnWay(t *testing.T) {
+	var got runstate.StoreName
+	_, err := runstate.OpenStore(t.Context(), "badger:/nowhere", runstate.OpenOptions{Override: map[string]runstate.OpenFunc{
+		"badger": func(_ context.Context, name runstate.StoreName, _ runstate.OpenOptions) (*runstate.OpenedStore, error) {
+			got = name
+			return nil, errors.New("not opened")
+		}}})
+	if err == nil || got != (runstate.StoreName{Scheme: "badger", Arg: "/nowhere"}) {
+		t.Fatalf("override saw %+v, returned %v", got, err)
 	}
 }
