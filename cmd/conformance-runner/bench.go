@@ -149,6 +149,40 @@ func (s benchSettings) MarshalJSON() ([]byte, error) {
 	}{fields(s), s.CASDuration.Seconds()})
 }
 
+// measured is a store a bench measures: the one under test, or a reference.
+type measured struct {
+	target    conformance.Target
+	reference bool
+}
+
+// referenceTargets are the reference stores --references names, but the
+// store under test itself; remove deletes the directories they made.
+func (o benchOptions) referenceTargets(target conformance.Target) (refs []measured, remove func(), err error) {
+	var dirs []string
+	remove = func() {
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}
+	for _, r := range o.references {
+		if r == target.Name && o.adapter != "" {
+			continue // the store is itself this reference
+		}
+		ref := memorytest.Target(false)
+		if r == "badger" {
+			dir, err := os.MkdirTemp("", "runstate-bench-*")
+			if err != nil {
+				remove()
+				return nil, nil, exitError{Code: exitHarness, Msg: err.Error()}
+			}
+			dirs = append(dirs, dir)
+			ref = badgertest.Target(dir, false)
+		}
+		refs = append(refs, measured{ref, true})
+	}
+	return refs, remove, nil
+}
+
 // storeResult is one store's measurements.
 type storeResult struct {
 	Name         string             `json:"name"`
@@ -176,26 +210,12 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		Options: benchSettings{Levels: o.perf.Levels, CASDuration: o.perf.Duration, Claims: o.perf.Claims,
 			ListRuns: o.perf.ListRuns, RecoveryRuns: o.perf.RecoveryRuns},
 		Started: time.Now().UTC()}
-	type measured struct {
-		target    conformance.Target
-		reference bool
+	refs, removeRefs, err := o.referenceTargets(target)
+	if err != nil {
+		return err
 	}
-	all := []measured{{target, false}}
-	for _, r := range o.references {
-		if r == target.Name && o.adapter != "" {
-			continue // the store is itself this reference
-		}
-		ref := memorytest.Target(false)
-		if r == "badger" {
-			dir, err := os.MkdirTemp("", "runstate-bench-*")
-			if err != nil {
-				return exitError{Code: exitHarness, Msg: err.Error()}
-			}
-			defer os.RemoveAll(dir)
-			ref = badgertest.Target(dir, false)
-		}
-		all = append(all, measured{ref, true})
-	}
+	defer removeRefs()
+	all := append([]measured{{target, false}}, refs...)
 	var failure error
 	for _, m := range all {
 		opts := o.perf

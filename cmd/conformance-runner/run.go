@@ -23,6 +23,7 @@ import (
 	pgscratch "github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway/gatewaytest"
+	_ "github.com/runstate/runstate/internal/allstores" // every store kind --store names
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
@@ -72,7 +73,9 @@ Stores:
                              start empty: give each check its own place with {{tempdir}} (a new
                              directory) or {{unique}} (a new token) in --config values
   --gateway PATH             the runstate-gateway binary, started afresh for every check on loopback in
-                             front of the store --config store=… names, and reached over TCP as an operator
+  --store NAME               front of the store NAME names (memory, badger:PATH, mysql:DSN, postgres:DSN,
+                             plugin:PATH, as runstate-gateway --store; also --config store=NAME), and
+                             reached over TCP as an operator
 
 Checks create runs and claim runnable ones: a store that holds runs before the first check is
 refused (exit 2) before anything is written, unless --allow-stored-runs is given. Secret
@@ -88,16 +91,18 @@ const rootExample = `  conformance-runner
   conformance-runner --plugin ./runstate-plugin-mysql \
       --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
   conformance-runner --adapter postgres --config 'dsn=postgres://user@db:5432/runs'
+  conformance-runner --gateway ./runstate-gateway --store 'badger:{{tempdir}}/s'
   conformance-runner --list-rules --run LEASE`
 
 type options struct {
-	adapter, pluginPath, gatewayPath, format, junit, markdown string
-	configFile                                                string
-	config                                                    configFlag
-	secret, run, skip                                         listFlag
-	realClock, listRules, allowStoredRuns, killPlugin         bool
-	attachments                                               string
-	ttl, timeout                                              time.Duration
+	adapter, pluginPath, gatewayPath, storeName       string
+	format, junit, markdown                           string
+	configFile                                        string
+	config                                            configFlag
+	secret, run, skip                                 listFlag
+	realClock, listRules, allowStoredRuns, killPlugin bool
+	attachments                                       string
+	ttl, timeout                                      time.Duration
 }
 
 // newRoot builds the command tree: certification at the root, bench below.
@@ -155,6 +160,7 @@ func addTargetFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger, mysql or postgres")
 	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
 	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to reach a store through it")
+	fs.StringVar(&o.storeName, "store", "", "with --gateway: the store the gateway serves, "+runstate.StoreNameForms()+"; {{tempdir}} and {{unique}} in it are made afresh for every check (as --config store=…)")
 	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
 	fs.StringVar(&o.configFile, "config-file", "", "more store configuration, a key=value per line (keeps a DSN's password out of ps; --config wins)")
 	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
@@ -172,6 +178,30 @@ func (o *options) checkTarget() error {
 		return usageError("--adapter, --plugin and --gateway exclude each other")
 	case o.pluginPath == "" && o.adapter == "" && o.gatewayPath == "":
 		o.adapter = "memory"
+	}
+	return o.checkGatewayStore()
+}
+
+// checkGatewayStore takes the store a gateway serves from --store or
+// --config store=…, and refuses a name the gateway would refuse.
+func (o *options) checkGatewayStore() error {
+	_, inConfig := o.config["store"]
+	switch {
+	case o.storeName != "" && o.gatewayPath == "":
+		return usageError("--store names the store a gateway serves: give --gateway PATH too (a built-in store is --adapter)")
+	case o.storeName != "" && inConfig:
+		return usageError("--store and --config store=… name the same store: give one")
+	case o.storeName != "":
+		o.config["store"] = o.storeName
+	case o.gatewayPath == "":
+		return nil
+	}
+	name := o.config["store"]
+	if name == "" {
+		return usageError("--gateway needs --store NAME (or --config store=NAME): %s, e.g. badger:{{tempdir}}/s", runstate.StoreNameForms())
+	}
+	if err := runstate.CheckStoreName(name); err != nil {
+		return usageError("--store %s", runstate.MessageOf(err))
 	}
 	return nil
 }
@@ -305,14 +335,20 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 	if o.gatewayPath != "" {
 		return o.gatewayTarget()
 	}
+	t, err := o.builtinTarget()
+	return t, none, err
+}
+
+// builtinTarget is the target of a built-in store, --adapter.
+func (o options) builtinTarget() (conformance.Target, error) {
 	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}, "postgres": {"dsn"}}
 	keys, ok := known[o.adapter]
 	if !ok {
-		return conformance.Target{}, none, usageError("--adapter %q: want memory, badger, mysql or postgres", o.adapter)
+		return conformance.Target{}, usageError("--adapter %q: want memory, badger, mysql or postgres", o.adapter)
 	}
 	for k := range o.config {
 		if !slices.Contains(keys, k) {
-			return conformance.Target{}, none, usageError("--config %s: the %s adapter takes %v", k, o.adapter, keys)
+			return conformance.Target{}, usageError("--config %s: the %s adapter takes %v", k, o.adapter, keys)
 		}
 	}
 	switch o.adapter {
@@ -321,29 +357,29 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 		if base == "" {
 			base = os.TempDir()
 		}
-		return badgertest.Target(base, !o.realClock), none, nil
+		return badgertest.Target(base, !o.realClock), nil
 	case "mysql":
 		dsn := o.config["dsn"]
 		if dsn == "" {
-			return conformance.Target{}, none, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
+			return conformance.Target{}, usageError("--adapter mysql needs --config dsn=user:password@tcp(host:3306)/")
 		}
 		srv, err := scratch.FromDSN(dsn, "dsn")
 		if err != nil {
-			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
+			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("mysql server: %v", err)}
 		}
-		return mysqltest.Target(srv, !o.realClock), none, nil
+		return mysqltest.Target(srv, !o.realClock), nil
 	case "postgres":
 		dsn := o.config["dsn"]
 		if dsn == "" {
-			return conformance.Target{}, none, usageError("--adapter postgres needs --config dsn=postgres://user:password@host:5432/database")
+			return conformance.Target{}, usageError("--adapter postgres needs --config dsn=postgres://user:password@host:5432/database")
 		}
 		srv, err := pgscratch.FromDSN(dsn, "dsn")
 		if err != nil {
-			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("postgres server: %v", err)}
+			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("postgres server: %v", err)}
 		}
-		return pgtest.Target(srv, !o.realClock), none, nil
+		return pgtest.Target(srv, !o.realClock), nil
 	}
-	return memorytest.Target(!o.realClock), none, nil
+	return memorytest.Target(!o.realClock), nil
 }
 
 // pluginTarget starts the plugin once to learn what it declares, then
@@ -367,7 +403,8 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 }
 
 // gatewayTarget starts the gateway binary afresh for every check, without
-// TLS on loopback, in front of the store --config store names.
+// TLS on loopback, in front of the store --store (or --config store=)
+// names.
 func (o options) gatewayTarget() (conformance.Target, func(), error) {
 	none := func() {}
 	if _, err := os.Stat(o.gatewayPath); err != nil {
@@ -377,9 +414,6 @@ func (o options) gatewayTarget() (conformance.Target, func(), error) {
 		if k != "store" {
 			return conformance.Target{}, none, usageError("--config %s: a gateway target takes only store=…", k)
 		}
-	}
-	if o.config["store"] == "" {
-		return conformance.Target{}, none, usageError("--gateway needs --config store=… (memory, badger:{{tempdir}}/s, mysql:DSN, plugin:PATH)")
 	}
 	dir, err := os.MkdirTemp("", "runstate-gateway-conformance-*")
 	if err != nil {
@@ -392,7 +426,7 @@ func (o options) gatewayTarget() (conformance.Target, func(), error) {
 		return conformance.Target{}, none, err
 	}
 	config := templated(o.config)
-	kind, _, _ := strings.Cut(o.config["store"], ":")
+	kind := runstate.ParseStoreName(o.config["store"]).Scheme
 	return gatewaytest.ProcessTarget(kind, setup, func(ctx context.Context) (string, func(), error) {
 		cfg, cleanup, err := config(ctx)
 		return cfg["store"], cleanup, err
@@ -427,13 +461,11 @@ func templated(config map[string]string) plugintest.Config {
 }
 
 // reportedConfig is the configuration as reports show it: secret values
-// redacted, and a gateway's store shown by its kind alone (a DSN in it may
-// hold a password).
+// redacted, and a gateway's store shown without a DSN's password.
 func (o options) reportedConfig() map[string]string {
 	out := plugin.Redacted(o.config, o.secret)
-	if store, ok := out["store"]; ok && o.gatewayPath != "" {
-		kind, _, _ := strings.Cut(store, ":")
-		out["store"] = kind + ":<redacted>"
+	if store, ok := o.config["store"]; ok && o.gatewayPath != "" && !slices.Contains(o.secret, "store") {
+		out["store"] = runstate.RedactStoreName(store)
 	}
 	return out
 }

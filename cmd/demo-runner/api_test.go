@@ -29,7 +29,7 @@ import (
 // apiApp is a demo-runner app on a memory store, as serve runs it.
 func apiApp(t *testing.T) *app {
 	t.Helper()
-	g := globals{store: "memory", dataDir: t.TempDir(), policy: "interrupt", logLevel: "error", lease: 30 * time.Second,
+	g := globals{storeName: "memory", dataDir: t.TempDir(), policy: "interrupt", logLevel: "error", lease: 30 * time.Second,
 		notifyAttempts: 1, pluginConfig: kvFlag{}, workerID: "api-test"}
 	if err := g.check(); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 			t.Errorf("405 without the Allow header: %q", header.Get("Allow"))
 		}
 	}
-	if got, _ := a.store.GetRun(ctx, queued.RunID); got.Status != runstate.StatusQueued {
+	if got, _ := a.runs.GetRun(ctx, queued.RunID); got.Status != runstate.StatusQueued {
 		t.Errorf("refused cancels changed the run: %s", got.Status)
 	}
 

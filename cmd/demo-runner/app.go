@@ -42,16 +42,16 @@ type kvFlag = cli.KVFlag
 
 // globals are the flags every command takes.
 type globals struct {
-	store, storeFile, dataDir, workerID, policy, logLevel string
-	pluginConfigFile                                      string
-	notify                                                []string
-	pluginConfig                                          kvFlag
-	gateway                                               gatewayFlags
-	lease, renew                                          time.Duration
-	notifyAttempts                                        int
-	notifyBackoff                                         time.Duration
-	exclusive                                             bool
-	workerIDGiven                                         bool // --worker-id was given, not defaulted
+	storeName, storeFile, dataDir, workerID, policy, logLevel string
+	pluginConfigFile                                          string
+	notify                                                    []string
+	pluginConfig                                              kvFlag
+	gateway                                                   runstate.GatewayOpenOptions
+	lease, renew                                              time.Duration
+	notifyAttempts                                            int
+	notifyBackoff                                             time.Duration
+	exclusive                                                 bool
+	workerIDGiven                                             bool // --worker-id was given, not defaulted
 }
 
 // envStore names the variable that gives the store when neither --store
@@ -72,15 +72,15 @@ error, 3 the store or the environment failed.`
 
 func addGlobalFlags(fs *pflag.FlagSet, g *globals) {
 	fs.StringVar(&g.dataDir, "data-dir", ".runstate", "where the default store and the webhook dead letters live")
-	fs.StringVar(&g.store, "store", "", "memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH or gateway:HOST:PORT (default $"+envStore+", or badger:DATA-DIR/store)")
+	fs.StringVar(&g.storeName, "store", "", runstate.StoreNameForms()+" (default $"+envStore+", or badger:DATA-DIR/store)")
 	fs.StringVar(&g.storeFile, "store-file", "", "read the store from this file's first line instead of --store (keeps a DSN's password out of ps)")
 	fs.Var(g.pluginConfig, "plugin-config", "configuration of a plugin store, key=value (repeatable)")
 	fs.StringVar(&g.pluginConfigFile, "plugin-config-file", "", "more plugin configuration, a key=value per line (keeps secrets out of ps; --plugin-config wins)")
-	fs.StringVar(&g.gateway.ca, "gateway-ca", "", "CA certificates (PEM) that sign the gateway's certificate (default: the system's)")
-	fs.StringVar(&g.gateway.cert, "gateway-cert", "", "this client's certificate (PEM), for a gateway that requires mutual TLS")
-	fs.StringVar(&g.gateway.key, "gateway-key", "", "the key of --gateway-cert (PEM)")
-	fs.StringVar(&g.gateway.tokenFile, "gateway-token-file", "", "file holding the gateway token (default: $"+gateway.EnvToken+")")
-	fs.BoolVar(&g.gateway.plaintext, "gateway-plaintext", false, "reach a gateway on this machine without TLS")
+	fs.StringVar(&g.gateway.CAFile, "gateway-ca", "", "CA certificates (PEM) that sign the gateway's certificate (default: the system's)")
+	fs.StringVar(&g.gateway.CertFile, "gateway-cert", "", "this client's certificate (PEM), for a gateway that requires mutual TLS")
+	fs.StringVar(&g.gateway.KeyFile, "gateway-key", "", "the key of --gateway-cert (PEM)")
+	fs.StringVar(&g.gateway.TokenFile, "gateway-token-file", "", "file holding the gateway token (default: $"+gateway.EnvToken+")")
+	fs.BoolVar(&g.gateway.Plaintext, "gateway-plaintext", false, "reach a gateway on this machine without TLS")
 	fs.StringVar(&g.workerID, "worker-id", "", "this worker's name, stable across restarts and unique among live processes (default: the host name, or host-2, host-3, … when another process here has it)")
 	fs.StringVar(&g.policy, "recovery", "interrupt", "crash recovery policy: interrupt, fail or takeover")
 	fs.DurationVar(&g.lease, "lease", 30*time.Second, "lease duration of a run being executed, up to "+runstate.MaxLeaseTTL.String()+" (see docs/leases.md)")
@@ -98,7 +98,7 @@ func (g *globals) check() error {
 	if err := g.resolveStore(); err != nil {
 		return err
 	}
-	if err := checkStoreName(g.store); err != nil {
+	if err := checkStoreName(g.storeName); err != nil {
 		return err
 	}
 	if g.pluginConfigFile != "" {
@@ -131,7 +131,7 @@ func (g *globals) check() error {
 		return usageError("--notify-attempts %d and --notify-backoff %v: want at least one attempt and a backoff of 0 or more", g.notifyAttempts, g.notifyBackoff)
 	}
 	g.workerIDGiven = g.workerID != ""
-	if strings.HasPrefix(g.store, "gateway:") && !g.workerIDGiven {
+	if runstate.ParseStoreName(g.storeName).Scheme == "gateway" && !g.workerIDGiven {
 		// A worker claims through a gateway in its principal's name only.
 		return usageError("--store gateway:… needs --worker-id: the name of the principal whose token this worker uses")
 	}
@@ -145,9 +145,9 @@ func (g *globals) check() error {
 // or the default, in that order.
 func (g *globals) resolveStore() error {
 	switch {
-	case g.store != "" && g.storeFile != "":
+	case g.storeName != "" && g.storeFile != "":
 		return usageError("--store and --store-file exclude each other")
-	case g.store != "":
+	case g.storeName != "":
 		return nil
 	case g.storeFile != "":
 		b, err := os.ReadFile(g.storeFile)
@@ -155,13 +155,13 @@ func (g *globals) resolveStore() error {
 			return usageError("--store-file: %v", err)
 		}
 		line, _, _ := strings.Cut(string(b), "\n")
-		if g.store = strings.TrimSpace(line); g.store == "" {
+		if g.storeName = strings.TrimSpace(line); g.storeName == "" {
 			return usageError("--store-file %s: the first line is empty; write the store there, e.g. mysql:user:pass@tcp(host:3306)/runs", g.storeFile)
 		}
 	case os.Getenv(envStore) != "":
-		g.store = os.Getenv(envStore)
+		g.storeName = os.Getenv(envStore)
 	default:
-		g.store = "badger:" + filepath.Join(g.dataDir, "store")
+		g.storeName = "badger:" + filepath.Join(g.dataDir, "store")
 	}
 	return nil
 }
@@ -170,8 +170,8 @@ func (g *globals) resolveStore() error {
 type app struct {
 	g          globals
 	log        *slog.Logger
-	store      runstate.RunStateStore
-	leased     runstate.Store // the store with its leases; nil when it has none
+	runs       runstate.RunStateStore
+	leases     runstate.Store // the same store with its leases; nil when it has none
 	owner      runstate.Owner
 	tracker    *tracker.Tracker
 	operator   tracker.Operator
@@ -194,8 +194,8 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 
 // role says what a command needs of the store.
 type role struct {
-	// store: the command opens the store at all.
-	store bool
+	// opensStore: the command opens the store at all.
+	opensStore bool
 	// hold: it runs for long, so it holds a Badger directory and shares it.
 	hold bool
 	// recover: it claims runs, to execute them or to settle them: crash
@@ -216,14 +216,14 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	a := &app{g: g, log: log, stdout: stdout, metrics: newMetrics(),
 		owner: runstate.Owner{Worker: g.workerID, Incarnation: fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b))},
 		dead:  &tracker.FileDeadLetters{Path: filepath.Join(g.dataDir, "deadletters.jsonl")}}
-	if !r.store {
+	if !r.opensStore {
 		return a, nil
 	}
 	if err := os.MkdirAll(g.dataDir, 0o755); err != nil {
 		return nil, exitError{Code: exitFailure, Msg: err.Error()}
 	}
 	if r.recover {
-		id, lock, err := lockWorkerID(storeIdentity(g.store), g.workerID, g.workerIDGiven)
+		id, lock, err := lockWorkerID(storeIdentity(g.storeName), g.workerID, g.workerIDGiven)
 		if err != nil {
 			return nil, err
 		}
@@ -234,8 +234,8 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	if err != nil {
 		return nil, storeError(err)
 	}
-	a.store, a.leased = st.store, st.leased
-	a.closers = append([]func() error{st.close}, a.closers...) // the worker id lock goes last
+	a.runs, a.leases = st.Runs, st.Leases()
+	a.closers = append([]func() error{st.Close}, a.closers...) // the worker id lock goes last
 	if r.recover {
 		if a.recovery, err = a.recoverRuns(ctx); err != nil {
 			a.close()
@@ -255,11 +255,11 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 		notifiers = append(notifiers, h)
 	}
 	notifiers = append(notifiers, a.metrics)
-	a.tracker = tracker.New(a.store, tracker.Options{Notifiers: notifiers, Logger: log,
-		Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: a.owner.String()}, Leases: a.leased,
+	a.tracker = tracker.New(a.runs, tracker.Options{Notifiers: notifiers, Logger: log,
+		Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: a.owner.String()}, Leases: a.leases,
 		OnRenewFailure: func(error) { a.metrics.renewFailures.Inc() }})
-	a.operator = tracker.Operator{Store: a.store, Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
-	a.metrics.storeGauges(a.store, a.dead)
+	a.operator = tracker.Operator{Store: a.runs, Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
+	a.metrics.storeGauges(a.runs, a.dead)
 	return a, nil
 }
 
@@ -281,10 +281,10 @@ func (a *app) recoverRuns(ctx context.Context) (runstate.RecoveryReport, error) 
 	var report runstate.RecoveryReport
 	var err error
 	switch {
-	case a.leased != nil:
-		report, err = runstate.Recover(ctx, a.leased, opts)
+	case a.leases != nil:
+		report, err = runstate.Recover(ctx, a.leases, opts)
 	case a.g.exclusive:
-		report, err = runstate.RecoverExclusive(ctx, a.store, opts)
+		report, err = runstate.RecoverExclusive(ctx, a.runs, opts)
 	default:
 		return report, errNoLeasesNoRecovery
 	}
@@ -324,6 +324,14 @@ func storeError(err error) error {
 		return exitError{Code: exitUsage, Msg: err.Error()}
 	}
 	return exitError{Code: exitFailure, Msg: err.Error()}
+}
+
+// printResult prints v as JSON, or gives the store's error its exit code.
+func (a *app) printResult(v any, err error) error {
+	if err != nil {
+		return storeError(err)
+	}
+	return a.printJSON(v)
 }
 
 func (a *app) printJSON(v any) error {

@@ -17,8 +17,15 @@ func completeFlags(root *cobra.Command, byName map[string]*cobra.Command) {
 		}
 	}
 	root.RegisterFlagCompletionFunc("store", func(_ *cobra.Command, _ []string, typed string) ([]string, cobra.ShellCompDirective) {
-		kinds := []string{"memory", "badger:", "mysql:", "plugin:", "gateway:"}
-		if kind, _, ok := strings.Cut(typed, ":"); ok && (kind == "badger" || kind == "plugin") {
+		var kinds []string
+		for _, s := range runstate.Schemes() {
+			if s.Arg == "" {
+				kinds = append(kinds, s.Name)
+			} else {
+				kinds = append(kinds, s.Name+":")
+			}
+		}
+		if name := runstate.ParseStoreName(typed); strings.Contains(typed, ":") && (name.Scheme == "badger" || name.Scheme == "plugin") {
 			return nil, cobra.ShellCompDirectiveDefault // a path follows
 		}
 		return kinds, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp

@@ -61,7 +61,7 @@ type route struct {
 func (a *app) routes() []route {
 	return []route{
 		{"GET", "/healthz", func(w http.ResponseWriter, r *http.Request) {
-			_, err := a.store.GetRun(r.Context(), "healthz-probe")
+			_, err := a.runs.GetRun(r.Context(), "healthz-probe")
 			if err != nil && !errors.Is(err, runstate.ErrNotFound) {
 				a.reply(w, r, nil, err)
 				return
@@ -74,11 +74,11 @@ func (a *app) routes() []route {
 				a.reply(w, r, nil, err)
 				return
 			}
-			page, err := a.store.ListRuns(r.Context(), p)
+			page, err := a.runs.ListRuns(r.Context(), p)
 			a.reply(w, r, newRunList(page), err)
 		}},
 		{"GET", "/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
-			run, err := a.store.GetRun(r.Context(), r.PathValue("id"))
+			run, err := a.runs.GetRun(r.Context(), r.PathValue("id"))
 			a.reply(w, r, run, err)
 		}},
 		{"GET", "/runs/{id}/audit", func(w http.ResponseWriter, r *http.Request) {

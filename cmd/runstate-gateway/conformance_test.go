@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
 )
 
-// The whole suite passes through a gateway process in front of Badger and
-// in front of MySQL, from this (another) process, over mutual TLS, as an
-// operator. Each check gets a gateway and a store of its own.
+// The whole suite passes through a gateway process in front of Badger,
+// MySQL and PostgreSQL, from this (another) process, over mutual TLS, as
+// an operator. Each check gets a gateway and a store of its own.
 func TestConformanceThroughAGatewayProcess(t *testing.T) {
 	dir := t.TempDir()
 	f := &fleet{t: t, dir: dir, tokens: filepath.Join(dir, "tokens.yaml"), ca: testtls.NewAuthority(t, "conformance CA")}
@@ -42,6 +43,13 @@ func TestConformanceThroughAGatewayProcess(t *testing.T) {
 		conformance.Run(t, gatewaytest.ProcessTarget("mysql", setup, func(ctx context.Context) (string, func(), error) {
 			db, err := srv.CreateDatabase(ctx)
 			return "mysql:" + srv.DSN(db), func() { srv.DropDatabase(context.Background(), db) }, err
+		}))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		srv := pgtestserver.Find(t)
+		conformance.Run(t, gatewaytest.ProcessTarget("postgres", setup, func(ctx context.Context) (string, func(), error) {
+			schema, err := srv.CreateSchema(ctx)
+			return "postgres:" + srv.DSNIn(schema), func() { srv.DropSchema(context.Background(), schema) }, err
 		}))
 	})
 }

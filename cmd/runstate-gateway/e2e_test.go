@@ -17,13 +17,20 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
 
-var binaries = plugintest.NewBinaries("github.com/runstate/runstate/cmd/runstate-gateway", "github.com/runstate/runstate/cmd/demo-runner")
+const (
+	gatewayPkg     = "github.com/runstate/runstate/cmd/runstate-gateway"
+	demoRunnerPkg  = "github.com/runstate/runstate/cmd/demo-runner"
+	conformancePkg = "github.com/runstate/runstate/cmd/conformance-runner"
+)
+
+var binaries = plugintest.NewBinaries(gatewayPkg, demoRunnerPkg, conformancePkg)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -294,17 +301,48 @@ func TestSIGHUPRevokesAndSIGTERMStops(t *testing.T) {
 	}
 }
 
-// Two gateways in front of one MySQL database serve one fleet: a worker
-// on each takes runs from the same queue, and every run is done once.
-func TestTwoGatewaysOnOneMySQLShareAFleet(t *testing.T) {
-	ctx := context.Background()
+// Two gateways in front of one database serve one fleet: a worker on
+// each takes runs from the same queue, and every run is done once. On
+// PostgreSQL this is the gateway serving a postgres:DSN store end to end.
+func TestTwoGatewaysOnOneDatabaseShareAFleet(t *testing.T) {
+	for _, db := range []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"mysql", mysqlStore},
+		{"postgres", postgresStore},
+	} {
+		t.Run(db.name, func(t *testing.T) {
+			store := db.store(t)
+			twoGatewaysShareAFleet(t, newFleetOn(t, func(string) string { return store }))
+		})
+	}
+}
+
+// mysqlStore names a fresh MySQL database for one test.
+func mysqlStore(t *testing.T) string {
 	srv := testserver.Find(t)
-	db, err := srv.CreateDatabase(ctx)
+	db, err := srv.CreateDatabase(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.DropDatabase(ctx, db) })
-	f := newFleetOn(t, func(string) string { return "mysql:" + srv.DSN(db) })
+	t.Cleanup(func() { srv.DropDatabase(context.Background(), db) })
+	return "mysql:" + srv.DSN(db)
+}
+
+// postgresStore names a fresh PostgreSQL schema for one test.
+func postgresStore(t *testing.T) string {
+	srv := pgtestserver.Find(t)
+	schema, err := srv.CreateSchema(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.DropSchema(context.Background(), schema) })
+	return "postgres:" + srv.DSNIn(schema)
+}
+
+func twoGatewaysShareAFleet(t *testing.T, f *fleet) {
+	ctx := context.Background()
 	secondAddr := f.second()
 	operator := f.dial("operator-o")
 	const runs = 40

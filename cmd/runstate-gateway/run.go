@@ -20,12 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/adapters/badger"
-	"github.com/runstate/runstate/adapters/memory"
-	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/gateway"
+	_ "github.com/runstate/runstate/internal/allstores" // every store kind --store names
 	"github.com/runstate/runstate/internal/cli"
-	"github.com/runstate/runstate/plugin"
 )
 
 // Exit codes.
@@ -73,141 +70,162 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 && args[0] == "gen-token" {
 		return genToken(stdout)
 	}
-	fs := flag.NewFlagSet("runstate-gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
-	listen := fs.String("listen", "127.0.0.1:7443", "address to serve on (host:port; port 0 picks one)")
-	storeName := fs.String("store", "", "the store: memory, badger:PATH, mysql:DSN or plugin:PATH (default $"+envStore+": keeps a DSN's password off the command line)")
-	tokensPath := fs.String("tokens", "", "the tokens file (principals, roles, token hashes); SIGHUP reloads it")
-	certFile := fs.String("tls-cert", "", "the server certificate (PEM)")
-	keyFile := fs.String("tls-key", "", "the server certificate's key (PEM)")
-	clientCA := fs.String("client-ca", "", "CA certificates (PEM) that sign client certificates: mutual TLS")
-	plaintext := fs.Bool("plaintext", false, "serve without TLS, on a loopback address only")
-	maxMessage := fs.Int("max-message-bytes", gateway.DefaultMaxMessageBytes, "largest request or response")
-	metricsListen := fs.String("metrics-listen", "", "address of a plain HTTP server of /metrics (Prometheus); off when empty")
-	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
 		return err
-	}
-	if *storeName == "" {
-		*storeName = os.Getenv(envStore)
-	}
-	if *storeName == "" || *tokensPath == "" {
-		return cli.Errorf(exitUsage, "--store (or $%s) and --tokens are required", envStore)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	tokens, err := gateway.LoadTokens(*tokensPath)
-	if err != nil {
-		return cli.Errorf(exitUsage, "%v", err)
-	}
-	opts := gateway.ServerOptions{Tokens: tokens, Logger: log, MaxMessageBytes: *maxMessage}
-	switch {
-	case *plaintext && (*certFile != "" || *keyFile != "" || *clientCA != ""):
-		return cli.Errorf(exitUsage, "--plaintext and TLS flags exclude each other")
-	case *plaintext:
-		if err := gateway.LoopbackOnly(*listen); err != nil {
-			return cli.Errorf(exitUsage, "%v", err)
-		}
-		log.Warn("serving without TLS: only this machine can reach the gateway", "listen", *listen)
-	case *certFile == "" || *keyFile == "":
-		return cli.Errorf(exitUsage, "TLS is required: give --tls-cert and --tls-key (or --plaintext on a loopback address)")
-	default:
-		if opts.TLS, err = gateway.ServerTLS(*certFile, *keyFile, *clientCA); err != nil {
-			return cli.Errorf(exitUsage, "%v", err)
-		}
-	}
-	store, closeStore, err := openStore(ctx, *storeName, log)
+	opts, err := f.serverOptions(log)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	opts.Store = store
-	if *metricsListen != "" {
-		reg := prometheus.NewRegistry()
-		opts.Metrics = reg
-		metricsLis, err := net.Listen("tcp", *metricsListen)
+	// The gateway is the store's one user on this machine: a Badger
+	// directory is held, not shared; a plugin that dies is started again.
+	opened, err := runstate.OpenStore(ctx, f.storeName, runstate.OpenOptions{Logger: log,
+		Plugin: runstate.PluginOpenOptions{Relaunch: true}})
+	if err != nil {
+		return err
+	}
+	defer opened.Close()
+	opts.Store = opened.Runs
+	if f.metricsListen != "" {
+		stopMetrics, err := serveMetrics(f.metricsListen, &opts, log)
 		if err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go metricsSrv.Serve(metricsLis)
-		defer metricsSrv.Close()
-		log.Info("metrics served", "listen", metricsLis.Addr().String())
+		defer stopMetrics()
 	}
 	srv, err := gateway.NewServer(opts)
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", *listen)
+	lis, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return err
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	fmt.Fprintln(stdout, "listening", lis.Addr().String())
-	log.Info("gateway serving", "listen", lis.Addr().String(), "store", storeKind(*storeName), "principals", tokens.Len(), "tls", opts.TLS != nil)
+	log.Info("gateway serving", "listen", lis.Addr().String(), "store", runstate.RedactStoreName(f.storeName),
+		"principals", opts.Tokens.Len(), "tls", opts.TLS != nil)
+	return serveUntilStopped(ctx, serving{srv: srv, served: served, reload: reload, tokensPath: f.tokensPath, log: log})
+}
+
+// flags are the gateway's command line.
+type flags struct {
+	listen, storeName, tokensPath string
+	certFile, keyFile, clientCA   string
+	plaintext                     bool
+	maxMessage                    int
+	metricsListen                 string
+}
+
+// parseFlags parses and checks the command line, the store's name
+// included, before anything is read or opened.
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("runstate-gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:7443", "address to serve on (host:port; port 0 picks one)")
+	fs.StringVar(&f.storeName, "store", "", "the store: "+runstate.StoreNameForms()+" (default $"+envStore+": keeps a DSN's password off the command line)")
+	fs.StringVar(&f.tokensPath, "tokens", "", "the tokens file (principals, roles, token hashes); SIGHUP reloads it")
+	fs.StringVar(&f.certFile, "tls-cert", "", "the server certificate (PEM)")
+	fs.StringVar(&f.keyFile, "tls-key", "", "the server certificate's key (PEM)")
+	fs.StringVar(&f.clientCA, "client-ca", "", "CA certificates (PEM) that sign client certificates: mutual TLS")
+	fs.BoolVar(&f.plaintext, "plaintext", false, "serve without TLS, on a loopback address only")
+	fs.IntVar(&f.maxMessage, "max-message-bytes", gateway.DefaultMaxMessageBytes, "largest request or response")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address of a plain HTTP server of /metrics (Prometheus); off when empty")
+	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
+		return f, err
+	}
+	if f.storeName == "" {
+		f.storeName = os.Getenv(envStore)
+	}
+	if f.storeName == "" || f.tokensPath == "" {
+		return f, cli.Errorf(exitUsage, "--store (or $%s) and --tokens are required", envStore)
+	}
+	if err := runstate.CheckStoreName(f.storeName); err != nil {
+		return f, cli.Errorf(exitUsage, "--store %s", runstate.MessageOf(err))
+	}
+	return f, nil
+}
+
+// serverOptions loads the tokens and the TLS configuration the flags name.
+func (f flags) serverOptions(log *slog.Logger) (gateway.ServerOptions, error) {
+	tokens, err := gateway.LoadTokens(f.tokensPath)
+	if err != nil {
+		return gateway.ServerOptions{}, cli.Errorf(exitUsage, "%v", err)
+	}
+	opts := gateway.ServerOptions{Tokens: tokens, Logger: log, MaxMessageBytes: f.maxMessage}
+	switch {
+	case f.plaintext && (f.certFile != "" || f.keyFile != "" || f.clientCA != ""):
+		return opts, cli.Errorf(exitUsage, "--plaintext and TLS flags exclude each other")
+	case f.plaintext:
+		if err := gateway.LoopbackOnly(f.listen); err != nil {
+			return opts, cli.Errorf(exitUsage, "%v", err)
+		}
+		log.Warn("serving without TLS: only this machine can reach the gateway", "listen", f.listen)
+	case f.certFile == "" || f.keyFile == "":
+		return opts, cli.Errorf(exitUsage, "TLS is required: give --tls-cert and --tls-key (or --plaintext on a loopback address)")
+	default:
+		if opts.TLS, err = gateway.ServerTLS(f.certFile, f.keyFile, f.clientCA); err != nil {
+			return opts, cli.Errorf(exitUsage, "%v", err)
+		}
+	}
+	return opts, nil
+}
+
+// serveMetrics serves /metrics on addr from a registry it puts in opts;
+// stop closes the server.
+func serveMetrics(addr string, opts *gateway.ServerOptions, log *slog.Logger) (stop func() error, err error) {
+	reg := prometheus.NewRegistry()
+	opts.Metrics = reg
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(lis)
+	log.Info("metrics served", "listen", lis.Addr().String())
+	return srv.Close, nil
+}
+
+// serving is a gateway that serves, and what may stop it or reload its tokens.
+type serving struct {
+	srv        *gateway.Server
+	served     <-chan error
+	reload     <-chan os.Signal
+	tokensPath string
+	log        *slog.Logger
+}
+
+// serveUntilStopped reloads the tokens on every signal from reload, and
+// stops the gateway when ctx ends, after the calls in flight.
+func serveUntilStopped(ctx context.Context, s serving) error {
 	for {
 		select {
-		case err := <-served:
+		case err := <-s.served:
 			return err
-		case <-reload:
-			next, err := gateway.LoadTokens(*tokensPath)
+		case <-s.reload:
+			next, err := gateway.LoadTokens(s.tokensPath)
 			if err != nil {
-				log.Error("tokens not reloaded: the previous ones stay in force", "error", err)
+				s.log.Error("tokens not reloaded: the previous ones stay in force", "error", err)
 				continue
 			}
-			srv.SetTokens(next)
-			log.Info("tokens reloaded", "principals", next.Len())
+			s.srv.SetTokens(next)
+			s.log.Info("tokens reloaded", "principals", next.Len())
 		case <-ctx.Done():
-			log.Info("gateway stopping: waiting for the calls in flight", "grace", stopGrace)
+			s.log.Info("gateway stopping: waiting for the calls in flight", "grace", stopGrace)
 			stopCtx, cancel := context.WithTimeout(context.Background(), stopGrace)
-			srv.Stop(stopCtx)
+			s.srv.Stop(stopCtx)
 			cancel()
-			log.Info("gateway stopped")
+			s.log.Info("gateway stopped")
 			return nil
 		}
 	}
-}
-
-// openStore opens the store --store names. The gateway is its one user on
-// this machine: a Badger directory is held, not shared.
-func openStore(ctx context.Context, name string, log *slog.Logger) (runstate.RunStateStore, func() error, error) {
-	kind, arg, _ := strings.Cut(name, ":")
-	switch kind {
-	case "memory":
-		s, err := memory.Open(ctx, memory.Options{})
-		if err != nil {
-			return nil, nil, err
-		}
-		log.Warn("serving the memory store: runs are lost when the gateway exits")
-		return s, s.Close, nil
-	case "badger":
-		s, err := badger.Open(ctx, badger.Options{Dir: arg, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
-	case "mysql":
-		s, err := mysql.Open(ctx, mysql.Options{DSN: arg, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
-	case "plugin":
-		c, err := plugin.Open(ctx, arg, plugin.Options{Logger: log, Relaunch: true})
-		if err != nil {
-			return nil, nil, err
-		}
-		return c.Store(), c.Close, nil
-	}
-	return nil, nil, cli.Errorf(exitUsage, "--store %q: want memory, badger:PATH, mysql:DSN or plugin:PATH", storeKind(name))
-}
-
-// storeKind names a store without its argument: a DSN may hold a password.
-func storeKind(name string) string {
-	kind, _, _ := strings.Cut(name, ":")
-	return kind
 }
 
 // hashToken prints the token_sha256 of the token on stdin's first line.

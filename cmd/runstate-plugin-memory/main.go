@@ -1,17 +1,20 @@
 // Command runstate-plugin-memory serves the in-memory store as a plugin.
-// It takes no configuration; its data lives as long as the process.
+// It takes no configuration, and ignores what it is given (hosts that
+// configure every plugin alike send some); its data lives as long as the
+// process.
 package main
 
 import (
 	"context"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/adapters/memory"
+	_ "github.com/runstate/runstate/adapters/memory" // the memory scheme
 	"github.com/runstate/runstate/plugin"
 )
 
 func main() {
+	open := plugin.SchemeOpener("memory", "")
 	plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (runstate.RunStateStore, error) {
-		return memory.Open(ctx, memory.Options{})
+		return open(ctx, nil)
 	}, plugin.WithName("memory", "builtin"))
 }

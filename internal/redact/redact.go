@@ -1,6 +1,7 @@
 // Package redact keeps secrets out of logs, errors, reports and HTTP
-// answers: every place that shows a URL, a store name or a configuration
-// passes it through here first.
+// answers: every place that shows a URL or a configuration passes it
+// through here first. Store names go through runstate.RedactStoreName,
+// whose schemes use DSN and PostgresDSN.
 package redact
 
 import (
@@ -60,28 +61,6 @@ func URL(raw string) string {
 	}
 	// Encoding would turn the mark's brackets into %3C…%3E; keep it legible.
 	return strings.NewReplacer(url.QueryEscape(Mark), Mark, url.PathEscape(Mark), Mark).Replace(u.String())
-}
-
-// Store returns a store name (memory, badger:PATH, mysql:DSN, plugin:PATH,
-// gateway:ADDR, or a URL-shaped one) fit to show: a MySQL DSN's password
-// and any URL's password are replaced by Mark.
-func Store(name string) string {
-	kind, arg, ok := strings.Cut(name, ":")
-	if !ok {
-		return name
-	}
-	switch kind {
-	case "mysql":
-		return kind + ":" + DSN(arg)
-	case "postgres", "postgresql":
-		if strings.HasPrefix(arg, "//") { // a bare postgres://… URL
-			return URL(name)
-		}
-		return kind + ":" + PostgresDSN(arg)
-	case "memory", "badger", "plugin", "gateway":
-		return name
-	}
-	return URL(name)
 }
 
 // postgresPassword finds the password of a keyword/value PostgreSQL DSN:

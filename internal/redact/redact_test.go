@@ -12,22 +12,9 @@ func TestSecretsNeverSurvive(t *testing.T) {
 		{"URL token parameter", "https://hooks.example.com/x?token=" + pw + "&run=1", "https://hooks.example.com/x?run=1&token=<redacted>"},
 		{"URL without secrets", "http://127.0.0.1:9/hook", "http://127.0.0.1:9/hook"},
 		{"unparseable URL", "http://user:" + pw + "@[::1", "<unparseable URL>"},
-		{"MySQL store", "mysql:runner:" + pw + "@tcp(db:3306)/runs?parseTime=true", "mysql:runner:<redacted>@tcp(db:3306)/runs?parseTime=true"},
-		{"unparseable DSN", "mysql:runner:" + pw + "@tcp(db:3306)", "mysql:<unparseable DSN>"},
-		{"URL-shaped store", "postgres://runner:" + pw + "@db/runs", "postgres://runner:<redacted>@db/runs"},
-		{"PostgreSQL URL store", "postgres:postgres://runner:" + pw + "@db/runs?sslmode=disable", "postgres:postgres://runner:<redacted>@db/runs?sslmode=disable"},
-		{"PostgreSQL keyword store", "postgres:host=db password=" + pw + " dbname=runs", "postgres:host=db password=<redacted> dbname=runs"},
-		{"PostgreSQL quoted password", "postgres:host=db PassWord = '" + pw + " it\\'s' dbname=runs", "postgres:host=db PassWord = <redacted> dbname=runs"},
-		{"PostgreSQL key password", "postgres:host=db sslpassword=" + pw + " dbname=runs", "postgres:host=db sslpassword=<redacted> dbname=runs"},
-		{"Badger store", "badger:/var/lib/runs", "badger:/var/lib/runs"},
 	}
 	for _, c := range cases {
-		var got string
-		if strings.HasPrefix(c.in, "http") {
-			got = URL(c.in)
-		} else {
-			got = Store(c.in)
-		}
+		got := URL(c.in)
 		if strings.Contains(got, pw) || got != c.keep {
 			t.Errorf("%s: %q became %q, want %q", c.name, c.in, got, c.keep)
 		}

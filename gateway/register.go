@@ -1,0 +1,35 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/runstate/runstate"
+)
+
+// A store behind a gateway opens by the name "gateway:HOST:PORT"
+// (runstate.OpenStore), configured by OpenOptions.Gateway. Its token
+// comes from the token file or the environment, never from the name.
+func init() {
+	runstate.RegisterScheme(runstate.StoreScheme{
+		Name: "gateway", Arg: "HOST:PORT", ArgMeans: "the gateway's address", Example: "gateway:runs.example.com:7443",
+		Open: openNamed,
+	})
+}
+
+func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+	g := opts.Gateway
+	dial := Options{TokenFile: g.TokenFile, Plaintext: g.Plaintext}
+	if !g.Plaintext {
+		cfg, err := ClientTLS(g.CAFile, g.CertFile, g.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		dial.TLS = cfg
+	}
+	c, err := Dial(ctx, name.Arg, dial)
+	if err != nil {
+		return nil, err
+	}
+	opts.Log().Info("using store", "store", "gateway", "addr", name.Arg, "tls", !g.Plaintext)
+	return &runstate.OpenedStore{Runs: c.Store(), Close: c.Close}, nil
+}

@@ -1,0 +1,14 @@
+// Package allstores registers every kind of store runstate ships with
+// runstate.RegisterScheme, so that runstate.OpenStore opens any of their
+// names: memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH and
+// gateway:HOST:PORT. The commands import it for its side effect.
+package allstores
+
+import (
+	_ "github.com/runstate/runstate/adapters/badger"
+	_ "github.com/runstate/runstate/adapters/memory"
+	_ "github.com/runstate/runstate/adapters/mysql"
+	_ "github.com/runstate/runstate/adapters/postgres"
+	_ "github.com/runstate/runstate/gateway"
+	_ "github.com/runstate/runstate/plugin"
+)

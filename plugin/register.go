@@ -1,0 +1,61 @@
+package plugin
+
+import (
+	"context"
+	"maps"
+
+	"github.com/runstate/runstate"
+)
+
+// A plugin store opens by the name "plugin:PATH" (runstate.OpenStore),
+// configured by OpenOptions.Plugin.
+func init() {
+	runstate.RegisterScheme(runstate.StoreScheme{
+		Name: "plugin", Arg: "PATH", ArgMeans: "the plugin binary", Example: "plugin:./runstate-plugin-badger",
+		Open: openNamed,
+	})
+}
+
+func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+	log := opts.Log()
+	c, err := Open(ctx, name.Arg, Options{Config: opts.Plugin.Config, Logger: log, Relaunch: opts.Plugin.Relaunch})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("using store", "store", "plugin", "path", name.Arg, "plugin", c.Name(), "version", c.Version(),
+		"config", Redacted(opts.Plugin.Config, nil))
+	if c.Name() == "memory" {
+		log.Warn("the plugin keeps runs in memory: they are lost when the plugin exits")
+	}
+	return &runstate.OpenedStore{Runs: c.Store(), Close: c.Close}, nil
+}
+
+// SchemeOpener returns the Opener of a plugin that serves a store of a
+// scheme registered with runstate.RegisterScheme: the configuration key
+// argKey gives the store name's argument (none when empty), and the other
+// keys are the scheme's settings. A plugin's configuration and a --store
+// name are then read by the same code.
+func SchemeOpener(scheme, argKey string) Opener {
+	return func(ctx context.Context, config map[string]string) (runstate.RunStateStore, error) {
+		s, ok := runstate.LookupScheme(scheme)
+		if !ok {
+			return nil, runstate.InvalidArgument("store", "no store scheme %q is registered in this plugin", scheme)
+		}
+		var required []string
+		name := scheme
+		settings := maps.Clone(config)
+		if argKey != "" {
+			required = []string{argKey}
+			name += ":" + config[argKey]
+			delete(settings, argKey)
+		}
+		if err := CheckConfig(config, required, s.Settings); err != nil {
+			return nil, err
+		}
+		opened, err := runstate.OpenStore(ctx, name, runstate.OpenOptions{Settings: settings})
+		if err != nil {
+			return nil, err
+		}
+		return opened.Runs, nil
+	}
+}
