@@ -151,3 +151,13 @@ func InvalidArgument(field, format string, args ...any) *Error {
 func Unavailable(what string, cause error) *Error {
 	return &Error{Code: CodeUnavailable, Message: what, Cause: cause}
 }
+
+// MessageOf returns err's message without the "runstate: " prefix: the
+// Message of a runstate *Error, else err.Error().
+func MessageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Message != "" && e.Cause == nil {
+		return strings.TrimPrefix(e.Message, errPrefix)
+	}
+	return strings.TrimPrefix(err.Error(), errPrefix)
+}

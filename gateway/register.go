@@ -3,20 +3,20 @@ package gateway
 import (
 	"context"
 
-	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/stores"
 )
 
 // A store behind a gateway opens by the name "gateway:HOST:PORT"
-// (runstate.OpenStore), configured by OpenOptions.Gateway. Its token
+// (stores.Open), configured by OpenOptions.Gateway. Its token
 // comes from the token file or the environment, never from the name.
 func init() {
-	runstate.RegisterScheme(runstate.StoreScheme{
+	stores.Register(stores.Scheme{
 		Name: "gateway", Arg: "HOST:PORT", ArgMeans: "the gateway's address", Example: "gateway:runs.example.com:7443",
 		Open: openNamed,
 	})
 }
 
-func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*stores.Opened, error) {
 	g := opts.Gateway
 	dial := Options{TokenFile: g.TokenFile, Plaintext: g.Plaintext}
 	if !g.Plaintext {
@@ -31,5 +31,5 @@ func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenO
 		return nil, err
 	}
 	opts.Log().Info("using store", "store", "gateway", "addr", name.Arg, "tls", !g.Plaintext)
-	return &runstate.OpenedStore{Runs: c.Store(), Close: c.Close}, nil
+	return &stores.Opened{Runs: c.Store(), Close: c.Close}, nil
 }

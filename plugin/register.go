@@ -5,18 +5,19 @@ import (
 	"maps"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/stores"
 )
 
-// A plugin store opens by the name "plugin:PATH" (runstate.OpenStore),
+// A plugin store opens by the name "plugin:PATH" (stores.Open),
 // configured by OpenOptions.Plugin.
 func init() {
-	runstate.RegisterScheme(runstate.StoreScheme{
+	stores.Register(stores.Scheme{
 		Name: "plugin", Arg: "PATH", ArgMeans: "the plugin binary", Example: "plugin:./runstate-plugin-badger",
 		Open: openNamed,
 	})
 }
 
-func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*stores.Opened, error) {
 	log := opts.Log()
 	c, err := Open(ctx, name.Arg, Options{Config: opts.Plugin.Config, Logger: log, Relaunch: opts.Plugin.Relaunch})
 	if err != nil {
@@ -27,17 +28,17 @@ func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenO
 	if c.Name() == "memory" {
 		log.Warn("the plugin keeps runs in memory: they are lost when the plugin exits")
 	}
-	return &runstate.OpenedStore{Runs: c.Store(), Close: c.Close}, nil
+	return &stores.Opened{Runs: c.Store(), Close: c.Close}, nil
 }
 
 // SchemeOpener returns the Opener of a plugin that serves a store of a
-// scheme registered with runstate.RegisterScheme: the configuration key
+// scheme registered with stores.Register: the configuration key
 // argKey gives the store name's argument (none when empty), and the other
 // keys are the scheme's settings. A plugin's configuration and a --store
 // name are then read by the same code.
 func SchemeOpener(scheme, argKey string) Opener {
 	return func(ctx context.Context, config map[string]string) (runstate.RunStateStore, error) {
-		s, ok := runstate.LookupScheme(scheme)
+		s, ok := stores.Lookup(scheme)
 		if !ok {
 			return nil, runstate.InvalidArgument("store", "no store scheme %q is registered in this plugin", scheme)
 		}
@@ -52,7 +53,7 @@ func SchemeOpener(scheme, argKey string) Opener {
 		if err := CheckConfig(config, required, s.Settings); err != nil {
 			return nil, err
 		}
-		opened, err := runstate.OpenStore(ctx, name, runstate.OpenOptions{Settings: settings})
+		opened, err := stores.Open(ctx, name, stores.Options{Settings: settings})
 		if err != nil {
 			return nil, err
 		}

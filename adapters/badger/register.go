@@ -3,20 +3,20 @@ package badger
 import (
 	"context"
 
-	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/stores"
 )
 
-// A Badger store opens by the name "badger:PATH" (runstate.OpenStore);
+// A Badger store opens by the name "badger:PATH" (stores.Open);
 // the setting nosync=true skips the fsync of every commit (docs/badger.md).
 func init() {
-	runstate.RegisterScheme(runstate.StoreScheme{
+	stores.Register(stores.Scheme{
 		Name: "badger", Arg: "PATH", ArgMeans: "a directory", Example: "badger:.runstate/store",
 		Settings: []string{"nosync"},
 		Open:     openNamed,
 	})
 }
 
-func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*stores.Opened, error) {
 	noSync, err := opts.BoolSetting("nosync", false)
 	if err != nil {
 		return nil, err
@@ -26,5 +26,5 @@ func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenO
 		return nil, err
 	}
 	opts.Log().Info("using store", "store", "badger", "dir", name.Arg)
-	return &runstate.OpenedStore{Runs: s, Close: s.Close}, nil
+	return &stores.Opened{Runs: s, Close: s.Close}, nil
 }

@@ -3,19 +3,19 @@ package memory
 import (
 	"context"
 
-	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/stores"
 )
 
-// The memory store opens by the name "memory" (runstate.OpenStore).
+// The memory store opens by the name "memory" (stores.Open).
 func init() {
-	runstate.RegisterScheme(runstate.StoreScheme{Name: "memory", Open: openNamed})
+	stores.Register(stores.Scheme{Name: "memory", Open: openNamed})
 }
 
-func openNamed(ctx context.Context, _ runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+func openNamed(ctx context.Context, _ stores.Name, opts stores.Options) (*stores.Opened, error) {
 	opts.Log().Warn("using the memory store: it is not persistent, runs are lost when this process exits", "store", "memory")
 	s, err := Open(ctx, Options{})
 	if err != nil {
 		return nil, err
 	}
-	return &runstate.OpenedStore{Runs: s, Close: s.Close}, nil
+	return &stores.Opened{Runs: s, Close: s.Close}, nil
 }

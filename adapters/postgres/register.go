@@ -8,28 +8,28 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/internal/redact"
+	"github.com/runstate/runstate/stores"
 )
 
 // A PostgreSQL store opens by the name "postgres:DSN", "postgresql:DSN" or
-// a bare postgres://… URL (runstate.OpenStore), with the settings schema,
+// a bare postgres://… URL (stores.Open), with the settings schema,
 // max_open_conns, scratch_schema=true (the store creates the schema, which
 // must not exist, and drops it when it closes) and notify_runnable=true
 // (docs/postgres.md).
 func init() {
-	runstate.RegisterScheme(runstate.StoreScheme{
+	stores.Register(stores.Scheme{
 		Name: "postgres", Aliases: []string{"postgresql"},
 		Arg: "DSN", ArgMeans: "a DSN", Example: "postgres:postgres://user@host:5432/database",
 		Settings: []string{"schema", "max_open_conns", "scratch_schema", "notify_runnable"},
-		Check: func(name runstate.StoreName) error {
+		Check: func(name stores.Name) error {
 			if _, err := pgx.ParseConfig(dsnOf(name)); err != nil {
 				// Not shown: a DSN that does not parse may hide a password anywhere.
 				return errors.New("the DSN does not parse; want postgres:postgres://user@host:5432/database or postgres:'host=… dbname=…' (values with spaces in single quotes)")
 			}
 			return nil
 		},
-		Redact: func(name runstate.StoreName) string {
+		Redact: func(name stores.Name) string {
 			if strings.HasPrefix(name.Arg, "//") {
 				return redact.URL(name.String())
 			}
@@ -41,14 +41,14 @@ func init() {
 
 // dsnOf is the DSN of a store name: what follows postgres:, or the whole
 // name when it is a postgres://… URL.
-func dsnOf(name runstate.StoreName) string {
+func dsnOf(name stores.Name) string {
 	if strings.HasPrefix(name.Arg, "//") {
 		return name.String()
 	}
 	return name.Arg
 }
 
-func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*stores.Opened, error) {
 	o := Options{DSN: dsnOf(name), Schema: opts.Settings["schema"], Logger: opts.Logger}
 	var err error
 	if o.MaxOpenConns, err = opts.PositiveSetting("max_open_conns", opts.MaxOpenConns); err != nil {
@@ -69,5 +69,5 @@ func openNamed(ctx context.Context, name runstate.StoreName, opts runstate.OpenO
 		where = fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 	}
 	opts.Log().Info("using store", "store", "postgres", "database", where)
-	return &runstate.OpenedStore{Runs: s, Close: s.Close}, nil
+	return &stores.Opened{Runs: s, Close: s.Close}, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
+	"github.com/runstate/runstate/stores"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -160,7 +161,7 @@ func addTargetFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger, mysql or postgres")
 	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
 	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to reach a store through it")
-	fs.StringVar(&o.storeName, "store", "", "with --gateway: the store the gateway serves, "+runstate.StoreNameForms()+"; {{tempdir}} and {{unique}} in it are made afresh for every check (as --config store=…)")
+	fs.StringVar(&o.storeName, "store", "", "with --gateway: the store the gateway serves, "+stores.Forms()+"; {{tempdir}} and {{unique}} in it are made afresh for every check (as --config store=…)")
 	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
 	fs.StringVar(&o.configFile, "config-file", "", "more store configuration, a key=value per line (keeps a DSN's password out of ps; --config wins)")
 	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
@@ -198,9 +199,9 @@ func (o *options) checkGatewayStore() error {
 	}
 	name := o.config["store"]
 	if name == "" {
-		return usageError("--gateway needs --store NAME (or --config store=NAME): %s, e.g. badger:{{tempdir}}/s", runstate.StoreNameForms())
+		return usageError("--gateway needs --store NAME (or --config store=NAME): %s, e.g. badger:{{tempdir}}/s", stores.Forms())
 	}
-	if err := runstate.CheckStoreName(name); err != nil {
+	if err := stores.Check(name); err != nil {
 		return usageError("--store %s", runstate.MessageOf(err))
 	}
 	return nil
@@ -426,7 +427,7 @@ func (o options) gatewayTarget() (conformance.Target, func(), error) {
 		return conformance.Target{}, none, err
 	}
 	config := templated(o.config)
-	kind := runstate.ParseStoreName(o.config["store"]).Scheme
+	kind := stores.Parse(o.config["store"]).Scheme
 	return gatewaytest.ProcessTarget(kind, setup, func(ctx context.Context) (string, func(), error) {
 		cfg, cleanup, err := config(ctx)
 		return cfg["store"], cleanup, err
@@ -465,7 +466,7 @@ func templated(config map[string]string) plugintest.Config {
 func (o options) reportedConfig() map[string]string {
 	out := plugin.Redacted(o.config, o.secret)
 	if store, ok := o.config["store"]; ok && o.gatewayPath != "" && !slices.Contains(o.secret, "store") {
-		out["store"] = runstate.RedactStoreName(store)
+		out["store"] = stores.Redact(store)
 	}
 	return out
 }

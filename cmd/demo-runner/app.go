@@ -22,6 +22,7 @@ import (
 	"github.com/runstate/runstate/cmd/demo-runner/internal/workflow"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/cli"
+	"github.com/runstate/runstate/stores"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -46,7 +47,7 @@ type globals struct {
 	pluginConfigFile                                          string
 	notify                                                    []string
 	pluginConfig                                              kvFlag
-	gateway                                                   runstate.GatewayOpenOptions
+	gateway                                                   stores.GatewayOptions
 	lease, renew                                              time.Duration
 	notifyAttempts                                            int
 	notifyBackoff                                             time.Duration
@@ -72,7 +73,7 @@ error, 3 the store or the environment failed.`
 
 func addGlobalFlags(fs *pflag.FlagSet, g *globals) {
 	fs.StringVar(&g.dataDir, "data-dir", ".runstate", "where the default store and the webhook dead letters live")
-	fs.StringVar(&g.storeName, "store", "", runstate.StoreNameForms()+" (default $"+envStore+", or badger:DATA-DIR/store)")
+	fs.StringVar(&g.storeName, "store", "", stores.Forms()+" (default $"+envStore+", or badger:DATA-DIR/store)")
 	fs.StringVar(&g.storeFile, "store-file", "", "read the store from this file's first line instead of --store (keeps a DSN's password out of ps)")
 	fs.Var(g.pluginConfig, "plugin-config", "configuration of a plugin store, key=value (repeatable)")
 	fs.StringVar(&g.pluginConfigFile, "plugin-config-file", "", "more plugin configuration, a key=value per line (keeps secrets out of ps; --plugin-config wins)")
@@ -131,7 +132,7 @@ func (g *globals) check() error {
 		return usageError("--notify-attempts %d and --notify-backoff %v: want at least one attempt and a backoff of 0 or more", g.notifyAttempts, g.notifyBackoff)
 	}
 	g.workerIDGiven = g.workerID != ""
-	if runstate.ParseStoreName(g.storeName).Scheme == "gateway" && !g.workerIDGiven {
+	if stores.Parse(g.storeName).Scheme == "gateway" && !g.workerIDGiven {
 		// A worker claims through a gateway in its principal's name only.
 		return usageError("--store gateway:… needs --worker-id: the name of the principal whose token this worker uses")
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/stores"
 )
 
 // completeFlags offers the values a flag can take to shell completion
@@ -18,14 +19,14 @@ func completeFlags(root *cobra.Command, byName map[string]*cobra.Command) {
 	}
 	root.RegisterFlagCompletionFunc("store", func(_ *cobra.Command, _ []string, typed string) ([]string, cobra.ShellCompDirective) {
 		var kinds []string
-		for _, s := range runstate.Schemes() {
+		for _, s := range stores.Schemes() {
 			if s.Arg == "" {
 				kinds = append(kinds, s.Name)
 			} else {
 				kinds = append(kinds, s.Name+":")
 			}
 		}
-		if name := runstate.ParseStoreName(typed); strings.Contains(typed, ":") && (name.Scheme == "badger" || name.Scheme == "plugin") {
+		if name := stores.Parse(typed); strings.Contains(typed, ":") && (name.Scheme == "badger" || name.Scheme == "plugin") {
 			return nil, cobra.ShellCompDirectiveDefault // a path follows
 		}
 		return kinds, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp

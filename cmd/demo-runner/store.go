@@ -8,14 +8,15 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/cmd/demo-runner/internal/badgershare"
 	_ "github.com/runstate/runstate/internal/allstores" // every store kind --store names
+	"github.com/runstate/runstate/stores"
 )
 
-// openStore opens the store --store names (runstate.OpenStore): a plugin
+// openStore opens the store --store names (stores.Open): a plugin
 // is configured by --plugin-config, a gateway by the --gateway-* flags.
 // hold says the command runs for long: on Badger it then holds the
 // directory when it can and shares it with the machine's other processes.
-func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*runstate.OpenedStore, error) {
-	return runstate.OpenStore(ctx, g.storeName, runstate.OpenOptions{
+func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*stores.Opened, error) {
+	return stores.Open(ctx, g.storeName, stores.Options{
 		Logger: log,
 		// A demo-runner process executes one run at a time: a few
 		// connections serve it, and a fleet of them fits a SQL server's
@@ -25,18 +26,18 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*ru
 		NotifyRunnable: true,
 		Hold:           hold,
 		// A plugin that dies is started again, so that a worker outlives it.
-		Plugin: runstate.PluginOpenOptions{Config: g.pluginConfig, Relaunch: true},
+		Plugin: stores.PluginOptions{Config: g.pluginConfig, Relaunch: true},
 		// A gateway's token comes from its file or the environment, never
 		// from the command line; the worker id must be the token's
 		// principal name for claims (docs/gateway.md).
 		Gateway:  g.gateway,
-		Override: map[string]runstate.OpenFunc{"badger": openSharedBadger},
+		Override: map[string]stores.OpenFunc{"badger": openSharedBadger},
 	})
 }
 
 // openSharedBadger opens a Badger directory that the machine's demo-runner
 // processes share: the one that holds it serves the others over a socket.
-func openSharedBadger(ctx context.Context, name runstate.StoreName, opts runstate.OpenOptions) (*runstate.OpenedStore, error) {
+func openSharedBadger(ctx context.Context, name stores.Name, opts stores.Options) (*stores.Opened, error) {
 	dir, log := name.Arg, opts.Log()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -50,13 +51,13 @@ func openSharedBadger(ctx context.Context, name runstate.StoreName, opts runstat
 		how = "holding the directory"
 	}
 	log.Info("using store", "store", "badger", "dir", dir, "access", how, "socket", s.Socket())
-	return &runstate.OpenedStore{Runs: s, Close: s.Close}, nil
+	return &stores.Opened{Runs: s, Close: s.Close}, nil
 }
 
 // checkStoreName refuses a store name that cannot be opened, before
 // anything is: its message shows the name without a password.
 func checkStoreName(name string) error {
-	if err := runstate.CheckStoreName(name); err != nil {
+	if err := stores.Check(name); err != nil {
 		return usageError("--store %s", runstate.MessageOf(err))
 	}
 	return nil
@@ -65,7 +66,7 @@ func checkStoreName(name string) error {
 // storeIdentity names the store --store points at, the same way from any
 // working directory: worker ids are unique per store.
 func storeIdentity(name string) string {
-	n := runstate.ParseStoreName(name)
+	n := stores.Parse(name)
 	if n.Scheme == "badger" {
 		if dir, err := badgershare.Resolve(n.Arg); err == nil {
 			return n.Scheme + ":" + dir

@@ -23,6 +23,7 @@ import (
 	"github.com/runstate/runstate/gateway"
 	_ "github.com/runstate/runstate/internal/allstores" // every store kind --store names
 	"github.com/runstate/runstate/internal/cli"
+	"github.com/runstate/runstate/stores"
 )
 
 // Exit codes.
@@ -81,8 +82,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	// The gateway is the store's one user on this machine: a Badger
 	// directory is held, not shared; a plugin that dies is started again.
-	opened, err := runstate.OpenStore(ctx, f.storeName, runstate.OpenOptions{Logger: log,
-		Plugin: runstate.PluginOpenOptions{Relaunch: true}})
+	opened, err := stores.Open(ctx, f.storeName, stores.Options{Logger: log,
+		Plugin: stores.PluginOptions{Relaunch: true}})
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	fmt.Fprintln(stdout, "listening", lis.Addr().String())
-	log.Info("gateway serving", "listen", lis.Addr().String(), "store", runstate.RedactStoreName(f.storeName),
+	log.Info("gateway serving", "listen", lis.Addr().String(), "store", stores.Redact(f.storeName),
 		"principals", opts.Tokens.Len(), "tls", opts.TLS != nil)
 	return serveUntilStopped(ctx, serving{srv: srv, served: served, reload: reload, tokensPath: f.tokensPath, log: log})
 }
@@ -128,7 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usageText); fs.PrintDefaults() }
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7443", "address to serve on (host:port; port 0 picks one)")
-	fs.StringVar(&f.storeName, "store", "", "the store: "+runstate.StoreNameForms()+" (default $"+envStore+": keeps a DSN's password off the command line)")
+	fs.StringVar(&f.storeName, "store", "", "the store: "+stores.Forms()+" (default $"+envStore+": keeps a DSN's password off the command line)")
 	fs.StringVar(&f.tokensPath, "tokens", "", "the tokens file (principals, roles, token hashes); SIGHUP reloads it")
 	fs.StringVar(&f.certFile, "tls-cert", "", "the server certificate (PEM)")
 	fs.StringVar(&f.keyFile, "tls-key", "", "the server certificate's key (PEM)")
@@ -145,7 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if f.storeName == "" || f.tokensPath == "" {
 		return f, cli.Errorf(exitUsage, "--store (or $%s) and --tokens are required", envStore)
 	}
-	if err := runstate.CheckStoreName(f.storeName); err != nil {
+	if err := stores.Check(f.storeName); err != nil {
 		return f, cli.Errorf(exitUsage, "--store %s", runstate.MessageOf(err))
 	}
 	return f, nil

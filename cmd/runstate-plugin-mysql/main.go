@@ -3,7 +3,7 @@
 // scratch_database=true: the plugin creates the DSN's database, which must
 // not exist, and drops it when it stops (for a database per conformance
 // check: dsn=…/runs_{{unique}}). The settings are those of the store name
-// mysql:DSN (runstate.OpenStore).
+// mysql:DSN (stores.Open).
 package main
 
 import (

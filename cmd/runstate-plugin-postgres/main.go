@@ -5,7 +5,7 @@
 // exist, and drops it when it stops (for a schema per conformance check:
 // schema=runs_{{unique}}); notify_runnable=true announces runnable runs to
 // the workers that watch the schema directly (docs/postgres.md). The
-// settings are those of the store name postgres:DSN (runstate.OpenStore).
+// settings are those of the store name postgres:DSN (stores.Open).
 package main
 
 import (

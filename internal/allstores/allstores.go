@@ -1,5 +1,5 @@
 // Package allstores registers every kind of store runstate ships with
-// runstate.RegisterScheme, so that runstate.OpenStore opens any of their
+// stores.Register, so that stores.Open opens any of their
 // names: memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH and
 // gateway:HOST:PORT. The commands import it for its side effect.
 package allstores

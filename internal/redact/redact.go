@@ -1,6 +1,6 @@
 // Package redact keeps secrets out of logs, errors, reports and HTTP
 // answers: every place that shows a URL or a configuration passes it
-// through here first. Store names go through runstate.RedactStoreName,
+// through here first. Store names go through stores.Redact,
 // whose schemes use DSN and PostgresDSN.
 package redact
 

@@ -1,4 +1,4 @@
-package allstores
+package stores_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate"
+	_ "github.com/runstate/runstate/internal/allstores" // every scheme
+	"github.com/runstate/runstate/stores"
 )
 
 // A store name is shown without its password, whichever scheme it has.
@@ -25,7 +27,7 @@ func TestStoreNamesAreRedacted(t *testing.T) {
 		{"gateway", "gateway:runs.example.com:7443", "gateway:runs.example.com:7443"},
 	}
 	for _, c := range cases {
-		got := runstate.RedactStoreName(c.in)
+		got := stores.Redact(c.in)
 		if strings.Contains(got, pw) || got != c.keep {
 			t.Errorf("%s: %q became %q, want %q", c.name, c.in, got, c.keep)
 		}
@@ -35,12 +37,12 @@ func TestStoreNamesAreRedacted(t *testing.T) {
 // Every shipped scheme is registered, and a bad name is refused with an
 // ErrInvalidArgument that says what to give, without a secret.
 func TestStoreNamesAreChecked(t *testing.T) {
-	if got, want := runstate.StoreNameForms(), "memory, badger:PATH, gateway:HOST:PORT, mysql:DSN, plugin:PATH or postgres:DSN"; got != want {
+	if got, want := stores.Forms(), "memory, badger:PATH, gateway:HOST:PORT, mysql:DSN, plugin:PATH or postgres:DSN"; got != want {
 		t.Errorf("forms %q, want %q", got, want)
 	}
 	for _, good := range []string{"memory", "badger:/tmp/s", "mysql:u:p@tcp(db:3306)/runs", "postgres:postgres://u@db/runs",
 		"postgresql:host=db dbname=runs", "postgres://u:p@db:5432/runs", "postgresql://u@db/runs", "plugin:./p", "gateway:db:7443"} {
-		if err := runstate.CheckStoreName(good); err != nil {
+		if err := stores.Check(good); err != nil {
 			t.Errorf("%q refused: %v", good, err)
 		}
 	}
@@ -56,7 +58,7 @@ func TestStoreNamesAreChecked(t *testing.T) {
 		{"plugin:", "plugin:PATH needs the plugin binary, e.g. plugin:./runstate-plugin-badger"},
 		{"gateway:", "gateway:HOST:PORT needs the gateway's address, e.g. gateway:runs.example.com:7443"},
 	} {
-		err := runstate.CheckStoreName(c.in)
+		err := stores.Check(c.in)
 		if !errors.Is(err, runstate.ErrInvalidArgument) || !strings.HasPrefix(runstate.MessageOf(err), c.want) {
 			t.Errorf("%q: %v, want ErrInvalidArgument saying %s", c.in, err, c.want)
 		}
@@ -68,11 +70,11 @@ func TestStoreNamesAreChecked(t *testing.T) {
 
 // A setting the scheme does not take is refused before anything opens.
 func TestUnknownSettingsAreRefused(t *testing.T) {
-	_, err := runstate.OpenStore(t.Context(), "memory", runstate.OpenOptions{Settings: map[string]string{"nosync": "true"}})
+	_, err := stores.Open(t.Context(), "memory", stores.Options{Settings: map[string]string{"nosync": "true"}})
 	if !errors.Is(err, runstate.ErrInvalidArgument) {
 		t.Fatalf("memory with nosync: %v", err)
 	}
-	s, err := runstate.OpenStore(t.Context(), "badger:"+t.TempDir(), runstate.OpenOptions{Settings: map[string]string{"nosync": "true"}})
+	s, err := stores.Open(t.Context(), "badger:"+t.TempDir(), stores.Options{Settings: map[string]string{"nosync": "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestASchemeRegistersOnce(t *testing.T) {
 			t.Error("registering postgresql again did not panic")
 		}
 	}()
-	runstate.RegisterScheme(runstate.StoreScheme{Name: "postgresql", Open: func(context.Context, runstate.StoreName, runstate.OpenOptions) (*runstate.OpenedStore, error) {
+	stores.Register(stores.Scheme{Name: "postgresql", Open: func(context.Context, stores.Name, stores.Options) (*stores.Opened, error) {
 		return nil, nil
 	}})
 }
@@ -99,13 +101,13 @@ func TestASchemeRegistersOnce(t *testing.T) {
 // A program may open one scheme its own way, as the demo runner opens a
 // Badger directory its processes share.
 func TestOverrideOpensASchemeItsOwnWay(t *testing.T) {
-	var got runstate.StoreName
-	_, err := runstate.OpenStore(t.Context(), "badger:/nowhere", runstate.OpenOptions{Override: map[string]runstate.OpenFunc{
-		"badger": func(_ context.Context, name runstate.StoreName, _ runstate.OpenOptions) (*runstate.OpenedStore, error) {
+	var got stores.Name
+	_, err := stores.Open(t.Context(), "badger:/nowhere", stores.Options{Override: map[string]stores.OpenFunc{
+		"badger": func(_ context.Context, name stores.Name, _ stores.Options) (*stores.Opened, error) {
 			got = name
 			return nil, errors.New("not opened")
 		}}})
-	if err == nil || got != (runstate.StoreName{Scheme: "badger", Arg: "/nowhere"}) {
+	if err == nil || got != (stores.Name{Scheme: "badger", Arg: "/nowhere"}) {
 		t.Fatalf("override saw %+v, returned %v", got, err)
 	}
 }

@@ -1,8 +1,17 @@
-package runstate
+// Package stores opens a runstate store by its name, "scheme:arg" —
+// memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH,
+// gateway:HOST:PORT — in the manner of database/sql.Open and Go CDK's URL
+// openers: every kind of store registers its scheme with Register in its
+// package's init, and a program imports the kinds it offers. Commands take
+// the same names (--store), check them with Check and show them with
+// Redact, so that a name means one thing everywhere and a secret in a DSN
+// is never printed. It lives apart from the contract (package runstate)
+// because it knows the options of particular kinds (a plugin's
+// configuration, a gateway's TLS files), which the contract does not.
+package stores
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,33 +19,27 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/runstate/runstate"
 )
 
-// Store names. A store is named "scheme:arg" — memory, badger:PATH,
-// mysql:DSN, postgres:DSN, plugin:PATH, gateway:HOST:PORT — and OpenStore
-// opens it, in the manner of database/sql.Open: every kind of store
-// registers its scheme with RegisterScheme in its package's init, and a
-// program imports the kinds it offers. The registry lives here, beside the
-// contract, because every kind already imports this package and no kind
-// imports another: a package of its own would only add a name to learn.
-
-// StoreName is a store name split at its first colon.
-type StoreName struct {
+// Name is a store name split at its first colon.
+type Name struct {
 	// Scheme is the part before the colon, as given (postgres or postgresql).
 	Scheme string
 	// Arg is what follows the colon: a path, a DSN, an address; empty for memory.
 	Arg string
 }
 
-// ParseStoreName splits name at its first colon. It checks nothing:
-// CheckStoreName does.
-func ParseStoreName(name string) StoreName {
+// Parse splits name at its first colon. It checks nothing:
+// Check does.
+func Parse(name string) Name {
 	scheme, arg, _ := strings.Cut(name, ":")
-	return StoreName{Scheme: scheme, Arg: arg}
+	return Name{Scheme: scheme, Arg: arg}
 }
 
-// String returns the name as given, secrets included: show RedactStoreName's instead.
-func (n StoreName) String() string {
+// String returns the name as given, secrets included: show Redact's instead.
+func (n Name) String() string {
 	if n.Arg == "" {
 		return n.Scheme
 	}
@@ -44,10 +47,10 @@ func (n StoreName) String() string {
 }
 
 // OpenFunc opens the store a name of its scheme names.
-type OpenFunc func(ctx context.Context, name StoreName, opts OpenOptions) (*OpenedStore, error)
+type OpenFunc func(ctx context.Context, name Name, opts Options) (*Opened, error)
 
-// StoreScheme is one kind of store that OpenStore can open by name.
-type StoreScheme struct {
+// Scheme is one kind of store that Open can open by name.
+type Scheme struct {
 	// Name is the scheme: the part of a store name before its first colon.
 	Name string
 	// Aliases are other schemes for the same kind (postgresql).
@@ -59,29 +62,29 @@ type StoreScheme struct {
 	ArgMeans string
 	// Example is a whole name of this scheme, shown when Arg is missing.
 	Example string
-	// Settings are the keys of OpenOptions.Settings the scheme takes.
+	// Settings are the keys of Options.Settings the scheme takes.
 	Settings []string
 	// Check refuses an argument that cannot work, before anything opens;
 	// nil accepts any. Its message follows "SCHEME:ARG: " and must not
 	// repeat a secret.
-	Check func(name StoreName) error
+	Check func(name Name) error
 	// Redact returns the name fit for messages and logs; nil shows it as is.
-	Redact func(name StoreName) string
+	Redact func(name Name) string
 	// Open opens the store.
 	Open OpenFunc
 }
 
 // form is how a name of the scheme looks in messages: badger:PATH.
-func (s StoreScheme) form() string {
+func (s Scheme) form() string {
 	if s.Arg == "" {
 		return s.Name
 	}
 	return s.Name + ":" + s.Arg
 }
 
-// OpenOptions configure OpenStore. Each scheme uses the fields that
+// Options configure Open. Each scheme uses the fields that
 // concern it and ignores the others.
-type OpenOptions struct {
+type Options struct {
 	// Logger receives the store's own logs, and a line saying which store
 	// is in use (and a warning for one that keeps nothing); nil discards them.
 	Logger *slog.Logger
@@ -95,20 +98,20 @@ type OpenOptions struct {
 	// can share (the demo runner's Badger) holds it and shares it.
 	Hold bool
 	// Settings are a scheme's own key=value settings, as a plugin's
-	// configuration gives them (StoreScheme.Settings lists the keys; a
+	// configuration gives them (Scheme.Settings lists the keys; a
 	// setting wins over the field above that it duplicates).
 	Settings map[string]string
 	// Plugin configures a plugin:PATH store.
-	Plugin PluginOpenOptions
+	Plugin PluginOptions
 	// Gateway configures a gateway:HOST:PORT store.
-	Gateway GatewayOpenOptions
+	Gateway GatewayOptions
 	// Override opens the schemes it names in place of their registered
 	// openers: a program's own way to open one kind.
 	Override map[string]OpenFunc
 }
 
-// PluginOpenOptions configure a plugin:PATH store.
-type PluginOpenOptions struct {
+// PluginOptions configure a plugin:PATH store.
+type PluginOptions struct {
 	// Config is the plugin's configuration, key=value.
 	Config map[string]string
 	// Relaunch starts a plugin that died again, so that a long-running
@@ -116,8 +119,8 @@ type PluginOpenOptions struct {
 	Relaunch bool
 }
 
-// GatewayOpenOptions configure a gateway:HOST:PORT store (docs/gateway.md).
-type GatewayOpenOptions struct {
+// GatewayOptions configure a gateway:HOST:PORT store (docs/gateway.md).
+type GatewayOptions struct {
 	// CAFile holds the CA certificates that sign the gateway's certificate;
 	// empty trusts the system's.
 	CAFile string
@@ -131,7 +134,7 @@ type GatewayOpenOptions struct {
 }
 
 // Log returns the logger to use: Logger, or one that discards.
-func (o OpenOptions) Log() *slog.Logger {
+func (o Options) Log() *slog.Logger {
 	if o.Logger != nil {
 		return o.Logger
 	}
@@ -139,7 +142,7 @@ func (o OpenOptions) Log() *slog.Logger {
 }
 
 // BoolSetting returns the setting key: true, false, or def when unset.
-func (o OpenOptions) BoolSetting(key string, def bool) (bool, error) {
+func (o Options) BoolSetting(key string, def bool) (bool, error) {
 	switch v := o.Settings[key]; v {
 	case "":
 		return def, nil
@@ -148,61 +151,61 @@ func (o OpenOptions) BoolSetting(key string, def bool) (bool, error) {
 	case "false":
 		return false, nil
 	default:
-		return false, InvalidArgument(key, "%q: want true or false", v)
+		return false, runstate.InvalidArgument(key, "%q: want true or false", v)
 	}
 }
 
 // PositiveSetting returns the setting key, a positive number, or def when unset.
-func (o OpenOptions) PositiveSetting(key string, def int) (int, error) {
+func (o Options) PositiveSetting(key string, def int) (int, error) {
 	v := o.Settings[key]
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, InvalidArgument(key, "%q is not a positive number", v)
+		return 0, runstate.InvalidArgument(key, "%q is not a positive number", v)
 	}
 	return n, nil
 }
 
-// OpenedStore is a store OpenStore opened.
-type OpenedStore struct {
+// Opened is a store Open opened.
+type Opened struct {
 	// Runs is the store.
-	Runs RunStateStore
+	Runs runstate.RunStateStore
 	// Close closes it.
 	Close func() error
 }
 
 // Leases returns the same store with its leases, nil when it has none.
-func (o *OpenedStore) Leases() Store {
-	s, _ := o.Runs.(Store)
+func (o *Opened) Leases() runstate.Store {
+	s, _ := o.Runs.(runstate.Store)
 	return s
 }
 
 var schemes = struct {
 	sync.RWMutex
-	byName map[string]StoreScheme // by name and by alias
-}{byName: map[string]StoreScheme{}}
+	byName map[string]Scheme // by name and by alias
+}{byName: map[string]Scheme{}}
 
-// RegisterScheme makes a kind of store openable by name. Like
+// Register makes a kind of store openable by name. Like
 // database/sql.Register it panics when the scheme is registered already,
 // or lacks a name or an Open: both are a program's mistake.
-func RegisterScheme(s StoreScheme) {
+func Register(s Scheme) {
 	schemes.Lock()
 	defer schemes.Unlock()
 	if s.Name == "" || s.Open == nil {
-		panic("runstate: RegisterScheme needs a Name and an Open")
+		panic("stores: Register needs a Name and an Open")
 	}
 	for _, name := range append([]string{s.Name}, s.Aliases...) {
 		if _, dup := schemes.byName[name]; dup {
-			panic("runstate: RegisterScheme called twice for scheme " + name)
+			panic("stores: Register called twice for scheme " + name)
 		}
 		schemes.byName[name] = s
 	}
 }
 
-// LookupScheme returns the scheme registered under name or alias.
-func LookupScheme(name string) (StoreScheme, bool) {
+// Lookup returns the scheme registered under name or alias.
+func Lookup(name string) (Scheme, bool) {
 	schemes.RLock()
 	defer schemes.RUnlock()
 	s, ok := schemes.byName[name]
@@ -211,16 +214,16 @@ func LookupScheme(name string) (StoreScheme, bool) {
 
 // Schemes returns the registered schemes: those that take nothing after
 // them first, then by name.
-func Schemes() []StoreScheme {
+func Schemes() []Scheme {
 	schemes.RLock()
 	defer schemes.RUnlock()
-	var out []StoreScheme
+	var out []Scheme
 	for name, s := range schemes.byName {
 		if name == s.Name {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b StoreScheme) int {
+	slices.SortFunc(out, func(a, b Scheme) int {
 		if (a.Arg == "") != (b.Arg == "") {
 			if a.Arg == "" {
 				return -1
@@ -232,9 +235,9 @@ func Schemes() []StoreScheme {
 	return out
 }
 
-// StoreNameForms lists the names OpenStore takes, for messages and help:
+// Forms lists the names Open takes, for messages and help:
 // "memory, badger:PATH, … or gateway:HOST:PORT".
-func StoreNameForms() string {
+func Forms() string {
 	var forms []string
 	for _, s := range Schemes() {
 		forms = append(forms, s.form())
@@ -245,12 +248,12 @@ func StoreNameForms() string {
 	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }
 
-// RedactStoreName returns name fit for messages and logs: a DSN's
+// Redact returns name fit for messages and logs: a DSN's
 // password replaced, and of a name of no registered scheme only its
 // scheme (it may be a DSN given without one).
-func RedactStoreName(name string) string {
-	n := ParseStoreName(name)
-	s, ok := LookupScheme(n.Scheme)
+func Redact(name string) string {
+	n := Parse(name)
+	s, ok := Lookup(n.Scheme)
 	switch {
 	case !ok && strings.Contains(name, ":"):
 		return n.Scheme + ":…"
@@ -260,39 +263,39 @@ func RedactStoreName(name string) string {
 	return s.Redact(n)
 }
 
-// CheckStoreName refuses a name OpenStore cannot open, before anything
+// Check refuses a name Open cannot open, before anything
 // opens, with an ErrInvalidArgument (Field "store") whose Message says
 // what to give instead and shows no secret. Commands prefix the Message
 // with their flag: "--store " + Message.
-func CheckStoreName(name string) error {
-	n := ParseStoreName(name)
-	s, ok := LookupScheme(n.Scheme)
+func Check(name string) error {
+	n := Parse(name)
+	s, ok := Lookup(n.Scheme)
 	switch {
 	case !ok:
-		return badName("%q: want %s", RedactStoreName(name), StoreNameForms())
+		return badName("%q: want %s", Redact(name), Forms())
 	case s.Arg == "" && n.Arg != "":
-		return badName("%q: %s takes nothing after it; want %s", RedactStoreName(name), s.Name, StoreNameForms())
+		return badName("%q: %s takes nothing after it; want %s", Redact(name), s.Name, Forms())
 	case s.Arg != "" && n.Arg == "":
 		return badName("%s needs %s, e.g. %s", s.form(), s.ArgMeans, s.Example)
 	case s.Check != nil:
 		if err := s.Check(n); err != nil {
-			return badName("%s:%s: %s", n.Scheme, s.Arg, MessageOf(err))
+			return badName("%s:%s: %s", n.Scheme, s.Arg, runstate.MessageOf(err))
 		}
 	}
 	return nil
 }
 
-// OpenStore opens the store name names (see CheckStoreName for the names
-// it refuses). The caller closes it with OpenedStore.Close.
-func OpenStore(ctx context.Context, name string, opts OpenOptions) (*OpenedStore, error) {
-	if err := CheckStoreName(name); err != nil {
+// Open opens the store name names (see Check for the names
+// it refuses). The caller closes it with Opened.Close.
+func Open(ctx context.Context, name string, opts Options) (*Opened, error) {
+	if err := Check(name); err != nil {
 		return nil, err
 	}
-	n := ParseStoreName(name)
-	s, _ := LookupScheme(n.Scheme)
+	n := Parse(name)
+	s, _ := Lookup(n.Scheme)
 	for key := range opts.Settings {
 		if !slices.Contains(s.Settings, key) {
-			return nil, InvalidArgument(key, "is not a setting of the %s store (it takes %s)", s.Name, strings.Join(s.Settings, ", "))
+			return nil, runstate.InvalidArgument(key, "is not a setting of the %s store (it takes %s)", s.Name, strings.Join(s.Settings, ", "))
 		}
 	}
 	open := s.Open
@@ -302,16 +305,6 @@ func OpenStore(ctx context.Context, name string, opts OpenOptions) (*OpenedStore
 	return open(ctx, n, opts)
 }
 
-func badName(format string, args ...any) *Error {
-	return &Error{Code: CodeInvalidArgument, Field: "store", Message: fmt.Sprintf(format, args...)}
-}
-
-// MessageOf returns err's message without the "runstate: " prefix: the
-// Message of a runstate *Error, else err.Error().
-func MessageOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) && e.Message != "" && e.Cause == nil {
-		return strings.TrimPrefix(e.Message, errPrefix)
-	}
-	return strings.TrimPrefix(err.Error(), errPrefix)
+func badName(format string, args ...any) *runstate.Error {
+	return &runstate.Error{Code: runstate.CodeInvalidArgument, Field: "store", Message: fmt.Sprintf(format, args...)}
 }
