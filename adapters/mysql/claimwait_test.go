@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
 )
 
 // Claim-next waits for a matching run whose row another transaction holds
@@ -19,7 +20,7 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold := func(d time.Duration) {
-		tx, err := s.data.db.BeginTx(ctx, nil)
+		tx, err := s.runs.DB().BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +42,7 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hold(claimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
+	hold(sqlkit.ClaimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
 	_, err = claim()
 	if !errors.Is(err, runstate.ErrUnavailable) {
 		t.Fatalf("claim-next while the only run's row stayed held: %v, want UNAVAILABLE", err)
@@ -49,10 +50,10 @@ func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	// The session's lock wait is back to the server's default afterwards.
 	var wait int
-	if err := s.data.db.GetContext(ctx, &wait, "SELECT @@GLOBAL.innodb_lock_wait_timeout"); err != nil {
+	if err := s.runs.DB().GetContext(ctx, &wait, "SELECT @@GLOBAL.innodb_lock_wait_timeout"); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := s.data.db.Connx(ctx)
+	conn, err := s.runs.DB().Connx(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

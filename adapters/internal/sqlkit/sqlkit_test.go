@@ -1,4 +1,4 @@
-package sqlstore
+package sqlkit
 
 import (
 	"errors"
@@ -10,16 +10,20 @@ import (
 
 func TestClaimRoundsGiveUpAfterABound(t *testing.T) {
 	rounds := 0
-	found, err := ClaimRounds(func() (bool, bool, error) { rounds++; return false, true, nil })
+	lost := claimRound{LostToAnotherClaimer: true}
+	found, err := claimRounds(func() (claimRound, error) { rounds++; return lost, nil })
 	if found || !errors.Is(err, runstate.ErrUnavailable) || rounds != MaxClaimRounds {
-		t.Fatalf("always taken: found %v, %v after %d rounds; want UNAVAILABLE after %d", found, err, rounds, MaxClaimRounds)
+		t.Fatalf("always lost: found %v, %v after %d rounds; want UNAVAILABLE after %d", found, err, rounds, MaxClaimRounds)
 	}
 	rounds = 0
-	found, err = ClaimRounds(func() (bool, bool, error) { rounds++; return rounds == 3, rounds < 3, nil })
+	found, err = claimRounds(func() (claimRound, error) {
+		rounds++
+		return claimRound{Claimed: rounds == 3, LostToAnotherClaimer: rounds < 3}, nil
+	})
 	if !found || err != nil || rounds != 3 {
 		t.Fatalf("found in round 3: %v %v after %d", found, err, rounds)
 	}
-	found, err = ClaimRounds(func() (bool, bool, error) { return false, false, nil })
+	found, err = claimRounds(func() (claimRound, error) { return claimRound{}, nil })
 	if found || err != nil {
 		t.Fatalf("nothing runnable: %v %v", found, err)
 	}
@@ -30,7 +34,7 @@ func TestMergeRunnableOrdersOnceEachAndCuts(t *testing.T) {
 	run := func(id string, prio int, sec int) runstate.RunSnapshot {
 		return runstate.RunSnapshot{RunID: id, Priority: prio, CreatedAt: at.Add(time.Duration(sec) * time.Second)}
 	}
-	got := MergeRunnable([]runstate.RunSnapshot{run("b", 1, 2), run("a", 1, 1), run("c", 5, 9), run("a", 1, 1)}, 2)
+	got := mergeRunnable([]runstate.RunSnapshot{run("b", 1, 2), run("a", 1, 1), run("c", 5, 9), run("a", 1, 1)}, 2)
 	if len(got) != 2 || got[0].RunID != "c" || got[1].RunID != "a" {
 		t.Fatalf("merged %v, want c then a", got)
 	}
