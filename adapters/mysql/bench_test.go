@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,26 +205,6 @@ func casUpdates(b *testing.B, s *mysql.Store, par int, impl string) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 }
 
-// fillQueue creates n queued runs, from several goroutines.
-func fillQueue(b *testing.B, s *mysql.Store, n int) {
-	b.Helper()
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // claimWithoutSkipLocked is the baseline claim: the same query and update,
 // but FOR UPDATE waits for the row another claimer locked.
 func claimWithoutSkipLocked(ctx context.Context, db *sqlx.DB, worker string) (string, error) {
@@ -282,7 +260,7 @@ func BenchmarkClaimNextOverNetwork(b *testing.B) {
 
 func claims(b *testing.B, s *mysql.Store, workers int, impl string) {
 	ctx := context.Background()
-	fillQueue(b, s, b.N+workers)
+	benchutil.FillQueue(b, s, b.N+workers)
 	done := measureServer(b, s.DB())
 	benchutil.Claims(b, workers, func(w int) (string, error) {
 		owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}

@@ -191,23 +191,16 @@ const (
 	errConnKilled      = 1927 // MariaDB: KILL CONNECTION from another session
 )
 
-// retryable reports a deadlock or lock wait timeout: the server rolled
-// the transaction (or the statement) back, and running it again is safe.
+// retryable is the dialect's Retryable: InnoDB rolled back the
+// transaction (a deadlock) or the statement (a lock wait timeout).
 func retryable(err error) bool {
 	return isErrorNumber(err, errDeadlock) || isErrorNumber(err, errLockWaitTimeout)
 }
 
-func isErrorNumber(err error, number uint16) bool {
-	var me *gomysql.MySQLError
-	return errors.As(err, &me) && me.Number == number
-}
-
-// interpretError maps driver and server errors to the contract's, in one
-// place. Errors that are already the contract's, or a context's, pass; a
-// server that cannot be reached, was restarted or cut the connection is
-// UNAVAILABLE (FAULT-001, FAULT-002); every statement carries the
-// caller's context, whose deadline the driver honours on a slow link
-// (FAULT-007).
+// interpretError is the dialect's Interpret: the server's error numbers
+// and the driver's lost connections (a session killed, a server shut
+// down) to the contract's codes. Every statement carries the caller's
+// context, whose deadline the driver honours on a slow link (FAULT-007).
 func interpretError(err error) error {
 	var me *gomysql.MySQLError
 	switch {
@@ -231,4 +224,10 @@ func interpretError(err error) error {
 		return sqlkit.ConnectionLost("mysql", err)
 	}
 	return runstate.Unavailable("mysql store failed", err)
+}
+
+// isErrorNumber reports a server error of number.
+func isErrorNumber(err error, number uint16) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == number
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,26 +116,6 @@ func casUpdates(b *testing.B, s *postgres.Store, par int, impl string) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 }
 
-// fillQueue creates n queued runs, from several goroutines.
-func fillQueue(b *testing.B, s *postgres.Store, n int) {
-	b.Helper()
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // claimWithoutSkipLocked is the baseline claim: the same head of the queue
 // and update, but FOR UPDATE waits for the row another claimer locked.
 func claimWithoutSkipLocked(ctx context.Context, db *sqlx.DB, worker string) (string, error) {
@@ -169,7 +147,7 @@ func BenchmarkClaimNext(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/workers=%d", impl, workers), func(b *testing.B) {
 				s := benchStore(b)
 				ctx := context.Background()
-				fillQueue(b, s, b.N+workers)
+				benchutil.FillQueue(b, s, b.N+workers)
 				benchutil.Claims(b, workers, func(w int) (string, error) {
 					owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 					if impl == "skiplocked" {

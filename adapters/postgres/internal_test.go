@@ -16,6 +16,7 @@ import (
 	"github.com/runstate/runstate/adapters/internal/sqlkit"
 	"github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 // openInternal opens a store on a fresh schema, dropped after the test.
@@ -100,38 +101,7 @@ func TestTransactionsAreReadCommitted(t *testing.T) {
 func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	ctx := context.Background()
 	s := openInternal(t)
-	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "held"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hold := func(d time.Duration) {
-		tx, err := s.runs.DB().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "SELECT version FROM runstate_runs WHERE run_id = $1 FOR UPDATE", run.RunID); err != nil {
-			t.Fatal(err)
-		}
-		time.AfterFunc(d, func() { tx.Commit() })
-	}
-	claim := func() (runstate.Claim, error) {
-		return s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w"}, TTL: time.Minute})
-	}
-
-	hold(300 * time.Millisecond) // a writer's moment: claim-next waits it out
-	cl, err := claim()
-	if err != nil || cl.Run.RunID != run.RunID {
-		t.Fatalf("claim-next while a writer held the only run for 300ms: %+v %v", cl, err)
-	}
-	if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
-		t.Fatal(err)
-	}
-
-	hold(sqlkit.ClaimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
-	if _, err = claim(); !errors.Is(err, runstate.ErrUnavailable) {
-		t.Fatalf("claim-next while the only run's row stayed held: %v, want UNAVAILABLE", err)
-	}
-	time.Sleep(2500 * time.Millisecond)
+	sqltest.ClaimWaitsForAHeldRow(t, s, s.runs.DB(), "SELECT version FROM runstate_runs WHERE run_id = $1 FOR UPDATE", sqlkit.ClaimWaitLimit)
 	// The bound was the transaction's own: pooled sessions wait as configured.
 	var wait string
 	if err := s.runs.DB().GetContext(ctx, &wait, "SHOW lock_timeout"); err != nil || wait != "0" {

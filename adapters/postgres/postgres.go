@@ -217,22 +217,22 @@ const (
 	classConnectionException  = "08"
 )
 
-// retryable reports a deadlock or serialization failure: the server
-// rolled the transaction back, and running it again is safe.
+// retryable is the dialect's Retryable: the server rolled the
+// transaction back (a deadlock, a serialization failure).
 func retryable(err error) bool {
 	return hasState(err, stateDeadlock) || hasState(err, stateSerialization)
 }
 
+// hasState reports a server error of SQLSTATE code.
 func hasState(err error, code string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == code
 }
 
-// interpretError maps driver and server errors to the contract's, in one
-// place. Errors that are already the contract's, or a context's, pass; a
-// server that cannot be reached, was restarted or cut the connection is
-// UNAVAILABLE (FAULT-001, FAULT-002); every statement carries the
-// caller's context, whose deadline pgx honours on a slow link (FAULT-007).
+// interpretError is the dialect's Interpret: SQLSTATE codes, failed
+// connects and pgx's lost connections (a backend terminated, a server
+// restarted) to the contract's codes. pgx honours every statement's
+// context on a slow link (FAULT-007).
 func interpretError(err error) error {
 	var pe *pgconn.PgError
 	switch {

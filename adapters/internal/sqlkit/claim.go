@@ -161,6 +161,21 @@ func (k *Driver) Runnable(ctx context.Context, q driver.RunnableQuery) ([]runsta
 	if err := k.CheckOpen(); err != nil {
 		return nil, err
 	}
+	all, err := k.runnableSQL(q)
+	if err != nil {
+		return nil, err
+	}
+	// One statement: every head is read at one instant (LEASE-017).
+	runs, err := k.selectSnapshots(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	return mergeRunnable(runs, q.Limit), nil
+}
+
+// runnableSQL is Runnable's one statement: every head is read at one
+// instant (LEASE-017).
+func (k *Driver) runnableSQL(q driver.RunnableQuery) (Statement, error) {
 	statuses := statusArgs(q)
 	heads := []part{
 		{k.sql.ListUnleased, []any{statuses}},
@@ -175,16 +190,7 @@ func (k *Driver) Runnable(ctx context.Context, q driver.RunnableQuery) ([]runsta
 		tailArgs = k.sql.AfterClaimPos.write(&tail, nil, a.Priority, a.CreatedAt, a.RunID)
 	}
 	tail.WriteString(k.sql.ByClaimOrderLimit)
-	all, err := k.union(heads, q, tail.String(), append(tailArgs, q.Limit))
-	if err != nil {
-		return nil, err
-	}
-	// One statement: every head is read at one instant (LEASE-017).
-	runs, err := k.selectSnapshots(ctx, all)
-	if err != nil {
-		return nil, err
-	}
-	return mergeRunnable(runs, q.Limit), nil
+	return k.union(heads, q, tail.String(), append(tailArgs, q.Limit))
 }
 
 // part is a clause with its values.

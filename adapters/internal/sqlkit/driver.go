@@ -143,34 +143,33 @@ func (k *Driver) Now(ctx context.Context) (time.Time, error) {
 
 // GetLease implements driver.LeaseReader: a plain read, no row lock.
 func (k *Driver) GetLease(ctx context.Context, runID string) (driver.LeaseState, error) {
-	if err := k.CheckOpen(); err != nil {
-		return driver.LeaseState{}, err
-	}
 	var r row
-	err := k.db.GetContext(ctx, &r, k.sql.GetLease, runID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return driver.LeaseState{}, runstate.ErrNotFound
-	}
-	if err != nil {
-		return driver.LeaseState{}, k.dialect.Interpret(err)
+	if err := k.readRun(ctx, &r, k.sql.GetLease, runID); err != nil {
+		return driver.LeaseState{}, err
 	}
 	return r.lease(), nil
 }
 
 // Get implements driver.Driver.
 func (k *Driver) Get(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
-	if err := k.CheckOpen(); err != nil {
+	var snap string
+	if err := k.readRun(ctx, &snap, k.sql.GetRun, runID); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
-	var snap string
-	err := k.db.GetContext(ctx, &snap, k.sql.GetRun, runID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runstate.RunSnapshot{}, runstate.ErrNotFound
-	}
-	if err != nil {
-		return runstate.RunSnapshot{}, k.dialect.Interpret(err)
-	}
 	return decodeRun(snap)
+}
+
+// readRun reads a run's row into dest with query (run_id), outside a
+// transaction; ErrNotFound when it is missing.
+func (k *Driver) readRun(ctx context.Context, dest any, query, runID string) error {
+	if err := k.CheckOpen(); err != nil {
+		return err
+	}
+	err := k.db.GetContext(ctx, dest, query, runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runstate.ErrNotFound
+	}
+	return k.dialect.Interpret(err)
 }
 
 // lockRun reads and locks a run for a write; ErrNotFound when it is

@@ -2,6 +2,8 @@ package sqlkit
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +39,17 @@ func TestMergeRunnableOrdersOnceEachAndCuts(t *testing.T) {
 	got := mergeRunnable([]runstate.RunSnapshot{run("b", 1, 2), run("a", 1, 1), run("c", 5, 9), run("a", 1, 1)}, 2)
 	if len(got) != 2 || got[0].RunID != "c" || got[1].RunID != "a" {
 		t.Fatalf("merged %v, want c then a", got)
+	}
+}
+
+func TestClauseBindsItsValuesInItsOrder(t *testing.T) {
+	var b strings.Builder
+	c := Clause{SQL: " AND (a < ? OR (a = ? AND b > ?))", Bind: []int{0, 0, 1}}
+	args := c.write(&b, []any{"before"}, 7, "x")
+	if b.String() != c.SQL || !slices.Equal(args, []any{"before", 7, 7, "x"}) {
+		t.Fatalf("wrote %q with %v", b.String(), args)
+	}
+	if got := Values(3); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("Values(3) = %v", got)
 	}
 }
