@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/adapters/postgres/testserver"
-	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
 )
 
@@ -35,44 +32,6 @@ func flip(i int) runstate.RunStatus {
 		return runstate.StatusWaiting
 	}
 	return runstate.StatusRunning
-}
-
-// handWrittenUpdate is the baseline: one transaction that locks the row,
-// checks the version, writes the snapshot and inserts the audit row, with
-// the adapter's isolation level (the server's default) and encoding.
-func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to runstate.RunStatus) error {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var row struct {
-		Version  int64  `db:"version"`
-		LastSeq  int64  `db:"last_seq"`
-		Snapshot string `db:"snapshot"`
-	}
-	if err := tx.GetContext(ctx, &row, `SELECT version, last_seq, snapshot FROM runstate_runs WHERE run_id = $1 FOR UPDATE`, id); err != nil {
-		return err
-	}
-	var snap runstate.RunSnapshot
-	if err := json.Unmarshal([]byte(row.Snapshot), &snap); err != nil {
-		return err
-	}
-	if snap.Version != row.Version {
-		return errors.New("version mismatch")
-	}
-	from := snap.Status
-	snap.Status, snap.Version, snap.UpdatedAt = to, snap.Version+1, driver.Timestamp(time.Now())
-	b, _ := json.Marshal(snap)
-	ev, _ := json.Marshal(runstate.AuditEvent{RunID: id, Seq: row.LastSeq + 1, Kind: runstate.AuditTransition, From: from, To: to, Time: snap.UpdatedAt, Version: snap.Version})
-	if _, err := tx.ExecContext(ctx, `UPDATE runstate_runs SET status = $1, version = $2, last_seq = $3, snapshot = $4 WHERE run_id = $5 AND version = $6`,
-		string(to), snap.Version, row.LastSeq+1, string(b), id, row.Version); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO runstate_audit (run_id, seq, event) VALUES ($1, $2, $3)`, id, row.LastSeq+1, string(ev)); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // BenchmarkCASUpdate: a transition (CAS + audit row) per op, each goroutine
@@ -105,7 +64,7 @@ func casUpdates(b *testing.B, s *postgres.Store, par int, impl string) {
 			if impl == "adapter" {
 				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
 			} else {
-				err = handWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
+				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
 			}
 			if err != nil {
 				b.Error(err)

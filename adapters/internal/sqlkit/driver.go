@@ -26,7 +26,7 @@ var (
 type Driver struct {
 	db      *sqlx.DB
 	dialect Dialect
-	sql     *Statements
+	sql     *Statements    // the dialect's
 	clock   runstate.Clock // nil: the database clock
 	where   string         // user@address/database…, for messages
 	closed  atomic.Bool
@@ -46,7 +46,9 @@ type Params struct {
 
 // New returns a Driver on p.DB.
 func New(p Params) *Driver {
-	return &Driver{db: p.DB, dialect: p.Dialect, sql: &p.Dialect.Statements, clock: p.Clock, where: p.Where}
+	k := &Driver{db: p.DB, dialect: p.Dialect, clock: p.Clock, where: p.Where}
+	k.sql = &k.dialect.Statements
+	return k
 }
 
 // DB is the connection pool.

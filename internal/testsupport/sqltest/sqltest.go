@@ -18,7 +18,8 @@ import (
 )
 
 // Engine is how tests reach one engine's servers; S is its scratch
-// server (a scratch package's *Server).
+// server (a scratch package's *Server). The package's MySQL and Postgres
+// are the engines there are.
 type Engine[S any] struct {
 	// Name names the engine in messages ("MySQL").
 	Name string
