@@ -63,89 +63,103 @@ func (k *Driver) change(ctx context.Context, tx *sqlx.Tx, locked row, change fun
 	return k.write(ctx, tx, locked, cur, change(cur))
 }
 
+// rowWrite is what a change writes to its locked row.
+type rowWrite struct {
+	locked row
+	// before is the run as locked; next as written (before, when the
+	// change leaves the run as it is).
+	before, next runstate.RunSnapshot
+	// lease is the lease as written; newLease says the change set it.
+	lease    driver.LeaseState
+	newLease bool
+	// lastSeq is the run's last audit seq after the change's events;
+	// events says there were some.
+	lastSeq int64
+	events  bool
+}
+
 // write stores change c of the locked row, read as cur: the events, then
 // the row.
 func (k *Driver) write(ctx context.Context, tx *sqlx.Tx, locked row, cur driver.Current, c driver.Change) error {
-	lastSeq, err := insertEvents(ctx, tx, k.sql.InsertEvent, c.Events, locked.LastSeq)
-	if err != nil {
-		return err
-	}
-	next, lease := cur.Run, cur.Lease
+	w := rowWrite{locked: locked, before: cur.Run, next: cur.Run, lease: cur.Lease, newLease: c.Lease != nil, events: len(c.Events) > 0}
 	if c.Run != nil {
-		next = *c.Run
+		w.next = *c.Run
 	}
 	if c.Lease != nil {
-		lease = *c.Lease
+		w.lease = *c.Lease
+	}
+	var err error
+	if w.lastSeq, err = insertEvents(ctx, tx, k.sql.InsertEvent, c.Events, locked.LastSeq); err != nil {
+		return err
 	}
 	switch {
 	case c.Run == nil && c.Lease == nil:
-		if len(c.Events) > 0 {
-			_, err = tx.ExecContext(ctx, k.sql.UpdateSeq, lastSeq, locked.RunID)
+		if w.events {
+			_, err = tx.ExecContext(ctx, k.sql.UpdateSeq, w.lastSeq, locked.RunID)
 		}
 		return err
 	case c.Run == nil:
-		err = k.writeLease(ctx, tx, locked, cur.Run, lease, lastSeq, len(c.Events) > 0)
+		err = k.writeLease(ctx, tx, w)
 	default:
-		err = k.writeRun(ctx, tx, locked, cur.Run, next, lease, c.Lease != nil, lastSeq)
-		if err == nil && !maps.Equal(cur.Run.Labels, next.Labels) {
+		err = k.writeRun(ctx, tx, w)
+		if err == nil && !maps.Equal(w.before.Labels, w.next.Labels) {
 			if _, err = tx.ExecContext(ctx, k.sql.DeleteLabels, locked.RunID); err == nil {
-				err = insertLabels(ctx, tx, k.sql.InsertLabel, next)
+				err = insertLabels(ctx, tx, k.sql.InsertLabel, w.next)
 			}
 		}
 	}
 	if err != nil {
 		return err
 	}
-	return k.announce(ctx, tx, &cur, next, lease)
+	return k.announce(ctx, tx, &cur, w.next, w.lease)
 }
 
-// writeLease stores a new lease of an unchanged run, and lastSeq when
+// writeLease stores a new lease of an unchanged run, and the last seq when
 // events were added.
-func (k *Driver) writeLease(ctx context.Context, tx *sqlx.Tx, locked row, run runstate.RunSnapshot, lease driver.LeaseState, lastSeq int64, events bool) error {
-	queue := int(driver.QueueOf(run, lease))
+func (k *Driver) writeLease(ctx context.Context, tx *sqlx.Tx, w rowWrite) error {
+	queue := int(driver.QueueOf(w.next, w.lease))
 	if k.sql.UpdateRunAndLease != "" { // one UPDATE, checked
-		res, err := tx.ExecContext(ctx, k.sql.UpdateLease, lease.Token, lease.Owner.Worker, lease.Owner.Incarnation,
-			nullTime(lease.AcquiredAt), nullTime(lease.ExpiresAt), lease.Released, queue, lastSeq,
-			locked.RunID, locked.Version, locked.LeaseToken)
-		return updatedOne(res, err, locked.RunID)
+		res, err := tx.ExecContext(ctx, k.sql.UpdateLease, w.lease.Token, w.lease.Owner.Worker, w.lease.Owner.Incarnation,
+			nullTime(w.lease.AcquiredAt), nullTime(w.lease.ExpiresAt), w.lease.Released, queue, w.lastSeq,
+			w.locked.RunID, w.locked.Version, w.locked.LeaseToken)
+		return updatedOne(res, err, w.locked.RunID)
 	}
-	if err := k.updateLease(ctx, tx, locked, lease, queue); err != nil || !events {
+	if err := k.updateLease(ctx, tx, w, queue); err != nil || !w.events {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, k.sql.UpdateSeq, lastSeq, locked.RunID)
+	_, err := tx.ExecContext(ctx, k.sql.UpdateSeq, w.lastSeq, w.locked.RunID)
 	return err
 }
 
 // updateLease updates the lease columns alone, unchecked: the row is locked.
-func (k *Driver) updateLease(ctx context.Context, tx *sqlx.Tx, locked row, lease driver.LeaseState, queue int) error {
-	_, err := tx.ExecContext(ctx, k.sql.UpdateLease, lease.Token, lease.Owner.Worker, lease.Owner.Incarnation,
-		nullTime(lease.AcquiredAt), nullTime(lease.ExpiresAt), lease.Released, queue, locked.RunID)
+func (k *Driver) updateLease(ctx context.Context, tx *sqlx.Tx, w rowWrite, queue int) error {
+	_, err := tx.ExecContext(ctx, k.sql.UpdateLease, w.lease.Token, w.lease.Owner.Worker, w.lease.Owner.Incarnation,
+		nullTime(w.lease.AcquiredAt), nullTime(w.lease.ExpiresAt), w.lease.Released, queue, w.locked.RunID)
 	return err
 }
 
-// writeRun stores the run's next snapshot (it was before) with its lease
-// (newLease: the change set one), checking the locked version and lease
-// token.
-func (k *Driver) writeRun(ctx context.Context, tx *sqlx.Tx, locked row, before, next runstate.RunSnapshot, lease driver.LeaseState, newLease bool, lastSeq int64) error {
-	b, err := json.Marshal(next)
+// writeRun stores the run's next snapshot with its lease, checking the
+// locked version and lease token.
+func (k *Driver) writeRun(ctx context.Context, tx *sqlx.Tx, w rowWrite) error {
+	b, err := json.Marshal(w.next)
 	if err != nil {
 		return err
 	}
-	queue := int(driver.QueueOf(next, lease))
+	queue := int(driver.QueueOf(w.next, w.lease))
 	if k.sql.UpdateRunAndLease != "" {
-		res, err := tx.ExecContext(ctx, k.sql.UpdateRunAndLease, next.WorkflowName, string(next.Status), next.Priority, next.Version, lastSeq,
-			string(b), queue, lease.Token, lease.Owner.Worker, lease.Owner.Incarnation,
-			nullTime(lease.AcquiredAt), nullTime(lease.ExpiresAt), lease.Released, locked.RunID, locked.Version, locked.LeaseToken)
-		return updatedOne(res, err, locked.RunID)
+		res, err := tx.ExecContext(ctx, k.sql.UpdateRunAndLease, w.next.WorkflowName, string(w.next.Status), w.next.Priority, w.next.Version,
+			w.lastSeq, string(b), queue, w.lease.Token, w.lease.Owner.Worker, w.lease.Owner.Incarnation,
+			nullTime(w.lease.AcquiredAt), nullTime(w.lease.ExpiresAt), w.lease.Released, w.locked.RunID, w.locked.Version, w.locked.LeaseToken)
+		return updatedOne(res, err, w.locked.RunID)
 	}
-	if newLease { // the lease first, as a lease-only change writes it
-		if err := k.updateLease(ctx, tx, locked, lease, int(driver.QueueOf(before, lease))); err != nil {
+	if w.newLease { // the lease first, as a lease-only change writes it
+		if err := k.updateLease(ctx, tx, w, int(driver.QueueOf(w.before, w.lease))); err != nil {
 			return err
 		}
 	}
-	res, err := tx.ExecContext(ctx, k.sql.UpdateRun, next.WorkflowName, string(next.Status), next.Priority, next.Version, lastSeq, string(b),
-		queue, locked.RunID, locked.Version, lease.Token)
-	return updatedOne(res, err, locked.RunID)
+	res, err := tx.ExecContext(ctx, k.sql.UpdateRun, w.next.WorkflowName, string(w.next.Status), w.next.Priority, w.next.Version, w.lastSeq,
+		string(b), queue, w.locked.RunID, w.locked.Version, w.lease.Token)
+	return updatedOne(res, err, w.locked.RunID)
 }
 
 // updatedOne checks that a checked UPDATE of a locked row matched it.
