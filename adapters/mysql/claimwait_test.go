@@ -2,11 +2,10 @@ package mysql
 
 import (
 	"context"
-	"errors"
 	"testing"
-	"time"
 
-	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 // Claim-next waits for a matching run whose row another transaction holds
@@ -14,45 +13,13 @@ import (
 func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	ctx := context.Background()
 	s := openInternal(t)
-	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "held"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hold := func(d time.Duration) {
-		tx, err := s.data.db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "SELECT version FROM runstate_runs WHERE run_id = ? FOR UPDATE", run.RunID); err != nil {
-			t.Fatal(err)
-		}
-		time.AfterFunc(d, func() { tx.Commit() })
-	}
-	claim := func() (runstate.Claim, error) {
-		return s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w"}, TTL: time.Minute})
-	}
-
-	hold(300 * time.Millisecond) // a writer's moment: claim-next waits it out
-	cl, err := claim()
-	if err != nil || cl.Run.RunID != run.RunID {
-		t.Fatalf("claim-next while a writer held the only run for 300ms: %+v %v", cl, err)
-	}
-	if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
-		t.Fatal(err)
-	}
-
-	hold(claimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
-	_, err = claim()
-	if !errors.Is(err, runstate.ErrUnavailable) {
-		t.Fatalf("claim-next while the only run's row stayed held: %v, want UNAVAILABLE", err)
-	}
-	time.Sleep(2500 * time.Millisecond)
+	sqltest.ClaimWaitsForAHeldRow(t, s, s.runs.DB(), "SELECT version FROM runstate_runs WHERE run_id = ? FOR UPDATE", sqlkit.ClaimWaitLimit)
 	// The session's lock wait is back to the server's default afterwards.
 	var wait int
-	if err := s.data.db.GetContext(ctx, &wait, "SELECT @@GLOBAL.innodb_lock_wait_timeout"); err != nil {
+	if err := s.runs.DB().GetContext(ctx, &wait, "SELECT @@GLOBAL.innodb_lock_wait_timeout"); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := s.data.db.Connx(ctx)
+	conn, err := s.runs.DB().Connx(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
 )
 
 func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
@@ -40,7 +41,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 	// whether or not the table's statistics are fresh.
 	for _, analyzed := range []bool{false, true} {
 		if analyzed {
-			if _, err := s.data.db.ExecContext(ctx, "ANALYZE TABLE runstate_runs"); err != nil {
+			if _, err := s.runs.DB().ExecContext(ctx, "ANALYZE TABLE runstate_runs"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -51,7 +52,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 			if skipLocked {
 				lock = forClaimSkipping
 			}
-			st, err := s.data.claimCandidates(q, lock)
+			st, err := s.runs.ClaimCandidates(q, lock)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,9 +64,9 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 	}
 }
 
-func explainClaim(t *testing.T, s *Store, st statement, skipLocked bool) {
+func explainClaim(t *testing.T, s *Store, st sqlkit.Statement, skipLocked bool) {
 	t.Helper()
-	rows, err := s.data.db.QueryxContext(context.Background(), "EXPLAIN "+st.query, st.args...)
+	rows, err := s.runs.DB().QueryxContext(context.Background(), "EXPLAIN "+st.Query, st.Args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +103,10 @@ func explainClaim(t *testing.T, s *Store, st statement, skipLocked bool) {
 // rowsWalked runs st in a transaction on one connection and returns how
 // many index entries the server read for it (EXPLAIN shows the plan the
 // optimizer expects; this is the one it ran).
-func rowsWalked(t *testing.T, s *Store, st statement) int {
+func rowsWalked(t *testing.T, s *Store, st sqlkit.Statement) int {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := s.data.db.Connx(ctx)
+	conn, err := s.runs.DB().Connx(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func rowsWalked(t *testing.T, s *Store, st statement) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.QueryContext(ctx, st.query, st.args...)
+	rows, err := tx.QueryContext(ctx, st.Query, st.Args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +167,11 @@ func TestListingReadsAPageNotTheTable(t *testing.T) {
 		{"by status", driver.RunQuery{Limit: 101}, runstate.StatusQueued},
 		{"by workflow", driver.RunQuery{Limit: 101, Filter: driver.RunFilter{WorkflowName: "wf1"}}, ""},
 	} {
-		query, args := listSQL(tc.q, tc.st)
-		if walked := rowsWalked(t, s, statement{query, args}); walked > 2*101+10 {
+		st, err := s.runs.ListSQL(tc.q, tc.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if walked := rowsWalked(t, s, st); walked > 2*101+10 {
 			t.Errorf("%s: a page of 101 runs walked %d index entries of 3,200 runs", tc.name, walked)
 		}
 	}

@@ -66,7 +66,7 @@ func TestGetLeaseReadsWithoutALock(t *testing.T) {
 func TestTransactionsAreReadCommitted(t *testing.T) {
 	s := openInternal(t)
 	ctx := context.Background()
-	err := s.data.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.runs.InTx(ctx, func(tx *sqlx.Tx) error {
 		var level string
 		err := tx.GetContext(ctx, &level, "SELECT @@tx_isolation")
 		if err != nil { // MySQL 8 names it transaction_isolation only

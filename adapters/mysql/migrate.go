@@ -8,7 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/internal/sqlmigrate"
+	"github.com/runstate/runstate/adapters/internal/sqlmigrate"
 )
 
 //go:embed migrations/*.sql

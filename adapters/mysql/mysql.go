@@ -10,32 +10,22 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
 	"github.com/runstate/runstate/driver"
-	"github.com/runstate/runstate/internal/sqlstore"
 )
 
-var (
-	_ runstate.Store     = (*Store)(nil)
-	_ driver.Driver      = (*storage)(nil)
-	_ driver.NextClaimer = (*storage)(nil)
-	_ driver.LeaseReader = (*storage)(nil)
-)
+var _ runstate.Store = (*Store)(nil)
 
 // Options configure Open.
 type Options struct {
@@ -68,16 +58,7 @@ type Options struct {
 // Store is a runstate store in a MySQL database.
 type Store struct {
 	driver.Store
-	data *storage
-}
-
-// storage is the MySQL adapter's driver.Driver.
-type storage struct {
-	db     *sqlx.DB
-	log    *slog.Logger
-	clock  runstate.Clock // nil: the database clock
-	where  string         // user@address/database, for messages
-	closed atomic.Bool
+	runs *sqlkit.Driver
 	// scratch is the server (no database) of a database Open created, which
 	// Close drops; nil otherwise.
 	scratch *gomysql.Config
@@ -131,65 +112,47 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, runstate.InvalidArgument("dsn", "%v", err)
 	}
-	s := &storage{db: sqlx.NewDb(sql.OpenDB(readCommittedConnector{connector}), "mysql"), log: opts.Logger, clock: opts.Clock,
-		where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName), dbName: cfg.DBName}
+	db := sqlx.NewDb(sql.OpenDB(readCommittedConnector{connector}), "mysql")
+	s := &Store{runs: sqlkit.New(sqlkit.Params{DB: db, Dialect: dialect, Clock: opts.Clock,
+		Where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}), dbName: cfg.DBName}
 	if opts.ScratchDatabase {
 		server := cfg.Clone()
 		server.DBName = ""
 		if err := onServer(ctx, server, qCreateDatabase+quoteName(cfg.DBName)); err != nil {
-			s.db.Close()
+			db.Close()
 			if isErrorNumber(err, errDatabaseExists) {
 				return nil, runstate.InvalidArgument("dsn", "names database %s, which exists: a scratch database is created by Open and dropped by Close, "+
 					"so it must not exist beforehand (name a new one, e.g. runs_{{unique}} with conformance-runner)", cfg.DBName)
 			}
-			return nil, s.openError(err)
+			return nil, s.runs.OpenError(err)
 		}
 		s.scratch = server
 	}
-	if s.log == nil {
-		s.log = slog.Default()
+	sqlkit.ConfigurePool(db, opts.MaxOpenConns)
+	db.SetConnMaxIdleTime(stalled / 2) // retired before the server ends it
+	if err := db.PingContext(ctx); err != nil {
+		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
-	maxOpen := opts.MaxOpenConns
-	if maxOpen <= 0 {
-		maxOpen = 32
+	if err := migrate(ctx, db); err != nil {
+		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
-	s.db.SetMaxOpenConns(maxOpen)
-	s.db.SetMaxIdleConns(maxOpen)
-	s.db.SetConnMaxLifetime(30 * time.Minute)
-	s.db.SetConnMaxIdleTime(stalled / 2) // retired before the server ends it
-	if err := s.db.PingContext(ctx); err != nil {
-		return nil, errors.Join(s.openError(err), s.close())
-	}
-	if err := migrate(ctx, s.db); err != nil {
-		return nil, errors.Join(s.openError(err), s.close())
-	}
-	return &Store{Store: driver.Wrap(s), data: s}, nil
-}
-
-func (s *storage) openError(err error) error {
-	err = interpretError(err)
-	var se *runstate.Error
-	if errors.As(err, &se) && se.Code != runstate.CodeInvalidArgument {
-		se.Message = fmt.Sprintf("mysql %s: %s", s.where, se.Message)
-	}
-	return err
+	s.Store = driver.Wrap(s.runs)
+	return s, nil
 }
 
 // Close closes the connection pool, and drops the database if Open created
 // it (Options.ScratchDatabase); later calls return runstate.ErrUnavailable.
-func (s *Store) Close() error { return s.data.close() }
-
-func (s *storage) close() error {
-	if s.closed.Swap(true) {
+func (s *Store) Close() error {
+	if !s.runs.MarkClosed() {
 		return nil
 	}
-	err := interpretError(s.db.Close())
+	err := interpretError(s.runs.DB().Close())
 	if s.scratch != nil {
 		// A plugin host allows its plugin 2 s to stop: the drop is one statement.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if dropErr := onServer(ctx, s.scratch, qDropDatabase+quoteName(s.dbName)); dropErr != nil {
-			err = errors.Join(err, runstate.Unavailable(fmt.Sprintf("the scratch database %s of %s was not dropped; drop it by hand", s.dbName, s.where), dropErr))
+			err = errors.Join(err, runstate.Unavailable(fmt.Sprintf("the scratch database %s of %s was not dropped; drop it by hand", s.dbName, s.runs.Where()), dropErr))
 		}
 	}
 	return err
@@ -211,29 +174,6 @@ func onServer(ctx context.Context, server *gomysql.Config, stmt string) error {
 // quoteName quotes an identifier for MySQL.
 func quoteName(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
 
-func (s *storage) open() error {
-	if s.closed.Load() {
-		return runstate.Unavailable("mysql store "+s.where+" is closed", nil)
-	}
-	return nil
-}
-
-// clockParam is the time bound into every clock expression: NULL, for the
-// database's own clock, unless Options.Clock is set.
-func (s *storage) clockParam() any {
-	if s.clock == nil {
-		return nil
-	}
-	return driver.Timestamp(s.clock.Now())
-}
-
-// inTx runs fn in a READ COMMITTED transaction and commits it when fn
-// returns nil: deadlocks are retried, a lost connection is not (the commit
-// may have happened), it is ErrUnavailable.
-func (s *storage) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return sqlstore.Transactions{DB: s.db, Open: s.open, Retryable: retryable, Interpret: interpretError}.Run(ctx, fn)
-}
-
 // MySQL error numbers the adapter interprets.
 const (
 	errDupEntry        = 1062
@@ -251,48 +191,43 @@ const (
 	errConnKilled      = 1927 // MariaDB: KILL CONNECTION from another session
 )
 
-const connectionLost = "connection to the mysql server failed or was lost; re-read before retrying, the call may or may not have committed"
-
+// retryable is the dialect's Retryable: InnoDB rolled back the
+// transaction (a deadlock) or the statement (a lock wait timeout).
 func retryable(err error) bool {
 	return isErrorNumber(err, errDeadlock) || isErrorNumber(err, errLockWaitTimeout)
 }
 
-func isErrorNumber(err error, number uint16) bool {
-	var me *gomysql.MySQLError
-	return errors.As(err, &me) && me.Number == number
-}
-
-// interpretError maps driver and server errors to the contract's, in one
-// place. Errors that are already the contract's, or a context's, pass; a
-// server that cannot be reached, was restarted or cut the connection is
-// UNAVAILABLE (FAULT-001, FAULT-002). database/sql drops the connections
-// found broken, so the pool works again once the server answers, without
-// reopening the store (FAULT-006); every statement carries the caller's
+// interpretError is the dialect's Interpret: the server's error numbers
+// and the driver's lost connections (a session killed, a server shut
+// down) to the contract's codes. Every statement carries the caller's
 // context, whose deadline the driver honours on a slow link (FAULT-007).
 func interpretError(err error) error {
 	var me *gomysql.MySQLError
-	var ne net.Error
 	switch {
-	case err == nil, runstate.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case sqlkit.Passes(err):
 		return err
 	case errors.As(err, &me):
 		switch me.Number {
 		case errDupEntry:
-			return &runstate.Error{Code: runstate.CodeAlreadyExists, Message: me.Message, Cause: err}
+			return sqlkit.AlreadyExists(me.Message, err)
 		case errAccessDenied, errAccessNoPass, errDBAccessDenied, errTableDenied, errColumnDenied:
-			return &runstate.Error{Code: runstate.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
+			return sqlkit.PermissionDenied(err)
 		case errUnknownDatabase:
 			return runstate.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", me.Message)
 		case errDeadlock, errLockWaitTimeout:
-			return runstate.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
+			return sqlkit.ContentionPersisted(err)
 		case errServerShutdown, errInterrupted, errConnKilled:
-			return runstate.Unavailable(connectionLost, err)
+			return sqlkit.ConnectionLost("mysql", err)
 		}
 		return runstate.Unavailable("mysql error", err)
-	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, gomysql.ErrInvalidConn), errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
-		return runstate.Unavailable(connectionLost, err)
+	case errors.Is(err, gomysql.ErrInvalidConn), sqlkit.ConnectionFailed(err):
+		return sqlkit.ConnectionLost("mysql", err)
 	}
 	return runstate.Unavailable("mysql store failed", err)
+}
+
+// isErrorNumber reports a server error of number.
+func isErrorNumber(err error, number uint16) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == number
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/adapters/mysql/testserver"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -114,10 +115,11 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 // adapter's call will wait for; admin is a connection to the server with no
 // database selected, which finds and kills the adapter's connections.
 type blocker struct {
-	admin *sql.DB
-	conn  *sql.Conn
-	tx    *sql.Tx
-	id    int64
+	admin  *sql.DB
+	conn   *sql.Conn
+	tx     *sql.Tx
+	id     int64
+	dbName string
 }
 
 func newBlocker(t *testing.T, srv *scratch.Server, db string) *blocker {
@@ -135,7 +137,7 @@ func newBlocker(t *testing.T, srv *scratch.Server, db string) *blocker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &blocker{admin: admin, conn: conn}
+	b := &blocker{admin: admin, conn: conn, dbName: db}
 	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&b.id); err != nil {
 		t.Fatal(err)
 	}
@@ -198,89 +200,27 @@ func (b *blocker) killWaiter(t *testing.T, dbName, stmt string, done <-chan erro
 	return killed
 }
 
-func TestConnectionKilledMidCall(t *testing.T) {
-	ctx := context.Background()
-	srv, db := freshDB(t)
-	s := open(t, srv.DSN(db))
-	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "kill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
-		t.Fatal(err)
-	}
-	state := func() (runstate.RunSnapshot, int) {
-		got, err := s.GetRun(ctx, run.RunID)
-		if err != nil {
-			t.Fatalf("GetRun after the kill: %v", err)
-		}
-		page, err := s.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got, len(page.Events)
-	}
+func (b *blocker) Exec(query string, args ...any) error {
+	_, err := b.tx.Exec(query, args...)
+	return err
+}
 
-	cases := []struct {
-		name string
-		// hold takes, in the blocker's transaction, the lock the call will wait for.
-		hold func(b *blocker) error
-		// waits is how the statement held up begins.
-		waits string
-		patch runstate.UpdateRunParams
-	}{
-		{"while waiting for the run's row lock", func(b *blocker) error {
-			_, err := b.tx.Exec("SELECT run_id FROM runstate_runs WHERE run_id = ? FOR UPDATE", run.RunID)
-			return err
-		}, "SELECT r.run_id", runstate.UpdateRunParams{Status: "waiting"}},
-		{"after writing the first of two audit rows", func(b *blocker) error {
-			// A forbidden transition writes two events (rejected, then the
-			// move to failed); the second one's key is taken here, so the
-			// call has written one audit row when it starts waiting.
-			_, err := b.tx.Exec("INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, '{}')", run.RunID, 4)
-			return err
-		}, "INSERT INTO runstate_audit", runstate.UpdateRunParams{Status: "queued"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			before, events := state()
-			b := newBlocker(t, srv, db)
-			if err := tc.hold(b); err != nil {
-				t.Fatal(err)
-			}
-			p := tc.patch
-			p.RunID, p.ExpectedVersion = run.RunID, before.Version
-			done := make(chan error, 1)
-			go func() { _, err := s.UpdateRun(ctx, p); done <- err }()
-			if n := b.killWaiter(t, db, tc.waits, done); n == 0 {
-				t.Fatal("found no adapter connection to kill")
-			}
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(15 * time.Second):
-				t.Fatal("the call did not return after its connection was killed")
-			}
-			if !errors.Is(err, runstate.ErrUnavailable) {
-				t.Fatalf("UpdateRun on a killed connection: %v (code %q), want UNAVAILABLE", err, runstate.CodeOf(err))
-			}
-			t.Logf("caller sees: %v", err)
-			b.tx.Rollback()
-			after, afterEvents := state()
-			if after.Version != before.Version || after.Status != before.Status || afterEvents != events {
-				t.Fatalf("half-written: version %d->%d, status %s->%s, events %d->%d",
-					before.Version, after.Version, before.Status, after.Status, events, afterEvents)
-			}
-			// The pool replaces the dead connections: the next call works.
-			next, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: after.Version, Message: ptr("after the kill")})
-			if err != nil || next.Version != after.Version+1 {
-				t.Fatalf("the call after the kill: %v", err)
-			}
-		})
+func (b *blocker) EndWaiter(t *testing.T, waits string, done <-chan error) {
+	if b.killWaiter(t, b.dbName, waits, done) == 0 {
+		t.Fatal("found no adapter connection to kill")
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+func (b *blocker) Rollback() error { return b.tx.Rollback() }
+
+// A connection killed (KILL CONNECTION) in the middle of a call: the
+// caller gets UNAVAILABLE, nothing of the call is written, and the next
+// call works on the same store.
+func TestConnectionKilledMidCall(t *testing.T) {
+	srv, db := freshDB(t)
+	sqltest.SessionEndedMidCall(t, open(t, srv.DSN(db)), func(t *testing.T) sqltest.Blocker { return newBlocker(t, srv, db) },
+		"SELECT run_id FROM runstate_runs WHERE run_id = ? FOR UPDATE", "INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, '{}')")
+}
 
 // A scratch database is created by Open and dropped by Close; a database
 // that exists is refused, whatever it holds, and left as it was.

@@ -1,5 +1,14 @@
 package mysql
 
+import (
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
+)
+
 // SQL of the adapter, in one place. Values are always bound parameters;
 // the only text assembled at run time is a repetition of fixed fragments
 // (one placeholder per status, one EXISTS per label), never input.
@@ -44,7 +53,7 @@ const (
 	qInsertEvent  = `INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, ?)`
 	qListEvents   = `SELECT event FROM runstate_audit WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?` // AUD-006
 
-	// Listing fragments, combined by listSQL and runnableSQL. Text filters
+	// Listing fragments, combined by the kit (sqlkit.Driver.ListSQL, Runnable). Text filters
 	// compare lengths too: MySQL's binary collations pad with spaces, so
 	// "deploy " = "deploy" unless the lengths differ. ListRuns orders by
 	// (created_at, run_id) (LIST-005) and continues after a keyset position
@@ -93,7 +102,6 @@ const (
 	createdFrom      = ` AND r.created_at >= ?`
 	createdBefore    = ` AND r.created_at < ?`
 	limitRows        = ` LIMIT ?`
-	unionAll         = ` UNION ALL `
 
 	// Migrations run under a lock of the database, one process at a time.
 	qCreateMigrationsTable = `CREATE TABLE IF NOT EXISTS runstate_schema_migrations (
@@ -121,3 +129,45 @@ const (
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
 )
+
+// dialect is the adapter's SQL for the kit. Text filters bind their value
+// twice, for its length; IN (?) lists are expanded by sqlx.In, one
+// placeholder per status.
+var dialect = sqlkit.Dialect{
+	Name: "mysql",
+	Statements: sqlkit.Statements{
+		Now: qNow, LockRun: qLockRun, GetRun: qGetRun, GetLease: qGetLease,
+		InsertRun: qInsertRun, InsertLabel: qInsertLabel, InsertEvent: qInsertEvent, DeleteLabels: qDeleteLabels,
+		UpdateSeq: qUpdateSeq, UpdateLease: qUpdateLease, UpdateRun: qUpdateRun,
+		RunExists: qRunExists, ListEvents: qListEvents,
+		SetLockWait: qSetLockWait, ResetLockWait: qResetLockWait,
+
+		ListColumns:    listColumns,
+		ListHints:      sqlkit.IndexHints{ByStatus: byStatusIndex, ByWorkflow: byWorkflowIndex, ByCreated: byCreatedIndex},
+		WhereTrue:      whereTrue,
+		ByStatus:       byStatus,
+		CreatedFrom:    createdFrom,
+		CreatedBefore:  createdBefore,
+		ByWorkflow:     sqlkit.Clause{SQL: byWorkflow, Bind: []int{0, 0}},
+		HasLabel:       sqlkit.Clause{SQL: hasLabel, Bind: []int{0, 1, 1}},
+		AfterCreated:   sqlkit.Clause{SQL: afterCreated, Bind: []int{0, 0, 1}},
+		ByCreatedLimit: byCreated + limitRows,
+
+		UnleasedHead:  sqlkit.Clause{SQL: qUnleasedHead, Bind: []int{0, 1}},
+		Takeable:      sqlkit.Clause{SQL: qTakeable, Bind: []int{0, 1, 0, 2, 3}},
+		ClaimSkipping: forClaimSkipping,
+		ClaimReading:  forClaimReading,
+
+		ListUnleased:      sqlkit.Clause{SQL: qListUnleased, Bind: []int{0}},
+		ListExpired:       sqlkit.Clause{SQL: qListExpired, Bind: []int{0, 1}},
+		ListEarlierLife:   sqlkit.Clause{SQL: qListEarlierLife, Bind: []int{0, 1, 2}},
+		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 1, 2}},
+		ByClaimOrderLimit: byClaimOrder + limitRows,
+	},
+	Bind:         func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
+	Union:        func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	Retryable:    retryable,
+	Interpret:    interpretError,
+	LockTimedOut: func(err error) bool { return isErrorNumber(err, errLockWaitTimeout) },
+	LockWaitArg:  func(limit time.Duration) any { return int(limit / time.Second) },
+}

@@ -15,12 +15,12 @@ import (
 
 // bulkInsert stores runs as Insert does (the run row and its created
 // event), in multi-row statements of a few hundred runs.
-func (s *storage) bulkInsert(ctx context.Context, runs []runstate.RunSnapshot) error {
+func (s *Store) bulkInsert(ctx context.Context, runs []runstate.RunSnapshot) error {
 	const perStatement = 500
 	for len(runs) > 0 {
 		batch := runs[:min(perStatement, len(runs))]
 		runs = runs[len(batch):]
-		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		err := s.runs.InTx(ctx, func(tx *sqlx.Tx) error {
 			var runArgs, eventArgs []any
 			for _, r := range batch {
 				snap, err := json.Marshal(r)
@@ -60,6 +60,6 @@ func manyRows(insert string, n int) string {
 func BenchmarkScale(b *testing.B) {
 	benchutil.Scale(b, func(b *testing.B) (runstate.Store, benchutil.BulkLoader) {
 		s := openInternal(b)
-		return s, s.data.bulkInsert
+		return s, s.bulkInsert
 	})
 }

@@ -2,11 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +11,6 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/adapters/postgres/testserver"
-	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
 )
 
@@ -37,44 +32,6 @@ func flip(i int) runstate.RunStatus {
 		return runstate.StatusWaiting
 	}
 	return runstate.StatusRunning
-}
-
-// handWrittenUpdate is the baseline: one transaction that locks the row,
-// checks the version, writes the snapshot and inserts the audit row, with
-// the adapter's isolation level (the server's default) and encoding.
-func handWrittenUpdate(ctx context.Context, db *sqlx.DB, id string, to runstate.RunStatus) error {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var row struct {
-		Version  int64  `db:"version"`
-		LastSeq  int64  `db:"last_seq"`
-		Snapshot string `db:"snapshot"`
-	}
-	if err := tx.GetContext(ctx, &row, `SELECT version, last_seq, snapshot FROM runstate_runs WHERE run_id = $1 FOR UPDATE`, id); err != nil {
-		return err
-	}
-	var snap runstate.RunSnapshot
-	if err := json.Unmarshal([]byte(row.Snapshot), &snap); err != nil {
-		return err
-	}
-	if snap.Version != row.Version {
-		return errors.New("version mismatch")
-	}
-	from := snap.Status
-	snap.Status, snap.Version, snap.UpdatedAt = to, snap.Version+1, driver.Timestamp(time.Now())
-	b, _ := json.Marshal(snap)
-	ev, _ := json.Marshal(runstate.AuditEvent{RunID: id, Seq: row.LastSeq + 1, Kind: runstate.AuditTransition, From: from, To: to, Time: snap.UpdatedAt, Version: snap.Version})
-	if _, err := tx.ExecContext(ctx, `UPDATE runstate_runs SET status = $1, version = $2, last_seq = $3, snapshot = $4 WHERE run_id = $5 AND version = $6`,
-		string(to), snap.Version, row.LastSeq+1, string(b), id, row.Version); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO runstate_audit (run_id, seq, event) VALUES ($1, $2, $3)`, id, row.LastSeq+1, string(ev)); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // BenchmarkCASUpdate: a transition (CAS + audit row) per op, each goroutine
@@ -107,7 +64,7 @@ func casUpdates(b *testing.B, s *postgres.Store, par int, impl string) {
 			if impl == "adapter" {
 				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
 			} else {
-				err = handWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
+				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
 			}
 			if err != nil {
 				b.Error(err)
@@ -116,26 +73,6 @@ func casUpdates(b *testing.B, s *postgres.Store, par int, impl string) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
-}
-
-// fillQueue creates n queued runs, from several goroutines.
-func fillQueue(b *testing.B, s *postgres.Store, n int) {
-	b.Helper()
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // claimWithoutSkipLocked is the baseline claim: the same head of the queue
@@ -169,7 +106,7 @@ func BenchmarkClaimNext(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/workers=%d", impl, workers), func(b *testing.B) {
 				s := benchStore(b)
 				ctx := context.Background()
-				fillQueue(b, s, b.N+workers)
+				benchutil.FillQueue(b, s, b.N+workers)
 				benchutil.Claims(b, workers, func(w int) (string, error) {
 					owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
 					if impl == "skiplocked" {

@@ -13,8 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
 	"github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 // openInternal opens a store on a fresh schema, dropped after the test.
@@ -80,7 +82,7 @@ func TestErrorsMapToTheContract(t *testing.T) {
 // it. Every session of the store says so itself.
 func TestTransactionsAreReadCommitted(t *testing.T) {
 	s := openInternal(t)
-	tx, err := s.data.db.Beginx()
+	tx, err := s.runs.DB().Beginx()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,41 +101,10 @@ func TestTransactionsAreReadCommitted(t *testing.T) {
 func TestClaimNextWaitsForAHeldRowBoundedly(t *testing.T) {
 	ctx := context.Background()
 	s := openInternal(t)
-	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "held"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hold := func(d time.Duration) {
-		tx, err := s.data.db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "SELECT version FROM runstate_runs WHERE run_id = $1 FOR UPDATE", run.RunID); err != nil {
-			t.Fatal(err)
-		}
-		time.AfterFunc(d, func() { tx.Commit() })
-	}
-	claim := func() (runstate.Claim, error) {
-		return s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w"}, TTL: time.Minute})
-	}
-
-	hold(300 * time.Millisecond) // a writer's moment: claim-next waits it out
-	cl, err := claim()
-	if err != nil || cl.Run.RunID != run.RunID {
-		t.Fatalf("claim-next while a writer held the only run for 300ms: %+v %v", cl, err)
-	}
-	if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
-		t.Fatal(err)
-	}
-
-	hold(claimWaitLimit + 2*time.Second) // held too long: unavailable, never "nothing runnable"
-	if _, err = claim(); !errors.Is(err, runstate.ErrUnavailable) {
-		t.Fatalf("claim-next while the only run's row stayed held: %v, want UNAVAILABLE", err)
-	}
-	time.Sleep(2500 * time.Millisecond)
+	sqltest.ClaimWaitsForAHeldRow(t, s, s.runs.DB(), "SELECT version FROM runstate_runs WHERE run_id = $1 FOR UPDATE", sqlkit.ClaimWaitLimit)
 	// The bound was the transaction's own: pooled sessions wait as configured.
 	var wait string
-	if err := s.data.db.GetContext(ctx, &wait, "SHOW lock_timeout"); err != nil || wait != "0" {
+	if err := s.runs.DB().GetContext(ctx, &wait, "SHOW lock_timeout"); err != nil || wait != "0" {
 		t.Errorf("a pooled session's lock_timeout: %q (%v), want the server's 0", wait, err)
 	}
 }
@@ -168,11 +139,11 @@ func (p plan) walk(part string, visit func(part string, n plan)) {
 
 // explain returns the plan of st, as executed (ANALYZE): each node with
 // the rows it produced.
-func explain(t *testing.T, s *Store, st statement) plan {
+func explain(t *testing.T, s *Store, st sqlkit.Statement) plan {
 	t.Helper()
 	var out string
-	if err := s.data.db.Get(&out, "EXPLAIN (ANALYZE, FORMAT JSON) "+st.query, st.args...); err != nil {
-		t.Fatalf("EXPLAIN: %v\n%s", err, st.query)
+	if err := s.runs.DB().Get(&out, "EXPLAIN (ANALYZE, FORMAT JSON) "+st.Query, st.Args...); err != nil {
+		t.Fatalf("EXPLAIN: %v\n%s", err, st.Query)
 	}
 	var plans []struct{ Plan plan }
 	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
@@ -189,7 +160,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 	s := openInternal(t)
 	// Enough rows of every kind that the planner's choice is the real one:
 	// most finished, some leased by claim-next, some queued.
-	if _, err := s.data.db.ExecContext(ctx, `INSERT INTO runstate_runs (run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue)
+	if _, err := s.runs.DB().ExecContext(ctx, `INSERT INTO runstate_runs (run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue)
 		SELECT 'done-' || i, 'explain', 'succeeded', i % 7, now() - i * interval '1 ms', 1, 1, '{}', 0 FROM generate_series(1, 20000) i`); err != nil {
 		t.Fatal(err)
 	}
@@ -203,12 +174,16 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.data.db.ExecContext(ctx, "ANALYZE runstate_runs"); err != nil {
+	if _, err := s.runs.DB().ExecContext(ctx, "ANALYZE runstate_runs"); err != nil {
 		t.Fatal(err)
 	}
 	q := driver.RunnableQuery{Statuses: []runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting}, Limit: 1, Claimant: &runstate.Owner{Worker: "w", Incarnation: "1"}}
 	for _, lock := range []string{forClaimSkipping, forClaimReading} {
-		p := explain(t, s, s.data.claimCandidates(q, lock))
+		st, err := s.runs.ClaimCandidates(q, lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := explain(t, s, st)
 		indexes := map[string]map[string]bool{}
 		p.walk("", func(cte string, n plan) {
 			if indexes[cte] == nil {

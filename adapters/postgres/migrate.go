@@ -8,7 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/internal/sqlmigrate"
+	"github.com/runstate/runstate/adapters/internal/sqlmigrate"
 )
 
 //go:embed migrations/*.sql
@@ -20,12 +20,12 @@ var migrations embed.FS
 // not at all. A transaction-scoped advisory lock makes processes that open
 // the database at the same time take turns; the applied versions are
 // recorded in runstate_schema_migrations.
-func (s *storage) migrate(ctx context.Context, scratch bool) error {
+func (s *Store) migrate(ctx context.Context, scratch bool) error {
 	all, err := sqlmigrate.Load(migrations, "migrations")
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.runs.InTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, qMigrationLockWait); err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func (s *storage) migrate(ctx context.Context, scratch bool) error {
 }
 
 // createSchema makes Options.Schema: a scratch one must not exist yet.
-func (s *storage) createSchema(ctx context.Context, tx *sqlx.Tx, scratch bool) error {
+func (s *Store) createSchema(ctx context.Context, tx *sqlx.Tx, scratch bool) error {
 	if s.schema == "" {
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/adapters/postgres/testserver"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -253,9 +254,16 @@ func newBlocker(t *testing.T, srv *scratch.Server) *blocker {
 	return &blocker{db: db, tx: tx}
 }
 
-// terminateWaiter ends the backend of the adapter's session that waits for
+func (b *blocker) Exec(query string, args ...any) error {
+	_, err := b.tx.Exec(query, args...)
+	return err
+}
+
+func (b *blocker) Rollback() error { return b.tx.Rollback() }
+
+// EndWaiter ends the backend of the adapter's session that waits for
 // a lock in a statement beginning with waits, once it is waiting.
-func (b *blocker) terminateWaiter(t *testing.T, waits string, done <-chan error) {
+func (b *blocker) EndWaiter(t *testing.T, waits string, done <-chan error) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
@@ -280,79 +288,11 @@ func (b *blocker) terminateWaiter(t *testing.T, waits string, done <-chan error)
 // the caller gets UNAVAILABLE, nothing of the call is written, and the next
 // call works on the same store.
 func TestBackendTerminatedMidTransaction(t *testing.T) {
-	ctx := context.Background()
 	srv, schema := freshSchema(t)
-	s := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
-	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "kill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
-		t.Fatal(err)
-	}
-	state := func() (runstate.RunSnapshot, int) {
-		got, err := s.GetRun(ctx, run.RunID)
-		if err != nil {
-			t.Fatalf("GetRun after the kill: %v", err)
-		}
-		page, err := s.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got, len(page.Events)
-	}
-	for _, tc := range []struct {
-		name string
-		// hold takes, in the blocker's transaction, the lock the call will wait for.
-		hold  func(b *blocker) error
-		waits string // how the statement held up begins
-		patch runstate.UpdateRunParams
-	}{
-		{"while waiting for the run's row lock", func(b *blocker) error {
-			_, err := b.tx.Exec("SELECT run_id FROM "+table(schema, "runstate_runs")+" WHERE run_id = $1 FOR UPDATE", run.RunID)
-			return err
-		}, "SELECT r.run_id", runstate.UpdateRunParams{Status: "waiting"}},
-		{"after writing the first of two audit rows", func(b *blocker) error {
-			// A forbidden transition writes two events (rejected, then the
-			// move to failed); the second one's key is taken here, so the
-			// call has written one audit row when it starts waiting.
-			_, err := b.tx.Exec("INSERT INTO "+table(schema, "runstate_audit")+" (run_id, seq, event) VALUES ($1, $2, '{}')", run.RunID, 4)
-			return err
-		}, "INSERT INTO runstate_audit", runstate.UpdateRunParams{Status: "queued"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before, events := state()
-			b := newBlocker(t, srv)
-			if err := tc.hold(b); err != nil {
-				t.Fatal(err)
-			}
-			p := tc.patch
-			p.RunID, p.ExpectedVersion = run.RunID, before.Version
-			done := make(chan error, 1)
-			go func() { _, err := s.UpdateRun(ctx, p); done <- err }()
-			b.terminateWaiter(t, tc.waits, done)
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(15 * time.Second):
-				t.Fatal("the call did not return after its backend was ended")
-			}
-			if !errors.Is(err, runstate.ErrUnavailable) {
-				t.Fatalf("UpdateRun on an ended backend: %v (code %q), want UNAVAILABLE", err, runstate.CodeOf(err))
-			}
-			t.Logf("caller sees: %v", err)
-			b.tx.Rollback()
-			after, afterEvents := state()
-			if after.Version != before.Version || after.Status != before.Status || afterEvents != events {
-				t.Fatalf("half-written: version %d->%d, status %s->%s, events %d->%d",
-					before.Version, after.Version, before.Status, after.Status, events, afterEvents)
-			}
-			next, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: after.Version, Message: ptr("after the kill")})
-			if err != nil || next.Version != after.Version+1 {
-				t.Fatalf("the call after the kill: %v", err)
-			}
-		})
-	}
+	sqltest.SessionEndedMidCall(t, open(t, postgres.Options{DSN: srv.DSN(), Schema: schema}),
+		func(t *testing.T) sqltest.Blocker { return newBlocker(t, srv) },
+		"SELECT run_id FROM "+table(schema, "runstate_runs")+" WHERE run_id = $1 FOR UPDATE",
+		"INSERT INTO "+table(schema, "runstate_audit")+" (run_id, seq, event) VALUES ($1, $2, '{}')")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -12,18 +12,12 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,16 +26,11 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
 	"github.com/runstate/runstate/driver"
-	"github.com/runstate/runstate/internal/sqlstore"
 )
 
-var (
-	_ runstate.Store     = (*Store)(nil)
-	_ driver.Driver      = (*storage)(nil)
-	_ driver.NextClaimer = (*storage)(nil)
-	_ driver.LeaseReader = (*storage)(nil)
-)
+var _ runstate.Store = (*Store)(nil)
 
 // Options configure Open.
 type Options struct {
@@ -88,22 +77,13 @@ type Options struct {
 // Store is a runstate store in a PostgreSQL database.
 type Store struct {
 	driver.Store
-	data *storage
-}
-
-// storage is the PostgreSQL adapter's driver.Driver.
-type storage struct {
-	db     *sqlx.DB
+	runs   *sqlkit.Driver
 	log    *slog.Logger
-	clock  runstate.Clock // nil: the database clock
-	where  string         // user@host:port/database[/schema], for messages
-	schema string         // Options.Schema
+	schema string // Options.Schema
 	// scratch: Close drops the schema (Options.ScratchSchema).
 	scratch bool
-	closed  atomic.Bool
-	// notify: writes announce runs that became runnable (Options.NotifyRunnable).
-	notify bool
-	// conn configures the connections that listen for those announcements.
+	// conn configures the connections that listen for announcements of
+	// runnable runs (watch.go).
 	conn *pgx.ConnConfig
 	// closing ends when the store is closed, and with it every watch.
 	closing context.Context
@@ -156,27 +136,35 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Schema != "" {
 		where += "/" + opts.Schema
 	}
-	s := &storage{db: sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx"), log: opts.Logger, clock: opts.Clock, where: where, schema: opts.Schema,
-		notify: opts.NotifyRunnable, conn: cfg}
+	kit := dialect
+	if opts.NotifyRunnable {
+		kit.OnRunnable = announceRunnable
+	}
+	db := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
+	s := &Store{runs: sqlkit.New(sqlkit.Params{DB: db, Dialect: kit, Clock: opts.Clock, Where: where}), log: opts.Logger,
+		schema: opts.Schema, conn: cfg}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	maxOpen := opts.MaxOpenConns
-	if maxOpen <= 0 {
-		maxOpen = 32
-	}
-	s.db.SetMaxOpenConns(maxOpen)
-	s.db.SetMaxIdleConns(maxOpen)
-	s.db.SetConnMaxLifetime(30 * time.Minute)
-	if err := s.db.PingContext(ctx); err != nil {
-		return nil, errors.Join(s.openError(err), s.close())
+	sqlkit.ConfigurePool(db, opts.MaxOpenConns)
+	if err := db.PingContext(ctx); err != nil {
+		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
 	if err := s.migrate(ctx, opts.ScratchSchema); err != nil {
-		return nil, errors.Join(s.openError(err), s.close())
+		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
 	s.scratch = opts.ScratchSchema
-	return &Store{Store: driver.Wrap(s), data: s}, nil
+	s.Store = driver.Wrap(s.runs)
+	return s, nil
+}
+
+// announceRunnable tells the workers that watch (Options.NotifyRunnable)
+// that a run became claimable without a lease: the notice is sent at
+// commit, once per transaction.
+func announceRunnable(ctx context.Context, tx *sqlx.Tx) error {
+	_, err := tx.ExecContext(ctx, qNotifyRunnable)
+	return err
 }
 
 // dsnError words a DSN that does not parse. pgx's own message quotes the
@@ -189,22 +177,11 @@ func dsnError(err error) error {
 		"with values that hold spaces in single quotes)")
 }
 
-func (s *storage) openError(err error) error {
-	err = interpretError(err)
-	var se *runstate.Error
-	if errors.As(err, &se) && se.Code != runstate.CodeInvalidArgument {
-		se.Message = fmt.Sprintf("postgres %s: %s", s.where, se.Message)
-	}
-	return err
-}
-
 // Close closes the connection pool, after dropping the schema if Open
 // created it (Options.ScratchSchema); later calls return
 // runstate.ErrUnavailable.
-func (s *Store) Close() error { return s.data.close() }
-
-func (s *storage) close() error {
-	if s.closed.Swap(true) {
+func (s *Store) Close() error {
+	if !s.runs.MarkClosed() {
 		return nil
 	}
 	s.stop()
@@ -213,34 +190,11 @@ func (s *storage) close() error {
 		// A plugin host allows its plugin 2 s to stop: the drop is one statement.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if _, dropErr := s.db.ExecContext(ctx, qDropSchema+pgx.Identifier{s.schema}.Sanitize()+cascade); dropErr != nil {
-			err = runstate.Unavailable(fmt.Sprintf("the scratch schema %s of %s was not dropped; drop it by hand", s.schema, s.where), interpretError(dropErr))
+		if _, dropErr := s.runs.DB().ExecContext(ctx, qDropSchema+pgx.Identifier{s.schema}.Sanitize()+cascade); dropErr != nil {
+			err = runstate.Unavailable(fmt.Sprintf("the scratch schema %s of %s was not dropped; drop it by hand", s.schema, s.runs.Where()), interpretError(dropErr))
 		}
 	}
-	return errors.Join(err, interpretError(s.db.Close()))
-}
-
-func (s *storage) open() error {
-	if s.closed.Load() {
-		return runstate.Unavailable("postgres store "+s.where+" is closed", nil)
-	}
-	return nil
-}
-
-// clockParam is the time bound into every clock expression: NULL, for the
-// database's own clock, unless Options.Clock is set.
-func (s *storage) clockParam() any {
-	if s.clock == nil {
-		return nil
-	}
-	return driver.Timestamp(s.clock.Now())
-}
-
-// inTx runs fn in a READ COMMITTED transaction and commits it when fn
-// returns nil: deadlocks are retried, a lost connection is not (the commit
-// may have happened), it is ErrUnavailable.
-func (s *storage) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return sqlstore.Transactions{DB: s.db, Open: s.open, Retryable: retryable, Interpret: interpretError}.Run(ctx, fn)
+	return errors.Join(err, interpretError(s.runs.DB().Close()))
 }
 
 // SQLSTATE codes the adapter interprets.
@@ -263,55 +217,50 @@ const (
 	classConnectionException  = "08"
 )
 
-const connectionLost = "connection to the postgres server failed or was lost; re-read before retrying, the call may or may not have committed"
-
+// retryable is the dialect's Retryable: the server rolled the
+// transaction back (a deadlock, a serialization failure).
 func retryable(err error) bool {
 	return hasState(err, stateDeadlock) || hasState(err, stateSerialization)
 }
 
+// hasState reports a server error of SQLSTATE code.
 func hasState(err error, code string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == code
 }
 
-// interpretError maps driver and server errors to the contract's, in one
-// place. Errors that are already the contract's, or a context's, pass; a
-// server that cannot be reached, was restarted or cut the connection is
-// UNAVAILABLE (FAULT-001, FAULT-002). database/sql drops the connections
-// found broken, so the pool works again once the server answers, without
-// reopening the store (FAULT-006); every statement carries the caller's
-// context, whose deadline pgx honours on a slow link (FAULT-007).
+// interpretError is the dialect's Interpret: SQLSTATE codes, failed
+// connects and pgx's lost connections (a backend terminated, a server
+// restarted) to the contract's codes. pgx honours every statement's
+// context on a slow link (FAULT-007).
 func interpretError(err error) error {
 	var pe *pgconn.PgError
-	var ne net.Error
 	switch {
-	case err == nil, runstate.CodeOf(err) != "", errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case sqlkit.Passes(err):
 		return err
 	case errors.As(err, &pe):
 		switch {
 		case pe.Code == stateUniqueViolation:
-			return &runstate.Error{Code: runstate.CodeAlreadyExists, Message: pe.Message, Cause: err}
+			return sqlkit.AlreadyExists(pe.Message, err)
 		case pe.Code == stateInvalidPassword, pe.Code == stateInvalidAuthorization, pe.Code == stateInsufficientPrivs:
-			return &runstate.Error{Code: runstate.CodePermissionDenied, Message: "access denied: check the DSN's user, password and grants", Cause: err}
+			return sqlkit.PermissionDenied(err)
 		case pe.Code == stateUnknownDatabase:
 			return runstate.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", pe.Message)
 		case pe.Code == stateInvalidSchemaName:
 			return runstate.InvalidArgument("schema", "%s", pe.Message)
 		case pe.Code == stateDeadlock, pe.Code == stateSerialization:
-			return runstate.Unavailable(fmt.Sprintf("lock contention persisted through %d retries; try again", sqlstore.MaxRetries), err)
+			return sqlkit.ContentionPersisted(err)
 		case pe.Code == stateTooManyConnections:
 			return runstate.Unavailable("the server has no connection slot left; lower MaxOpenConns or raise max_connections", err)
 		case pe.Code == stateAdminShutdown, pe.Code == stateCrashShutdown, pe.Code == stateCannotConnectNow,
 			pe.Code == stateIdleInTxTimeout, len(pe.Code) == 5 && pe.Code[:2] == classConnectionException:
-			return runstate.Unavailable(connectionLost, err)
+			return sqlkit.ConnectionLost("postgres", err)
 		}
 		return runstate.Unavailable("postgres error", err)
 	case isConnectError(err):
 		return runstate.Unavailable("cannot connect to the server", err)
-	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.As(err, &ne), errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone), pgconn.Timeout(err):
-		return runstate.Unavailable(connectionLost, err)
+	case errors.Is(err, pgconn.ErrConnClosed), pgconn.Timeout(err), sqlkit.ConnectionFailed(err):
+		return sqlkit.ConnectionLost("postgres", err)
 	}
 	return runstate.Unavailable("postgres store failed", err)
 }

@@ -1,6 +1,15 @@
 package postgres
 
-import "github.com/jmoiron/sqlx"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/adapters/internal/sqlkit"
+)
 
 // SQL of the adapter, in one place. Values are always bound parameters;
 // the only text assembled at run time is a repetition of fixed fragments
@@ -62,17 +71,19 @@ var (
 	qInsertEvent  = numbered(`INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, ?)`)
 	// AUD-006: events after a Seq, in Seq order, from the primary key; with
 	// the run, in one snapshot: no row when the run does not exist, one
-	// NULL event when it has none after the Seq.
-	qListEvents = numbered(`SELECT a.event FROM runstate_runs r LEFT JOIN LATERAL
-		(SELECT event FROM runstate_audit WHERE run_id = r.run_id AND seq > ? ORDER BY seq LIMIT ?) a ON TRUE
-		WHERE r.run_id = ?`)
+	// NULL event when it has none after the Seq. Numbered by hand: the
+	// run_id is bound first.
+	qListEvents = `SELECT a.event FROM runstate_runs r LEFT JOIN LATERAL
+		(SELECT event FROM runstate_audit WHERE run_id = r.run_id AND seq > $2 ORDER BY seq LIMIT $3) a ON TRUE
+		WHERE r.run_id = $1`
 
 	// The waiting pass of claim-next waits for a row lock at most this
 	// long (a text such as 3000ms), for the rest of its transaction.
 	qSetLockWait = numbered(`SELECT set_config('lock_timeout', ?, true)`)
 )
 
-// Listing and claim fragments, combined by listSQL and candidates. ListRuns
+// Listing and claim fragments, combined by the kit (sqlkit.Driver.ListSQL,
+// ClaimCandidates, Runnable). ListRuns
 // orders by (created_at, run_id) (LIST-005) and continues after a keyset
 // position (LIST-006); claim order is priority, created_at, run_id
 // (LEASE-003). Statements built of these are numbered when assembled.
@@ -143,3 +154,65 @@ const (
 	qDropSchema         = `DROP SCHEMA IF EXISTS `
 	cascade             = ` CASCADE`
 )
+
+// dialect is the adapter's SQL for the kit (without OnRunnable, which Open
+// sets for Options.NotifyRunnable). Statuses are bound as one text[].
+var dialect = sqlkit.Dialect{
+	Name: "postgres",
+	Statements: sqlkit.Statements{
+		Now: qNow, LockRun: qLockRun, GetRun: qGetRun, GetLease: qGetLease,
+		InsertRun: qInsertRun, InsertLabel: qInsertLabel, InsertEvent: qInsertEvent, DeleteLabels: qDeleteLabels,
+		UpdateSeq: qUpdateSeq, UpdateLease: qUpdateLease, UpdateRunAndLease: qUpdateRunAndLease,
+		ListEvents:  qListEvents,
+		SetLockWait: qSetLockWait, // for the rest of the transaction, which writes only the row it locks
+
+		ListColumns:    listColumns,
+		WhereTrue:      whereTrue,
+		ByStatus:       byStatus,
+		CreatedFrom:    createdFrom,
+		CreatedBefore:  createdBefore,
+		ByWorkflow:     sqlkit.Clause{SQL: byWorkflow, Bind: sqlkit.Values(1)},
+		HasLabel:       sqlkit.Clause{SQL: hasLabel, Bind: sqlkit.Values(2)},
+		AfterCreated:   sqlkit.Clause{SQL: afterCreated, Bind: sqlkit.Values(2)},
+		ByCreatedLimit: byCreated + limitRows,
+
+		UnleasedHead:  sqlkit.Clause{SQL: qUnleasedHead, Bind: sqlkit.Values(2)},
+		Takeable:      sqlkit.Clause{SQL: qTakeable, Bind: []int{0, 1, 0, 2, 3, 2, 3}},
+		ClaimSkipping: forClaimSkipping,
+		ClaimReading:  forClaimReading,
+
+		ListUnleased:      sqlkit.Clause{SQL: qListUnleased, Bind: sqlkit.Values(1)},
+		ListExpired:       sqlkit.Clause{SQL: qListExpired, Bind: sqlkit.Values(2)},
+		ListEarlierLife:   sqlkit.Clause{SQL: qListEarlierLife, Bind: []int{0, 1, 0, 1, 2}},
+		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 2}},
+		ByClaimOrderLimit: byClaimOrder + limitRows,
+	},
+	Bind:         func(query string, args []any) (string, []any, error) { return numbered(query), args, nil },
+	Union:        withParts,
+	Retryable:    retryable,
+	Interpret:    interpretError,
+	LockTimedOut: func(err error) bool { return hasState(err, stateLockNotAvailable) },
+	LockWaitArg:  func(limit time.Duration) any { return strconv.FormatInt(limit.Milliseconds(), 10) + "ms" },
+}
+
+// withParts is one statement of parts: they are common table expressions
+// of one statement, so the whole reads one snapshot of the table, and
+// each part may lock its rows (a locking clause is not allowed on a part
+// of a UNION itself).
+func withParts(parts []string) string {
+	var b strings.Builder
+	b.WriteString("WITH ")
+	for i, part := range parts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "part%d AS (%s)", i, part)
+	}
+	for i := range parts {
+		if i > 0 {
+			b.WriteString(" UNION ALL")
+		}
+		fmt.Fprintf(&b, " SELECT * FROM part%d", i)
+	}
+	return b.String()
+}

@@ -22,29 +22,28 @@ const runnableChannel = "runstate_runnable"
 // that connection is lost it sends a value (a notice may have been missed
 // meanwhile) and connects again, as long as ctx lasts.
 func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParams) (<-chan struct{}, error) {
-	st := s.data
-	if err := st.open(); err != nil {
+	if err := s.runs.CheckOpen(); err != nil {
 		return nil, err
 	}
-	conn, schema, err := st.listen(ctx)
+	conn, schema, err := s.listen(ctx)
 	if err != nil {
-		return nil, st.openError(err)
+		return nil, s.runs.OpenError(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	stopWithStore := context.AfterFunc(st.closing, cancel)
+	stopWithStore := context.AfterFunc(s.closing, cancel)
 	wake := make(chan struct{}, 1)
 	go func() {
 		defer close(wake)
 		defer stopWithStore()
 		defer cancel()
-		st.relay(ctx, conn, schema, wake)
+		s.relay(ctx, conn, schema, wake)
 	}()
 	return wake, nil
 }
 
 // listen connects, listens on runnableChannel, and returns the connection
 // with the schema whose announcements are this store's.
-func (s *storage) listen(ctx context.Context) (*pgx.Conn, string, error) {
+func (s *Store) listen(ctx context.Context) (*pgx.Conn, string, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.conn.Copy())
 	if err != nil {
 		return nil, "", err
@@ -63,7 +62,7 @@ func (s *storage) listen(ctx context.Context) (*pgx.Conn, string, error) {
 
 // relay passes the announcements of schema on to wake until ctx ends,
 // connecting again when the connection is lost.
-func (s *storage) relay(ctx context.Context, conn *pgx.Conn, schema string, wake chan<- struct{}) {
+func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, wake chan<- struct{}) {
 	send := func() {
 		select {
 		case wake <- struct{}{}:
@@ -83,7 +82,7 @@ func (s *storage) relay(ctx context.Context, conn *pgx.Conn, schema string, wake
 			continue
 		}
 		conn.Close(context.Background())
-		s.log.Warn("the connection that listens for runnable runs was lost; connecting again", "store", s.where, "error", interpretError(err))
+		s.log.Warn("the connection that listens for runnable runs was lost; connecting again", "store", s.runs.Where(), "error", interpretError(err))
 		send()
 		for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
 			select {

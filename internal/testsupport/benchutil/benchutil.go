@@ -2,9 +2,12 @@
 package benchutil
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/runstate/runstate"
 )
 
 // Concurrently runs body in exactly n goroutines that share b.N
@@ -56,4 +59,25 @@ func Claims(b *testing.B, n int, claim func(worker int) (string, error)) {
 	}
 	b.ReportMetric(float64(doubles), "double-claims")
 	b.ReportMetric(float64(len(claimed))/b.Elapsed().Seconds(), "claims/s")
+}
+
+// FillQueue creates n queued runs of workflow bench, with priorities 0 to
+// 9, from several goroutines.
+func FillQueue(b *testing.B, s runstate.RunStateStore, n int) {
+	b.Helper()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
