@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
-	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/internal/testsupport/testlog"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
@@ -70,7 +69,7 @@ func TestConformanceBadgerPlugin(t *testing.T) {
 }
 
 func TestConformanceMySQLPlugin(t *testing.T) {
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	path := bin(t, mysqlPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
 	conformance.Run(t, plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
@@ -85,7 +84,7 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 }
 
 func TestConformancePostgresPlugin(t *testing.T) {
-	srv := pgtestserver.Find(t)
+	srv := sqltest.Postgres.Find(t)
 	path := bin(t, pgPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
 	conformance.Run(t, plugintest.ProcessTarget("postgres", "postgres", path, caps, func(ctx context.Context) (map[string]string, func(), error) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 // benchDB opens the adapter on a fresh database for one benchmark run.
@@ -24,7 +24,7 @@ func benchDB(b *testing.B) (*mysql.Store, string) { return benchDBOver(b, 0, 64)
 // conns connections.
 func benchDBOver(b *testing.B, roundTrip time.Duration, conns int) (*mysql.Store, string) {
 	b.Helper()
-	srv := testserver.Find(b)
+	srv := sqltest.MySQL.Find(b)
 	ctx := context.Background()
 	name, err := srv.CreateDatabase(ctx)
 	if err != nil {

@@ -4,24 +4,24 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, mysqltest.Target(testserver.Find(t), true))
+	conformance.Run(t, mysqltest.Target(sqltest.MySQL.Find(t), true))
 }
 
 func TestConformanceRealClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sleeps through real lease TTLs; the shifted-clock run covers the same rules")
 	}
-	conformance.Run(t, mysqltest.Target(testserver.Find(t), false))
+	conformance.Run(t, mysqltest.Target(sqltest.MySQL.Find(t), false))
 }
 
 // The FAULT rules with restarts, on a server of this test's own: the
 // harness kills it (SIGKILL) and starts it again on its data directory.
 func TestConformanceAcrossRestarts(t *testing.T) {
-	private := testserver.StartPrivate(t)
+	private := sqltest.MySQL.StartPrivate(t)
 	conformance.Run(t, mysqltest.TargetRestarting(private.Scratch, true, private), "FAULT")
 }

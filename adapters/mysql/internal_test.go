@@ -11,15 +11,15 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 // openInternal opens a store on a fresh database, dropped after the test.
 func openInternal(t testing.TB) *Store {
 	t.Helper()
 	ctx := context.Background()
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	name, err := srv.CreateDatabase(ctx)
 	if err != nil {
 		t.Fatal(err)

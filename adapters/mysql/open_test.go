@@ -16,7 +16,6 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
@@ -25,7 +24,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // freshDB makes a database for one test and drops it afterwards.
 func freshDB(t *testing.T) (*scratch.Server, string) {
 	t.Helper()
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	name, err := srv.CreateDatabase(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +224,7 @@ func TestConnectionKilledMidCall(t *testing.T) {
 // A scratch database is created by Open and dropped by Close; a database
 // that exists is refused, whatever it holds, and left as it was.
 func TestScratchDatabaseIsCreatedAndDropped(t *testing.T) {
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("runstate scratch-%d`x", time.Now().UnixNano()) // a name that needs quoting
 	t.Cleanup(func() { srv.DropDatabase(ctx, "`"+strings.ReplaceAll(name, "`", "``")+"`") })

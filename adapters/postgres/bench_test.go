@@ -10,14 +10,14 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
-	"github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
 // benchStore opens the adapter on a fresh schema for one benchmark run.
 func benchStore(b *testing.B) *postgres.Store {
 	b.Helper()
-	srv := testserver.Find(b)
+	srv := sqltest.Postgres.Find(b)
 	s, err := postgres.Open(context.Background(), postgres.Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true,
 		MaxOpenConns: 40, Logger: quiet})
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/internal/sqlkit"
-	"github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
@@ -22,7 +21,7 @@ import (
 // openInternal opens a store on a fresh schema, dropped after the test.
 func openInternal(t testing.TB) *Store {
 	t.Helper()
-	srv := testserver.Find(t)
+	srv := sqltest.Postgres.Find(t)
 	s, err := Open(context.Background(), Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

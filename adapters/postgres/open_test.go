@@ -16,7 +16,6 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/adapters/postgres/scratch"
-	"github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
@@ -25,7 +24,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // freshSchema names a schema for one test and drops it afterwards.
 func freshSchema(t *testing.T) (*scratch.Server, string) {
 	t.Helper()
-	srv := testserver.Find(t)
+	srv := sqltest.Postgres.Find(t)
 	name := srv.NewSchemaName()
 	t.Cleanup(func() { srv.DropSchema(context.Background(), name) })
 	return srv, name

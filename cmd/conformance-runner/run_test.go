@@ -22,10 +22,9 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
-	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/docs"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
 
@@ -284,7 +283,7 @@ func storedRuns(t *testing.T, dir string) []runstate.RunSnapshot {
 // The docs' scratch-database example works with the reference MySQL
 // plugin: each check's plugin creates its own database and drops it after.
 func TestMySQLPluginOnScratchDatabases(t *testing.T) {
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	prefix := fmt.Sprintf("rsconf_%d_", os.Getpid())
 	// The template goes into the DSN as a user types it (FormatDSN would
 	// escape its braces).
@@ -435,7 +434,7 @@ func TestCommandLineConventions(t *testing.T) {
 
 // A DSN in a file stays out of the process list and out of the report.
 func TestConfigFromAFile(t *testing.T) {
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	server, _, _ := strings.Cut(srv.DSN(""), "/")
 	file := filepath.Join(t.TempDir(), "conformance.conf")
 	if err := os.WriteFile(file, []byte("# the test server\ndsn="+server+"/\n"), 0o600); err != nil {
@@ -457,7 +456,7 @@ func TestConfigFromAFile(t *testing.T) {
 // The built-in PostgreSQL target and the PostgreSQL plugin give the same
 // verdict on the same rules, each check on a schema of its own.
 func TestPostgresInProcessAndAsAPlugin(t *testing.T) {
-	srv := pgtestserver.Find(t)
+	srv := sqltest.Postgres.Find(t)
 	rules := "CAS,LEASE-002,LIN-001"
 	in, stderr, code := runCLI(t, "--adapter", "postgres", "--config", "dsn="+srv.DSN(), "--run", rules, "--format", "json")
 	if code != exitPass {

@@ -20,8 +20,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
-	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/tracker"
 )
@@ -64,7 +63,7 @@ func sharedStores(t *testing.T) []sharedStore {
 // whose search_path is that schema.
 func freshSchema(t *testing.T) string {
 	t.Helper()
-	srv := pgtestserver.Find(t)
+	srv := sqltest.Postgres.Find(t)
 	schema, err := srv.CreateSchema(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +75,7 @@ func freshSchema(t *testing.T) string {
 // freshDatabase makes a MySQL database for one test and returns its DSN.
 func freshDatabase(t *testing.T) string {
 	t.Helper()
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	db, err := srv.CreateDatabase(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +369,7 @@ steps:
 }
 
 func TestTwoWorkersOnMySQLTakeOverWithFencing(t *testing.T) {
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	ctx := context.Background()
 	db, err := srv.CreateDatabase(ctx)
 	if err != nil {

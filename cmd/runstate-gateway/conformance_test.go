@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate/adapters/mysql/testserver"
-	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
 )
 
@@ -39,14 +38,14 @@ func TestConformanceThroughAGatewayProcess(t *testing.T) {
 		}))
 	})
 	t.Run("mysql", func(t *testing.T) {
-		srv := testserver.Find(t)
+		srv := sqltest.MySQL.Find(t)
 		conformance.Run(t, gatewaytest.ProcessTarget("mysql", setup, func(ctx context.Context) (string, func(), error) {
 			db, err := srv.CreateDatabase(ctx)
 			return "mysql:" + srv.DSN(db), func() { srv.DropDatabase(context.Background(), db) }, err
 		}))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		srv := pgtestserver.Find(t)
+		srv := sqltest.Postgres.Find(t)
 		conformance.Run(t, gatewaytest.ProcessTarget("postgres", setup, func(ctx context.Context) (string, func(), error) {
 			schema, err := srv.CreateSchema(ctx)
 			return "postgres:" + srv.DSNIn(schema), func() { srv.DropSchema(context.Background(), schema) }, err

@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
-	"github.com/runstate/runstate/adapters/mysql/testserver"
-	pgtestserver "github.com/runstate/runstate/adapters/postgres/testserver"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
@@ -321,7 +320,7 @@ func TestTwoGatewaysOnOneDatabaseShareAFleet(t *testing.T) {
 
 // mysqlStore names a fresh MySQL database for one test.
 func mysqlStore(t *testing.T) string {
-	srv := testserver.Find(t)
+	srv := sqltest.MySQL.Find(t)
 	db, err := srv.CreateDatabase(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +331,7 @@ func mysqlStore(t *testing.T) string {
 
 // postgresStore names a fresh PostgreSQL schema for one test.
 func postgresStore(t *testing.T) string {
-	srv := pgtestserver.Find(t)
+	srv := sqltest.Postgres.Find(t)
 	schema, err := srv.CreateSchema(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package mysqltest is the conformance harness of the MySQL adapter: each
-// check gets a database of its own on a server testserver finds.
+// check gets a database of its own on a server sqltest.MySQL finds.
 package mysqltest
 
 import (
@@ -25,7 +25,7 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 }
 
 // TargetRestarting is Target on a MySQL server of the test's own
-// (testserver.StartPrivate), which r kills and starts again (FAULT-002).
+// (sqltest.MySQL.StartPrivate), which r kills and starts again (FAULT-002).
 func TargetRestarting(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	return sqltarget.Target(engine(s), manualClock, r)
 }

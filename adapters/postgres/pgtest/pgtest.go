@@ -1,5 +1,5 @@
 // Package pgtest is the conformance harness of the PostgreSQL adapter:
-// each check gets a schema of its own in a database testserver finds.
+// each check gets a schema of its own in a database sqltest.Postgres finds.
 package pgtest
 
 import (
@@ -26,7 +26,7 @@ func Target(s *scratch.Server, manualClock bool) conformance.Target {
 }
 
 // TargetRestarting is Target on a PostgreSQL server of the test's own
-// (testserver.StartPrivate); r may kill its postmaster and backends and
+// (sqltest.Postgres.StartPrivate); r may kill its postmaster and backends and
 // start it again (FAULT-002). Never give it a shared server.
 func TargetRestarting(s *scratch.Server, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	return sqltarget.Target(engine(s), manualClock, r)
