@@ -46,7 +46,8 @@ type BatchNextClaimer interface {
 	// ClaimNextMany claims, in one atomic write, up to max runs that q
 	// admits, in claim order: for each it calls take and stores the Change
 	// take returns, and it answers how many it claimed. q is as for
-	// NextClaimer.ClaimNext. It answers 0 only when no run matching q was
+	// NextClaimer.ClaimNext. A driver that retries calls take afresh for
+	// each run of the retry; the claims are those of take's last n calls. It answers 0 only when no run matching q was
 	// claimable (BATCH-007), and never offers a run twice (BATCH-006).
 	ClaimNextMany(ctx context.Context, q RunnableQuery, max int, take func(Current) Change) (int, error)
 }
@@ -124,28 +125,29 @@ func (w *wrapped) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (ru
 	return out, nil
 }
 
-// claimMany is ClaimRuns with the driver's BatchNextClaimer: one write.
+// claimMany is ClaimRuns with the driver's BatchNextClaimer: one write. A
+// driver that retries calls take afresh, so the claims are those of the
+// last n calls.
 func (w *wrapped) claimMany(ctx context.Context, bc BatchNextClaimer, q RunnableQuery, max int, c claimRequest, start *runstate.UpdateRunParams) (runstate.ClaimRunsResult, error) {
-	var out runstate.ClaimRunsResult
-	var refused error
+	var taken []*claiming
 	q.Claimant = &c.Owner
 	n, err := bc.ClaimNextMany(ctx, q, max, func(cur Current) Change {
 		cl := &claiming{req: c, start: start}
-		change := cl.take(cur)
-		if cl.refused != nil {
-			refused = cl.refused
-			return change
-		}
-		out.Claims = append(out.Claims, cl.claim)
-		return change
+		taken = append(taken, cl)
+		return cl.take(cur)
 	})
 	switch {
 	case err != nil:
 		return runstate.ClaimRunsResult{}, contractErrorNotFoundIsFailure(err)
-	case refused != nil: // the driver offered a run q does not admit
-		return runstate.ClaimRunsResult{}, runstate.Unavailable("claim-runs: the store offered a run it may not claim", refused)
-	case n != len(out.Claims):
-		return runstate.ClaimRunsResult{}, runstate.Unavailable(fmt.Sprintf("claim-runs: the store reported %d claims of %d it took", n, len(out.Claims)), nil)
+	case n < 0 || n > len(taken) || n > max:
+		return runstate.ClaimRunsResult{}, runstate.Unavailable(fmt.Sprintf("claim-runs: the store reported %d claims, of %d offered", n, len(taken)), nil)
+	}
+	out := runstate.ClaimRunsResult{Claims: make([]runstate.Claim, 0, n)}
+	for _, cl := range taken[len(taken)-n:] {
+		if cl.refused != nil { // the driver offered a run q does not admit
+			return runstate.ClaimRunsResult{}, runstate.Unavailable("claim-runs: the store offered a run it may not claim", cl.refused)
+		}
+		out.Claims = append(out.Claims, cl.claim)
 	}
 	return out, nil
 }
@@ -157,7 +159,8 @@ type wrappedCreator struct{ *wrapped }
 var _ runstate.BatchCreator = (*wrappedCreator)(nil)
 
 // CreateRuns implements runstate.BatchCreator: each item decided as
-// CreateRun decides it, then every run inserted in one write (BATCH-001).
+// CreateRun decides it (BATCH-002), then every run inserted in one write
+// (BATCH-001).
 func (w *wrappedCreator) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
 	items, err := prepareCreateRuns(p)
 	if err != nil {
