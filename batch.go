@@ -273,9 +273,11 @@ func startClaimed(ctx context.Context, s LeaseStore, claim Claim, p ClaimRunsPar
 	if err == nil {
 		return claim, nil
 	}
-	release := s.ReleaseLease(context.WithoutCancel(ctx), ReleaseLeaseParams{RunID: claim.Lease.RunID, Token: claim.Lease.Token})
-	if release != nil {
-		return Claim{}, fmt.Errorf("%sclaimed run %s but could not start it, nor release its lease (%v): %w", errPrefix, claim.Lease.RunID, release, err)
+	what := "so its lease was released"
+	if release := s.ReleaseLease(context.WithoutCancel(ctx), ReleaseLeaseParams{RunID: claim.Lease.RunID, Token: claim.Lease.Token}); release != nil {
+		what = fmt.Sprintf("nor release its lease (%s)", strings.TrimPrefix(release.Error(), errPrefix))
 	}
-	return Claim{}, fmt.Errorf("%sclaimed run %s but could not start it, so its lease was released: %w", errPrefix, claim.Lease.RunID, err)
+	// The start's error decides what the caller matches; the message says the rest.
+	return Claim{}, &Error{Code: CodeOf(err), RunID: claim.Lease.RunID, Cause: err,
+		Message: fmt.Sprintf("claimed run %s but could not start it, %s", claim.Lease.RunID, what)}
 }
