@@ -257,11 +257,14 @@ func checkClaimRunsExclusive(c *checkState) {
 	for range runs {
 		c.newRun()
 	}
-	stores := c.handles(claimers)
+	batchers := make([]runstate.BatchClaimer, claimers)
+	for i, s := range c.handles(claimers) { // skipped here, not in a claimer
+		batchers[i] = c.batchClaimerOf(s)
+	}
 	var mu sync.Mutex
 	claimedBy := map[string][]string{}
 	c.parallel(claimers, func(w int) {
-		b := c.batchClaimerOf(stores[w])
+		b := batchers[w]
 		o := owner(fmt.Sprintf("batch-%d", w))
 		for {
 			res, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: o, TTL: runstate.DefaultRecoveryLeaseTTL, Max: 4})

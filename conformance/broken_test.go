@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -273,6 +274,15 @@ func TestCapabilities(t *testing.T) {
 		for _, res := range conformance.RunRules(context.Background(), target, rec, nil) {
 			if res.Outcome != conformance.Pass {
 				t.Errorf("%s without leases: %s %v", res.Rule.ID, res.Outcome, res.Failures)
+			}
+		}
+	})
+	t.Run("a store without the batch interfaces skips the batch rules", func(t *testing.T) {
+		batchRules, _ := conformance.Select([]string{"BATCH"}, nil)
+		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return struct{ runstate.Store }{m} })
+		for _, res := range conformance.RunRules(context.Background(), target, batchRules, nil) {
+			if res.Outcome != conformance.Skip || !strings.Contains(res.Detail, "runstate.Batch") {
+				t.Errorf("%s: outcome %s (%s), want a skip naming the interface", res.Rule.ID, res.Outcome, res.Detail)
 			}
 		}
 	})
