@@ -357,10 +357,38 @@ func (s *reissuesBatchClaims) ClaimRuns(ctx context.Context, p runstate.ClaimRun
 	return res, err
 }
 
-// claimsWithoutStart claims as asked but never starts the runs.
+// claimsWithoutStart checks a claim as asked but never starts its runs.
 type claimsWithoutStart struct{ *memory.Store }
 
 func (s claimsWithoutStart) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
+	if err := p.Validate(); err != nil {
+		return runstate.ClaimRunsResult{}, err
+	}
 	p.Start = false
 	return s.Store.ClaimRuns(ctx, p)
+}
+
+// skipsBadItems creates the valid items of a batch and drops the others.
+type skipsBadItems struct{ *memory.Store }
+
+func (s skipsBadItems) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	var out runstate.CreateRunsResult
+	for _, item := range p.Runs {
+		if run, err := s.Store.CreateRun(ctx, item); err == nil {
+			out.Runs = append(out.Runs, run)
+		}
+	}
+	return out, nil
+}
+
+// updatesTwice applies a batch item by item without looking for a run
+// named twice.
+type updatesTwice struct{ *memory.Store }
+
+func (s updatesTwice) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
+	out := runstate.UpdateRunsResult{Items: make([]runstate.UpdateRunsItem, len(p.Updates))}
+	for i, u := range p.Updates {
+		out.Items[i].Run, out.Items[i].Err = s.Store.UpdateRun(ctx, u)
+	}
+	return out, nil
 }
