@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate"
-	_ "github.com/runstate/runstate/internal/allstores" // every scheme
 	"github.com/runstate/runstate/stores"
+	_ "github.com/runstate/runstate/stores/all" // every scheme
 )
 
 // A store name is shown without its password, whichever scheme it has.

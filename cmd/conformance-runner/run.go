@@ -23,11 +23,11 @@ import (
 	pgscratch "github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway/gatewaytest"
-	_ "github.com/runstate/runstate/internal/allstores" // every store kind --store names
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/stores"
+	_ "github.com/runstate/runstate/stores/all" // every store kind --store names
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )

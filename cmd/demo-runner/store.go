@@ -7,8 +7,8 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/cmd/demo-runner/internal/badgershare"
-	_ "github.com/runstate/runstate/internal/allstores" // every store kind --store names
 	"github.com/runstate/runstate/stores"
+	_ "github.com/runstate/runstate/stores/all" // every store kind --store names
 )
 
 // openStore opens the store --store names (stores.Open): a plugin

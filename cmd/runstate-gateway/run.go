@@ -21,9 +21,9 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/gateway"
-	_ "github.com/runstate/runstate/internal/allstores" // every store kind --store names
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/stores"
+	_ "github.com/runstate/runstate/stores/all" // every store kind --store names
 )
 
 // Exit codes.

@@ -1,8 +1,9 @@
-// Package allstores registers every kind of store runstate ships with
+// Package all registers every kind of store runstate ships with
 // stores.Register, so that stores.Open opens any of their
 // names: memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH and
-// gateway:HOST:PORT. The commands import it for its side effect.
-package allstores
+// gateway:HOST:PORT. The commands import it for its side effect, as may any program that
+// offers every kind.
+package all
 
 import (
 	_ "github.com/runstate/runstate/adapters/badger"
