@@ -15,6 +15,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -52,16 +53,6 @@ func serve(t *testing.T, register func(grpc.ServiceRegistrar)) served {
 
 func serveStore(t *testing.T, store runstate.RunStateStore) served {
 	return serve(t, protocol.NewService(protocol.ServiceOptions{Name: "test", Store: store}).Register)
-}
-
-func memoryStore(t *testing.T) *memory.Store {
-	t.Helper()
-	m, err := memory.Open(context.Background(), memory.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
 }
 
 // has reports which batch interfaces s implements.
@@ -105,7 +96,7 @@ func TestTheClientHasExactlyTheServersBatchInterfaces(t *testing.T) {
 		}, false, protocol.BatchCalls{UpdateRuns: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := serveStore(t, tc.store(memoryStore(t)))
+			s := serveStore(t, tc.store(memorytest.Open(t, nil)))
 			if got := s.remote.Info().Batches; got != tc.want {
 				t.Fatalf("Open said %+v, want %+v", got, tc.want)
 			}
@@ -161,7 +152,7 @@ func (oldServer) ClaimRuns(ctx context.Context, r *pb.ClaimRunsRequest) (*pb.Cla
 // fall back to single calls.
 func TestAServerWithoutBatchCallsLeavesTheClientWorking(t *testing.T) {
 	ctx := context.Background()
-	service := protocol.NewService(protocol.ServiceOptions{Name: "old", Store: memoryStore(t)})
+	service := protocol.NewService(protocol.ServiceOptions{Name: "old", Store: memorytest.Open(t, nil)})
 	s := serve(t, func(r grpc.ServiceRegistrar) { pb.RegisterRunStateStoreServer(r, oldServer{service}) })
 	if _, err := pb.NewRunStateStoreClient(s.conn).CreateRuns(ctx, &pb.CreateRunsRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("the old server answers CreateRuns with %v, want UNIMPLEMENTED", err)
@@ -202,7 +193,7 @@ func TestAServerWithoutBatchCallsLeavesTheClientWorking(t *testing.T) {
 // as for single calls.
 func TestBatchErrorsKeepTheirIdentity(t *testing.T) {
 	ctx := context.Background()
-	m := memoryStore(t)
+	m := memorytest.Open(t, nil)
 	s := serveStore(t, m)
 	store := s.remote.Checked()
 	if _, err := store.CreateRun(ctx, runstate.CreateRunParams{RunID: "taken", WorkflowName: "w"}); err != nil {
@@ -263,7 +254,7 @@ func (f failingClaimer) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParam
 // the error: they are held, and the caller's.
 func TestClaimsBeforeAnErrorCrossWithIt(t *testing.T) {
 	ctx := context.Background()
-	m := memoryStore(t)
+	m := memorytest.Open(t, nil)
 	if _, err := m.CreateRun(ctx, runstate.CreateRunParams{RunID: "r1", WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}

@@ -243,22 +243,28 @@ func batchCalls(st runstate.RunStateStore) *pb.OpenResponse {
 	return &pb.OpenResponse{CreateRuns: creator, UpdateRuns: updater, ClaimRuns: claimer && leases}
 }
 
-// unimplemented answers a batch call the store does not offer as a server
-// without batch calls would, so that a client treats both alike.
-func unimplemented(what string) error {
-	return status.Errorf(codes.Unimplemented, "the store does not implement %s", what)
+// batchOf returns the open store as the batch interface B, named what;
+// a store without it is answered UNIMPLEMENTED, as a server without batch
+// calls would answer, so that a client treats both alike.
+func batchOf[B any](s *Service, what string) (B, error) {
+	st, _, err := s.get()
+	if err != nil {
+		var none B
+		return none, err
+	}
+	b, ok := st.(B)
+	if !ok {
+		return b, status.Errorf(codes.Unimplemented, "the store does not implement %s", what)
+	}
+	return b, nil
 }
 
 // CreateRuns implements the protocol's CreateRuns, when the store is a
 // runstate.BatchCreator.
 func (s *Service) CreateRuns(ctx context.Context, r *pb.CreateRunsRequest) (*pb.CreateRunsResponse, error) {
-	st, _, err := s.get()
+	creator, err := batchOf[runstate.BatchCreator](s, "runstate.BatchCreator")
 	if err != nil {
 		return nil, err
-	}
-	creator, ok := st.(runstate.BatchCreator)
-	if !ok {
-		return nil, unimplemented("runstate.BatchCreator")
 	}
 	p := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, len(r.Runs))}
 	for i, run := range r.Runs {
@@ -278,13 +284,9 @@ func (s *Service) CreateRuns(ctx context.Context, r *pb.CreateRunsRequest) (*pb.
 // UpdateRuns implements the protocol's UpdateRuns, when the store is a
 // runstate.BatchUpdater: each item's error crosses with its identity.
 func (s *Service) UpdateRuns(ctx context.Context, r *pb.UpdateRunsRequest) (*pb.UpdateRunsResponse, error) {
-	st, _, err := s.get()
+	updater, err := batchOf[runstate.BatchUpdater](s, "runstate.BatchUpdater")
 	if err != nil {
 		return nil, err
-	}
-	updater, ok := st.(runstate.BatchUpdater)
-	if !ok {
-		return nil, unimplemented("runstate.BatchUpdater")
 	}
 	p := runstate.UpdateRunsParams{Updates: make([]runstate.UpdateRunParams, len(r.Updates))}
 	for i, u := range r.Updates {
@@ -309,13 +311,13 @@ func (s *Service) UpdateRuns(ctx context.Context, r *pb.UpdateRunsRequest) (*pb.
 // runstate.BatchClaimer with leases. An error after claims answers them
 // with the error beside them: they are held, and the caller's to use.
 func (s *Service) ClaimRuns(ctx context.Context, r *pb.ClaimRunsRequest) (*pb.ClaimRunsResponse, error) {
-	st, leases, err := s.get()
+	// Batch claims need leases; Open offers them only then.
+	claimer, err := batchOf[interface {
+		runstate.BatchClaimer
+		runstate.LeaseStore
+	}](s, "runstate.BatchClaimer with runstate.LeaseStore")
 	if err != nil {
 		return nil, err
-	}
-	claimer, ok := st.(runstate.BatchClaimer)
-	if !ok || leases == nil {
-		return nil, unimplemented("runstate.BatchClaimer")
 	}
 	res, err := claimer.ClaimRuns(ctx, fromClaimRuns(r))
 	if err != nil && len(res.Claims) == 0 {
