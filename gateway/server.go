@@ -188,6 +188,10 @@ var need = map[string]Role{
 	"ClaimNextRun":     RoleWorker,
 	"RenewLease":       RoleWorker,
 	"ReleaseLease":     RoleWorker,
+	// A batch needs the role of its single call.
+	"CreateRuns": RoleWorker,
+	"UpdateRuns": RoleWorker,
+	"ClaimRuns":  RoleWorker,
 }
 
 // authorize authenticates every call, checks the principal's role and,
@@ -255,10 +259,26 @@ func permit(p Principal, method string, req any) error {
 		return ownName(p, r.GetOwner())
 	case *pb.ClaimNextRunRequest:
 		return ownName(p, r.GetOwner())
+	case *pb.ClaimRunsRequest:
+		return ownName(p, r.GetOwner())
 	case *pb.UpdateRunRequest:
-		if r.GetLeaseToken() == 0 {
-			return denied(p, "a worker writes a run only under its lease (a lease token); writes without one need the operator role")
+		return underLease(p, r)
+	case *pb.UpdateRunsRequest:
+		// One update a worker may not make refuses the whole batch, naming
+		// it, so that a refused call changes nothing, as for single calls.
+		for i, u := range r.GetUpdates() {
+			if err := underLease(p, u); err != nil {
+				return &runstate.BatchItemError{Index: i, Err: err}
+			}
 		}
+	}
+	return nil
+}
+
+// underLease refuses a worker's write without a lease token.
+func underLease(p Principal, r *pb.UpdateRunRequest) error {
+	if r.GetLeaseToken() == 0 {
+		return denied(p, "a worker writes a run only under its lease (a lease token); writes without one need the operator role")
 	}
 	return nil
 }
@@ -269,19 +289,29 @@ func permit(p Principal, method string, req any) error {
 // is checked for its holder, a token not yet issued is refused (it would
 // be the next claimant's), and an earlier one passes on to the store,
 // which refuses it (LEASE_LOST) as no longer current.
+//
+// A batch of updates is checked item by item, one lease read each; an item
+// refused refuses the whole batch (a *runstate.BatchItemError naming it).
 func (s *Server) ownLease(ctx context.Context, p Principal, req any) error {
-	var runID string
-	var token int64
 	switch r := req.(type) {
 	case *pb.RenewLeaseRequest:
-		runID, token = r.GetRunId(), r.GetToken()
+		return s.ownsToken(ctx, p, r.GetRunId(), r.GetToken())
 	case *pb.ReleaseLeaseRequest:
-		runID, token = r.GetRunId(), r.GetToken()
+		return s.ownsToken(ctx, p, r.GetRunId(), r.GetToken())
 	case *pb.UpdateRunRequest:
-		runID, token = r.GetRunId(), r.GetLeaseToken()
-	default:
-		return nil
+		return s.ownsToken(ctx, p, r.GetRunId(), r.GetLeaseToken())
+	case *pb.UpdateRunsRequest:
+		for i, u := range r.GetUpdates() {
+			if err := s.ownsToken(ctx, p, u.GetRunId(), u.GetLeaseToken()); err != nil {
+				return &runstate.BatchItemError{Index: i, Err: err}
+			}
+		}
 	}
+	return nil
+}
+
+// ownsToken checks that token of runID is p's, as ownLease explains.
+func (s *Server) ownsToken(ctx context.Context, p Principal, runID string, token int64) error {
 	if s.leases == nil {
 		return denied(p, "the store cannot tell who holds a lease, so a worker cannot act under one through this gateway")
 	}
@@ -318,16 +348,29 @@ func denied(p Principal, format string, args ...any) error {
 // own, whatever actor the call named. An operator acts for others (crash
 // recovery, a scheduler) and is trusted with the actor it names; one it
 // leaves without an id is recorded under its principal name.
+// Every item of a batch is stamped as its single call would be, and a
+// batch claim's actor (that of the starts it records) too.
 func stampActor(p Principal, req any) {
-	var a **pb.Actor
 	switch r := req.(type) {
 	case *pb.CreateRunRequest:
-		a = &r.Actor
+		stamp(p, &r.Actor)
 	case *pb.UpdateRunRequest:
-		a = &r.Actor
-	default:
-		return
+		stamp(p, &r.Actor)
+	case *pb.CreateRunsRequest:
+		for _, run := range r.GetRuns() {
+			stamp(p, &run.Actor)
+		}
+	case *pb.UpdateRunsRequest:
+		for _, u := range r.GetUpdates() {
+			stamp(p, &u.Actor)
+		}
+	case *pb.ClaimRunsRequest:
+		stamp(p, &r.Actor)
 	}
+}
+
+// stamp records p in the actor a points to, as stampActor says.
+func stamp(p Principal, a **pb.Actor) {
 	if *a == nil {
 		*a = &pb.Actor{}
 	}

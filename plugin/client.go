@@ -116,7 +116,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c.begin(name, s)
-	log.Info("store plugin ready", "plugin", name, "store", c.info.Name, "version", c.info.Version, "leases", c.info.Leases)
+	log.Info("store plugin ready", "plugin", name, "store", c.info.Name, "version", c.info.Version, "leases", c.info.Leases, "batches", c.info.Batches)
 	return c, nil
 }
 
@@ -243,7 +243,9 @@ func (c *Client) Name() string    { return c.info.Name }
 func (c *Client) Version() string { return c.info.Version }
 
 // Store returns the plugin's store: a runstate.Store when it has leases,
-// otherwise only a runstate.RunStateStore. Input is checked (driver.Checked)
+// otherwise only a runstate.RunStateStore; and runstate.BatchCreator,
+// BatchUpdater and BatchClaimer exactly when the plugin's store is one (a
+// plugin built before batches offers none). Input is checked (driver.Checked)
 // on this side of the process boundary too. It is the one way to the store.
 func (c *Client) Store() runstate.RunStateStore { return c.store }
 

@@ -222,9 +222,11 @@ func (sp *supervisor) launch(dead *session) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.opened.Leases != dead.opened.Leases {
+	// The client's store kept the interfaces the first process offered.
+	if s.opened.Leases != dead.opened.Leases || s.opened.Batches != dead.opened.Batches {
 		s.kill()
-		return nil, fmt.Errorf("the plugin started again reports a store with leases %v, where it had %v", s.opened.Leases, dead.opened.Leases)
+		return nil, fmt.Errorf("the plugin started again reports a store with leases %v and batch calls %+v, where it had %v and %+v",
+			s.opened.Leases, s.opened.Batches, dead.opened.Leases, dead.opened.Batches)
 	}
 	return s, nil
 }

@@ -261,21 +261,23 @@ func TestSupervisorRetriesARelaunchThatFailsToOpen(t *testing.T) {
 			switch n {
 			case 1: // a store of another kind: refused
 				s.opened.Leases = false
-			case 2:
+			case 2: // a store with other batch calls: refused too
+				s.opened.Batches.CreateRuns = true
+			case 3:
 				return runstate.InvalidArgument("dir", "is locked")
 			}
 			return nil
 		})
 		l.proc(0).exited.Store(true)
-		after(watchTick + 7*time.Millisecond)
-		if s := inUse(t, sp); s.proc != l.proc(3) {
+		after(watchTick + 15*time.Millisecond)
+		if s := inUse(t, sp); s.proc != l.proc(4) {
 			t.Fatal("a process that failed to open was put in use")
 		}
-		if !l.proc(1).released.Load() || !l.proc(2).released.Load() {
+		if !l.proc(1).released.Load() || !l.proc(2).released.Load() || !l.proc(3).released.Load() {
 			t.Fatal("a process that failed to open was left running")
 		}
-		if _, failures := log.announced(); failures != 2 {
-			t.Fatalf("%d failed starts logged, want 2", failures)
+		if _, failures := log.announced(); failures != 3 {
+			t.Fatalf("%d failed starts logged, want 3", failures)
 		}
 	})
 }

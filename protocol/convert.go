@@ -216,3 +216,13 @@ func filterPB(f runstate.RunnableFilter) *pb.RunnableFilter {
 func fromFilter(f *pb.RunnableFilter) runstate.RunnableFilter {
 	return runstate.RunnableFilter{Statuses: f.GetStatuses(), WorkflowName: f.GetWorkflowName(), Labels: emptyNil(f.GetLabels())}
 }
+
+func claimRunsPB(p runstate.ClaimRunsParams) *pb.ClaimRunsRequest {
+	return &pb.ClaimRunsRequest{Owner: ownerPB(p.Owner), Ttl: durationpb.New(p.TTL), Filter: filterPB(p.Filter), Max: int64(p.Max),
+		Start: p.Start, Actor: actorPB(p.Actor), Reason: p.Reason}
+}
+
+func fromClaimRuns(r *pb.ClaimRunsRequest) runstate.ClaimRunsParams {
+	return runstate.ClaimRunsParams{Owner: fromOwner(r.Owner), TTL: fromDuration(r.Ttl), Filter: fromFilter(r.Filter),
+		Max: int(r.Max), Start: r.Start, Actor: fromActor(r.Actor), Reason: r.Reason}
+}

@@ -2,7 +2,11 @@
 // runstate.RunStateStore and runstate.LeaseStore as one gRPC service
 // (package runstate.plugin.v1, generated in protocol/pb), with errors that
 // keep their identity across the wire (errors.Is works on the client for
-// every contract sentinel, with its details).
+// every contract sentinel, with its details). The batch interfaces
+// (runstate.BatchCreator, BatchUpdater, BatchClaimer) cross too: a server
+// says in Open which its store has, and the client's store (Checked) has
+// exactly those, so that a server without them, an older one included,
+// leaves its clients on single calls.
 //
 // Both sides are here, independent of how the connection is made:
 //

@@ -50,20 +50,39 @@ func toStatus(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return status.FromContextError(err).Err()
 	}
+	d := errorDetail(err)
+	code, ok := grpcCodes[runstate.Code(d.Code)]
+	if !ok {
+		code = codes.Unknown
+	}
+	return mustDetail(status.New(code, wireText(err.Error())), d)
+}
+
+// errorDetail is err as it crosses the wire: a contract error with its
+// fields, a *runstate.BatchItemError with its index, the context's errors
+// by name (for items, which no status carries), anything else as its text
+// alone (it stays untyped on the client too: runstate.CodeOf gives "").
+func errorDetail(err error) *pb.ErrorDetail {
+	var item *runstate.BatchItemError
+	if errors.As(err, &item) {
+		d := errorDetail(item.Err)
+		index := int64(item.Index)
+		d.BatchIndex = &index
+		return d
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &pb.ErrorDetail{Message: wireText(err.Error()), Context: contextCanceled}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &pb.ErrorDetail{Message: wireText(err.Error()), Context: contextDeadline}
+	}
 	var se *runstate.Error
 	if !errors.As(err, &se) && runstate.CodeOf(err) != "" {
 		// A bare sentinel (perhaps wrapped): its code is its identity.
 		se = &runstate.Error{Code: runstate.CodeOf(err), Message: strings.TrimPrefix(err.Error(), "runstate: ")}
 	}
 	if se == nil {
-		// Not a contract error: its text is all there is; it stays untyped
-		// on the host too (runstate.CodeOf gives "").
-		text := wireText(err.Error())
-		return mustDetail(status.New(codes.Unknown, text), &pb.ErrorDetail{Message: text})
-	}
-	code, ok := grpcCodes[se.Code]
-	if !ok {
-		code = codes.Unknown
+		return &pb.ErrorDetail{Message: wireText(err.Error())}
 	}
 	d := &pb.ErrorDetail{Code: wireText(string(se.Code)), Message: wireText(se.Message), RunId: wireText(se.RunID),
 		Field: wireText(se.Field), From: wireText(se.From), To: wireText(se.To), Step: wireText(se.Step), Host: wireText(se.Host),
@@ -71,7 +90,38 @@ func toStatus(err error) error {
 	if se.Cause != nil {
 		d.Cause = wireText(se.Cause.Error())
 	}
-	return mustDetail(status.New(code, wireText(se.Error())), d)
+	return d
+}
+
+// The names of the context's errors in ErrorDetail.context.
+const (
+	contextCanceled = "canceled"
+	contextDeadline = "deadline_exceeded"
+)
+
+// fromErrorDetail rebuilds the error d carries; peer names the other side
+// in messages of errors without a contract code.
+func fromErrorDetail(d *pb.ErrorDetail, peer string) error {
+	var err error
+	switch {
+	case d.Context == contextCanceled:
+		err = fmt.Errorf("%s: %w", peer, context.Canceled)
+	case d.Context == contextDeadline:
+		err = fmt.Errorf("%s: %w", peer, context.DeadlineExceeded)
+	case d.Code == "":
+		err = fmt.Errorf("%s: %s", peer, d.Message)
+	default:
+		e := &runstate.Error{Code: runstate.Code(d.Code), Message: d.Message, RunID: d.RunId, Field: d.Field, From: d.From, To: d.To,
+			Step: d.Step, Host: d.Host, ExpectedVersion: d.ExpectedVersion, CurrentVersion: d.CurrentVersion}
+		if d.Cause != "" {
+			e.Cause = errors.New(d.Cause)
+		}
+		err = e
+	}
+	if d.BatchIndex != nil {
+		return &runstate.BatchItemError{Index: int(*d.BatchIndex), Err: err}
+	}
+	return err
 }
 
 // wireText makes s sendable: protobuf strings must be valid UTF-8, and an
@@ -102,15 +152,7 @@ func fromStatus(err error, peer string, gone func() bool) error {
 	}
 	for _, d := range st.Details() {
 		if ed, ok := d.(*pb.ErrorDetail); ok {
-			if ed.Code == "" {
-				return fmt.Errorf("%s: %s", peer, ed.Message)
-			}
-			e := &runstate.Error{Code: runstate.Code(ed.Code), Message: ed.Message, RunID: ed.RunId, Field: ed.Field, From: ed.From, To: ed.To,
-				Step: ed.Step, Host: ed.Host, ExpectedVersion: ed.ExpectedVersion, CurrentVersion: ed.CurrentVersion}
-			if ed.Cause != "" {
-				e.Cause = errors.New(ed.Cause)
-			}
-			return e
+			return fromErrorDetail(ed, peer)
 		}
 	}
 	switch st.Code() {

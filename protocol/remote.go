@@ -16,6 +16,16 @@ type StoreInfo struct {
 	Name, Version string
 	// Leases: the store implements runstate.LeaseStore.
 	Leases bool
+	// Batches are the batch calls the server offers; a server older than
+	// them offers none.
+	Batches BatchCalls
+}
+
+// BatchCalls names the batch interfaces a server's store implements.
+type BatchCalls struct {
+	CreateRuns bool // runstate.BatchCreator
+	UpdateRuns bool // runstate.BatchUpdater
+	ClaimRuns  bool // runstate.BatchClaimer (only with leases)
 }
 
 // Route is the connection one call goes over.
@@ -44,7 +54,8 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 	if err != nil {
 		return StoreInfo{}, callError(ctx, p.Peer, p.Route, err)
 	}
-	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases}, nil
+	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases,
+		Batches: BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases}}, nil
 }
 
 // RemoteOptions configure NewRemoteStore.
@@ -117,17 +128,11 @@ func (r *RemoteStore) Info() StoreInfo { return r.info }
 // that input is validated once on this side of the connection (protobuf
 // strings must be valid UTF-8 to be sent at all) and once by the store
 // beyond it: a runstate.Store when the server's store has leases,
-// otherwise only a runstate.RunStateStore.
+// otherwise only a runstate.RunStateStore; and the batch interfaces the
+// server offers (Info().Batches), no others.
 func (r *RemoteStore) Checked() runstate.RunStateStore {
-	if r.info.Leases {
-		return driver.Checked(r)
-	}
-	return driver.Checked(runOnly{r})
+	return driver.Checked(r.offered())
 }
-
-// runOnly shows only the RunStateStore methods of a store without leases:
-// embedding the interface promotes nothing else.
-type runOnly struct{ runstate.RunStateStore }
 
 // Close ends a store Connect returned: calls in flight end, later calls
 // fail with runstate.ErrUnavailable. The connection stays open. A store

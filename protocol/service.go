@@ -91,7 +91,9 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 		s.store = store
 		s.leases, _ = store.(runstate.LeaseStore)
 	}
-	return &pb.OpenResponse{Name: s.info.Name, Version: s.info.Version, Leases: s.leases != nil}, nil
+	resp := batchCalls(s.store)
+	resp.Name, resp.Version, resp.Leases = s.info.Name, s.info.Version, s.leases != nil
+	return resp, nil
 }
 
 // get returns the store, or an error when no client has opened it.
@@ -229,4 +231,104 @@ func (s *Service) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease,
 	}
 	l, err := reader.GetLease(ctx, r.RunId)
 	return leasePB(l), toStatus(err)
+}
+
+// batchCalls reports which batch calls st offers: a claim of many runs
+// needs leases too.
+func batchCalls(st runstate.RunStateStore) *pb.OpenResponse {
+	_, creator := st.(runstate.BatchCreator)
+	_, updater := st.(runstate.BatchUpdater)
+	_, claimer := st.(runstate.BatchClaimer)
+	_, leases := st.(runstate.LeaseStore)
+	return &pb.OpenResponse{CreateRuns: creator, UpdateRuns: updater, ClaimRuns: claimer && leases}
+}
+
+// batchOf returns the open store as the batch interface B, named what;
+// a store without it is answered UNIMPLEMENTED, as a server without batch
+// calls would answer, so that a client treats both alike.
+func batchOf[B any](s *Service, what string) (B, error) {
+	st, _, err := s.get()
+	if err != nil {
+		var none B
+		return none, err
+	}
+	b, ok := st.(B)
+	if !ok {
+		return b, status.Errorf(codes.Unimplemented, "the store does not implement %s", what)
+	}
+	return b, nil
+}
+
+// CreateRuns implements the protocol's CreateRuns, when the store is a
+// runstate.BatchCreator.
+func (s *Service) CreateRuns(ctx context.Context, r *pb.CreateRunsRequest) (*pb.CreateRunsResponse, error) {
+	creator, err := batchOf[runstate.BatchCreator](s, "runstate.BatchCreator")
+	if err != nil {
+		return nil, err
+	}
+	p := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, len(r.Runs))}
+	for i, run := range r.Runs {
+		p.Runs[i] = fromCreate(run)
+	}
+	res, err := creator.CreateRuns(ctx, p)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.CreateRunsResponse{Runs: make([]*pb.Run, len(res.Runs))}
+	for i, run := range res.Runs {
+		out.Runs[i] = runPB(run)
+	}
+	return out, nil
+}
+
+// UpdateRuns implements the protocol's UpdateRuns, when the store is a
+// runstate.BatchUpdater: each item's error crosses with its identity.
+func (s *Service) UpdateRuns(ctx context.Context, r *pb.UpdateRunsRequest) (*pb.UpdateRunsResponse, error) {
+	updater, err := batchOf[runstate.BatchUpdater](s, "runstate.BatchUpdater")
+	if err != nil {
+		return nil, err
+	}
+	p := runstate.UpdateRunsParams{Updates: make([]runstate.UpdateRunParams, len(r.Updates))}
+	for i, u := range r.Updates {
+		p.Updates[i] = fromUpdate(u)
+	}
+	res, err := updater.UpdateRuns(ctx, p)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.UpdateRunsResponse{Items: make([]*pb.UpdateRunsItem, len(res.Items))}
+	for i, item := range res.Items {
+		if item.Err != nil {
+			out.Items[i] = &pb.UpdateRunsItem{Error: errorDetail(item.Err)}
+		} else {
+			out.Items[i] = &pb.UpdateRunsItem{Run: runPB(item.Run)}
+		}
+	}
+	return out, nil
+}
+
+// ClaimRuns implements the protocol's ClaimRuns, when the store is a
+// runstate.BatchClaimer with leases. An error after claims answers them
+// with the error beside them: they are held, and the caller's to use.
+func (s *Service) ClaimRuns(ctx context.Context, r *pb.ClaimRunsRequest) (*pb.ClaimRunsResponse, error) {
+	// Batch claims need leases; Open offers them only then.
+	claimer, err := batchOf[interface {
+		runstate.BatchClaimer
+		runstate.LeaseStore
+	}](s, "runstate.BatchClaimer with runstate.LeaseStore")
+	if err != nil {
+		return nil, err
+	}
+	res, err := claimer.ClaimRuns(ctx, fromClaimRuns(r))
+	if err != nil && len(res.Claims) == 0 {
+		return nil, toStatus(err)
+	}
+	out := &pb.ClaimRunsResponse{Claims: make([]*pb.Claim, len(res.Claims))}
+	for i, c := range res.Claims {
+		out.Claims[i] = claimPB(c)
+	}
+	if err != nil {
+		out.Error = errorDetail(err)
+	}
+	return out, nil
 }

@@ -79,7 +79,12 @@ type OpenResponse struct {
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// leases: the store implements runstate.LeaseStore.
-	Leases        bool `protobuf:"varint,3,opt,name=leases,proto3" json:"leases,omitempty"`
+	Leases bool `protobuf:"varint,3,opt,name=leases,proto3" json:"leases,omitempty"`
+	// The batch calls the server offers; a server older than them sends
+	// none, and the client uses single calls.
+	CreateRuns    bool `protobuf:"varint,4,opt,name=create_runs,json=createRuns,proto3" json:"create_runs,omitempty"`
+	UpdateRuns    bool `protobuf:"varint,5,opt,name=update_runs,json=updateRuns,proto3" json:"update_runs,omitempty"`
+	ClaimRuns     bool `protobuf:"varint,6,opt,name=claim_runs,json=claimRuns,proto3" json:"claim_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +140,27 @@ func (x *OpenResponse) GetLeases() bool {
 	return false
 }
 
+func (x *OpenResponse) GetCreateRuns() bool {
+	if x != nil {
+		return x.CreateRuns
+	}
+	return false
+}
+
+func (x *OpenResponse) GetUpdateRuns() bool {
+	if x != nil {
+		return x.UpdateRuns
+	}
+	return false
+}
+
+func (x *OpenResponse) GetClaimRuns() bool {
+	if x != nil {
+		return x.ClaimRuns
+	}
+	return false
+}
+
 // ErrorDetail is the runstate.Error of a failed call.
 type ErrorDetail struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -149,8 +175,14 @@ type ErrorDetail struct {
 	ExpectedVersion int64                  `protobuf:"varint,9,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	CurrentVersion  int64                  `protobuf:"varint,10,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
 	Cause           string                 `protobuf:"bytes,11,opt,name=cause,proto3" json:"cause,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// batch_index, when set, is the item of a batch that refused the whole
+	// batch (runstate.BatchItemError); the other fields are its error.
+	BatchIndex *int64 `protobuf:"varint,12,opt,name=batch_index,json=batchIndex,proto3,oneof" json:"batch_index,omitempty"`
+	// context, set only where no gRPC status carries the error (an item of a
+	// batch): "canceled" or "deadline_exceeded" for the context's errors.
+	Context       string `protobuf:"bytes,13,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -256,6 +288,20 @@ func (x *ErrorDetail) GetCurrentVersion() int64 {
 func (x *ErrorDetail) GetCause() string {
 	if x != nil {
 		return x.Cause
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetBatchIndex() int64 {
+	if x != nil && x.BatchIndex != nil {
+		return *x.BatchIndex
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetContext() string {
+	if x != nil {
+		return x.Context
 	}
 	return ""
 }
@@ -2157,6 +2203,380 @@ func (x *ListRunnableRunsRequest) GetCursor() string {
 	return ""
 }
 
+type CreateRunsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Runs          []*CreateRunRequest    `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRunsRequest) Reset() {
+	*x = CreateRunsRequest{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRunsRequest) ProtoMessage() {}
+
+func (x *CreateRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRunsRequest.ProtoReflect.Descriptor instead.
+func (*CreateRunsRequest) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CreateRunsRequest) GetRuns() []*CreateRunRequest {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+type CreateRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Runs          []*Run                 `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRunsResponse) Reset() {
+	*x = CreateRunsResponse{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRunsResponse) ProtoMessage() {}
+
+func (x *CreateRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRunsResponse.ProtoReflect.Descriptor instead.
+func (*CreateRunsResponse) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CreateRunsResponse) GetRuns() []*Run {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+type UpdateRunsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Updates       []*UpdateRunRequest    `protobuf:"bytes,1,rep,name=updates,proto3" json:"updates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRunsRequest) Reset() {
+	*x = UpdateRunsRequest{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRunsRequest) ProtoMessage() {}
+
+func (x *UpdateRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRunsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateRunsRequest) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UpdateRunsRequest) GetUpdates() []*UpdateRunRequest {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+// UpdateRunsItem is one update's outcome: run when error is absent.
+type UpdateRunsItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           *Run                   `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	Error         *ErrorDetail           `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRunsItem) Reset() {
+	*x = UpdateRunsItem{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRunsItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRunsItem) ProtoMessage() {}
+
+func (x *UpdateRunsItem) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRunsItem.ProtoReflect.Descriptor instead.
+func (*UpdateRunsItem) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UpdateRunsItem) GetRun() *Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *UpdateRunsItem) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type UpdateRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*UpdateRunsItem      `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRunsResponse) Reset() {
+	*x = UpdateRunsResponse{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRunsResponse) ProtoMessage() {}
+
+func (x *UpdateRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRunsResponse.ProtoReflect.Descriptor instead.
+func (*UpdateRunsResponse) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateRunsResponse) GetItems() []*UpdateRunsItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type ClaimRunsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Owner         *Owner                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Filter        *RunnableFilter        `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
+	Max           int64                  `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`
+	Start         bool                   `protobuf:"varint,5,opt,name=start,proto3" json:"start,omitempty"`
+	Actor         *Actor                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason        string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimRunsRequest) Reset() {
+	*x = ClaimRunsRequest{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimRunsRequest) ProtoMessage() {}
+
+func (x *ClaimRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimRunsRequest.ProtoReflect.Descriptor instead.
+func (*ClaimRunsRequest) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ClaimRunsRequest) GetOwner() *Owner {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *ClaimRunsRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *ClaimRunsRequest) GetFilter() *RunnableFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *ClaimRunsRequest) GetMax() int64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *ClaimRunsRequest) GetStart() bool {
+	if x != nil {
+		return x.Start
+	}
+	return false
+}
+
+func (x *ClaimRunsRequest) GetActor() *Actor {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *ClaimRunsRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ClaimRunsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Claims []*Claim               `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
+	// error, when set, ended the call after these claims (which are held).
+	Error         *ErrorDetail `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimRunsResponse) Reset() {
+	*x = ClaimRunsResponse{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimRunsResponse) ProtoMessage() {}
+
+func (x *ClaimRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimRunsResponse.ProtoReflect.Descriptor instead.
+func (*ClaimRunsResponse) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ClaimRunsResponse) GetClaims() []*Claim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+func (x *ClaimRunsResponse) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_protocol_pb_runstate_proto protoreflect.FileDescriptor
 
 const file_protocol_pb_runstate_proto_rawDesc = "" +
@@ -2166,11 +2586,17 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
-	"\x06leases\x18\x03 \x01(\bR\x06leases\"\x9e\x02\n" +
+	"\x06leases\x18\x03 \x01(\bR\x06leases\x12\x1f\n" +
+	"\vcreate_runs\x18\x04 \x01(\bR\n" +
+	"createRuns\x12\x1f\n" +
+	"\vupdate_runs\x18\x05 \x01(\bR\n" +
+	"updateRuns\x12\x1d\n" +
+	"\n" +
+	"claim_runs\x18\x06 \x01(\bR\tclaimRuns\"\xee\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x15\n" +
@@ -2183,7 +2609,11 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x10expected_version\x18\t \x01(\x03R\x0fexpectedVersion\x12'\n" +
 	"\x0fcurrent_version\x18\n" +
 	" \x01(\x03R\x0ecurrentVersion\x12\x14\n" +
-	"\x05cause\x18\v \x01(\tR\x05cause\"+\n" +
+	"\x05cause\x18\v \x01(\tR\x05cause\x12$\n" +
+	"\vbatch_index\x18\f \x01(\x03H\x00R\n" +
+	"batchIndex\x88\x01\x01\x12\x18\n" +
+	"\acontext\x18\r \x01(\tR\acontextB\x0e\n" +
+	"\f_batch_index\"+\n" +
 	"\x05Actor\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\xa8\x02\n" +
@@ -2380,7 +2810,29 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x17ListRunnableRunsRequest\x12:\n" +
 	"\x06filter\x18\x01 \x01(\v2\".runstate.plugin.v1.RunnableFilterR\x06filter\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x16\n" +
-	"\x06cursor\x18\x03 \x01(\tR\x06cursor2\xdf\a\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\"M\n" +
+	"\x11CreateRunsRequest\x128\n" +
+	"\x04runs\x18\x01 \x03(\v2$.runstate.plugin.v1.CreateRunRequestR\x04runs\"A\n" +
+	"\x12CreateRunsResponse\x12+\n" +
+	"\x04runs\x18\x01 \x03(\v2\x17.runstate.plugin.v1.RunR\x04runs\"S\n" +
+	"\x11UpdateRunsRequest\x12>\n" +
+	"\aupdates\x18\x01 \x03(\v2$.runstate.plugin.v1.UpdateRunRequestR\aupdates\"r\n" +
+	"\x0eUpdateRunsItem\x12)\n" +
+	"\x03run\x18\x01 \x01(\v2\x17.runstate.plugin.v1.RunR\x03run\x125\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.runstate.plugin.v1.ErrorDetailR\x05error\"N\n" +
+	"\x12UpdateRunsResponse\x128\n" +
+	"\x05items\x18\x01 \x03(\v2\".runstate.plugin.v1.UpdateRunsItemR\x05items\"\x9d\x02\n" +
+	"\x10ClaimRunsRequest\x12/\n" +
+	"\x05owner\x18\x01 \x01(\v2\x19.runstate.plugin.v1.OwnerR\x05owner\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12:\n" +
+	"\x06filter\x18\x03 \x01(\v2\".runstate.plugin.v1.RunnableFilterR\x06filter\x12\x10\n" +
+	"\x03max\x18\x04 \x01(\x03R\x03max\x12\x14\n" +
+	"\x05start\x18\x05 \x01(\bR\x05start\x12/\n" +
+	"\x05actor\x18\x06 \x01(\v2\x19.runstate.plugin.v1.ActorR\x05actor\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"}\n" +
+	"\x11ClaimRunsResponse\x121\n" +
+	"\x06claims\x18\x01 \x03(\v2\x19.runstate.plugin.v1.ClaimR\x06claims\x125\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.runstate.plugin.v1.ErrorDetailR\x05error2\xf3\t\n" +
 	"\rRunStateStore\x12I\n" +
 	"\x04Open\x12\x1f.runstate.plugin.v1.OpenRequest\x1a .runstate.plugin.v1.OpenResponse\x12J\n" +
 	"\tCreateRun\x12$.runstate.plugin.v1.CreateRunRequest\x1a\x17.runstate.plugin.v1.Run\x12J\n" +
@@ -2394,7 +2846,12 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"RenewLease\x12%.runstate.plugin.v1.RenewLeaseRequest\x1a\x19.runstate.plugin.v1.Lease\x12a\n" +
 	"\fReleaseLease\x12'.runstate.plugin.v1.ReleaseLeaseRequest\x1a(.runstate.plugin.v1.ReleaseLeaseResponse\x12\\\n" +
 	"\x10ListRunnableRuns\x12+.runstate.plugin.v1.ListRunnableRunsRequest\x1a\x1b.runstate.plugin.v1.RunPage\x12H\n" +
-	"\bGetLease\x12!.runstate.plugin.v1.GetRunRequest\x1a\x19.runstate.plugin.v1.LeaseB*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
+	"\bGetLease\x12!.runstate.plugin.v1.GetRunRequest\x1a\x19.runstate.plugin.v1.Lease\x12[\n" +
+	"\n" +
+	"CreateRuns\x12%.runstate.plugin.v1.CreateRunsRequest\x1a&.runstate.plugin.v1.CreateRunsResponse\x12[\n" +
+	"\n" +
+	"UpdateRuns\x12%.runstate.plugin.v1.UpdateRunsRequest\x1a&.runstate.plugin.v1.UpdateRunsResponse\x12X\n" +
+	"\tClaimRuns\x12$.runstate.plugin.v1.ClaimRunsRequest\x1a%.runstate.plugin.v1.ClaimRunsResponseB*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
 
 var (
 	file_protocol_pb_runstate_proto_rawDescOnce sync.Once
@@ -2408,7 +2865,7 @@ func file_protocol_pb_runstate_proto_rawDescGZIP() []byte {
 	return file_protocol_pb_runstate_proto_rawDescData
 }
 
-var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_protocol_pb_runstate_proto_goTypes = []any{
 	(*OpenRequest)(nil),             // 0: runstate.plugin.v1.OpenRequest
 	(*OpenResponse)(nil),            // 1: runstate.plugin.v1.OpenResponse
@@ -2439,88 +2896,113 @@ var file_protocol_pb_runstate_proto_goTypes = []any{
 	(*ReleaseLeaseRequest)(nil),     // 26: runstate.plugin.v1.ReleaseLeaseRequest
 	(*ReleaseLeaseResponse)(nil),    // 27: runstate.plugin.v1.ReleaseLeaseResponse
 	(*ListRunnableRunsRequest)(nil), // 28: runstate.plugin.v1.ListRunnableRunsRequest
-	nil,                             // 29: runstate.plugin.v1.OpenRequest.ConfigEntry
-	nil,                             // 30: runstate.plugin.v1.Diagnostic.DetailsEntry
-	nil,                             // 31: runstate.plugin.v1.Run.LabelsEntry
-	nil,                             // 32: runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	nil,                             // 33: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	nil,                             // 34: runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	nil,                             // 35: runstate.plugin.v1.RunnableFilter.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 36: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 37: google.protobuf.Duration
+	(*CreateRunsRequest)(nil),       // 29: runstate.plugin.v1.CreateRunsRequest
+	(*CreateRunsResponse)(nil),      // 30: runstate.plugin.v1.CreateRunsResponse
+	(*UpdateRunsRequest)(nil),       // 31: runstate.plugin.v1.UpdateRunsRequest
+	(*UpdateRunsItem)(nil),          // 32: runstate.plugin.v1.UpdateRunsItem
+	(*UpdateRunsResponse)(nil),      // 33: runstate.plugin.v1.UpdateRunsResponse
+	(*ClaimRunsRequest)(nil),        // 34: runstate.plugin.v1.ClaimRunsRequest
+	(*ClaimRunsResponse)(nil),       // 35: runstate.plugin.v1.ClaimRunsResponse
+	nil,                             // 36: runstate.plugin.v1.OpenRequest.ConfigEntry
+	nil,                             // 37: runstate.plugin.v1.Diagnostic.DetailsEntry
+	nil,                             // 38: runstate.plugin.v1.Run.LabelsEntry
+	nil,                             // 39: runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	nil,                             // 40: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	nil,                             // 41: runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	nil,                             // 42: runstate.plugin.v1.RunnableFilter.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 43: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
 }
 var file_protocol_pb_runstate_proto_depIdxs = []int32{
-	29, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
-	30, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
-	36, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
-	36, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
-	36, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
-	36, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
+	36, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
+	37, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
+	43, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
+	43, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
+	43, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
+	43, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
 	5,  // 6: runstate.plugin.v1.Step.hosts:type_name -> runstate.plugin.v1.HostState
-	31, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
-	36, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	36, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	36, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	38, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
+	43, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	43, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	43, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	43, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
 	4,  // 12: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
 	6,  // 13: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
-	36, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	43, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
 	3,  // 15: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
 	9,  // 16: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
-	36, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	36, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	43, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	43, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
 	11, // 20: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
 	3,  // 21: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
 	13, // 22: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
 	4,  // 23: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	33, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	40, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
 	14, // 25: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
 	3,  // 26: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	34, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	36, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
-	36, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
+	41, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	43, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
+	43, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
 	7,  // 30: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
 	8,  // 31: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
-	35, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
+	42, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
 	9,  // 33: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	37, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
+	44, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
 	9,  // 35: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	37, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
+	44, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 37: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
 	10, // 38: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
 	7,  // 39: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
-	37, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	44, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 41: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	0,  // 42: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
-	12, // 43: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
-	15, // 44: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
-	16, // 45: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
-	17, // 46: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
-	19, // 47: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
-	22, // 48: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
-	23, // 49: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
-	25, // 50: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
-	26, // 51: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
-	28, // 52: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
-	16, // 53: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
-	1,  // 54: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
-	7,  // 55: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 56: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 57: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
-	18, // 58: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
-	20, // 59: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
-	24, // 60: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
-	24, // 61: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
-	10, // 62: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
-	27, // 63: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
-	18, // 64: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
-	10, // 65: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
-	54, // [54:66] is the sub-list for method output_type
-	42, // [42:54] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	12, // 42: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
+	7,  // 43: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
+	15, // 44: runstate.plugin.v1.UpdateRunsRequest.updates:type_name -> runstate.plugin.v1.UpdateRunRequest
+	7,  // 45: runstate.plugin.v1.UpdateRunsItem.run:type_name -> runstate.plugin.v1.Run
+	2,  // 46: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
+	32, // 47: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
+	9,  // 48: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
+	44, // 49: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
+	21, // 50: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	3,  // 51: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
+	24, // 52: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
+	2,  // 53: runstate.plugin.v1.ClaimRunsResponse.error:type_name -> runstate.plugin.v1.ErrorDetail
+	0,  // 54: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
+	12, // 55: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
+	15, // 56: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
+	16, // 57: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
+	17, // 58: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
+	19, // 59: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
+	22, // 60: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
+	23, // 61: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
+	25, // 62: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
+	26, // 63: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
+	28, // 64: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
+	16, // 65: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
+	29, // 66: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
+	31, // 67: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
+	34, // 68: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
+	1,  // 69: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
+	7,  // 70: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 71: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 72: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
+	18, // 73: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
+	20, // 74: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
+	24, // 75: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
+	24, // 76: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
+	10, // 77: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
+	27, // 78: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
+	18, // 79: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
+	10, // 80: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
+	30, // 81: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
+	33, // 82: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
+	35, // 83: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
+	69, // [69:84] is the sub-list for method output_type
+	54, // [54:69] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_protocol_pb_runstate_proto_init() }
@@ -2528,6 +3010,7 @@ func file_protocol_pb_runstate_proto_init() {
 	if File_protocol_pb_runstate_proto != nil {
 		return
 	}
+	file_protocol_pb_runstate_proto_msgTypes[2].OneofWrappers = []any{}
 	file_protocol_pb_runstate_proto_msgTypes[13].OneofWrappers = []any{}
 	file_protocol_pb_runstate_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
@@ -2536,7 +3019,7 @@ func file_protocol_pb_runstate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_runstate_proto_rawDesc), len(file_protocol_pb_runstate_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

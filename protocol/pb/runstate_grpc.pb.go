@@ -37,6 +37,9 @@ const (
 	RunStateStore_ReleaseLease_FullMethodName     = "/runstate.plugin.v1.RunStateStore/ReleaseLease"
 	RunStateStore_ListRunnableRuns_FullMethodName = "/runstate.plugin.v1.RunStateStore/ListRunnableRuns"
 	RunStateStore_GetLease_FullMethodName         = "/runstate.plugin.v1.RunStateStore/GetLease"
+	RunStateStore_CreateRuns_FullMethodName       = "/runstate.plugin.v1.RunStateStore/CreateRuns"
+	RunStateStore_UpdateRuns_FullMethodName       = "/runstate.plugin.v1.RunStateStore/UpdateRuns"
+	RunStateStore_ClaimRuns_FullMethodName        = "/runstate.plugin.v1.RunStateStore/ClaimRuns"
 )
 
 // RunStateStoreClient is the client API for RunStateStore service.
@@ -59,6 +62,14 @@ type RunStateStoreClient interface {
 	// leased), for a gateway that binds leases to principals. A server whose
 	// store cannot tell answers UNIMPLEMENTED.
 	GetLease(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*Lease, error)
+	// CreateRuns creates every run or none. A refused item is the call's
+	// error, its ErrorDetail carrying the item's batch_index.
+	CreateRuns(ctx context.Context, in *CreateRunsRequest, opts ...grpc.CallOption) (*CreateRunsResponse, error)
+	// UpdateRuns answers each update with its own outcome.
+	UpdateRuns(ctx context.Context, in *UpdateRunsRequest, opts ...grpc.CallOption) (*UpdateRunsResponse, error)
+	// ClaimRuns claims up to max runs. An error after some claims answers
+	// those claims with the error beside them, since they are held.
+	ClaimRuns(ctx context.Context, in *ClaimRunsRequest, opts ...grpc.CallOption) (*ClaimRunsResponse, error)
 }
 
 type runStateStoreClient struct {
@@ -189,6 +200,36 @@ func (c *runStateStoreClient) GetLease(ctx context.Context, in *GetRunRequest, o
 	return out, nil
 }
 
+func (c *runStateStoreClient) CreateRuns(ctx context.Context, in *CreateRunsRequest, opts ...grpc.CallOption) (*CreateRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateRunsResponse)
+	err := c.cc.Invoke(ctx, RunStateStore_CreateRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runStateStoreClient) UpdateRuns(ctx context.Context, in *UpdateRunsRequest, opts ...grpc.CallOption) (*UpdateRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateRunsResponse)
+	err := c.cc.Invoke(ctx, RunStateStore_UpdateRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runStateStoreClient) ClaimRuns(ctx context.Context, in *ClaimRunsRequest, opts ...grpc.CallOption) (*ClaimRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClaimRunsResponse)
+	err := c.cc.Invoke(ctx, RunStateStore_ClaimRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RunStateStoreServer is the server API for RunStateStore service.
 // All implementations must embed UnimplementedRunStateStoreServer
 // for forward compatibility.
@@ -209,6 +250,14 @@ type RunStateStoreServer interface {
 	// leased), for a gateway that binds leases to principals. A server whose
 	// store cannot tell answers UNIMPLEMENTED.
 	GetLease(context.Context, *GetRunRequest) (*Lease, error)
+	// CreateRuns creates every run or none. A refused item is the call's
+	// error, its ErrorDetail carrying the item's batch_index.
+	CreateRuns(context.Context, *CreateRunsRequest) (*CreateRunsResponse, error)
+	// UpdateRuns answers each update with its own outcome.
+	UpdateRuns(context.Context, *UpdateRunsRequest) (*UpdateRunsResponse, error)
+	// ClaimRuns claims up to max runs. An error after some claims answers
+	// those claims with the error beside them, since they are held.
+	ClaimRuns(context.Context, *ClaimRunsRequest) (*ClaimRunsResponse, error)
 	mustEmbedUnimplementedRunStateStoreServer()
 }
 
@@ -254,6 +303,15 @@ func (UnimplementedRunStateStoreServer) ListRunnableRuns(context.Context, *ListR
 }
 func (UnimplementedRunStateStoreServer) GetLease(context.Context, *GetRunRequest) (*Lease, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetLease not implemented")
+}
+func (UnimplementedRunStateStoreServer) CreateRuns(context.Context, *CreateRunsRequest) (*CreateRunsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateRuns not implemented")
+}
+func (UnimplementedRunStateStoreServer) UpdateRuns(context.Context, *UpdateRunsRequest) (*UpdateRunsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateRuns not implemented")
+}
+func (UnimplementedRunStateStoreServer) ClaimRuns(context.Context, *ClaimRunsRequest) (*ClaimRunsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ClaimRuns not implemented")
 }
 func (UnimplementedRunStateStoreServer) mustEmbedUnimplementedRunStateStoreServer() {}
 func (UnimplementedRunStateStoreServer) testEmbeddedByValue()                       {}
@@ -492,6 +550,60 @@ func _RunStateStore_GetLease_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RunStateStore_CreateRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunStateStoreServer).CreateRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunStateStore_CreateRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunStateStoreServer).CreateRuns(ctx, req.(*CreateRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RunStateStore_UpdateRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunStateStoreServer).UpdateRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunStateStore_UpdateRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunStateStoreServer).UpdateRuns(ctx, req.(*UpdateRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RunStateStore_ClaimRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClaimRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunStateStoreServer).ClaimRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunStateStore_ClaimRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunStateStoreServer).ClaimRuns(ctx, req.(*ClaimRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RunStateStore_ServiceDesc is the grpc.ServiceDesc for RunStateStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -546,6 +658,18 @@ var RunStateStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetLease",
 			Handler:    _RunStateStore_GetLease_Handler,
+		},
+		{
+			MethodName: "CreateRuns",
+			Handler:    _RunStateStore_CreateRuns_Handler,
+		},
+		{
+			MethodName: "UpdateRuns",
+			Handler:    _RunStateStore_UpdateRuns_Handler,
+		},
+		{
+			MethodName: "ClaimRuns",
+			Handler:    _RunStateStore_ClaimRuns_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
