@@ -35,6 +35,10 @@ const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
 
+	// MaxBatchItems bounds the items of one batch call (creates, updates,
+	// or claims), so that a batch stays one bounded write (BATCH-009).
+	MaxBatchItems = 1000
+
 	// MaxLeaseTTL bounds a lease's duration; any positive duration up to it is valid (BAD-004).
 	MaxLeaseTTL = 24 * time.Hour
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -276,6 +277,15 @@ func TestCapabilities(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a store without the batch interfaces skips the batch rules", func(t *testing.T) {
+		batchRules, _ := conformance.Select([]string{"BATCH"}, nil)
+		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return struct{ runstate.Store }{m} })
+		for _, res := range conformance.RunRules(context.Background(), target, batchRules, nil) {
+			if res.Outcome != conformance.Skip || !strings.Contains(res.Detail, "runstate.Batch") {
+				t.Errorf("%s: outcome %s (%s), want a skip naming the interface", res.Rule.ID, res.Outcome, res.Detail)
+			}
+		}
+	})
 	t.Run("declared but absent capability fails", func(t *testing.T) {
 		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return leaseless{m} })
 		for _, res := range conformance.RunRules(context.Background(), target, leaseRules[:3], nil) {
@@ -292,4 +302,65 @@ func TestCapabilities(t *testing.T) {
 			t.Errorf("outcome %s, want error", res.Outcome)
 		}
 	})
+}
+
+// partialCreates creates a batch one run at a time, as runstate.CreateRuns
+// does for a store without BatchCreator, yet claims to be one: the runs
+// before a refused item stay.
+type partialCreates struct{ *memory.Store }
+
+func (s partialCreates) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	return runstate.CreateRuns(ctx, struct{ runstate.RunStateStore }{s.Store}, p)
+}
+
+// blockingUpdates applies a batch only when every item would apply, and
+// otherwise refuses every item with the first refusal it foresees.
+type blockingUpdates struct{ *memory.Store }
+
+func (s blockingUpdates) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
+	for _, u := range p.Updates {
+		cur, err := s.Store.GetRun(ctx, u.RunID)
+		if err == nil && cur.Version != u.ExpectedVersion {
+			err = runstate.ErrVersionConflict
+		}
+		if err != nil {
+			out := runstate.UpdateRunsResult{Items: make([]runstate.UpdateRunsItem, len(p.Updates))}
+			for i := range out.Items {
+				out.Items[i].Err = err
+			}
+			return out, nil
+		}
+	}
+	return s.Store.UpdateRuns(ctx, p)
+}
+
+// reissuesBatchClaims hands out, with each batch, the first claim of the batch
+// before it again: a cached answer given to a second owner.
+type reissuesBatchClaims struct {
+	*memory.Store
+	mu   sync.Mutex
+	last *runstate.Claim
+}
+
+func (s *reissuesBatchClaims) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
+	res, err := s.Store.ClaimRuns(ctx, p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(res.Claims) == 0 {
+		return res, err
+	}
+	first := res.Claims[0]
+	if s.last != nil {
+		res.Claims = append(res.Claims, *s.last)
+	}
+	s.last = &first
+	return res, err
+}
+
+// claimsWithoutStart claims as asked but never starts the runs.
+type claimsWithoutStart struct{ *memory.Store }
+
+func (s claimsWithoutStart) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
+	p.Start = false
+	return s.Store.ClaimRuns(ctx, p)
 }

@@ -149,7 +149,8 @@ type Outcome string
 const (
 	Pass Outcome = "pass"
 	Fail Outcome = "fail"
-	// Skip: the target does not declare a capability the check needs.
+	// Skip: the target does not declare a capability the check needs, or
+	// its store lacks the optional interface the rule is about.
 	Skip Outcome = "skip"
 	// Error: the harness itself broke (could not make a store, a check panicked).
 	Error Outcome = "error"
@@ -297,6 +298,8 @@ func (c *checkState) result() Result {
 		res.Outcome, res.Detail, res.Failures = Error, c.harnessErr, slices.Clone(c.failures)
 	case len(c.failures) > 0:
 		res.Outcome, res.Failures = Fail, slices.Clone(c.failures)
+	case c.skipped != "":
+		res.Outcome, res.Detail = Skip, c.skipped
 	}
 	return res
 }
@@ -314,6 +317,7 @@ type checkState struct {
 	mu          sync.Mutex
 	failures    []Failure
 	harnessErr  string
+	skipped     string // why the check skipped itself: the store lacks an optional interface
 	notes       []string
 	attachments []Attachment
 
@@ -359,6 +363,14 @@ func (c *checkState) broke(detail string) {
 	if c.harnessErr == "" {
 		c.harnessErr = detail
 	}
+}
+
+// skip ends the check as skipped, saying why; never as passed.
+func (c *checkState) skip(why string) {
+	c.mu.Lock()
+	c.skipped = why
+	c.mu.Unlock()
+	runtime.Goexit()
 }
 
 // harnessFatal records a harness error and ends the calling goroutine.

@@ -1327,6 +1327,10 @@ func mutants() []mutant {
 		{"CTX-001", "create ignores its context", b(func(s base) runstate.RunStateStore { return ignoresContext{s.Store} })},
 		{"CTX-001", "the audit listing ignores its context", b(func(s base) runstate.RunStateStore { return auditIgnoresContext{s} })},
 		{"CTX-001", "release ignores its context", b(func(s base) runstate.RunStateStore { return releaseIgnoresContext{s} })},
+		{"BATCH-001", "a batch created one run at a time", b(func(s base) runstate.RunStateStore { return partialCreates{s.Store} })},
+		{"BATCH-004", "one refused update blocks the batch", b(func(s base) runstate.RunStateStore { return blockingUpdates{s.Store} })},
+		{"BATCH-006", "a batch claim handed out again", b(func(s base) runstate.RunStateStore { return &reissuesBatchClaims{Store: s.Store} })},
+		{"BATCH-008", "Start ignored", b(func(s base) runstate.RunStateStore { return claimsWithoutStart{s.Store} })},
 	}
 }
 

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/runstate/runstate"
 )
@@ -19,13 +20,13 @@ func Checked(inner runstate.RunStateStore) runstate.RunStateStore {
 	runs := checkedRuns{inner}
 	leases, ok := inner.(runstate.LeaseStore)
 	if !ok {
-		return runs
+		return withBatches(runs, inner)
 	}
 	runsAndLeases := checkedRunsAndLeases{runs, checkedLeases{leases}}
 	if reader, ok := inner.(runstate.LeaseReader); ok {
-		return checkedStore{runsAndLeases, checkedReader{reader}}
+		return withBatches(checkedStore{runsAndLeases, checkedReader{reader}}, inner)
 	}
-	return runsAndLeases
+	return withBatches(runsAndLeases, inner)
 }
 
 type checkedRuns struct{ inner runstate.RunStateStore }
@@ -48,9 +49,15 @@ type checkedStore struct {
 
 type checkedReader struct{ inner runstate.LeaseReader }
 
+type checkedCreator struct{ inner runstate.BatchCreator }
+
+type checkedUpdater struct{ inner runstate.BatchUpdater }
+
+type checkedClaimer struct{ inner runstate.BatchClaimer }
+
 var (
 	_ runstate.Store = checkedRunsAndLeases{}
-	_ Store          = checkedStore{}
+	_ Store          = checkedStoreUpdaterClaimer{}
 )
 
 // pass calls inner once the input passed its check (inputErr nil) and ctx
@@ -118,4 +125,53 @@ func (c checkedLeases) ListRunnableRuns(ctx context.Context, p runstate.ListRunn
 
 func (c checkedReader) GetLease(ctx context.Context, runID string) (runstate.Lease, error) {
 	return pass(ctx, prepareGet(runID), func() (runstate.Lease, error) { return c.inner.GetLease(ctx, runID) })
+}
+
+func (c checkedCreator) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	items, err := prepareCreateRuns(p)
+	return pass(ctx, err, func() (runstate.CreateRunsResult, error) {
+		return c.inner.CreateRuns(ctx, runstate.CreateRunsParams{Runs: items})
+	})
+}
+
+// UpdateRuns answers the updates that fail their check itself and passes
+// the others on.
+func (c checkedUpdater) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
+	updates, out, err := prepareUpdateRuns(p)
+	var valid []runstate.UpdateRunParams
+	var at []int
+	for i, u := range updates {
+		if err == nil && out.Items[i].Err == nil {
+			valid, at = append(valid, u), append(at, i)
+		}
+	}
+	if err == nil && len(valid) == 0 {
+		return out, nil
+	}
+	inner, err := pass(ctx, err, func() (runstate.UpdateRunsResult, error) {
+		return c.inner.UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: valid})
+	})
+	if err != nil {
+		return runstate.UpdateRunsResult{}, err
+	}
+	if len(inner.Items) != len(valid) {
+		return runstate.UpdateRunsResult{}, runstate.Unavailable(fmt.Sprintf("update-runs: the store answered %d items for %d updates", len(inner.Items), len(valid)), nil)
+	}
+	for k, item := range inner.Items {
+		item.Err = contractError(item.Err, "")
+		out.Items[at[k]] = item
+	}
+	return out, nil
+}
+
+func (c checkedClaimer) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
+	if _, _, _, err := prepareClaimRuns(p); err != nil {
+		return runstate.ClaimRunsResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return runstate.ClaimRunsResult{}, err
+	}
+	// Claims made before an error are held: they are the caller's.
+	out, err := c.inner.ClaimRuns(ctx, p)
+	return out, contractError(err, "")
 }

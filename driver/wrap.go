@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/runstate/runstate"
 )
@@ -13,6 +14,8 @@ import (
 type Store interface {
 	runstate.Store
 	runstate.LeaseReader
+	runstate.BatchUpdater
+	runstate.BatchClaimer
 }
 
 // Wrap returns the runstate.Store that d's storage serves. Every call checks
@@ -21,7 +24,17 @@ type Store interface {
 // CAS-*, LEASE-*, DIAG-*), builds the audit events (AUD-*), cuts pages and
 // issues cursors (LIST-*), and answers claim-next (LEASE-013, LEASE-017).
 // d stores, fetches and searches.
-func Wrap(d Driver) Store { return &wrapped{d: d} }
+//
+// The store applies batches (runstate.BatchUpdater, runstate.BatchClaimer)
+// natively when d is a BatchModifier or BatchNextClaimer, else item by
+// item; it is a runstate.BatchCreator only when d is a BatchInserter.
+func Wrap(d Driver) Store {
+	w := &wrapped{d: d}
+	if _, ok := d.(BatchInserter); ok {
+		return &wrappedCreator{w}
+	}
+	return w
+}
 
 // wrapped is the Store that Wrap returns: the kit in front of d.
 type wrapped struct{ d Driver }
@@ -63,8 +76,28 @@ func (w *wrapped) CreateRun(ctx context.Context, p runstate.CreateRunParams) (ru
 	if err := ctx.Err(); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
-	// A retried run is terminal, and a terminal run never changes, so
-	// reading it before the insert decides as well as reading it within.
+	now, err := w.d.Now(ctx)
+	if err != nil {
+		return runstate.RunSnapshot{}, contractErrorNotFoundIsFailure(err)
+	}
+	ins, err := w.newInsert(ctx, p, now)
+	if err != nil {
+		return runstate.RunSnapshot{}, err
+	}
+	if err := w.d.Insert(ctx, ins); err != nil {
+		if runstate.CodeOf(err) == runstate.CodeAlreadyExists { // RUN-003
+			return runstate.RunSnapshot{}, alreadyExists(p.RunID)
+		}
+		return runstate.RunSnapshot{}, contractErrorNotFoundIsFailure(err)
+	}
+	return ins.Run, nil
+}
+
+// newInsert builds the insert of p (which passed prepareCreate) at the
+// store's time now. A retried run is terminal, and a terminal run never
+// changes, so reading it before the insert decides as well as reading it
+// within.
+func (w *wrapped) newInsert(ctx context.Context, p runstate.CreateRunParams, now time.Time) (InsertParams, error) {
 	var retried *runstate.RunSnapshot
 	if p.RetryOf != "" {
 		r, err := w.d.Get(ctx, p.RetryOf)
@@ -72,24 +105,14 @@ func (w *wrapped) CreateRun(ctx context.Context, p runstate.CreateRunParams) (ru
 		case err == nil:
 			retried = &r
 		case runstate.CodeOf(err) != runstate.CodeNotFound:
-			return runstate.RunSnapshot{}, contractError(err, "")
+			return InsertParams{}, contractError(err, "")
 		}
-	}
-	now, err := w.d.Now(ctx)
-	if err != nil {
-		return runstate.RunSnapshot{}, contractErrorNotFoundIsFailure(err)
 	}
 	run, created, err := newRun(p, retried, now)
 	if err != nil {
-		return runstate.RunSnapshot{}, err
+		return InsertParams{}, err
 	}
-	if err := w.d.Insert(ctx, InsertParams{Run: run, Created: created}); err != nil {
-		if runstate.CodeOf(err) == runstate.CodeAlreadyExists { // RUN-003
-			return runstate.RunSnapshot{}, alreadyExists(p.RunID)
-		}
-		return runstate.RunSnapshot{}, contractErrorNotFoundIsFailure(err)
-	}
-	return run, nil
+	return InsertParams{Run: run, Created: created}, nil
 }
 
 // UpdateRun implements runstate.RunStateStore with the outcome applyUpdate
@@ -99,18 +122,23 @@ func (w *wrapped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (ru
 		return runstate.RunSnapshot{}, err
 	}
 	var out updateOutcome
-	err := w.modify(ctx, p.RunID, func(cur Current) Change {
-		out = applyUpdate(cur.Run, cur.Lease, p, cur.Now)
+	if err := w.modify(ctx, p.RunID, updateChange(p, &out)); err != nil {
+		return runstate.RunSnapshot{}, err
+	}
+	return out.Result()
+}
+
+// updateChange is the change of the update p: the outcome applyUpdate
+// decides on the run as read, recorded in out.
+func updateChange(p runstate.UpdateRunParams, out *updateOutcome) func(Current) Change {
+	return func(cur Current) Change {
+		*out = applyUpdate(cur.Run, cur.Lease, p, cur.Now)
 		change := Change{Events: number(out.Events, cur.LastSeq)}
 		if out.Write {
 			change.Run = &out.Snapshot
 		}
 		return change
-	})
-	if err != nil {
-		return runstate.RunSnapshot{}, err
 	}
-	return out.Result()
 }
 
 // GetRun implements runstate.RunStateStore.
@@ -161,7 +189,11 @@ func (w *wrapped) ListAuditEvents(ctx context.Context, p runstate.ListAuditParam
 // claiming is one claim in progress: take decides it on the run as a
 // Modify or a NextClaimer read it, and records the outcome.
 type claiming struct {
-	req     claimRequest
+	req claimRequest
+	// start, when set, is the update that starts the claimed run in the
+	// claim's write (runstate.ClaimRunsParams.Start); its RunID, version
+	// and token are the claimed run's.
+	start   *runstate.UpdateRunParams
 	claim   runstate.Claim
 	refused error // what the claim rules refused, with nothing written
 }
@@ -175,7 +207,20 @@ func (cl *claiming) take(cur Current) Change {
 		return Change{}
 	}
 	cl.claim = runstate.Claim{Lease: lease.lease(cur.Run.RunID), Run: cur.Run.Clone()}
-	return Change{Lease: &lease}
+	if cl.start == nil {
+		return Change{Lease: &lease}
+	}
+	// The start is the update a worker would make under the new lease,
+	// decided by the same rules, in the same write (BATCH-008).
+	p := *cl.start
+	p.RunID, p.ExpectedVersion, p.LeaseToken = cur.Run.RunID, cur.Run.Version, lease.Token
+	out := applyUpdate(cur.Run, lease, p, cur.Now)
+	if out.Err != nil || !out.Write {
+		cl.claim, cl.refused = runstate.Claim{}, out.Err
+		return Change{}
+	}
+	cl.claim.Run = out.Snapshot
+	return Change{Lease: &lease, Run: &out.Snapshot, Events: number(out.Events, cur.LastSeq)}
 }
 
 // ClaimRun implements runstate.LeaseStore.
@@ -204,8 +249,12 @@ func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) 
 	if err := ctx.Err(); err != nil {
 		return runstate.Claim{}, err
 	}
+	return w.claimOne(ctx, q, &claiming{req: c})
+}
+
+// claimOne is claim-next of cl, with the driver's NextClaimer when it has one.
+func (w *wrapped) claimOne(ctx context.Context, q RunnableQuery, cl *claiming) (runstate.Claim, error) {
 	if nc, ok := w.d.(NextClaimer); ok {
-		cl := &claiming{req: c}
 		q.Claimant = &cl.req.Owner
 		found, err := nc.ClaimNext(ctx, q, cl.take)
 		switch {
@@ -218,7 +267,7 @@ func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) 
 		}
 		return cl.claim, nil
 	}
-	return w.claimNext(ctx, q, c)
+	return w.claimNext(ctx, q, cl)
 }
 
 // claimNext is the kit's claim-next: the candidates in claim order, each
@@ -226,8 +275,8 @@ func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) 
 // empty candidate list is the driver's answer at one instant, so "nothing
 // runnable" is true when it is given (LEASE-017); a candidate another
 // claimer took meanwhile is passed over.
-func (w *wrapped) claimNext(ctx context.Context, q RunnableQuery, c claimRequest) (runstate.Claim, error) {
-	q.Limit, q.Claimant = claimBatch, &c.Owner
+func (w *wrapped) claimNext(ctx context.Context, q RunnableQuery, cl *claiming) (runstate.Claim, error) {
+	q.Limit, q.Claimant = claimBatch, &cl.req.Owner
 	for range maxClaimRounds {
 		candidates, err := w.d.Runnable(ctx, q)
 		if err != nil {
@@ -237,7 +286,6 @@ func (w *wrapped) claimNext(ctx context.Context, q RunnableQuery, c claimRequest
 			return runstate.Claim{}, nothingRunnable() // LEASE-013
 		}
 		for _, run := range candidates {
-			cl := &claiming{req: c}
 			err := w.modify(ctx, run.RunID, func(cur Current) Change {
 				if !q.Admits(cur.Run, cur.Lease, Timestamp(cur.Now)) {
 					cl.claim, cl.refused = runstate.Claim{}, errPassedOver

@@ -15,7 +15,10 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-var _ runstate.Store = (*Store)(nil)
+var (
+	_ runstate.Store        = (*Store)(nil)
+	_ runstate.BatchCreator = (*Store)(nil)
+)
 
 // Options configure Open.
 type Options struct {
@@ -42,6 +45,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return &Store{Store: driver.Wrap(d), data: d}, nil
 }
 
+// CreateRuns implements runstate.BatchCreator: all runs or none, under the
+// store's mutex.
+func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
+}
+
 // Close discards the data; later calls return runstate.ErrUnavailable.
 func (s *Store) Close() error {
 	s.data.mu.Lock()
@@ -61,8 +70,11 @@ type storage struct {
 }
 
 var (
-	_ driver.Driver      = (*storage)(nil)
-	_ driver.NextClaimer = (*storage)(nil)
+	_ driver.Driver           = (*storage)(nil)
+	_ driver.NextClaimer      = (*storage)(nil)
+	_ driver.BatchInserter    = (*storage)(nil)
+	_ driver.BatchModifier    = (*storage)(nil)
+	_ driver.BatchNextClaimer = (*storage)(nil)
 )
 
 type record struct {
@@ -97,6 +109,42 @@ func (d *storage) Insert(_ context.Context, r driver.InsertParams) error {
 		return runstate.ErrAlreadyExists
 	}
 	d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
+	return nil
+}
+
+// InsertMany implements driver.BatchInserter: every id is checked before
+// any run is stored (BATCH-001).
+func (d *storage) InsertMany(_ context.Context, runs []driver.InsertParams) error {
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	for i, r := range runs {
+		if _, ok := d.runs[r.Run.RunID]; ok {
+			return &runstate.BatchItemError{Index: i, Err: runstate.ErrAlreadyExists}
+		}
+	}
+	for _, r := range runs {
+		d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
+	}
+	return nil
+}
+
+// ModifyMany implements driver.BatchModifier: the items one after another
+// under one hold of the mutex, which makes them one atomic write.
+func (d *storage) ModifyMany(_ context.Context, items []driver.ModifyItem) error {
+	if err := d.lock(); err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	for i := range items {
+		r, ok := d.runs[items[i].RunID]
+		if !ok {
+			items[i].Err = runstate.ErrNotFound
+			continue
+		}
+		d.apply(r, items[i].Change(d.current(r)))
+	}
 	return nil
 }
 
@@ -232,6 +280,29 @@ func (d *storage) ClaimNext(_ context.Context, q driver.RunnableQuery, take func
 	}
 	d.apply(best, take(d.current(best)))
 	return true, nil
+}
+
+// ClaimNextMany implements driver.BatchNextClaimer: one pass over the runs
+// under the mutex finds the first max in claim order, and claims them.
+func (d *storage) ClaimNextMany(_ context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
+	if err := d.lock(); err != nil {
+		return 0, err
+	}
+	defer d.mu.Unlock()
+	now := d.now()
+	first := firstInOrder{order: byClaimOrder, limit: max}
+	for _, r := range d.runs {
+		if q.Admits(r.run, r.lease, now) {
+			first.offer(r.run)
+		}
+	}
+	best := first.runs
+	slices.SortFunc(best, byClaimOrder)
+	for _, run := range best {
+		r := d.runs[run.RunID]
+		d.apply(r, take(d.current(r)))
+	}
+	return len(best), nil
 }
 
 // ListAudit implements driver.Driver.
