@@ -25,7 +25,10 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-var _ runstate.Store = (*Store)(nil)
+var (
+	_ runstate.Store        = (*Store)(nil)
+	_ runstate.BatchCreator = (*Store)(nil)
+)
 
 // Options configure Open.
 type Options struct {
@@ -230,4 +233,10 @@ func interpretError(err error) error {
 func isErrorNumber(err error, number uint16) bool {
 	var me *gomysql.MySQLError
 	return errors.As(err, &me) && me.Number == number
+}
+
+// CreateRuns implements runstate.BatchCreator: every run, its labels and
+// its created event in one transaction, all or none (BATCH-001).
+func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
 }

@@ -51,7 +51,14 @@ const (
 	qDeleteLabels = `DELETE FROM runstate_labels WHERE run_id = ?`
 	qInsertLabel  = `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES (?, ?, ?, ?)`
 	qInsertEvent  = `INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, ?)`
-	qListEvents   = `SELECT event FROM runstate_audit WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?` // AUD-006
+	// Batches (sqlkit's batch.go). Rows are locked in run_id order (the
+	// primary key's), so that batches sharing runs wait for each other,
+	// never deadlock. IN (?) lists are expanded, one placeholder per run.
+	qLockRuns       = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id IN (?) ORDER BY r.run_id FOR UPDATE`
+	qExistingRuns   = `SELECT run_id FROM runstate_runs WHERE run_id IN (?)`
+	qDeleteLabelsOf = `DELETE FROM runstate_labels WHERE run_id IN (?)`
+
+	qListEvents = `SELECT event FROM runstate_audit WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?` // AUD-006
 
 	// Listing fragments, combined by the kit (sqlkit.Driver.ListSQL, Runnable). Text filters
 	// compare lengths too: MySQL's binary collations pad with spaces, so
@@ -128,6 +135,20 @@ const (
 
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
+	// A batch claim locks up to its size of each kind.
+	forClaimSkippingMany = byClaimOrder + ` LIMIT ? FOR UPDATE SKIP LOCKED`
+)
+
+// Statements of many rows (sqlkit.Bulk). A batch's rows are updated one
+// by one in its transaction (qUpdateLease, qUpdateRun), each checked as a
+// single write is.
+var (
+	bulkInsertRuns = sqlkit.Bulk{Head: `INSERT INTO runstate_runs
+		(run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue) VALUES `,
+		Row: `(?, ?, ?, ?, ?, ?, ?, ?, ?)`, Sep: `, `}
+	bulkInsertLabels = sqlkit.Bulk{Head: `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES `,
+		Row: `(?, ?, ?, ?)`, Sep: `, `}
+	bulkInsertEvents = sqlkit.Bulk{Head: `INSERT INTO runstate_audit (run_id, seq, event) VALUES `, Row: `(?, ?, ?)`, Sep: `, `}
 )
 
 // dialect is the adapter's SQL for the kit. Text filters bind their value
@@ -140,7 +161,11 @@ var dialect = sqlkit.Dialect{
 		InsertRun: qInsertRun, InsertLabel: qInsertLabel, InsertEvent: qInsertEvent, DeleteLabels: qDeleteLabels,
 		UpdateSeq: qUpdateSeq, UpdateLease: qUpdateLease, UpdateRun: qUpdateRun,
 		RunExists: qRunExists, ListEvents: qListEvents,
-		SetLockWait: qSetLockWait, ResetLockWait: qResetLockWait,
+
+		LockRuns: qLockRuns, ExistingRuns: qExistingRuns, DeleteLabelsOf: qDeleteLabelsOf,
+		InsertRuns: bulkInsertRuns, InsertLabels: bulkInsertLabels, InsertEvents: bulkInsertEvents,
+		ClaimSkippingMany: forClaimSkippingMany,
+		SetLockWait:       qSetLockWait, ResetLockWait: qResetLockWait,
 
 		ListColumns:    listColumns,
 		ListHints:      sqlkit.IndexHints{ByStatus: byStatusIndex, ByWorkflow: byWorkflowIndex, ByCreated: byCreatedIndex},
@@ -164,8 +189,14 @@ var dialect = sqlkit.Dialect{
 		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 1, 2}},
 		ByClaimOrderLimit: byClaimOrder + limitRows,
 	},
-	Bind:         func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
-	Union:        func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	Bind:  func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
+	Union: func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	// Values are interpolated by the client (Options: InterpolateParams),
+	// so a statement is bounded by the server's max_allowed_packet (16 MB
+	// by default on MariaDB, 64 MB on MySQL 8): a quarter of the smaller,
+	// leaving room for escaping. 65535 is the bound of a prepared one.
+	MaxParams:    65535,
+	MaxBulkBytes: 4 << 20,
 	Retryable:    retryable,
 	Interpret:    interpretError,
 	LockTimedOut: func(err error) bool { return isErrorNumber(err, errLockWaitTimeout) },
