@@ -10,6 +10,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,7 +87,11 @@ func (l driverLogger) Print(v ...any) {
 // applies the embedded migrations. A malformed DSN is ErrInvalidArgument,
 // a server that cannot be reached ErrUnavailable, refused credentials
 // ErrPermissionDenied.
-func Open(ctx context.Context, opts Options) (*Store, error) {
+func Open(ctx context.Context, opts Options) (*Store, error) { return open(ctx, opts, nil) }
+
+// open is Open, with the connector wrapped by wrap when set (a test's
+// counting of statements and commits).
+func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqldriver.Connector) (*Store, error) {
 	cfg, err := gomysql.ParseDSN(opts.DSN)
 	if err != nil {
 		return nil, runstate.InvalidArgument("dsn", "%v (expected user:password@tcp(host:3306)/database)", err)
@@ -115,7 +120,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, runstate.InvalidArgument("dsn", "%v", err)
 	}
-	db := sqlx.NewDb(sql.OpenDB(readCommittedConnector{connector}), "mysql")
+	var wrapped sqldriver.Connector = readCommittedConnector{connector}
+	if wrap != nil {
+		wrapped = wrap(wrapped)
+	}
+	db := sqlx.NewDb(sql.OpenDB(wrapped), "mysql")
 	s := &Store{runs: sqlkit.New(sqlkit.Params{DB: db, Dialect: dialect, Clock: opts.Clock,
 		Where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}), dbName: cfg.DBName}
 	if opts.ScratchDatabase {
