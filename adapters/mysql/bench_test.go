@@ -96,13 +96,6 @@ func reportPing(b *testing.B, db *sqlx.DB) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "ping-µs")
 }
 
-func flip(i int) runstate.RunStatus {
-	if i%2 == 1 {
-		return runstate.StatusWaiting
-	}
-	return runstate.StatusRunning
-}
-
 // BenchmarkCASUpdate: a transition (CAS + audit row) per op, each goroutine
 // on its own run, the adapter beside the hand-written transaction.
 func BenchmarkCASUpdate(b *testing.B) {
@@ -150,9 +143,9 @@ func casUpdates(b *testing.B, s *mysql.Store, par int, impl string) {
 		for i := 0; next(); i++ {
 			var err error
 			if impl == "adapter" {
-				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
+				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(benchutil.FlipStatus(i))})
 			} else {
-				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
+				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, benchutil.FlipStatus(i))
 			}
 			if err != nil {
 				b.Error(err)
@@ -230,4 +223,46 @@ func claims(b *testing.B, s *mysql.Store, workers int, impl string) {
 		return claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)
 	})
 	done()
+}
+
+// batchBenchStore opens the adapter on a fresh database, counting its
+// statements and commits on c.
+func batchBenchStore(b *testing.B, c *benchutil.Counter) *mysql.Store {
+	b.Helper()
+	srv := sqltest.MySQL.Find(b)
+	ctx := context.Background()
+	name, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := mysql.OpenCounting(ctx, mysql.Options{DSN: srv.DSN(name), MaxOpenConns: 64, Logger: quiet}, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
+	return s
+}
+
+// BenchmarkBatchUpdate: runs/s of transitions made one UpdateRun each
+// (size=1) beside UpdateRuns of 10 and 100, with commits and statements
+// per run. An op is one run's transition.
+func BenchmarkBatchUpdate(b *testing.B) {
+	for _, size := range benchutil.BatchSizes {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			var c benchutil.Counter
+			benchutil.BatchUpdates(b, batchBenchStore(b, &c), &c, size)
+		})
+	}
+}
+
+// BenchmarkBatchClaim: runs/s claimed one ClaimNextRun each (size=1)
+// beside ClaimRuns of 10 and 100, with commits and statements per run.
+// An op is one run's claim.
+func BenchmarkBatchClaim(b *testing.B) {
+	for _, size := range benchutil.BatchSizes {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			var c benchutil.Counter
+			benchutil.BatchClaims(b, batchBenchStore(b, &c), &c, size)
+		})
+	}
 }
