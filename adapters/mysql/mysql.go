@@ -101,6 +101,9 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 	}
 	cfg.ParseTime, cfg.Loc = true, time.UTC
 	cfg.InterpolateParams = true // one round trip per statement; the driver escapes every value
+	// An UPDATE's rows affected are the rows it matched, changed or not,
+	// so that a batch's checked UPDATE can tell that it matched each row.
+	cfg.ClientFoundRows = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second // a server that is down fails fast
 	}

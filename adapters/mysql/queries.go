@@ -139,9 +139,11 @@ const (
 	forClaimSkippingMany = byClaimOrder + ` LIMIT ? FOR UPDATE SKIP LOCKED`
 )
 
-// Statements of many rows (sqlkit.Bulk). A batch's rows are updated one
-// by one in its transaction (qUpdateLease, qUpdateRun), each checked as a
-// single write is.
+// Statements of many rows (sqlkit.Bulk). One UPDATE writes a batch's
+// rows, joined by key to a derived table of one SELECT per row, checking
+// each row's locked version and lease token as qUpdateRun does. Its
+// run_id is cast to the column's character set and binary collation, so
+// that the join compares bytes whatever the connection's collation.
 var (
 	bulkInsertRuns = sqlkit.Bulk{Head: `INSERT INTO runstate_runs
 		(run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue) VALUES `,
@@ -149,6 +151,20 @@ var (
 	bulkInsertLabels = sqlkit.Bulk{Head: `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES `,
 		Row: `(?, ?, ?, ?)`, Sep: `, `}
 	bulkInsertEvents = sqlkit.Bulk{Head: `INSERT INTO runstate_audit (run_id, seq, event) VALUES `, Row: `(?, ?, ?)`, Sep: `, `}
+	bulkUpdateRuns   = sqlkit.Bulk{
+		Head: `UPDATE runstate_runs r JOIN (`,
+		Row: `SELECT CAST(? AS CHAR(128) CHARACTER SET ascii) COLLATE ascii_bin AS run_id, ? AS workflow_name, ? AS status,
+		CAST(? AS SIGNED) AS priority, CAST(? AS SIGNED) AS version, CAST(? AS SIGNED) AS last_seq, ? AS snapshot, CAST(? AS SIGNED) AS queue,
+		CAST(? AS SIGNED) AS lease_token, ? AS lease_worker, ? AS lease_incarnation, CAST(? AS DATETIME(6)) AS lease_acquired_at,
+		CAST(? AS DATETIME(6)) AS lease_expires_at, CAST(? AS SIGNED) AS lease_released, CAST(? AS SIGNED) AS locked_version,
+		CAST(? AS SIGNED) AS locked_token`,
+		Sep: ` UNION ALL `,
+		Tail: `) v ON r.run_id = v.run_id AND r.version = v.locked_version AND r.lease_token = v.locked_token
+		SET r.workflow_name = v.workflow_name, r.status = v.status, r.priority = v.priority, r.version = v.version,
+		r.last_seq = v.last_seq, r.snapshot = v.snapshot, r.queue = v.queue, r.lease_token = v.lease_token,
+		r.lease_worker = v.lease_worker, r.lease_incarnation = v.lease_incarnation, r.lease_acquired_at = v.lease_acquired_at,
+		r.lease_expires_at = v.lease_expires_at, r.lease_released = v.lease_released`,
+	}
 )
 
 // dialect is the adapter's SQL for the kit. Text filters bind their value
@@ -163,7 +179,7 @@ var dialect = sqlkit.Dialect{
 		RunExists: qRunExists, ListEvents: qListEvents,
 
 		LockRuns: qLockRuns, ExistingRuns: qExistingRuns, DeleteLabelsOf: qDeleteLabelsOf,
-		InsertRuns: bulkInsertRuns, InsertLabels: bulkInsertLabels, InsertEvents: bulkInsertEvents,
+		InsertRuns: bulkInsertRuns, InsertLabels: bulkInsertLabels, InsertEvents: bulkInsertEvents, UpdateRuns: bulkUpdateRuns,
 		ClaimSkippingMany: forClaimSkippingMany,
 		SetLockWait:       qSetLockWait, ResetLockWait: qResetLockWait,
 
