@@ -13,57 +13,42 @@ import (
 // A batch of 100 is one transaction of a few statements, whatever its
 // size: a read that locks the rows, and one statement per table written.
 func TestBatchIsOneTransaction(t *testing.T) {
-	srv := sqltest.MySQL.Find(t)
-	ctx := context.Background()
-	name, err := srv.CreateDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.DropDatabase(ctx, name)
 	var counter benchutil.Counter
-	s, err := mysql.OpenCounting(ctx, mysql.Options{DSN: srv.DSN(name), Logger: quiet}, &counter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openBatchStore(t, &counter)
 	// CreateRuns reads the time (outside the transaction) and which ids
 	// exist, then inserts runs, labels and events; ClaimRuns and
 	// UpdateRuns lock their rows, insert events and update the rows.
-	most := map[string]int64{"CreateRuns": 5, "ClaimRuns": 3, "UpdateRuns": 3}
-	for name, cost := range benchutil.BatchCosts(t, s, &counter, 100) {
-		t.Logf("%s of 100: %v", name, cost)
-		if cost.Commits != 1 || cost.Statements > most[name] {
-			t.Errorf("%s of 100 sent %v; want 1 commit and at most %d statements", name, cost, most[name])
-		}
-	}
+	benchutil.CheckBatchCosts(t, s, &counter, 100, map[string]int64{"CreateRuns": 5, "ClaimRuns": 3, "UpdateRuns": 3})
 }
 
 // Of two batches racing to create one run_id, one is created whole, and
 // the other refused whole, naming the item that collided: found by its
 // check, or by that check run again when the other committed in between.
 func TestRacingBatchCreatesNameTheCollidingItem(t *testing.T) {
-	benchutil.RacingCreates(t, openBatchStore(t), 30)
+	benchutil.RacingCreates(t, openBatchStore(t, new(benchutil.Counter)), 30)
 }
 
-func openBatchStore(t *testing.T) *mysql.Store {
-	srv := sqltest.MySQL.Find(t)
+// openBatchStore opens the adapter on a fresh database, with its
+// statements and commits counted on c.
+func openBatchStore(tb testing.TB, c *benchutil.Counter) benchutil.BatchStore {
+	srv := sqltest.MySQL.Find(tb)
 	ctx := context.Background()
 	name, err := srv.CreateDatabase(ctx)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	s, err := mysql.Open(ctx, mysql.Options{DSN: srv.DSN(name), Logger: quiet})
+	s, err := mysql.OpenCounting(ctx, mysql.Options{DSN: srv.DSN(name), MaxOpenConns: 64, Logger: quiet}, c)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
+	tb.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
 	return s
 }
 
 // The batch UPDATE joins rows by run_id compared byte for byte: runs whose
 // ids differ only in case each get their own change.
 func TestBatchUpdateTellsRunIDsApartByCase(t *testing.T) {
-	s := openBatchStore(t)
+	s := openBatchStore(t, new(benchutil.Counter))
 	ctx := context.Background()
 	created, err := s.CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{
 		{RunID: "case-a", WorkflowName: "lower"}, {RunID: "CASE-A", WorkflowName: "upper"}}})

@@ -225,44 +225,16 @@ func claims(b *testing.B, s *mysql.Store, workers int, impl string) {
 	done()
 }
 
-// batchBenchStore opens the adapter on a fresh database, counting its
-// statements and commits on c.
-func batchBenchStore(b *testing.B, c *benchutil.Counter) *mysql.Store {
-	b.Helper()
-	srv := sqltest.MySQL.Find(b)
-	ctx := context.Background()
-	name, err := srv.CreateDatabase(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := mysql.OpenCounting(ctx, mysql.Options{DSN: srv.DSN(name), MaxOpenConns: 64, Logger: quiet}, c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
-	return s
-}
-
 // BenchmarkBatchUpdate: runs/s of transitions made one UpdateRun each
 // (size=1) beside UpdateRuns of 10 and 100, with commits and statements
 // per run. An op is one run's transition.
 func BenchmarkBatchUpdate(b *testing.B) {
-	for _, size := range benchutil.BatchSizes {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			var c benchutil.Counter
-			benchutil.BatchUpdates(b, batchBenchStore(b, &c), &c, size)
-		})
-	}
+	benchutil.RunBatchSizes(b, openBatchStore, benchutil.BatchUpdates)
 }
 
 // BenchmarkBatchClaim: runs/s claimed one ClaimNextRun each (size=1)
 // beside ClaimRuns of 10 and 100, with commits and statements per run.
 // An op is one run's claim.
 func BenchmarkBatchClaim(b *testing.B) {
-	for _, size := range benchutil.BatchSizes {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			var c benchutil.Counter
-			benchutil.BatchClaims(b, batchBenchStore(b, &c), &c, size)
-		})
-	}
+	benchutil.RunBatchSizes(b, openBatchStore, benchutil.BatchClaims)
 }

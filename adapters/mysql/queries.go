@@ -145,13 +145,7 @@ const (
 // run_id is cast to the column's character set and binary collation, so
 // that the join compares bytes whatever the connection's collation.
 var (
-	bulkInsertRuns = sqlkit.Bulk{Head: `INSERT INTO runstate_runs
-		(run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue) VALUES `,
-		Row: `(?, ?, ?, ?, ?, ?, ?, ?, ?)`, Sep: `, `}
-	bulkInsertLabels = sqlkit.Bulk{Head: `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES `,
-		Row: `(?, ?, ?, ?)`, Sep: `, `}
-	bulkInsertEvents = sqlkit.Bulk{Head: `INSERT INTO runstate_audit (run_id, seq, event) VALUES `, Row: `(?, ?, ?)`, Sep: `, `}
-	bulkUpdateRuns   = sqlkit.Bulk{
+	bulkUpdateRuns = sqlkit.Bulk{
 		Head: `UPDATE runstate_runs r JOIN (`,
 		Row: `SELECT CAST(? AS CHAR(128) CHARACTER SET ascii) COLLATE ascii_bin AS run_id, ? AS workflow_name, ? AS status,
 		CAST(? AS SIGNED) AS priority, CAST(? AS SIGNED) AS version, CAST(? AS SIGNED) AS last_seq, ? AS snapshot, CAST(? AS SIGNED) AS queue,
@@ -179,7 +173,7 @@ var dialect = sqlkit.Dialect{
 		RunExists: qRunExists, ListEvents: qListEvents,
 
 		LockRuns: qLockRuns, ExistingRuns: qExistingRuns, DeleteLabelsOf: qDeleteLabelsOf,
-		InsertRuns: bulkInsertRuns, InsertLabels: bulkInsertLabels, InsertEvents: bulkInsertEvents, UpdateRuns: bulkUpdateRuns,
+		UpdateRuns:        bulkUpdateRuns,
 		ClaimSkippingMany: forClaimSkippingMany,
 		SetLockWait:       qSetLockWait, ResetLockWait: qResetLockWait,
 

@@ -113,40 +113,22 @@ func BenchmarkClaimNext(b *testing.B) {
 	}
 }
 
-// batchBenchStore opens the adapter on a fresh schema, counting its
-// statements and commits on c.
-func batchBenchStore(b *testing.B, c *benchutil.Counter) *postgres.Store {
-	b.Helper()
-	srv := sqltest.Postgres.Find(b)
-	s, err := postgres.OpenCounting(context.Background(), postgres.Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true,
-		MaxOpenConns: 40, Logger: quiet}, c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	return s
-}
-
 // BenchmarkBatchUpdate: runs/s of transitions made one UpdateRun each
 // (size=1) beside UpdateRuns of 10 and 100, with commits and statements
 // per run. An op is one run's transition.
 func BenchmarkBatchUpdate(b *testing.B) {
-	for _, size := range benchutil.BatchSizes {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			var c benchutil.Counter
-			benchutil.BatchUpdates(b, batchBenchStore(b, &c), &c, size)
-		})
-	}
+	benchutil.RunBatchSizes(b, batchBenchStore, benchutil.BatchUpdates)
 }
 
 // BenchmarkBatchClaim: runs/s claimed one ClaimNextRun each (size=1)
 // beside ClaimRuns of 10 and 100, with commits and statements per run.
 // An op is one run's claim.
 func BenchmarkBatchClaim(b *testing.B) {
-	for _, size := range benchutil.BatchSizes {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			var c benchutil.Counter
-			benchutil.BatchClaims(b, batchBenchStore(b, &c), &c, size)
-		})
-	}
+	benchutil.RunBatchSizes(b, batchBenchStore, benchutil.BatchClaims)
+}
+
+// batchBenchStore is a store for a batch benchmark: without announcing
+// runnable runs, as Options' default, like the other benchmarks' stores.
+func batchBenchStore(tb testing.TB, c *benchutil.Counter) benchutil.BatchStore {
+	return openBatchStore(tb, c, false)
 }

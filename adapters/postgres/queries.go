@@ -146,13 +146,7 @@ const (
 // UPDATE writes a batch's rows from a VALUES list, checking each row's
 // locked version and lease token as qUpdateRunAndLease does.
 var (
-	bulkInsertRuns = sqlkit.Bulk{Head: `INSERT INTO runstate_runs
-		(run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue) VALUES `,
-		Row: `(?, ?, ?, ?, ?, ?, ?, ?, ?)`, Sep: `, `}
-	bulkInsertLabels = sqlkit.Bulk{Head: `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES `,
-		Row: `(?, ?, ?, ?)`, Sep: `, `}
-	bulkInsertEvents = sqlkit.Bulk{Head: `INSERT INTO runstate_audit (run_id, seq, event) VALUES `, Row: `(?, ?, ?)`, Sep: `, `}
-	bulkUpdateRuns   = sqlkit.Bulk{
+	bulkUpdateRuns = sqlkit.Bulk{
 		Head: `UPDATE runstate_runs r SET workflow_name = v.workflow_name, status = v.status, priority = v.priority, version = v.version,
 		last_seq = v.last_seq, snapshot = v.snapshot, queue = v.queue, lease_token = v.lease_token, lease_worker = v.lease_worker,
 		lease_incarnation = v.lease_incarnation, lease_acquired_at = v.lease_acquired_at, lease_expires_at = v.lease_expires_at,
@@ -200,7 +194,7 @@ var dialect = sqlkit.Dialect{
 		ListEvents: qListEvents,
 
 		LockRuns: qLockRuns, ExistingRuns: qExistingRuns, DeleteLabelsOf: qDeleteLabelsOf,
-		InsertRuns: bulkInsertRuns, InsertLabels: bulkInsertLabels, InsertEvents: bulkInsertEvents, UpdateRuns: bulkUpdateRuns,
+		UpdateRuns:        bulkUpdateRuns,
 		ClaimSkippingMany: forClaimSkippingMany,
 		SetLockWait:       qSetLockWait, // for the rest of the transaction, which writes only the row it locks
 

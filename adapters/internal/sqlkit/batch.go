@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -25,6 +24,16 @@ var (
 // locked) by one statement, and each table is written by one statement
 // (Statements.UpdateRuns, and Bulk statements of many rows) where the
 // engine allows, split only at Dialect.MaxParams and MaxBulkBytes.
+
+// The multi-row inserts, the same on every engine: each row has the
+// values of Statements.InsertRun, InsertLabel and InsertEvent.
+var (
+	multiInsertRuns = Bulk{Head: `INSERT INTO runstate_runs
+		(run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue) VALUES `,
+		Row: `(?, ?, ?, ?, ?, ?, ?, ?, ?)`, Sep: `, `}
+	multiInsertLabels = Bulk{Head: `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES `, Row: `(?, ?, ?, ?)`, Sep: `, `}
+	multiInsertEvents = Bulk{Head: `INSERT INTO runstate_audit (run_id, seq, event) VALUES `, Row: `(?, ?, ?)`, Sep: `, `}
+)
 
 // insertManyAttempts bounds InsertMany's transactions when a concurrent
 // creator commits one of its run_ids between its check and its insert.
@@ -46,6 +55,7 @@ func (k *Driver) InsertMany(ctx context.Context, runs []driver.InsertParams) err
 	}
 }
 
+// insertMany is one transaction of InsertMany.
 func (k *Driver) insertMany(ctx context.Context, tx *sqlx.Tx, runs []driver.InsertParams) error {
 	ids := make([]string, len(runs))
 	for i, r := range runs {
@@ -77,7 +87,7 @@ func (k *Driver) insertMany(ctx context.Context, tx *sqlx.Tx, runs []driver.Inse
 	for _, w := range []struct {
 		bulk Bulk
 		rows [][]any
-	}{{k.sql.InsertRuns, rows}, {k.sql.InsertLabels, labels}, {k.sql.InsertEvents, events}} {
+	}{{multiInsertRuns, rows}, {multiInsertLabels, labels}, {multiInsertEvents, events}} {
 		if _, err := k.execBulk(ctx, tx, w.bulk, w.rows); err != nil {
 			return err
 		}
@@ -260,7 +270,7 @@ func (k *Driver) writeBatch(ctx context.Context, tx *sqlx.Tx, b *batchWrite) err
 			return err
 		}
 	}
-	if _, err := k.execBulk(ctx, tx, k.sql.InsertEvents, events); err != nil {
+	if _, err := k.execBulk(ctx, tx, multiInsertEvents, events); err != nil {
 		return err
 	}
 	if k.sql.UpdateRuns.Row == "" {
@@ -312,7 +322,7 @@ func (k *Driver) updateRuns(ctx context.Context, tx *sqlx.Tx, writes []rowWrite)
 	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
 		return err
 	}
-	_, err = k.execBulk(ctx, tx, k.sql.InsertLabels, labels)
+	_, err = k.execBulk(ctx, tx, multiInsertLabels, labels)
 	return err
 }
 
@@ -330,7 +340,7 @@ func (k *Driver) announceBatch(ctx context.Context, tx *sqlx.Tx, runnable bool) 
 func (k *Driver) execBulk(ctx context.Context, tx *sqlx.Tx, b Bulk, rows [][]any) (int64, error) {
 	var affected int64
 	for len(rows) > 0 {
-		n := k.bulkRows(rows)
+		n := k.rowsPerStatement(rows)
 		var text strings.Builder
 		text.WriteString(b.Head)
 		args := make([]any, 0, n*len(rows[0]))
@@ -360,8 +370,8 @@ func (k *Driver) execBulk(ctx context.Context, tx *sqlx.Tx, b Bulk, rows [][]any
 	return affected, nil
 }
 
-// bulkRows is how many of rows, at least one, fit in one Bulk statement.
-func (k *Driver) bulkRows(rows [][]any) int {
+// rowsPerStatement is how many of rows, at least one, fit in one Bulk statement.
+func (k *Driver) rowsPerStatement(rows [][]any) int {
 	params, bytes := 0, 0
 	for i, r := range rows {
 		size := 0
@@ -376,25 +386,4 @@ func (k *Driver) bulkRows(rows [][]any) int {
 		}
 	}
 	return len(rows)
-}
-
-// appendEvents appends the rows (run_id, seq, event) of events.
-func appendEvents(rows [][]any, events []runstate.AuditEvent) ([][]any, error) {
-	for _, ev := range events {
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, []any{ev.RunID, ev.Seq, string(b)})
-	}
-	return rows, nil
-}
-
-// appendLabels appends the rows (run_id, key, value, created_at) of s's
-// labels, in key order.
-func appendLabels(rows [][]any, s runstate.RunSnapshot) [][]any {
-	for _, key := range slices.Sorted(maps.Keys(s.Labels)) {
-		rows = append(rows, []any{s.RunID, key, s.Labels[key], s.CreatedAt})
-	}
-	return rows
 }

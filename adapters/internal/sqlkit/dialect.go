@@ -117,9 +117,6 @@ type Statements struct {
 	// run_ids as one list (?), which Dialect.Bind expands or binds as an
 	// array.
 	LockRuns, ExistingRuns, DeleteLabelsOf string
-	// InsertRuns, InsertLabels and InsertEvents write many rows, each row
-	// with the values of InsertRun, InsertLabel and InsertEvent.
-	InsertRuns, InsertLabels, InsertEvents Bulk
 	// UpdateRuns, optional, writes many locked rows in one statement, each
 	// row (run_id, workflow_name, status, priority, version, last_seq,
 	// snapshot, queue, lease_token, lease_worker, lease_incarnation,

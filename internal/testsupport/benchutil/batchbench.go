@@ -158,3 +158,14 @@ func CreateBatch(b *testing.B, s BatchStore, n int, workflow string) []runstate.
 	}
 	return out
 }
+
+// RunBatchSizes runs bench for each of BatchSizes, on a store open
+// gives it, counting on a Counter of its own.
+func RunBatchSizes(b *testing.B, open func(testing.TB, *Counter) BatchStore, bench func(*testing.B, BatchStore, *Counter, int)) {
+	for _, size := range BatchSizes {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			var c Counter
+			bench(b, open(b, &c), &c, size)
+		})
+	}
+}

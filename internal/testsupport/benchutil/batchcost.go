@@ -116,3 +116,15 @@ func RacingCreates(t testing.TB, s BatchStore, rounds int) {
 		}
 	}
 }
+
+// CheckBatchCosts fails t unless each batch of BatchCosts, of n runs, is
+// one commit of at most most[name] statements.
+func CheckBatchCosts(t testing.TB, s BatchStore, c *Counter, n int, most map[string]int64) {
+	t.Helper()
+	for name, cost := range BatchCosts(t, s, c, n) {
+		t.Logf("%s of %d: %v", name, n, cost)
+		if cost.Commits != 1 || cost.Statements > most[name] {
+			t.Errorf("%s of %d sent %v; want 1 commit and at most %d statements", name, n, cost, most[name])
+		}
+	}
+}
