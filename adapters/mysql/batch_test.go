@@ -68,3 +68,9 @@ func TestBatchUpdateTellsRunIDsApartByCase(t *testing.T) {
 		}
 	}
 }
+
+// The largest batch's labels are more values than one statement binds:
+// they are split into several statements of one transaction.
+func TestLargestBatchCreatesEveryLabel(t *testing.T) {
+	benchutil.CreateLargestBatch(t, openBatchStore(t, new(benchutil.Counter)))
+}

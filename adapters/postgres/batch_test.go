@@ -41,3 +41,9 @@ func openBatchStore(tb testing.TB, c *benchutil.Counter, notify bool) benchutil.
 	tb.Cleanup(func() { s.Close() })
 	return s
 }
+
+// The largest batch's labels are more values than one statement binds:
+// they are split into several statements of one transaction.
+func TestLargestBatchCreatesEveryLabel(t *testing.T) {
+	benchutil.CreateLargestBatch(t, openBatchStore(t, new(benchutil.Counter), false))
+}

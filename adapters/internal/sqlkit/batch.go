@@ -172,11 +172,7 @@ func (k *Driver) lockRuns(ctx context.Context, tx *sqlx.Tx, ids []string) (map[s
 // for the best locked candidate and claims that one run: the answer is 0
 // only when nothing matching was claimable (BATCH-007, LEASE-017).
 func (k *Driver) ClaimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
-	owner, clock, statuses := *q.Claimant, k.clockParam(), statusArgs(q)
-	skipping, err := k.union([]part{
-		{k.sql.UnleasedHead, []any{clock, statuses}},
-		{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}},
-	}, q, k.sql.ClaimSkippingMany, []any{max})
+	skipping, err := k.claimCandidates(q, k.sql.ClaimSkippingMany, []any{max})
 	if err != nil {
 		return 0, err
 	}

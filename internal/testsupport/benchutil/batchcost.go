@@ -128,3 +128,29 @@ func CheckBatchCosts(t testing.TB, s BatchStore, c *Counter, n int, most map[str
 		}
 	}
 }
+
+// CreateLargestBatch creates runstate.MaxBatchItems runs of
+// runstate.MaxLabels labels each in one CreateRuns, more label values
+// than one statement binds, and checks that every label was stored.
+func CreateLargestBatch(t testing.TB, s BatchStore) {
+	t.Helper()
+	ctx := context.Background()
+	p := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, runstate.MaxBatchItems)}
+	for i := range p.Runs {
+		labels := make(map[string]string, runstate.MaxLabels)
+		for l := range runstate.MaxLabels {
+			labels[fmt.Sprintf("k%d", l)] = fmt.Sprintf("run%d", i)
+		}
+		p.Runs[i] = runstate.CreateRunParams{WorkflowName: "largest", Labels: labels}
+	}
+	created, err := s.CreateRuns(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := runstate.MaxBatchItems - 1
+	page, err := s.ListRuns(ctx, runstate.ListRunsParams{Labels: map[string]string{
+		fmt.Sprintf("k%d", runstate.MaxLabels-1): fmt.Sprintf("run%d", last)}})
+	if err != nil || len(page.Runs) != 1 || page.Runs[0].RunID != created.Runs[last].RunID {
+		t.Fatalf("the last label of the last run: %v, %v; want run %s", page.Runs, err, created.Runs[last].RunID)
+	}
+}
