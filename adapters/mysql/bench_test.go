@@ -96,13 +96,6 @@ func reportPing(b *testing.B, db *sqlx.DB) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "ping-µs")
 }
 
-func flip(i int) runstate.RunStatus {
-	if i%2 == 1 {
-		return runstate.StatusWaiting
-	}
-	return runstate.StatusRunning
-}
-
 // BenchmarkCASUpdate: a transition (CAS + audit row) per op, each goroutine
 // on its own run, the adapter beside the hand-written transaction.
 func BenchmarkCASUpdate(b *testing.B) {
@@ -150,9 +143,9 @@ func casUpdates(b *testing.B, s *mysql.Store, par int, impl string) {
 		for i := 0; next(); i++ {
 			var err error
 			if impl == "adapter" {
-				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
+				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(benchutil.FlipStatus(i))})
 			} else {
-				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
+				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, benchutil.FlipStatus(i))
 			}
 			if err != nil {
 				b.Error(err)
@@ -230,4 +223,18 @@ func claims(b *testing.B, s *mysql.Store, workers int, impl string) {
 		return claimWithoutSkipLocked(ctx, s.DB(), owner.Worker)
 	})
 	done()
+}
+
+// BenchmarkBatchUpdate: runs/s of transitions made one UpdateRun each
+// (size=1) beside UpdateRuns of 10 and 100, with commits and statements
+// per run. An op is one run's transition.
+func BenchmarkBatchUpdate(b *testing.B) {
+	benchutil.RunBatchSizes(b, openBatchStore, benchutil.BatchUpdates)
+}
+
+// BenchmarkBatchClaim: runs/s claimed one ClaimNextRun each (size=1)
+// beside ClaimRuns of 10 and 100, with commits and statements per run.
+// An op is one run's claim.
+func BenchmarkBatchClaim(b *testing.B) {
+	benchutil.RunBatchSizes(b, openBatchStore, benchutil.BatchClaims)
 }

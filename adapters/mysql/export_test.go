@@ -1,7 +1,19 @@
 package mysql
 
-import "github.com/jmoiron/sqlx"
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
+)
 
 // DB returns the connection pool, for tests that inspect the schema or
 // race the adapter with hand-written SQL.
 func (s *Store) DB() *sqlx.DB { return s.runs.DB() }
+
+// OpenCounting is Open with the statements and commits of the store's
+// connections counted on c.
+func OpenCounting(ctx context.Context, opts Options, c *benchutil.Counter) (*Store, error) {
+	return open(ctx, opts, c.Wrap)
+}

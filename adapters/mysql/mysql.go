@@ -10,6 +10,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,10 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-var _ runstate.Store = (*Store)(nil)
+var (
+	_ runstate.Store        = (*Store)(nil)
+	_ runstate.BatchCreator = (*Store)(nil)
+)
 
 // Options configure Open.
 type Options struct {
@@ -83,7 +87,11 @@ func (l driverLogger) Print(v ...any) {
 // applies the embedded migrations. A malformed DSN is ErrInvalidArgument,
 // a server that cannot be reached ErrUnavailable, refused credentials
 // ErrPermissionDenied.
-func Open(ctx context.Context, opts Options) (*Store, error) {
+func Open(ctx context.Context, opts Options) (*Store, error) { return open(ctx, opts, nil) }
+
+// open is Open, with the connector wrapped by wrap when set (a test's
+// counting of statements and commits).
+func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqldriver.Connector) (*Store, error) {
 	cfg, err := gomysql.ParseDSN(opts.DSN)
 	if err != nil {
 		return nil, runstate.InvalidArgument("dsn", "%v (expected user:password@tcp(host:3306)/database)", err)
@@ -93,6 +101,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	cfg.ParseTime, cfg.Loc = true, time.UTC
 	cfg.InterpolateParams = true // one round trip per statement; the driver escapes every value
+	// An UPDATE's rows affected are the rows it matched, changed or not,
+	// so that a batch's checked UPDATE can tell that it matched each row.
+	cfg.ClientFoundRows = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second // a server that is down fails fast
 	}
@@ -112,7 +123,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, runstate.InvalidArgument("dsn", "%v", err)
 	}
-	db := sqlx.NewDb(sql.OpenDB(readCommittedConnector{connector}), "mysql")
+	var wrapped sqldriver.Connector = readCommittedConnector{connector}
+	if wrap != nil {
+		wrapped = wrap(wrapped)
+	}
+	db := sqlx.NewDb(sql.OpenDB(wrapped), "mysql")
 	s := &Store{runs: sqlkit.New(sqlkit.Params{DB: db, Dialect: dialect, Clock: opts.Clock,
 		Where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}), dbName: cfg.DBName}
 	if opts.ScratchDatabase {
@@ -230,4 +245,10 @@ func interpretError(err error) error {
 func isErrorNumber(err error, number uint16) bool {
 	var me *gomysql.MySQLError
 	return errors.As(err, &me) && me.Number == number
+}
+
+// CreateRuns implements runstate.BatchCreator: every run, its labels and
+// its created event in one transaction, all or none (BATCH-001).
+func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
 }

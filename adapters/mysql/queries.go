@@ -51,7 +51,14 @@ const (
 	qDeleteLabels = `DELETE FROM runstate_labels WHERE run_id = ?`
 	qInsertLabel  = `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES (?, ?, ?, ?)`
 	qInsertEvent  = `INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, ?)`
-	qListEvents   = `SELECT event FROM runstate_audit WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?` // AUD-006
+	// Batches (sqlkit's batch.go). Rows are locked in run_id order (the
+	// primary key's), so that batches sharing runs wait for each other,
+	// never deadlock. IN (?) lists are expanded, one placeholder per run.
+	qLockRuns       = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id IN (?) ORDER BY r.run_id FOR UPDATE`
+	qExistingRuns   = `SELECT run_id FROM runstate_runs WHERE run_id IN (?)`
+	qDeleteLabelsOf = `DELETE FROM runstate_labels WHERE run_id IN (?)`
+
+	qListEvents = `SELECT event FROM runstate_audit WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?` // AUD-006
 
 	// Listing fragments, combined by the kit (sqlkit.Driver.ListSQL, Runnable). Text filters
 	// compare lengths too: MySQL's binary collations pad with spaces, so
@@ -128,6 +135,30 @@ const (
 
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
+	// A batch claim locks up to its size of each kind.
+	forClaimSkippingMany = byClaimOrder + ` LIMIT ? FOR UPDATE SKIP LOCKED`
+)
+
+// Statements of many rows (sqlkit.Bulk). One UPDATE writes a batch's
+// rows, joined by key to a derived table of one SELECT per row, checking
+// each row's locked version and lease token as qUpdateRun does. Its
+// run_id is cast to the column's character set and binary collation, so
+// that the join compares bytes whatever the connection's collation.
+var (
+	bulkUpdateRuns = sqlkit.Bulk{
+		Head: `UPDATE runstate_runs r JOIN (`,
+		Row: `SELECT CAST(? AS CHAR(128) CHARACTER SET ascii) COLLATE ascii_bin AS run_id, ? AS workflow_name, ? AS status,
+		CAST(? AS SIGNED) AS priority, CAST(? AS SIGNED) AS version, CAST(? AS SIGNED) AS last_seq, ? AS snapshot, CAST(? AS SIGNED) AS queue,
+		CAST(? AS SIGNED) AS lease_token, ? AS lease_worker, ? AS lease_incarnation, CAST(? AS DATETIME(6)) AS lease_acquired_at,
+		CAST(? AS DATETIME(6)) AS lease_expires_at, CAST(? AS SIGNED) AS lease_released, CAST(? AS SIGNED) AS locked_version,
+		CAST(? AS SIGNED) AS locked_token`,
+		Sep: ` UNION ALL `,
+		Tail: `) v ON r.run_id = v.run_id AND r.version = v.locked_version AND r.lease_token = v.locked_token
+		SET r.workflow_name = v.workflow_name, r.status = v.status, r.priority = v.priority, r.version = v.version,
+		r.last_seq = v.last_seq, r.snapshot = v.snapshot, r.queue = v.queue, r.lease_token = v.lease_token,
+		r.lease_worker = v.lease_worker, r.lease_incarnation = v.lease_incarnation, r.lease_acquired_at = v.lease_acquired_at,
+		r.lease_expires_at = v.lease_expires_at, r.lease_released = v.lease_released`,
+	}
 )
 
 // dialect is the adapter's SQL for the kit. Text filters bind their value
@@ -140,7 +171,11 @@ var dialect = sqlkit.Dialect{
 		InsertRun: qInsertRun, InsertLabel: qInsertLabel, InsertEvent: qInsertEvent, DeleteLabels: qDeleteLabels,
 		UpdateSeq: qUpdateSeq, UpdateLease: qUpdateLease, UpdateRun: qUpdateRun,
 		RunExists: qRunExists, ListEvents: qListEvents,
-		SetLockWait: qSetLockWait, ResetLockWait: qResetLockWait,
+
+		LockRuns: qLockRuns, ExistingRuns: qExistingRuns, DeleteLabelsOf: qDeleteLabelsOf,
+		UpdateRuns:        bulkUpdateRuns,
+		ClaimSkippingMany: forClaimSkippingMany,
+		SetLockWait:       qSetLockWait, ResetLockWait: qResetLockWait,
 
 		ListColumns:    listColumns,
 		ListHints:      sqlkit.IndexHints{ByStatus: byStatusIndex, ByWorkflow: byWorkflowIndex, ByCreated: byCreatedIndex},
@@ -164,8 +199,14 @@ var dialect = sqlkit.Dialect{
 		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 1, 2}},
 		ByClaimOrderLimit: byClaimOrder + limitRows,
 	},
-	Bind:         func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
-	Union:        func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	Bind:  func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
+	Union: func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	// Values are interpolated by the client (Options: InterpolateParams),
+	// so a statement is bounded by the server's max_allowed_packet (16 MB
+	// by default on MariaDB, 64 MB on MySQL 8): a quarter of the smaller,
+	// leaving room for escaping. 65535 is the bound of a prepared one.
+	MaxParams:    65535,
+	MaxBulkBytes: 4 << 20,
 	Retryable:    retryable,
 	Interpret:    interpretError,
 	LockTimedOut: func(err error) bool { return isErrorNumber(err, errLockWaitTimeout) },

@@ -27,13 +27,6 @@ func benchStore(b *testing.B) *postgres.Store {
 	return s
 }
 
-func flip(i int) runstate.RunStatus {
-	if i%2 == 1 {
-		return runstate.StatusWaiting
-	}
-	return runstate.StatusRunning
-}
-
 // BenchmarkCASUpdate: a transition (CAS + audit row) per op, each goroutine
 // on its own run, the adapter beside the hand-written transaction.
 func BenchmarkCASUpdate(b *testing.B) {
@@ -62,9 +55,9 @@ func casUpdates(b *testing.B, s *postgres.Store, par int, impl string) {
 		for i := 0; next(); i++ {
 			var err error
 			if impl == "adapter" {
-				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(flip(i))})
+				run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(benchutil.FlipStatus(i))})
 			} else {
-				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, flip(i))
+				err = benchutil.HandWrittenUpdate(ctx, s.DB(), run.RunID, benchutil.FlipStatus(i))
 			}
 			if err != nil {
 				b.Error(err)
@@ -118,4 +111,24 @@ func BenchmarkClaimNext(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkBatchUpdate: runs/s of transitions made one UpdateRun each
+// (size=1) beside UpdateRuns of 10 and 100, with commits and statements
+// per run. An op is one run's transition.
+func BenchmarkBatchUpdate(b *testing.B) {
+	benchutil.RunBatchSizes(b, batchBenchStore, benchutil.BatchUpdates)
+}
+
+// BenchmarkBatchClaim: runs/s claimed one ClaimNextRun each (size=1)
+// beside ClaimRuns of 10 and 100, with commits and statements per run.
+// An op is one run's claim.
+func BenchmarkBatchClaim(b *testing.B) {
+	benchutil.RunBatchSizes(b, batchBenchStore, benchutil.BatchClaims)
+}
+
+// batchBenchStore is a store for a batch benchmark: without announcing
+// runnable runs, as Options' default, like the other benchmarks' stores.
+func batchBenchStore(tb testing.TB, c *benchutil.Counter) benchutil.BatchStore {
+	return openBatchStore(tb, c, false)
 }

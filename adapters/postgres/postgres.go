@@ -12,6 +12,8 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,7 +32,10 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-var _ runstate.Store = (*Store)(nil)
+var (
+	_ runstate.Store        = (*Store)(nil)
+	_ runstate.BatchCreator = (*Store)(nil)
+)
 
 // Options configure Open.
 type Options struct {
@@ -99,7 +104,11 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // applies the embedded migrations. A malformed DSN or schema name is
 // ErrInvalidArgument, a server that cannot be reached ErrUnavailable,
 // refused credentials ErrPermissionDenied.
-func Open(ctx context.Context, opts Options) (*Store, error) {
+func Open(ctx context.Context, opts Options) (*Store, error) { return open(ctx, opts, nil) }
+
+// open is Open, with the driver's connector wrapped by wrap when set (a
+// test's counting of statements and commits).
+func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqldriver.Connector) (*Store, error) {
 	cfg, err := pgx.ParseConfig(opts.DSN)
 	if err != nil {
 		return nil, dsnError(err)
@@ -140,7 +149,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.NotifyRunnable {
 		kit.OnRunnable = announceRunnable
 	}
-	db := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
+	var connector sqldriver.Connector = stdlib.GetConnector(*cfg)
+	if wrap != nil {
+		connector = wrap(connector)
+	}
+	db := sqlx.NewDb(sql.OpenDB(connector), "pgx")
 	s := &Store{runs: sqlkit.New(sqlkit.Params{DB: db, Dialect: kit, Clock: opts.Clock, Where: where}), log: opts.Logger,
 		schema: opts.Schema, conn: cfg}
 	s.closing, s.stop = context.WithCancel(context.Background())
@@ -269,4 +282,10 @@ func interpretError(err error) error {
 func isConnectError(err error) bool {
 	var ce *pgconn.ConnectError
 	return errors.As(err, &ce)
+}
+
+// CreateRuns implements runstate.BatchCreator: every run, its labels and
+// its created event in one transaction, all or none (BATCH-001).
+func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
 }

@@ -77,6 +77,13 @@ var (
 		(SELECT event FROM runstate_audit WHERE run_id = r.run_id AND seq > $2 ORDER BY seq LIMIT $3) a ON TRUE
 		WHERE r.run_id = $1`
 
+	// Batches (sqlkit's batch.go). Rows are locked in run_id order, so
+	// that batches sharing runs wait for each other, never deadlock. The
+	// run_ids are one text[].
+	qLockRuns       = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ANY (CAST(? AS text[])) ORDER BY r.run_id FOR UPDATE`
+	qExistingRuns   = `SELECT run_id FROM runstate_runs WHERE run_id = ANY (CAST(? AS text[]))`
+	qDeleteLabelsOf = `DELETE FROM runstate_labels WHERE run_id = ANY (CAST(? AS text[]))`
+
 	// The waiting pass of claim-next waits for a row lock at most this
 	// long (a text such as 3000ms), for the rest of its transaction.
 	qSetLockWait = numbered(`SELECT set_config('lock_timeout', ?, true)`)
@@ -120,6 +127,8 @@ const (
 		` AND (r.lease_expires_at <= ` + clock + ` OR ` + earlierLife + `)`
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE OF r SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
+	// A batch claim locks up to its size of each kind.
+	forClaimSkippingMany = byClaimOrder + ` LIMIT ? FOR UPDATE OF r SKIP LOCKED`
 
 	// Runnable lists the same three kinds of run, each in claim order.
 	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + inStatuses
@@ -131,6 +140,25 @@ const (
 	// cannot search for <>, and would walk every lease the worker's
 	// current incarnation holds.
 	earlierLife = `(r.lease_worker = ? AND r.lease_incarnation < ?) OR (r.lease_worker = ? AND r.lease_incarnation > ?)`
+)
+
+// Statements of many rows (sqlkit.Bulk), numbered when assembled. One
+// UPDATE writes a batch's rows from a VALUES list, checking each row's
+// locked version and lease token as qUpdateRunAndLease does.
+var (
+	bulkUpdateRuns = sqlkit.Bulk{
+		Head: `UPDATE runstate_runs r SET workflow_name = v.workflow_name, status = v.status, priority = v.priority, version = v.version,
+		last_seq = v.last_seq, snapshot = v.snapshot, queue = v.queue, lease_token = v.lease_token, lease_worker = v.lease_worker,
+		lease_incarnation = v.lease_incarnation, lease_acquired_at = v.lease_acquired_at, lease_expires_at = v.lease_expires_at,
+		lease_released = v.lease_released FROM (VALUES `,
+		Row: `(CAST(? AS text), CAST(? AS text), CAST(? AS text), CAST(? AS integer), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS text),
+		CAST(? AS smallint), CAST(? AS bigint), CAST(? AS text), CAST(? AS text), CAST(? AS timestamptz), CAST(? AS timestamptz),
+		CAST(? AS boolean), CAST(? AS bigint), CAST(? AS bigint))`,
+		Sep: `, `,
+		Tail: `) AS v (run_id, workflow_name, status, priority, version, last_seq, snapshot, queue, lease_token, lease_worker,
+		lease_incarnation, lease_acquired_at, lease_expires_at, lease_released, locked_version, locked_token)
+		WHERE r.run_id = v.run_id AND r.version = v.locked_version AND r.lease_token = v.locked_token`,
+	}
 )
 
 // Migrations, under a transaction-scoped advisory lock of the database
@@ -163,8 +191,12 @@ var dialect = sqlkit.Dialect{
 		Now: qNow, LockRun: qLockRun, GetRun: qGetRun, GetLease: qGetLease,
 		InsertRun: qInsertRun, InsertLabel: qInsertLabel, InsertEvent: qInsertEvent, DeleteLabels: qDeleteLabels,
 		UpdateSeq: qUpdateSeq, UpdateLease: qUpdateLease, UpdateRunAndLease: qUpdateRunAndLease,
-		ListEvents:  qListEvents,
-		SetLockWait: qSetLockWait, // for the rest of the transaction, which writes only the row it locks
+		ListEvents: qListEvents,
+
+		LockRuns: qLockRuns, ExistingRuns: qExistingRuns, DeleteLabelsOf: qDeleteLabelsOf,
+		UpdateRuns:        bulkUpdateRuns,
+		ClaimSkippingMany: forClaimSkippingMany,
+		SetLockWait:       qSetLockWait, // for the rest of the transaction, which writes only the row it locks
 
 		ListColumns:    listColumns,
 		WhereTrue:      whereTrue,
@@ -187,8 +219,12 @@ var dialect = sqlkit.Dialect{
 		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 2}},
 		ByClaimOrderLimit: byClaimOrder + limitRows,
 	},
-	Bind:         func(query string, args []any) (string, []any, error) { return numbered(query), args, nil },
-	Union:        withParts,
+	Bind:  func(query string, args []any) (string, []any, error) { return numbered(query), args, nil },
+	Union: withParts,
+	// The protocol's bound on a statement's parameters; PostgreSQL takes
+	// a message of up to 1 GB.
+	MaxParams:    65535,
+	MaxBulkBytes: 64 << 20,
 	Retryable:    retryable,
 	Interpret:    interpretError,
 	LockTimedOut: func(err error) bool { return hasState(err, stateLockNotAvailable) },

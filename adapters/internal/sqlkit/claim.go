@@ -147,11 +147,17 @@ func (k *Driver) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (ro
 // runs that are expired or held by an earlier incarnation of the
 // claimant's worker. lock is Statements.ClaimSkipping or ClaimReading.
 func (k *Driver) ClaimCandidates(q driver.RunnableQuery, lock string) (Statement, error) {
+	return k.claimCandidates(q, lock, nil)
+}
+
+// claimCandidates is ClaimCandidates with a tail (a locking clause) that
+// binds tailArgs.
+func (k *Driver) claimCandidates(q driver.RunnableQuery, tail string, tailArgs []any) (Statement, error) {
 	owner, clock, statuses := *q.Claimant, k.clockParam(), statusArgs(q)
 	return k.union([]part{
 		{k.sql.UnleasedHead, []any{clock, statuses}},
 		{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}},
-	}, q, lock, nil)
+	}, q, tail, tailArgs)
 }
 
 // Runnable implements driver.Driver: the unleased runs in claim order, the

@@ -44,8 +44,13 @@ type Dialect struct {
 	LockWaitArg func(limit time.Duration) any
 	// OnRunnable, optional, runs in the transaction of a write that makes
 	// a run claimable without a lease (created so, or moved there from a
-	// lease or another status): PostgreSQL announces it with NOTIFY.
+	// lease or another status): PostgreSQL announces it with NOTIFY. A
+	// batch runs it once.
 	OnRunnable func(ctx context.Context, tx *sqlx.Tx) error
+	// MaxParams and MaxBulkBytes bound one statement of a Bulk: its bound
+	// values, and the bytes of its text values (the engine's packet).
+	// A row larger than MaxBulkBytes still goes alone.
+	MaxParams, MaxBulkBytes int
 }
 
 // Statements are a dialect's SQL. Fixed statements are ready to run; the
@@ -105,6 +110,24 @@ type Statements struct {
 	// ListEvents reads events after a seq, in seq order (run_id, seq, limit).
 	ListEvents string
 
+	// Batches (batch.go). LockRuns reads and locks runs' rows in run_id
+	// order with the database time (clock, run_ids), as the columns of
+	// row; ExistingRuns reads which of run_ids exist (run_ids);
+	// DeleteLabelsOf drops the labels of runs (run_ids). Each binds its
+	// run_ids as one list (?), which Dialect.Bind expands or binds as an
+	// array.
+	LockRuns, ExistingRuns, DeleteLabelsOf string
+	// UpdateRuns, optional, writes many locked rows in one statement, each
+	// row (run_id, workflow_name, status, priority, version, last_seq,
+	// snapshot, queue, lease_token, lease_worker, lease_incarnation,
+	// lease_acquired_at, lease_expires_at, lease_released, locked
+	// version, locked lease_token) and checked by the last two. Without
+	// it a batch writes each row as Modify does.
+	UpdateRuns Bulk
+	// ClaimSkippingMany is ClaimSkipping for up to (limit) runs of each
+	// part.
+	ClaimSkippingMany string
+
 	// SetLockWait bounds the waits for row locks of claim-next's waiting
 	// pass (Dialect.LockWaitArg); ResetLockWait, optional, ends the bound
 	// after the lock when it would outlive the transaction.
@@ -140,6 +163,14 @@ type Statements struct {
 	ListUnleased, ListExpired, ListEarlierLife Clause
 	AfterClaimPos                              Clause
 	ByClaimOrderLimit                          string
+}
+
+// Bulk is a statement of many rows: Head, then Row once per row joined by
+// Sep, then Tail. Row has a ? per value of a row; the kit binds rows in
+// order and splits them into statements within Dialect.MaxParams and
+// MaxBulkBytes.
+type Bulk struct {
+	Head, Row, Sep, Tail string
 }
 
 // IndexHints pin the index a ListRuns query reads (MySQL's FORCE INDEX),

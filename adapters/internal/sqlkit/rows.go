@@ -99,15 +99,15 @@ func selectSnapshots(ctx context.Context, db *sqlx.DB, query string, args []any)
 // insertEvents stores numbered events with insert (run_id, seq, event) and
 // returns the last one's Seq (lastSeq when there are none).
 func insertEvents(ctx context.Context, tx *sqlx.Tx, insert string, events []runstate.AuditEvent, lastSeq int64) (int64, error) {
-	for _, ev := range events {
-		lastSeq = ev.Seq
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := tx.ExecContext(ctx, insert, ev.RunID, ev.Seq, string(b)); err != nil {
-			return 0, err
-		}
+	rows, err := appendEvents(nil, events)
+	if err != nil {
+		return 0, err
+	}
+	if err := execEach(ctx, tx, insert, rows); err != nil {
+		return 0, err
+	}
+	if len(events) > 0 {
+		lastSeq = events[len(events)-1].Seq
 	}
 	return lastSeq, nil
 }
@@ -115,12 +115,38 @@ func insertEvents(ctx context.Context, tx *sqlx.Tx, insert string, events []runs
 // insertLabels stores a run's labels with insert (run_id, key, value,
 // created_at), in key order.
 func insertLabels(ctx context.Context, tx *sqlx.Tx, insert string, s runstate.RunSnapshot) error {
-	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
-		if _, err := tx.ExecContext(ctx, insert, s.RunID, k, s.Labels[k], s.CreatedAt); err != nil {
+	return execEach(ctx, tx, insert, appendLabels(nil, s))
+}
+
+// execEach runs statement once per row of arguments.
+func execEach(ctx context.Context, tx *sqlx.Tx, statement string, rows [][]any) error {
+	for _, args := range rows {
+		if _, err := tx.ExecContext(ctx, statement, args...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// appendEvents appends the rows (run_id, seq, event) of events.
+func appendEvents(rows [][]any, events []runstate.AuditEvent) ([][]any, error) {
+	for _, ev := range events {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, []any{ev.RunID, ev.Seq, string(b)})
+	}
+	return rows, nil
+}
+
+// appendLabels appends the rows (run_id, key, value, created_at) of s's
+// labels, in key order.
+func appendLabels(rows [][]any, s runstate.RunSnapshot) [][]any {
+	for _, key := range slices.Sorted(maps.Keys(s.Labels)) {
+		rows = append(rows, []any{s.RunID, key, s.Labels[key], s.CreatedAt})
+	}
+	return rows
 }
 
 // nullTime is t, or NULL for the zero time.

@@ -53,3 +53,18 @@ func TestClauseBindsItsValuesInItsOrder(t *testing.T) {
 		t.Fatalf("Values(3) = %v", got)
 	}
 }
+
+func TestRowsPerStatementKeepsWithinTheLimits(t *testing.T) {
+	k := &Driver{dialect: Dialect{MaxParams: 10, MaxBulkBytes: 8}}
+	small := [][]any{{"a", 1, 2}, {"b", 1, 2}, {"c", 1, 2}, {"d", 1, 2}}
+	if n := k.rowsPerStatement(small); n != 3 {
+		t.Errorf("rows of 3 values within 10: %d a statement, want 3", n)
+	}
+	large := [][]any{{"0123456789", 1}, {"x", 1}}
+	if n := k.rowsPerStatement(large); n != 1 {
+		t.Errorf("a row over the byte bound: %d a statement, want it alone", n)
+	}
+	if n := k.rowsPerStatement([][]any{{"abcd", 1}, {"efgh", 1}, {"i", 1}}); n != 2 {
+		t.Errorf("rows of 4 bytes within 8: %d a statement, want 2", n)
+	}
+}

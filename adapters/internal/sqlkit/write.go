@@ -81,38 +81,58 @@ type rowWrite struct {
 // write stores change c of the locked row, read as cur: the events, then
 // the row.
 func (k *Driver) write(ctx context.Context, tx *sqlx.Tx, locked row, cur driver.Current, c driver.Change) error {
-	w := rowWrite{locked: locked, before: cur.Run, next: cur.Run, lease: cur.Lease, newLease: c.Lease != nil, events: len(c.Events) > 0}
+	w := newRowWrite(locked, cur, c)
+	var err error
+	if w.lastSeq, err = insertEvents(ctx, tx, k.sql.InsertEvent, c.Events, locked.LastSeq); err != nil {
+		return err
+	}
+	if err := k.writeRow(ctx, tx, w, c); err != nil {
+		return err
+	}
+	return k.announce(ctx, tx, &cur, w.next, w.lease)
+}
+
+// newRowWrite is what change c of the locked row, read as cur, writes; its
+// lastSeq counts c's events.
+func newRowWrite(locked row, cur driver.Current, c driver.Change) rowWrite {
+	w := rowWrite{locked: locked, before: cur.Run, next: cur.Run, lease: cur.Lease, newLease: c.Lease != nil, events: len(c.Events) > 0,
+		lastSeq: locked.LastSeq}
 	if c.Run != nil {
 		w.next = *c.Run
 	}
 	if c.Lease != nil {
 		w.lease = *c.Lease
 	}
-	var err error
-	if w.lastSeq, err = insertEvents(ctx, tx, k.sql.InsertEvent, c.Events, locked.LastSeq); err != nil {
-		return err
+	if w.events {
+		w.lastSeq = c.Events[len(c.Events)-1].Seq
 	}
+	return w
+}
+
+// writeRow stores w in its row, and the run's labels when they changed,
+// after c's events were inserted.
+func (k *Driver) writeRow(ctx context.Context, tx *sqlx.Tx, w rowWrite, c driver.Change) error {
+	var err error
 	switch {
 	case c.Run == nil && c.Lease == nil:
 		if w.events {
-			_, err = tx.ExecContext(ctx, k.sql.UpdateSeq, w.lastSeq, locked.RunID)
+			_, err = tx.ExecContext(ctx, k.sql.UpdateSeq, w.lastSeq, w.locked.RunID)
 		}
 		return err
 	case c.Run == nil:
-		err = k.writeLease(ctx, tx, w)
-	default:
-		err = k.writeRun(ctx, tx, w)
-		if err == nil && !maps.Equal(w.before.Labels, w.next.Labels) {
-			if _, err = tx.ExecContext(ctx, k.sql.DeleteLabels, locked.RunID); err == nil {
-				err = insertLabels(ctx, tx, k.sql.InsertLabel, w.next)
-			}
-		}
+		return k.writeLease(ctx, tx, w)
 	}
-	if err != nil {
+	if err = k.writeRun(ctx, tx, w); err != nil || !w.labelsChanged() {
 		return err
 	}
-	return k.announce(ctx, tx, &cur, w.next, w.lease)
+	if _, err = tx.ExecContext(ctx, k.sql.DeleteLabels, w.locked.RunID); err != nil {
+		return err
+	}
+	return insertLabels(ctx, tx, k.sql.InsertLabel, w.next)
 }
+
+// labelsChanged reports whether the write changes the run's labels.
+func (w rowWrite) labelsChanged() bool { return !maps.Equal(w.before.Labels, w.next.Labels) }
 
 // writeLease stores a new lease of an unchanged run, and the last seq when
 // events were added.
@@ -174,14 +194,21 @@ func updatedOne(res sql.Result, err error, runID string) error {
 }
 
 // announce runs Dialect.OnRunnable when run became claimable without a
-// lease: created so, or moved there from a lease or from another status
-// (before: as it was; nil for a new run).
+// lease (becameRunnable).
 func (k *Driver) announce(ctx context.Context, tx *sqlx.Tx, before *driver.Current, run runstate.RunSnapshot, lease driver.LeaseState) error {
-	if k.dialect.OnRunnable == nil || driver.QueueOf(run, lease) != driver.QueueUnleased {
+	if k.dialect.OnRunnable == nil || !becameRunnable(before, run, lease) {
 		return nil
 	}
-	if before != nil && driver.QueueOf(before.Run, before.Lease) == driver.QueueUnleased && before.Run.Status == run.Status {
-		return nil // claimable before, and as it was
-	}
 	return k.dialect.OnRunnable(ctx, tx)
+}
+
+// becameRunnable reports whether run became claimable without a lease:
+// created so, or moved there from a lease or from another status (before:
+// as it was; nil for a new run).
+func becameRunnable(before *driver.Current, run runstate.RunSnapshot, lease driver.LeaseState) bool {
+	if driver.QueueOf(run, lease) != driver.QueueUnleased {
+		return false
+	}
+	// Not when it was claimable before, and as it was.
+	return before == nil || driver.QueueOf(before.Run, before.Lease) != driver.QueueUnleased || before.Run.Status != run.Status
 }

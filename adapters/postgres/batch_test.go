@@ -1,0 +1,49 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/runstate/runstate/adapters/postgres"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
+)
+
+// A batch of 100 is one transaction of a few statements, whatever its
+// size: a read that locks the rows, one statement per table written, and
+// the NOTIFY of runs that became claimable.
+func TestBatchIsOneTransaction(t *testing.T) {
+	var counter benchutil.Counter
+	s := openBatchStore(t, &counter, true)
+	// CreateRuns reads the time (outside the transaction) and which ids
+	// exist, then inserts runs, labels and events, and notifies;
+	// ClaimRuns locks its candidates, inserts events, updates the rows;
+	// UpdateRuns locks, inserts events, updates, and notifies.
+	benchutil.CheckBatchCosts(t, s, &counter, 100, map[string]int64{"CreateRuns": 6, "ClaimRuns": 3, "UpdateRuns": 4})
+}
+
+// Of two batches racing to create one run_id, one is created whole, and
+// the other refused whole, naming the item that collided: found by its
+// check, or by that check run again when the other committed in between.
+func TestRacingBatchCreatesNameTheCollidingItem(t *testing.T) {
+	benchutil.RacingCreates(t, openBatchStore(t, new(benchutil.Counter), true), 30)
+}
+
+// openBatchStore opens the adapter on a fresh schema, announcing runnable
+// runs when notify is set, with its statements and commits counted on c.
+func openBatchStore(tb testing.TB, c *benchutil.Counter, notify bool) benchutil.BatchStore {
+	srv := sqltest.Postgres.Find(tb)
+	s, err := postgres.OpenCounting(context.Background(), postgres.Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true,
+		MaxOpenConns: 40, NotifyRunnable: notify, Logger: quiet}, c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The largest batch's labels are more values than one statement binds:
+// they are split into several statements of one transaction.
+func TestLargestBatchCreatesEveryLabel(t *testing.T) {
+	benchutil.CreateLargestBatch(t, openBatchStore(t, new(benchutil.Counter), false))
+}
