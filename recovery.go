@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 )
@@ -270,8 +269,9 @@ func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
 			todo = append(todo, run)
 		} // else claimable already: nothing to do (REC-004, REC-011)
 	}
-	for batch := range slices.Chunk(todo, recoveryBatch) {
-		settled, err := r.settleBatch(ctx, batch)
+	for len(todo) > 0 {
+		took, settled, err := r.settleBatch(ctx, todo[:min(len(todo), recoveryBatch)])
+		todo = todo[took:]
 		for _, rec := range settled {
 			report.add(rec)
 			// One line per run; runs left alone only at debug level (REC-012).
@@ -356,10 +356,18 @@ func (p *pendingRun) skip(run RunSnapshot, why string) {
 // there, as it did one run at a time, while the runs held before it are
 // still settled; a failed write does not undo the writes that landed beside
 // it, so those are reported too.
-func (r *recoverer) settleBatch(ctx context.Context, listed []listedRun) ([]RecoveredRun, error) {
+//
+// It holds runs for a quarter of its lease at most, so that a slow store
+// cannot let the first leases expire before the write, and answers how
+// many of listed it took on.
+func (r *recoverer) settleBatch(ctx context.Context, listed []listedRun) (int, []RecoveredRun, error) {
 	runs := make([]pendingRun, 0, len(listed))
 	defer func() { r.release(ctx, runs) }()
+	began := time.Now() // the monotonic clock the leases run by, not opts.Clock
 	for _, l := range listed {
+		if len(runs) > 0 && time.Since(began) > r.opts.LeaseTTL/4 {
+			break
+		}
 		p := pendingRun{listed: l}
 		err := r.hold(ctx, &p)
 		if err != nil {
@@ -381,7 +389,7 @@ func (r *recoverer) settleBatch(ctx context.Context, listed []listedRun) ([]Reco
 			out = append(out, p.rec)
 		}
 	}
-	return out, first
+	return len(runs), out, first
 }
 
 // hold gets a run ready to settle: with leases it claims the run, so that

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
@@ -194,6 +195,34 @@ func TestRecoverySettlesRunsInBatches(t *testing.T) {
 	}
 	if singles != 0 || batches != 3 {
 		t.Errorf("%d single and %d batched updates, want 0 and 3", singles, batches)
+	}
+}
+
+// slowClaims is a store whose claims of a named run take a while.
+type slowClaims struct{ countingUpdates }
+
+func (s slowClaims) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	time.Sleep(100 * time.Millisecond)
+	return s.Store.ClaimRun(ctx, p)
+}
+
+// On a slow store recovery writes a batch before its first leases have
+// run down much, rather than when it has claimed a full batch.
+func TestRecoveryWritesBeforeItsLeasesRunDown(t *testing.T) {
+	ctx := context.Background()
+	store := memorytest.Open(t, nil)
+	for range 6 {
+		run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
+		store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	}
+	singles, batches := 0, 0
+	rep, err := runstate.Recover(ctx, slowClaims{countingUpdates{store, &singles, &batches}},
+		runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r"}, LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil || rep.Interrupted != 6 {
+		t.Fatalf("recovery interrupted %d of 6 runs: %v", rep.Interrupted, err)
+	}
+	if batches < 2 {
+		t.Errorf("%d batched updates: six claims of 100ms each went into one batch under a 1s lease", batches)
 	}
 }
 
