@@ -112,6 +112,12 @@ func (r RecoveryReport) Recovered() int { return r.Interrupted + r.Failed + r.Re
 // changing under it; after each conflict it reads the run again.
 const maxSettleWrites = 5
 
+// recoveryBatch is how many runs recovery holds at once and settles in one
+// UpdateRuns call: one write for many runs on a store with batches, and
+// few enough that the leases taken first are far from expiring when the
+// write lands.
+const recoveryBatch = 100
+
 // Recover settles the runs that crashed processes left behind in a store
 // that any number of processes share, using only the store's interfaces.
 // The store's leases are what make that safe, so it takes a Store: every
@@ -256,22 +262,28 @@ func (r *recoverer) run(ctx context.Context, report *RecoveryReport) error {
 	if err != nil {
 		return err
 	}
+	var todo []listedRun
 	for _, run := range candidates {
 		orphanedRunning := run.Status == StatusRunning && r.opts.Policy != RecoverTakeover
-		if !orphanedRunning && (r.leases == nil || free[run.RunID]) {
-			continue // claimable already: nothing to do (REC-004, REC-011)
+		if orphanedRunning || (r.leases != nil && !free[run.RunID]) {
+			todo = append(todo, run)
+		} // else claimable already: nothing to do (REC-004, REC-011)
+	}
+	for len(todo) > 0 {
+		took, settled, err := r.settleBatch(ctx, todo[:min(len(todo), recoveryBatch)])
+		todo = todo[took:]
+		for _, rec := range settled {
+			report.add(rec)
+			// One line per run; runs left alone only at debug level (REC-012).
+			attrs := []any{"run_id", rec.RunID, "from", rec.From, "to", rec.To, "outcome", rec.Outcome, "priority", rec.Priority}
+			if rec.Outcome == OutcomeSkipped {
+				r.log.Debug("recovery left a run alone", append(attrs, "detail", rec.Detail)...)
+			} else {
+				r.log.Info("recovered run", attrs...)
+			}
 		}
-		rec, err := r.settle(ctx, run)
 		if err != nil {
-			return fmt.Errorf("recover run %s: %w", run.RunID, err)
-		}
-		report.add(rec)
-		// One line per run; runs left alone only at debug level (REC-012).
-		attrs := []any{"run_id", rec.RunID, "from", rec.From, "to", rec.To, "outcome", rec.Outcome, "priority", rec.Priority}
-		if rec.Outcome == OutcomeSkipped {
-			r.log.Debug("recovery left a run alone", append(attrs, "detail", rec.Detail)...)
-		} else {
-			r.log.Info("recovered run", attrs...)
+			return err
 		}
 	}
 	return nil
@@ -319,67 +331,169 @@ func (rep *RecoveryReport) add(rec RecoveredRun) {
 	}
 }
 
-// settle recovers one run listed as non-terminal.
-func (r *recoverer) settle(ctx context.Context, listed listedRun) (RecoveredRun, error) {
-	asListed := RunSnapshot{RunID: listed.RunID, Status: listed.Status, Priority: listed.Priority}
-	skip := func(run RunSnapshot, why string) RecoveredRun {
-		return RecoveredRun{RunID: run.RunID, From: listed.Status, To: run.Status, Priority: run.Priority, Outcome: OutcomeSkipped, Detail: why}
-	}
-	var cur RunSnapshot
-	var token int64
-	if r.leases == nil {
-		var err error
-		if cur, err = r.runs.GetRun(ctx, listed.RunID); errors.Is(err, ErrNotFound) {
-			return skip(asListed, "removed meanwhile"), nil
-		} else if err != nil {
-			return RecoveredRun{}, err
+// pendingRun is one run of a batch on its way to its outcome.
+type pendingRun struct {
+	listed listedRun
+	cur    RunSnapshot
+	token  int64 // recovery's lease on the run; 0 when it holds none
+	done   bool
+	rec    RecoveredRun // the outcome, once done without err
+	err    error
+}
+
+func (p *pendingRun) finish(rec RecoveredRun) { p.rec, p.done = rec, true }
+func (p *pendingRun) fail(err error)          { p.err, p.done = err, true }
+
+func (p *pendingRun) skip(run RunSnapshot, why string) {
+	p.finish(RecoveredRun{RunID: run.RunID, From: p.listed.Status, To: run.Status, Priority: run.Priority, Outcome: OutcomeSkipped, Detail: why})
+}
+
+// settleBatch recovers a batch of runs listed as non-terminal: it holds each
+// run (claims it, or reads it without leases), settles the orphaned running
+// ones in one UpdateRuns call, and releases what it claimed. Each run's
+// outcome is decided as if it were alone. It returns the outcomes in listing
+// order and the first run's error: a run that cannot be held stops recovery
+// there, as it did one run at a time, while the runs held before it are
+// still settled; a failed write does not undo the writes that landed beside
+// it, so those are reported too.
+//
+// It holds runs for a quarter of its lease at most, so that a slow store
+// cannot let the first leases expire before the write, and answers how
+// many of listed it took on.
+func (r *recoverer) settleBatch(ctx context.Context, listed []listedRun) (int, []RecoveredRun, error) {
+	runs := make([]pendingRun, 0, len(listed))
+	defer func() { r.release(ctx, runs) }()
+	began := time.Now() // the monotonic clock the leases run by, not opts.Clock
+	for _, l := range listed {
+		if len(runs) > 0 && time.Since(began) > r.opts.LeaseTTL/4 {
+			break
 		}
-	} else {
-		claim, err := r.leases.ClaimRun(ctx, ClaimRunParams{RunID: listed.RunID, Owner: r.opts.Owner,
-			TTL: r.opts.LeaseTTL, Statuses: statusNames(nonTerminalRunStatuses())})
+		p := pendingRun{listed: l}
+		err := r.hold(ctx, &p)
+		if err != nil {
+			p.fail(err)
+		}
+		runs = append(runs, p)
+		if err != nil {
+			break
+		}
+	}
+	r.settleHeld(ctx, runs)
+	var out []RecoveredRun
+	var first error
+	for _, p := range runs {
 		switch {
-		case errors.Is(err, ErrLeaseHeld): // another worker's live lease (REC-005)
-			return skip(asListed, "held by a live lease of another worker"), nil
-		case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrNotFound):
-			return skip(asListed, "finished or removed meanwhile"), nil
-		case err != nil:
-			return RecoveredRun{}, err
+		case p.err != nil && first == nil:
+			first = fmt.Errorf("recover run %s: %w", p.listed.RunID, p.err)
+		case p.err == nil:
+			out = append(out, p.rec)
 		}
-		// The claim took over any lease of an earlier incarnation of
-		// opts.Owner without waiting (REC-006).
-		cur, token = claim.Run, claim.Lease.Token
-		defer func() {
-			// Releasing makes a re-queued run claimable at once; after a
-			// terminal write it only ends recovery's ownership.
-			if err := r.leases.ReleaseLease(ctx, ReleaseLeaseParams{RunID: cur.RunID, Token: token}); err != nil {
-				r.log.Warn("recovery could not release its lease", "run_id", cur.RunID, "error", err)
-			}
-		}()
 	}
+	return len(runs), out, first
+}
+
+// hold gets a run ready to settle: with leases it claims the run, so that
+// runs held by other live workers are left alone; without, it reads it.
+// A run left alone is done; an error is one recovery cannot go on after.
+func (r *recoverer) hold(ctx context.Context, p *pendingRun) error {
+	asListed := RunSnapshot{RunID: p.listed.RunID, Status: p.listed.Status, Priority: p.listed.Priority}
+	if r.leases == nil {
+		cur, err := r.runs.GetRun(ctx, p.listed.RunID)
+		if errors.Is(err, ErrNotFound) {
+			p.skip(asListed, "removed meanwhile")
+			return nil
+		}
+		p.cur = cur
+		return err
+	}
+	claim, err := r.leases.ClaimRun(ctx, ClaimRunParams{RunID: p.listed.RunID, Owner: r.opts.Owner,
+		TTL: r.opts.LeaseTTL, Statuses: statusNames(nonTerminalRunStatuses())})
+	switch {
+	case errors.Is(err, ErrLeaseHeld): // another worker's live lease (REC-005)
+		p.skip(asListed, "held by a live lease of another worker")
+		return nil
+	case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrNotFound):
+		p.skip(asListed, "finished or removed meanwhile")
+		return nil
+	case err != nil:
+		return err
+	}
+	// The claim took over any lease of an earlier incarnation of
+	// opts.Owner without waiting (REC-006).
+	p.cur, p.token = claim.Run, claim.Lease.Token
+	return nil
+}
+
+// settleHeld decides each held run and writes the settlements of a round in
+// one UpdateRuns call. A run that someone wrote since recovery read it (an
+// unfenced operator write) is read again and decided afresh in the next
+// round, up to maxSettleWrites writes per run.
+func (r *recoverer) settleHeld(ctx context.Context, runs []pendingRun) {
 	for tried := 0; ; tried++ {
-		if cur.Status.Terminal() { // REC-008, REC-010
-			return skip(cur, "finished meanwhile"), nil
-		}
-		// Left unchanged (with leases, the deferred release frees it) and
-		// reported re-queued (REC-004, REC-011).
-		if cur.Status != StatusRunning || r.opts.Policy == RecoverTakeover {
-			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: cur.Status, Priority: cur.Priority, Outcome: OutcomeRequeued}, nil
-		}
-		updated, err := r.runs.UpdateRun(ctx, r.settlePatch(cur, token))
-		if err == nil {
-			outcome := OutcomeInterrupted
-			if updated.Status == StatusFailed {
-				outcome = OutcomeFailed
+		var updates []UpdateRunParams
+		var at []int // the run of each update
+		for i := range runs {
+			if p := &runs[i]; !p.done && r.decide(p) {
+				updates = append(updates, r.settlePatch(p.cur, p.token))
+				at = append(at, i)
 			}
-			return RecoveredRun{RunID: cur.RunID, From: cur.Status, To: updated.Status, Priority: updated.Priority, Outcome: outcome}, nil
 		}
-		if !errors.Is(err, ErrVersionConflict) || tried+1 >= maxSettleWrites {
-			return RecoveredRun{}, err
+		if len(updates) == 0 {
+			return
 		}
-		// Someone wrote the run since we read it (an unfenced operator write):
-		// read it again and decide afresh.
-		if cur, err = r.runs.GetRun(ctx, cur.RunID); err != nil {
-			return RecoveredRun{}, err
+		res, err := UpdateRuns(ctx, r.runs, UpdateRunsParams{Updates: updates})
+		if err == nil && len(res.Items) != len(updates) {
+			err = fmt.Errorf("the store answered %d items for %d updates", len(res.Items), len(updates))
+		}
+		for k, i := range at {
+			p := &runs[i]
+			switch {
+			case err != nil: // nothing was written
+				p.fail(err)
+			case res.Items[k].Err == nil:
+				updated := res.Items[k].Run
+				outcome := OutcomeInterrupted
+				if updated.Status == StatusFailed {
+					outcome = OutcomeFailed
+				}
+				p.finish(RecoveredRun{RunID: p.cur.RunID, From: p.cur.Status, To: updated.Status, Priority: updated.Priority, Outcome: outcome})
+			case !errors.Is(res.Items[k].Err, ErrVersionConflict) || tried+1 >= maxSettleWrites:
+				p.fail(res.Items[k].Err)
+			default:
+				cur, readErr := r.runs.GetRun(ctx, p.cur.RunID)
+				if readErr != nil {
+					p.fail(readErr)
+				}
+				p.cur = cur
+			}
+		}
+	}
+}
+
+// decide settles a held run that needs no write, and reports whether it needs one.
+func (r *recoverer) decide(p *pendingRun) bool {
+	if p.cur.Status.Terminal() { // REC-008, REC-010
+		p.skip(p.cur, "finished meanwhile")
+		return false
+	}
+	// Left unchanged (with leases, the release frees it) and reported
+	// re-queued (REC-004, REC-011).
+	if p.cur.Status != StatusRunning || r.opts.Policy == RecoverTakeover {
+		p.finish(RecoveredRun{RunID: p.cur.RunID, From: p.cur.Status, To: p.cur.Status, Priority: p.cur.Priority, Outcome: OutcomeRequeued})
+		return false
+	}
+	return true
+}
+
+// release ends recovery's leases: a re-queued run is claimable at once;
+// after a terminal write it only ends recovery's ownership.
+func (r *recoverer) release(ctx context.Context, runs []pendingRun) {
+	for _, p := range runs {
+		if p.token == 0 {
+			continue
+		}
+		if err := r.leases.ReleaseLease(ctx, ReleaseLeaseParams{RunID: p.cur.RunID, Token: p.token}); err != nil {
+			r.log.Warn("recovery could not release its lease", "run_id", p.cur.RunID, "error", err)
 		}
 	}
 }

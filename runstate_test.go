@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
@@ -144,6 +145,84 @@ func TestRecoveryLogsAFailedRelease(t *testing.T) {
 	}
 	if strings.Count(log.String(), "could not release") != 1 {
 		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// countingUpdates counts a store's single and batched updates.
+type countingUpdates struct {
+	*memory.Store
+	singles, batches *int
+}
+
+func (s countingUpdates) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	*s.singles++
+	return s.Store.UpdateRun(ctx, p)
+}
+
+func (s countingUpdates) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
+	*s.batches++
+	return s.Store.UpdateRuns(ctx, p)
+}
+
+// Recovery settles many runs in few batched writes, and reports them in
+// the order it listed them, as it did one write per run.
+func TestRecoverySettlesRunsInBatches(t *testing.T) {
+	ctx := context.Background()
+	store := memorytest.Open(t, nil)
+	var want []string
+	for i := range 250 {
+		run, err := store.CreateRun(ctx, runstate.CreateRunParams{RunID: fmt.Sprintf("run-%03d", i), WorkflowName: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, run.RunID)
+	}
+	singles, batches := 0, 0
+	rep, err := runstate.Recover(ctx, countingUpdates{store, &singles, &batches},
+		runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil || rep.Interrupted != 250 {
+		t.Fatalf("recovery interrupted %d of 250 runs: %v", rep.Interrupted, err)
+	}
+	var got []string
+	for _, rec := range rep.Runs {
+		got = append(got, rec.RunID)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("reported runs out of listing order:\n%v", got)
+	}
+	if singles != 0 || batches != 3 {
+		t.Errorf("%d single and %d batched updates, want 0 and 3", singles, batches)
+	}
+}
+
+// slowClaims is a store whose claims of a named run take a while.
+type slowClaims struct{ countingUpdates }
+
+func (s slowClaims) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	time.Sleep(100 * time.Millisecond)
+	return s.Store.ClaimRun(ctx, p)
+}
+
+// On a slow store recovery writes a batch before its first leases have
+// run down much, rather than when it has claimed a full batch.
+func TestRecoveryWritesBeforeItsLeasesRunDown(t *testing.T) {
+	ctx := context.Background()
+	store := memorytest.Open(t, nil)
+	for range 6 {
+		run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
+		store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	}
+	singles, batches := 0, 0
+	rep, err := runstate.Recover(ctx, slowClaims{countingUpdates{store, &singles, &batches}},
+		runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r"}, LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil || rep.Interrupted != 6 {
+		t.Fatalf("recovery interrupted %d of 6 runs: %v", rep.Interrupted, err)
+	}
+	if batches < 2 {
+		t.Errorf("%d batched updates: six claims of 100ms each went into one batch under a 1s lease", batches)
 	}
 }
 

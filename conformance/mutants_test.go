@@ -1014,6 +1014,17 @@ func (s stepsDroppedWithStatus) UpdateRun(ctx context.Context, p runstate.Update
 	return s.Store.UpdateRun(ctx, p)
 }
 
+// UpdateRuns drops the steps of batched writes alike, as recovery settles runs in batches.
+func (s stepsDroppedWithStatus) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
+	updates := slices.Clone(p.Updates)
+	for i, u := range updates {
+		if u.Status != "" && runstate.RunStatus(u.Status).Terminal() {
+			updates[i].Steps = nil
+		}
+	}
+	return s.Store.UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: updates})
+}
+
 // expiredLeasesListedAsHeld leaves runs that were ever leased and not
 // released out of the runnable listing, expired leases included, as a
 // listing that only looks at never-leased or released runs would.

@@ -119,6 +119,19 @@ func (t *Tracker) Attach(run runstate.RunSnapshot, lease Lease) (*Run, error) {
 	return &Run{t: t, id: run.RunID, snap: run, lease: lease, changed: make(chan struct{})}, nil
 }
 
+// AttachStarted is Attach for a run that its claim moved to running in the
+// claim's own write (runstate.ClaimRuns with Start). That write was the
+// run's begin, so the engine's Begin writes nothing more and tells the
+// notifiers, as its own write would have; it checks no lease either, as
+// the claim just proved it.
+func (t *Tracker) AttachStarted(run runstate.RunSnapshot, lease Lease) (*Run, error) {
+	r, err := t.Attach(run, lease)
+	if err == nil {
+		r.started = run.Status == runstate.StatusRunning
+	}
+	return r, err
+}
+
 // Run is one run being executed. Its methods are safe for concurrent use
 // (hosts of a step report in parallel); writes are serialised.
 type Run struct {
@@ -128,6 +141,8 @@ type Run struct {
 
 	mu   sync.Mutex
 	snap runstate.RunSnapshot
+	// started: the claim began the run, and Begin has yet to announce it.
+	started bool
 
 	leaseMu sync.Mutex
 	// validUntil is when the lease ends at the earliest, on this process's
@@ -286,7 +301,28 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 }
 
 // Begin moves the run to running.
-func (r *Run) Begin(ctx context.Context) error { return r.move(ctx, runstate.StatusRunning, nil, "") }
+func (r *Run) Begin(ctx context.Context) error {
+	if r.announceStarted() {
+		return nil
+	}
+	return r.move(ctx, runstate.StatusRunning, nil, "")
+}
+
+// announceStarted notifies, once, that the claim began the run (see
+// AttachStarted), and reports whether it did.
+func (r *Run) announceStarted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started {
+		return false
+	}
+	r.started = false
+	if r.snap.Status != runstate.StatusRunning {
+		return false
+	}
+	r.t.notify(r.snap, "", "", "")
+	return true
+}
 
 // Wait moves the run to waiting, with why as its message.
 func (r *Run) Wait(ctx context.Context, why string) error {

@@ -222,3 +222,41 @@ func TestHostOutputIsTruncatedAndEveryChangeNotified(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A run its claim started is begun by that write alone: Begin announces it
+// to the notifiers without another write, and only once.
+func TestBeginOfARunItsClaimStartedOnlyNotifies(t *testing.T) {
+	ctx := context.Background()
+	store := memorytest.Open(t, nil)
+	rec := &recorder{}
+	tr := tracker.New(store, tracker.Options{Notifiers: []tracker.Notifier{rec}, Leases: store})
+	if _, err := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := runstate.ClaimRuns(ctx, store, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "w"}, TTL: time.Minute, Max: 1, Start: true})
+	if err != nil || len(claims.Claims) != 1 {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	cl := claims.Claims[0]
+	run, err := tr.AttachStarted(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := run.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := store.GetRun(ctx, cl.Run.RunID); got.Version != cl.Run.Version {
+		t.Errorf("Begin wrote to the started run: version %d, claimed at %d", got.Version, cl.Run.Version)
+	}
+	var running int
+	for _, ev := range rec.events {
+		if ev.Status == string(runstate.StatusRunning) {
+			running++
+		}
+	}
+	if running != 1 {
+		t.Errorf("%d notices of the run running, want 1: %+v", running, rec.events)
+	}
+}

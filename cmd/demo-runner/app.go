@@ -257,7 +257,7 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	}
 	notifiers = append(notifiers, a.metrics)
 	a.tracker = tracker.New(a.runs, tracker.Options{Notifiers: notifiers, Logger: log,
-		Actor: runstate.Actor{Kind: runstate.ActorWorker, ID: a.owner.String()}, Leases: a.leases,
+		Actor: a.workerActor(), Leases: a.leases,
 		OnRenewFailure: func(error) { a.metrics.renewFailures.Inc() }})
 	a.operator = tracker.Operator{Store: a.runs, Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
 	a.metrics.storeGauges(a.runs, a.dead)
@@ -272,6 +272,11 @@ func operatorName() string {
 	}
 	host, _ := os.Hostname()
 	return name + "@" + host
+}
+
+// workerActor is who this process's writes as a worker are by, in the audit trail.
+func (a *app) workerActor() runstate.Actor {
+	return runstate.Actor{Kind: runstate.ActorWorker, ID: a.owner.String()}
 }
 
 // recoverRuns runs crash recovery. On a store with leases it is safe

@@ -105,7 +105,7 @@ func (a *app) runForeground(ctx context.Context, run runstate.RunSnapshot) error
 		}
 		run, token = cl.Run, cl.Lease.Token
 	}
-	final, err := a.execute(ctx, run, token, 0)
+	final, err := a.execute(ctx, executeParams{Run: run, Token: token})
 	if err != nil {
 		return err
 	}

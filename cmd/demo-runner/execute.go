@@ -12,13 +12,28 @@ import (
 	"github.com/runstate/runstate/tracker"
 )
 
+// executeParams is a run to execute under its lease.
+type executeParams struct {
+	Run   runstate.RunSnapshot
+	Token int64 // 0: no lease (a store without leases)
+	// Started: the claim moved the run to running (runstate.ClaimRuns with Start).
+	Started bool
+	// Grace is how long the run may go on after ctx ends.
+	Grace time.Duration
+}
+
 // execute runs a claimed run under its lease, which the tracker keeps
 // renewed. When ctx ends (a signal), a run waiting in a wait step is left
 // waiting at once; anything else may go on for grace and is then
 // interrupted. A lost lease stops the work at once: another worker owns
 // the run now. A run someone else ended stops it too.
-func (a *app) execute(ctx context.Context, run runstate.RunSnapshot, token int64, grace time.Duration) (runstate.RunSnapshot, error) {
-	tr, err := a.tracker.Attach(run, tracker.Lease{Token: token, TTL: a.g.lease})
+func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapshot, error) {
+	run, token, grace := p.Run, p.Token, p.Grace
+	attach := a.tracker.Attach
+	if p.Started {
+		attach = a.tracker.AttachStarted
+	}
+	tr, err := attach(run, tracker.Lease{Token: token, TTL: a.g.lease})
 	if err != nil {
 		return run, exitError{Code: exitFailure, Msg: err.Error()}
 	}
