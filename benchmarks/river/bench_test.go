@@ -20,7 +20,10 @@ const batchSize = 100
 // BenchmarkEndToEnd: N units enqueued beforehand (not measured), then W
 // workers take and complete each. River: a client with MaxWorkers W and a
 // no-op worker, until N completions. runstate: W goroutines each claim,
-// move the run to running and to success under the lease, and release it.
+// move the run to running and to success under the lease, and release it
+// (one call each, as the demo runner's workers do); runstate-fleet: one
+// process of W slots that claims and starts as many runs as it has free
+// slots in one call, each slot then writing success and releasing.
 func BenchmarkEndToEnd(b *testing.B) {
 	srv := openServer(b)
 	for _, w := range workerCounts {
@@ -30,10 +33,14 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Run(fmt.Sprintf("runstate/workers=%d", w), func(b *testing.B) {
 			measure(b, srv, newRunstateWorkers(w, true), 1)
 		})
+		b.Run(fmt.Sprintf("runstate-fleet/workers=%d", w), func(b *testing.B) {
+			measure(b, srv, newRunstateFleet(w, true), 1)
+		})
 	}
 }
 
-// BenchmarkClaims: runstate's ClaimNextRun alone, each claim a unit.
+// BenchmarkClaims: runstate's ClaimNextRun alone, each claim a unit
+// (runstate-fleet: ClaimRuns of up to W at a time).
 // River has no claim without the rest: its fetch and completion are one
 // unit, measured as in BenchmarkEndToEnd.
 func BenchmarkClaims(b *testing.B) {
@@ -44,6 +51,9 @@ func BenchmarkClaims(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("runstate/workers=%d", w), func(b *testing.B) {
 			measure(b, srv, newRunstateWorkers(w, false), 1)
+		})
+		b.Run(fmt.Sprintf("runstate-fleet/workers=%d", w), func(b *testing.B) {
+			measure(b, srv, newRunstateFleet(w, false), 1)
 		})
 	}
 }
@@ -57,8 +67,8 @@ func BenchmarkEnqueue(b *testing.B) {
 }
 
 // BenchmarkEnqueueBatched: one caller enqueues batchSize units per call:
-// River's InsertMany beside runstate's CreateRuns, which for now is a loop
-// of CreateRun (see runstateOps).
+// River's InsertMany beside runstate's CreateRuns (all or none, one
+// transaction).
 func BenchmarkEnqueueBatched(b *testing.B) {
 	srv := openServer(b)
 	name := fmt.Sprintf("batch=%d", batchSize)

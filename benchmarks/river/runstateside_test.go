@@ -12,45 +12,12 @@ import (
 	"github.com/runstate/runstate/adapters/postgres"
 )
 
-// runstateOps is what these benchmarks ask of runstate. It is the seam for
-// a batch create: runstate has no batch API yet, so CreateRuns on the
-// PostgreSQL store loops CreateRun (oneByOne); a store that gains a batch
-// call implements CreateRuns with it, openRunstate returns that store, and
-// BenchmarkEnqueueBatched measures it unchanged.
-type runstateOps interface {
-	CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error)
-	CreateRuns(ctx context.Context, ps []runstate.CreateRunParams) ([]runstate.RunSnapshot, error)
-	ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error)
-	UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error)
-	ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error
-	Close() error
-}
-
-// oneByOne gives a store CreateRuns as a loop of CreateRun.
-type oneByOne struct {
-	*postgres.Store
-}
-
-func (s oneByOne) CreateRuns(ctx context.Context, ps []runstate.CreateRunParams) ([]runstate.RunSnapshot, error) {
-	runs := make([]runstate.RunSnapshot, 0, len(ps))
-	for _, p := range ps {
-		run, err := s.CreateRun(ctx, p)
-		if err != nil {
-			return runs, err
-		}
-		runs = append(runs, run)
-	}
-	return runs, nil
-}
-
 // openRunstate opens the runstate side of the benchmarks: the PostgreSQL
-// reference store, its pool the size of River's.
-func openRunstate(ctx context.Context, dsn string) (runstateOps, error) {
-	s, err := postgres.Open(ctx, postgres.Options{DSN: dsn, MaxOpenConns: poolSize, Logger: quiet})
-	if err != nil {
-		return nil, err
-	}
-	return oneByOne{s}, nil
+// reference store, its pool the size of River's. Its batch calls
+// (runstate.CreateRuns, ClaimRuns) are the store's own: one transaction a
+// batch.
+func openRunstate(ctx context.Context, dsn string) (*postgres.Store, error) {
+	return postgres.Open(ctx, postgres.Options{DSN: dsn, MaxOpenConns: poolSize, Logger: quiet})
 }
 
 // openStore opens the store for preparing and verifying, outside the seam.
@@ -132,7 +99,7 @@ func (w *runstateWorkers) run(ctx context.Context, dsn string, units int, sw sto
 // running and then to success, both writes fenced by the lease token, and
 // its lease is released: the calls and parameters of the demo runner's
 // worker (cmd/demo-runner, worker and execute) for a workflow of no steps.
-func (w *runstateWorkers) work(ctx context.Context, ops runstateOps, owner runstate.Owner) error {
+func (w *runstateWorkers) work(ctx context.Context, ops runstate.Store, owner runstate.Owner) error {
 	actor := runstate.Actor{Kind: runstate.ActorWorker, ID: owner.String()}
 	for {
 		claim, err := ops.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: leaseTTL})
@@ -250,11 +217,11 @@ func (e *runstateEnqueue) run(ctx context.Context, dsn string, units int, sw sto
 		for i := range batch {
 			batch[i] = newRun()
 		}
-		runs, err := ops.CreateRuns(ctx, batch)
+		res, err := runstate.CreateRuns(ctx, ops, runstate.CreateRunsParams{Runs: batch})
 		if err != nil {
 			return err
 		}
-		for _, r := range runs {
+		for _, r := range res.Runs {
 			e.runIDs = append(e.runIDs, r.RunID)
 		}
 	}

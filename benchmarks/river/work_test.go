@@ -17,6 +17,8 @@ func TestEveryWorkloadDoesItsWork(t *testing.T) {
 		{"end-to-end/river", newRiverWorkers(8)},
 		{"end-to-end/runstate", newRunstateWorkers(8, true)},
 		{"claims/runstate", newRunstateWorkers(8, false)},
+		{"end-to-end/runstate-fleet", newRunstateFleet(8, true)},
+		{"claims/runstate-fleet", newRunstateFleet(8, false)},
 		{"enqueue/river", &riverEnqueue{batch: 1}},
 		{"enqueue/runstate", &runstateEnqueue{batch: 1}},
 		{"enqueue-batched/river", &riverEnqueue{batch: 25}},
