@@ -1,0 +1,300 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runstate/runstate"
+)
+
+// GroupCommit configures how the kit's store coalesces concurrent single
+// writes into one driver write. It is invisible to callers except in
+// speed: each caller hears success only once its own change is committed,
+// hears its own outcome (its refusal, its ErrNotFound), and when a shared
+// write fails as a whole, each of its changes is retried alone, so that no
+// change is acknowledged unless committed, and none is applied twice.
+//
+// Writes coalesce as leader and followers: a call that finds no write of
+// its kind in flight goes at once, alone, exactly as without group commit;
+// calls that arrive while one is in flight wait and go together in the
+// next shared write, in arrival order, up to MaxBatch of them. So a lone
+// caller waits for nothing, and under load one write is in flight at a
+// time per kind, carrying everything that arrived meanwhile. Two changes
+// of the same run never share a write: the later one goes in the next.
+//
+// What coalesces: UpdateRun, ClaimRun, RenewLease and ReleaseLease, and
+// the kit's own claim-next over Runnable, through BatchModifier.ModifyMany
+// (GetLease too, without a LeaseReader); CreateRun through
+// BatchInserter.InsertMany. A driver without the interface gets one write
+// per call, as with Off.
+//
+// Contexts: a caller whose context ends while its change waits gets the
+// context's error and its change is never sent. Once its change is sent
+// the caller still returns at once with the context's error, but the
+// shared write goes on under its own context (the first caller's values,
+// none of the callers' deadlines), which ends only when every caller in
+// it has given up; so the change may have been committed, as a single
+// write in flight when its context ended may have been. A retry alone
+// after a shared write failed runs under the caller's own context.
+type GroupCommit struct {
+	// MaxBatch is the most changes one shared write carries; 0 means
+	// DefaultMaxBatch, and it is at most runstate.MaxBatchItems.
+	MaxBatch int
+	// Window is how long a shared write waits for more changes before it
+	// goes, once the write before it finished; 0 (the default) waits for
+	// nothing beyond the write in flight.
+	Window time.Duration
+	// Off turns group commit off: one driver write per call.
+	Off bool
+}
+
+// DefaultMaxBatch is GroupCommit.MaxBatch when it is 0.
+const DefaultMaxBatch = 100
+
+// maxBatch is the batch bound g sets.
+func (g GroupCommit) maxBatch() int {
+	switch {
+	case g.MaxBatch <= 0:
+		return DefaultMaxBatch
+	case g.MaxBatch > runstate.MaxBatchItems:
+		return runstate.MaxBatchItems
+	}
+	return g.MaxBatch
+}
+
+// WrapOptions configure WrapWith.
+type WrapOptions struct {
+	GroupCommit GroupCommit
+}
+
+// requestState is where a waiting request is: queued, sent in a shared
+// write, or given up by its caller before it was sent.
+type requestState int
+
+const (
+	queued requestState = iota
+	sent
+	abandoned
+)
+
+// groupRequest is one caller's change waiting for, or in, a shared write.
+type groupRequest[T any] struct {
+	ctx   context.Context
+	runID string
+	item  T
+	done  chan struct{} // closed once the outcome is set
+	state requestState  // guarded by the committer's mutex
+
+	// The outcome, set before done is closed: err is the change's own
+	// error, and alone says the shared write failed and the caller must
+	// retry the change on its own.
+	err   error
+	alone bool
+}
+
+// committer coalesces concurrent writes of one kind (T is what one write
+// carries) into shared writes, one in flight at a time.
+type committer[T any] struct {
+	maxBatch int
+	window   time.Duration
+	// single is the write of one item alone, under the caller's context.
+	single func(ctx context.Context, runID string, item T) error
+	// shared is the write of a batch of requests with distinct runIDs: it
+	// sets each request's err, or alone on every request it did not settle.
+	shared func(ctx context.Context, batch []*groupRequest[T])
+
+	mu    sync.Mutex
+	busy  bool // a write is in flight
+	queue []*groupRequest[T]
+}
+
+// do writes item, the change of runID, alone when nothing is in flight,
+// else in the next shared write; it returns the driver's error for it.
+func (c *committer[T]) do(ctx context.Context, runID string, item T) error {
+	c.mu.Lock()
+	if !c.busy {
+		c.busy = true
+		c.mu.Unlock()
+		err := c.single(ctx, runID, item)
+		c.handOff()
+		return err
+	}
+	r := &groupRequest[T]{ctx: ctx, runID: runID, item: item, done: make(chan struct{})}
+	c.queue = append(c.queue, r)
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		c.mu.Lock()
+		if r.state == queued {
+			r.state = abandoned // never sent
+		}
+		c.mu.Unlock()
+		// Sent or not, the caller gives up now; a sent change may still
+		// be committed (see GroupCommit).
+		return ctx.Err()
+	}
+	if r.alone {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return c.single(ctx, runID, item)
+	}
+	return r.err
+}
+
+// handOff ends the write in flight: what queued meanwhile goes next, led
+// by a goroutine of its own so that the caller that finished returns now.
+func (c *committer[T]) handOff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		c.busy = false
+		return
+	}
+	go c.lead()
+}
+
+// lead sends shared writes while requests are queued.
+func (c *committer[T]) lead() {
+	for {
+		if c.window > 0 {
+			time.Sleep(c.window)
+		}
+		c.mu.Lock()
+		batch := c.takeLocked()
+		if len(batch) == 0 {
+			c.busy = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.send(batch)
+	}
+}
+
+// takeLocked takes the next batch from the queue, in arrival order: at
+// most maxBatch requests of distinct runs, dropping those given up. A
+// request whose run is already in the batch stays queued, ahead of later
+// ones.
+func (c *committer[T]) takeLocked() []*groupRequest[T] {
+	var batch []*groupRequest[T]
+	runs := make(map[string]bool)
+	rest := c.queue[:0]
+	for _, r := range c.queue {
+		switch {
+		case r.state == abandoned:
+		case r.ctx.Err() != nil: // its caller is giving up: never send it
+			r.state, r.err = abandoned, r.ctx.Err()
+			close(r.done)
+		case len(batch) < c.maxBatch && !runs[r.runID]:
+			runs[r.runID] = true
+			r.state = sent
+			batch = append(batch, r)
+		default:
+			rest = append(rest, r)
+		}
+	}
+	clear(c.queue[len(rest):])
+	c.queue = rest
+	return batch
+}
+
+// send makes batch one shared write and tells each caller its outcome.
+func (c *committer[T]) send(batch []*groupRequest[T]) {
+	ctx, stop := batchContext(batch)
+	defer stop()
+	c.shared(ctx, batch)
+	for _, r := range batch {
+		close(r.done)
+	}
+}
+
+// batchContext is the context of a shared write: the first request's
+// values, ended only when every request's own context has ended, so that
+// one caller giving up does not fail the others' write.
+func batchContext[T any](batch []*groupRequest[T]) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	waiting := atomic.Int64{}
+	waiting.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, r := range batch {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// modifyCommitter coalesces Modify calls into ModifyMany.
+func modifyCommitter(d Driver, bm BatchModifier, g GroupCommit) *committer[func(Current) Change] {
+	type request = groupRequest[func(Current) Change]
+	return &committer[func(Current) Change]{
+		maxBatch: g.maxBatch(),
+		window:   g.Window,
+		single:   d.Modify,
+		shared: func(ctx context.Context, batch []*request) {
+			items := make([]ModifyItem, len(batch))
+			for i, r := range batch {
+				items[i] = ModifyItem{RunID: r.runID, Change: r.item}
+			}
+			if err := bm.ModifyMany(ctx, items); err != nil {
+				for _, r := range batch {
+					r.alone = true // nothing was stored
+				}
+				return
+			}
+			for i, r := range batch {
+				r.err = items[i].Err
+			}
+		},
+	}
+}
+
+// insertCommitter coalesces Insert calls into InsertMany. InsertMany is all
+// or none, so a batch refused for an existing run gives that run its
+// refusal and goes again without it.
+func insertCommitter(d Driver, bi BatchInserter, g GroupCommit) *committer[InsertParams] {
+	type request = groupRequest[InsertParams]
+	return &committer[InsertParams]{
+		maxBatch: g.maxBatch(),
+		window:   g.Window,
+		single: func(ctx context.Context, _ string, run InsertParams) error {
+			return d.Insert(ctx, run)
+		},
+		shared: func(ctx context.Context, batch []*request) {
+			pending := slices.Clone(batch)
+			for len(pending) > 0 {
+				runs := make([]InsertParams, len(pending))
+				for i, r := range pending {
+					runs[i] = r.item
+				}
+				err := bi.InsertMany(ctx, runs)
+				if err == nil {
+					return
+				}
+				var itemErr *runstate.BatchItemError
+				if !errors.As(err, &itemErr) || runstate.CodeOf(itemErr.Err) != runstate.CodeAlreadyExists ||
+					itemErr.Index < 0 || itemErr.Index >= len(pending) {
+					for _, r := range pending {
+						r.alone = true // nothing was stored
+					}
+					return
+				}
+				pending[itemErr.Index].err = itemErr.Err
+				pending = slices.Delete(pending, itemErr.Index, itemErr.Index+1)
+			}
+		},
+	}
+}

@@ -1,0 +1,479 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate"
+)
+
+// countingDriver is a map-backed driver with the batch interfaces that
+// counts its writes, can hold its first single write until released (so
+// that the next calls queue behind it), and can fail its next ModifyMany
+// calls as a whole.
+type countingDriver struct {
+	mu   sync.Mutex
+	runs map[string]*countedRun
+
+	// hold, when set, holds the next single write until it is closed;
+	// entered is closed when that write arrives.
+	hold, entered chan struct{}
+	// failModifyMany is how many ModifyMany calls to fail as a whole.
+	failModifyMany int
+	// cost is what every write costs, as a commit's sync would.
+	cost time.Duration
+
+	modifies, modifyManys, inserts, insertManys atomic.Int64
+	t                                           testing.TB
+}
+
+type countedRun struct {
+	run    runstate.RunSnapshot
+	lease  LeaseState
+	events []runstate.AuditEvent
+}
+
+func newCountingDriver(t testing.TB) *countingDriver {
+	return &countingDriver{runs: make(map[string]*countedRun), t: t}
+}
+
+// holdNext makes the next single write wait until the returned release.
+func (d *countingDriver) holdNext() (entered <-chan struct{}, release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	hold := make(chan struct{})
+	d.hold, d.entered = hold, make(chan struct{})
+	return d.entered, func() { close(hold) }
+}
+
+// waitIfHeld holds a single write when asked to.
+func (d *countingDriver) waitIfHeld() {
+	d.mu.Lock()
+	hold, entered := d.hold, d.entered
+	d.hold, d.entered = nil, nil
+	d.mu.Unlock()
+	if hold != nil {
+		close(entered)
+		<-hold
+	}
+}
+
+func (d *countingDriver) write() {
+	if d.cost > 0 {
+		time.Sleep(d.cost)
+	}
+}
+
+func (d *countingDriver) Now(context.Context) (time.Time, error) { return Timestamp(time.Now()), nil }
+
+func (d *countingDriver) Insert(_ context.Context, p InsertParams) error {
+	d.inserts.Add(1)
+	d.waitIfHeld()
+	d.write()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.runs[p.Run.RunID]; ok {
+		return runstate.ErrAlreadyExists
+	}
+	d.runs[p.Run.RunID] = &countedRun{run: p.Run.Clone(), events: []runstate.AuditEvent{p.Created}}
+	return nil
+}
+
+func (d *countingDriver) InsertMany(_ context.Context, runs []InsertParams) error {
+	d.insertManys.Add(1)
+	d.write()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := make(map[string]bool)
+	for i, p := range runs {
+		if _, ok := d.runs[p.Run.RunID]; ok {
+			return &runstate.BatchItemError{Index: i, Err: runstate.ErrAlreadyExists}
+		}
+		if seen[p.Run.RunID] {
+			d.t.Errorf("run %s twice in one InsertMany", p.Run.RunID)
+		}
+		seen[p.Run.RunID] = true
+	}
+	for _, p := range runs {
+		d.runs[p.Run.RunID] = &countedRun{run: p.Run.Clone(), events: []runstate.AuditEvent{p.Created}}
+	}
+	return nil
+}
+
+func (d *countingDriver) Modify(_ context.Context, runID string, change func(Current) Change) error {
+	d.modifies.Add(1)
+	d.waitIfHeld()
+	d.write()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.runs[runID]
+	if !ok {
+		return runstate.ErrNotFound
+	}
+	r.apply(change(r.current()))
+	return nil
+}
+
+func (d *countingDriver) ModifyMany(_ context.Context, items []ModifyItem) error {
+	d.modifyManys.Add(1)
+	d.write()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := make(map[string]bool)
+	for _, item := range items {
+		if seen[item.RunID] {
+			d.t.Errorf("run %s twice in one ModifyMany", item.RunID)
+		}
+		seen[item.RunID] = true
+	}
+	if d.failModifyMany > 0 {
+		d.failModifyMany--
+		for _, item := range items { // decide, then store nothing
+			if r, ok := d.runs[item.RunID]; ok {
+				item.Change(r.current())
+			}
+		}
+		return errors.New("deadlock detected")
+	}
+	for i := range items {
+		r, ok := d.runs[items[i].RunID]
+		if !ok {
+			items[i].Err = runstate.ErrNotFound
+			continue
+		}
+		r.apply(items[i].Change(r.current()))
+	}
+	return nil
+}
+
+func (r *countedRun) current() Current {
+	return Current{Run: r.run, Lease: r.lease, LastSeq: int64(len(r.events)), Now: time.Now()}
+}
+
+func (r *countedRun) apply(c Change) {
+	if c.Run != nil {
+		r.run = c.Run.Clone()
+	}
+	if c.Lease != nil {
+		r.lease = *c.Lease
+	}
+	r.events = append(r.events, c.Events...)
+}
+
+func (d *countingDriver) Get(_ context.Context, runID string) (runstate.RunSnapshot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.runs[runID]
+	if !ok {
+		return runstate.RunSnapshot{}, runstate.ErrNotFound
+	}
+	return r.run.Clone(), nil
+}
+
+func (d *countingDriver) ListRuns(context.Context, RunQuery) ([]runstate.RunSnapshot, error) {
+	return nil, nil
+}
+
+func (d *countingDriver) ListAudit(context.Context, AuditQuery) ([]runstate.AuditEvent, error) {
+	return nil, nil
+}
+
+func (d *countingDriver) Runnable(context.Context, RunnableQuery) ([]runstate.RunSnapshot, error) {
+	return nil, nil
+}
+
+// checkRun checks that run id is at version and has one audit event per
+// version, numbered 1, 2, ….
+func (d *countingDriver) checkRun(t *testing.T, id string, version int64) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.runs[id]
+	if r.run.Version != version || len(r.events) != int(version) {
+		t.Errorf("run %s: version %d with %d events; want %d with as many", id, r.run.Version, len(r.events), version)
+		return
+	}
+	for i, ev := range r.events {
+		if ev.Seq != int64(i+1) {
+			t.Errorf("run %s: event %d has Seq %d", id, i, ev.Seq)
+		}
+	}
+}
+
+// waitQueued waits until n requests wait in c's queue.
+func waitQueued[T any](c *committer[T], n int) {
+	for {
+		c.mu.Lock()
+		waiting := 0
+		for _, r := range c.queue {
+			if r.state == queued {
+				waiting++
+			}
+		}
+		c.mu.Unlock()
+		if waiting >= n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// createRuns creates n runs named prefix-0 … prefix-(n-1), alone.
+func createRuns(t testing.TB, s Store, prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{RunID: ids[i], WorkflowName: "w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+func start(ctx context.Context, s Store, id string) error {
+	_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: 1, Status: "running"})
+	return err
+}
+
+// queueBehindAHeldWrite starts first, holds it in the driver, then starts
+// each of rest and returns once they all wait in c's queue; release lets
+// the held write go, and wait returns every call's error, first's first.
+func queueBehindAHeldWrite[T any](d *countingDriver, c *committer[T], first func() error, rest ...func() error) (release func(), wait func() []error) {
+	entered, release := d.holdNext()
+	errs := make([]error, 1+len(rest))
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = first() })
+	<-entered
+	for i, call := range rest {
+		wg.Go(func() { errs[i+1] = call() })
+	}
+	waitQueued(c, len(rest))
+	return release, func() []error { wg.Wait(); return errs }
+}
+
+func TestGroupCommitCoalescesConcurrentUpdates(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 50)
+	ctx := context.Background()
+	var rest []func() error
+	for _, id := range ids[1:] {
+		rest = append(rest, func() error { return start(ctx, s, id) })
+	}
+	release, wait := queueBehindAHeldWrite(d, s.(*wrappedCreator).modifies, func() error { return start(ctx, s, ids[0]) }, rest...)
+	release()
+	for i, err := range wait() {
+		if err != nil {
+			t.Errorf("update %d: %v", i, err)
+		}
+	}
+	if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != 1 || mm != 1 {
+		t.Errorf("50 updates: %d Modify and %d ModifyMany calls; want the first alone, the others in one", m, mm)
+	}
+	for _, id := range ids {
+		d.checkRun(t, id, 2)
+	}
+}
+
+func TestGroupCommitManyWorkersEachUpdateAppliedOnce(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 16)
+	const updates = 20
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			run, err := s.GetRun(context.Background(), id)
+			for i := 0; err == nil && i < updates; i++ {
+				status := []string{"running", "waiting"}[i%2]
+				run, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: status})
+			}
+			if err != nil {
+				t.Errorf("run %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		d.checkRun(t, id, 1+updates)
+	}
+}
+
+func TestGroupCommitRetriesEachAloneWhenTheSharedWriteFails(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 5)
+	d.failModifyMany = 1
+	ctx := context.Background()
+	release, wait := queueBehindAHeldWrite(d, s.(*wrappedCreator).modifies, func() error { return start(ctx, s, ids[0]) },
+		func() error { return start(ctx, s, ids[1]) }, func() error { return start(ctx, s, ids[2]) },
+		func() error { return start(ctx, s, ids[3]) }, func() error { return start(ctx, s, ids[4]) })
+	release()
+	for i, err := range wait() {
+		if err != nil {
+			t.Errorf("update %d: %v", i, err)
+		}
+	}
+	if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != 5 || mm != 1 {
+		t.Errorf("%d Modify and %d ModifyMany calls; want 1 shared write that failed, then each alone", m, mm)
+	}
+	for _, id := range ids {
+		d.checkRun(t, id, 2)
+	}
+}
+
+func TestGroupCommitNeverSendsARunTwiceInOneWrite(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 3)
+	ctx := context.Background()
+	c := s.(*wrappedCreator).modifies
+	entered, release := d.holdNext()
+	errs := make(chan error, 4)
+	go func() { errs <- start(ctx, s, ids[0]) }()
+	<-entered
+	// Queued in this order: run 1 started, run 1 waiting, run 2 started.
+	go func() { errs <- start(ctx, s, ids[1]) }()
+	waitQueued(c, 1)
+	go func() {
+		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: ids[1], ExpectedVersion: 2, Status: "waiting"})
+		errs <- err
+	}()
+	waitQueued(c, 2)
+	go func() { errs <- start(ctx, s, ids[2]) }()
+	waitQueued(c, 3)
+	release()
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if mm := d.modifyManys.Load(); mm != 2 {
+		t.Errorf("%d ModifyMany calls; want 2, run 1's second update in the second", mm)
+	}
+	d.checkRun(t, ids[1], 3)
+	d.checkRun(t, ids[2], 2)
+}
+
+func TestGroupCommitCallerGivingUpWhileQueuedIsNeverSent(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 2)
+	c := s.(*wrappedCreator).modifies
+	entered, release := d.holdNext()
+	held := make(chan error, 1)
+	go func() { held <- start(context.Background(), s, ids[0]) }()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	queuedErr := make(chan error, 1)
+	go func() { queuedErr <- start(ctx, s, ids[1]) }()
+	waitQueued(c, 1)
+	cancel()
+	if err := <-queuedErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the queued caller that gave up: %v", err)
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Error(err)
+	}
+	// The next write shows the committer free again and the abandoned update gone.
+	if err := start(context.Background(), s, ids[1]); err != nil {
+		t.Error(err)
+	}
+	if mm := d.modifyManys.Load(); mm != 0 {
+		t.Errorf("%d ModifyMany calls; want none", mm)
+	}
+	d.checkRun(t, ids[1], 2)
+}
+
+func TestGroupCommitCoalescesCreatesAndRefusesOnlyTheDuplicate(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	createRuns(t, s, "dup", 1)
+	ctx := context.Background()
+	create := func(id string) func() error {
+		return func() error {
+			_, err := s.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "new"})
+			return err
+		}
+	}
+	inserts := d.inserts.Load()
+	release, wait := queueBehindAHeldWrite(d, s.(*wrappedCreator).inserts, create("first"),
+		create("a"), create("b"), create("dup-0"), create("c"))
+	release()
+	errs := wait()
+	for i, err := range errs {
+		if i == 3 {
+			if runstate.CodeOf(err) != runstate.CodeAlreadyExists {
+				t.Errorf("the duplicate: %v", err)
+			}
+		} else if err != nil {
+			t.Errorf("create %d: %v", i, err)
+		}
+	}
+	if n, nm := d.inserts.Load()-inserts, d.insertManys.Load(); n != 1 || nm != 2 {
+		t.Errorf("%d Insert and %d InsertMany calls; want the first alone, then one refused and one without the duplicate", n, nm)
+	}
+	for _, id := range []string{"first", "a", "b", "c"} {
+		d.checkRun(t, id, 1)
+	}
+	if dup, _ := d.Get(ctx, "dup-0"); dup.WorkflowName != "w" {
+		t.Errorf("the existing run was replaced: %+v", dup)
+	}
+}
+
+func TestGroupCommitOffWritesEachCallAlone(t *testing.T) {
+	d := newCountingDriver(t)
+	s := WrapWith(d, WrapOptions{GroupCommit: GroupCommit{Off: true}})
+	ids := createRuns(t, s, "run", 20)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			if err := start(context.Background(), s, id); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if m, mm, im := d.modifies.Load(), d.modifyManys.Load(), d.insertManys.Load(); m != 20 || mm != 0 || im != 0 {
+		t.Errorf("%d Modify, %d ModifyMany, %d InsertMany calls; want one Modify per update", m, mm, im)
+	}
+}
+
+// BenchmarkGroupCommit compares UpdateRun from many workers, each on its
+// own run, with group commit on and off, over a driver whose every write
+// costs what a commit's sync might.
+func BenchmarkGroupCommit(b *testing.B) {
+	for _, cost := range []time.Duration{0, 100 * time.Microsecond} {
+		for _, off := range []bool{false, true} {
+			b.Run(fmt.Sprintf("cost=%v/off=%v", cost, off), func(b *testing.B) {
+				d := newCountingDriver(b)
+				s := WrapWith(d, WrapOptions{GroupCommit: GroupCommit{Off: off}})
+				ids := createRuns(b, s, "run", 64)
+				d.cost = cost
+				var next atomic.Int64
+				b.SetParallelism(8)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					id := ids[next.Add(1)-1]
+					run, err := s.GetRun(context.Background(), id)
+					for i := 0; pb.Next(); i++ {
+						status := []string{"running", "waiting"}[i%2]
+						run, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: status})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(d.modifies.Load()+d.modifyManys.Load())/float64(b.N), "writes/op")
+			})
+		}
+	}
+}
