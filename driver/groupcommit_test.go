@@ -21,7 +21,7 @@ type countingDriver struct {
 	mu   sync.Mutex
 	runs map[string]*countedRun
 
-	// hold, when set, holds the next single write until it is closed;
+	// hold, when set, holds the next write (but InsertMany) until it is closed;
 	// entered is closed when that write arrives.
 	hold, entered chan struct{}
 	// failModifyMany is how many ModifyMany calls to fail as a whole.
@@ -120,8 +120,12 @@ func (d *countingDriver) Modify(_ context.Context, runID string, change func(Cur
 	return nil
 }
 
-func (d *countingDriver) ModifyMany(_ context.Context, items []ModifyItem) error {
+func (d *countingDriver) ModifyMany(ctx context.Context, items []ModifyItem) error {
 	d.modifyManys.Add(1)
+	d.waitIfHeld()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	d.write()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -382,14 +386,43 @@ func TestGroupCommitCallerGivingUpWhileQueuedIsNeverSent(t *testing.T) {
 	if err := <-held; err != nil {
 		t.Error(err)
 	}
-	// The next write shows the committer free again and the abandoned update gone.
+	// The same update again, expecting version 1, succeeds only if the
+	// abandoned one was never applied.
 	if err := start(context.Background(), s, ids[1]); err != nil {
 		t.Error(err)
 	}
-	if mm := d.modifyManys.Load(); mm != 0 {
-		t.Errorf("%d ModifyMany calls; want none", mm)
-	}
 	d.checkRun(t, ids[1], 2)
+}
+
+// A caller that gives up once its change was sent hears its context's
+// error, and the shared write goes on for the others, as a single write
+// in flight goes on.
+func TestGroupCommitCallerGivingUpOnceSentLeavesTheSharedWrite(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	background := context.Background()
+	gaveUp := make(chan error, 1)
+	release, wait := queueBehindAHeldWrite(d, s.(*wrappedCreator).modifies, func() error { return start(background, s, ids[0]) },
+		func() error { err := start(ctx, s, ids[1]); gaveUp <- err; return err }, func() error { return start(background, s, ids[2]) })
+	enteredShared, releaseShared := d.holdNext()
+	release()
+	<-enteredShared
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller that gave up: %v", err)
+	}
+	releaseShared()
+	if errs := wait(); errs[0] != nil || errs[2] != nil {
+		t.Errorf("the others: %v", errs)
+	}
+	if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != 1 || mm != 1 {
+		t.Errorf("%d Modify and %d ModifyMany calls; want the shared write to go on, once", m, mm)
+	}
+	for _, id := range ids {
+		d.checkRun(t, id, 2)
+	}
 }
 
 func TestGroupCommitCoalescesCreatesAndRefusesOnlyTheDuplicate(t *testing.T) {
