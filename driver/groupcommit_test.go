@@ -26,8 +26,11 @@ type countingDriver struct {
 	hold, entered chan struct{}
 	// failModifyMany is how many ModifyMany calls to fail as a whole.
 	failModifyMany int
-	// cost is what every write costs, as a commit's sync would.
-	cost time.Duration
+	// cost is what every write costs, as a commit's sync would; with
+	// serialCost, one write at a time (one log), else all at once.
+	cost       time.Duration
+	serialCost bool
+	commitMu   sync.Mutex
 
 	modifies, modifyManys, inserts, insertManys atomic.Int64
 	t                                           testing.TB
@@ -65,6 +68,10 @@ func (d *countingDriver) waitIfHeld() {
 }
 
 func (d *countingDriver) write() {
+	if d.serialCost {
+		d.commitMu.Lock()
+		defer d.commitMu.Unlock()
+	}
 	if d.cost > 0 {
 		time.Sleep(d.cost)
 	}
@@ -479,34 +486,45 @@ func TestGroupCommitOffWritesEachCallAlone(t *testing.T) {
 	}
 }
 
-// BenchmarkGroupCommit compares UpdateRun from many workers, each on its
-// own run, with group commit on and off, over a driver whose every write
-// costs what a commit's sync might.
+// BenchmarkGroupCommit compares UpdateRun from 16 workers, each on its own
+// run, with group commit on and off, over a driver whose writes cost
+// nothing, or 100µs each as a commit's sync might: one at a time (one log)
+// or all at once (independent transactions).
 func BenchmarkGroupCommit(b *testing.B) {
-	for _, cost := range []time.Duration{0, 100 * time.Microsecond} {
+	costs := []struct {
+		name   string
+		cost   time.Duration
+		serial bool
+	}{{"free", 0, false}, {"serial-100µs", 100 * time.Microsecond, true}, {"parallel-100µs", 100 * time.Microsecond, false}}
+	for _, c := range costs {
 		for _, off := range []bool{false, true} {
-			b.Run(fmt.Sprintf("cost=%v/off=%v", cost, off), func(b *testing.B) {
+			b.Run(fmt.Sprintf("cost=%s/off=%v", c.name, off), func(b *testing.B) {
 				d := newCountingDriver(b)
 				s := WrapWith(d, WrapOptions{GroupCommit: GroupCommit{Off: off}})
 				ids := createRuns(b, s, "run", 64)
-				d.cost = cost
-				var next atomic.Int64
-				b.SetParallelism(8)
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					id := ids[next.Add(1)-1]
-					run, err := s.GetRun(context.Background(), id)
-					for i := 0; pb.Next(); i++ {
-						status := []string{"running", "waiting"}[i%2]
-						run, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: status})
-						if err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
+				d.cost, d.serialCost = c.cost, c.serial
+				benchmarkUpdates(b, s, ids)
 				b.ReportMetric(float64(d.modifies.Load()+d.modifyManys.Load())/float64(b.N), "writes/op")
 			})
 		}
 	}
+}
+
+// benchmarkUpdates runs b.N updates from 8 workers per CPU, each worker
+// on a run of its own from ids.
+func benchmarkUpdates(b *testing.B, s Store, ids []string) {
+	var next atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := ids[next.Add(1)-1]
+		run, err := s.GetRun(context.Background(), id)
+		for i := 0; err == nil && pb.Next(); i++ {
+			status := []string{"running", "waiting"}[i%2]
+			run, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: status})
+		}
+		if err != nil {
+			b.Error(err)
+		}
+	})
 }
