@@ -268,10 +268,11 @@ func queueBehindAHeldWrite[T any](d *countingDriver, c *committer[T], first func
 	return release, func() []error { wg.Wait(); return errs }
 }
 
-func TestGroupCommitCoalescesConcurrentUpdates(t *testing.T) {
-	d := newCountingDriver(t)
-	s := Wrap(d)
-	ids := createRuns(t, s, "run", 50)
+// startAllBehindAHeldWrite starts the first run with its write held in the
+// driver and the others queued behind it, lets them go, and checks that
+// each started.
+func startAllBehindAHeldWrite(t *testing.T, d *countingDriver, s Store, ids []string) {
+	t.Helper()
 	ctx := context.Background()
 	var rest []func() error
 	for _, id := range ids[1:] {
@@ -281,14 +282,45 @@ func TestGroupCommitCoalescesConcurrentUpdates(t *testing.T) {
 	release()
 	for i, err := range wait() {
 		if err != nil {
-			t.Errorf("update %d: %v", i, err)
+			t.Errorf("run %s: %v", ids[i], err)
 		}
 	}
-	if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != 1 || mm != 1 {
-		t.Errorf("50 updates: %d Modify and %d ModifyMany calls; want the first alone, the others in one", m, mm)
+}
+
+// alternate updates run id between running and waiting while more says so.
+func alternate(ctx context.Context, s Store, id string, more func() bool) error {
+	run, err := s.GetRun(ctx, id)
+	for i := 0; err == nil && more(); i++ {
+		status := []string{"running", "waiting"}[i%2]
+		run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: status})
 	}
-	for _, id := range ids {
-		d.checkRun(t, id, 2)
+	return err
+}
+
+// Updates queued behind a write in flight go in one ModifyMany; when it
+// fails as a whole, each goes alone, and each is applied once.
+func TestGroupCommitCoalescesConcurrentUpdates(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		failModifyMany             int
+		wantModify, wantModifyMany int64
+	}{
+		{"the first alone, the others in one ModifyMany", 0, 1, 1},
+		{"a ModifyMany that failed, then each alone", 1, 50, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newCountingDriver(t)
+			s := Wrap(d)
+			ids := createRuns(t, s, "run", 50)
+			d.failModifyMany = tc.failModifyMany
+			startAllBehindAHeldWrite(t, d, s, ids)
+			if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != tc.wantModify || mm != tc.wantModifyMany {
+				t.Errorf("50 updates: %d Modify and %d ModifyMany calls; want %d and %d", m, mm, tc.wantModify, tc.wantModifyMany)
+			}
+			for _, id := range ids {
+				d.checkRun(t, id, 2)
+			}
+		})
 	}
 }
 
@@ -300,12 +332,8 @@ func TestGroupCommitManyWorkersEachUpdateAppliedOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() {
-			run, err := s.GetRun(context.Background(), id)
-			for i := 0; err == nil && i < updates; i++ {
-				status := []string{"running", "waiting"}[i%2]
-				run, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: status})
-			}
-			if err != nil {
+			n := 0
+			if err := alternate(context.Background(), s, id, func() bool { n++; return n <= updates }); err != nil {
 				t.Errorf("run %s: %v", id, err)
 			}
 		})
@@ -313,29 +341,6 @@ func TestGroupCommitManyWorkersEachUpdateAppliedOnce(t *testing.T) {
 	wg.Wait()
 	for _, id := range ids {
 		d.checkRun(t, id, 1+updates)
-	}
-}
-
-func TestGroupCommitRetriesEachAloneWhenTheSharedWriteFails(t *testing.T) {
-	d := newCountingDriver(t)
-	s := Wrap(d)
-	ids := createRuns(t, s, "run", 5)
-	d.failModifyMany = 1
-	ctx := context.Background()
-	release, wait := queueBehindAHeldWrite(d, s.(*wrappedCreator).modifies, func() error { return start(ctx, s, ids[0]) },
-		func() error { return start(ctx, s, ids[1]) }, func() error { return start(ctx, s, ids[2]) },
-		func() error { return start(ctx, s, ids[3]) }, func() error { return start(ctx, s, ids[4]) })
-	release()
-	for i, err := range wait() {
-		if err != nil {
-			t.Errorf("update %d: %v", i, err)
-		}
-	}
-	if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != 5 || mm != 1 {
-		t.Errorf("%d Modify and %d ModifyMany calls; want 1 shared write that failed, then each alone", m, mm)
-	}
-	for _, id := range ids {
-		d.checkRun(t, id, 2)
 	}
 }
 
@@ -517,13 +522,7 @@ func benchmarkUpdates(b *testing.B, s Store, ids []string) {
 	b.SetParallelism(8)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		id := ids[next.Add(1)-1]
-		run, err := s.GetRun(context.Background(), id)
-		for i := 0; err == nil && pb.Next(); i++ {
-			status := []string{"running", "waiting"}[i%2]
-			run, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: status})
-		}
-		if err != nil {
+		if err := alternate(context.Background(), s, ids[next.Add(1)-1], pb.Next); err != nil {
 			b.Error(err)
 		}
 	})
