@@ -2,7 +2,9 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,8 +31,11 @@ import (
 // What coalesces: UpdateRun, ClaimRun, RenewLease and ReleaseLease, and
 // the kit's own claim-next over Runnable, through BatchModifier.ModifyMany
 // (GetLease too, without a LeaseReader); CreateRun through
-// BatchInserter.InsertMany. A driver without the interface gets one write
-// per call, as with Off.
+// BatchInserter.InsertMany; ClaimNextRun calls of one filter, TTL and
+// owner through BatchNextClaimer.ClaimNextMany, each claimer with a run
+// and lease of its own, and those left over when fewer runs were
+// claimable asking again alone. A driver without the interface gets one
+// write per call, as with Off.
 //
 // Contexts: a caller whose context ends while its change waits gets the
 // context's error and its change is never sent. Once its change is sent
@@ -84,7 +89,7 @@ const (
 // groupRequest is one caller's change waiting for, or in, a shared write.
 type groupRequest[T any] struct {
 	ctx   context.Context
-	runID string
+	key   string // the run it changes, or what a claim asks for
 	item  T
 	done  chan struct{} // closed once the outcome is set
 	state requestState  // guarded by the committer's mutex
@@ -102,28 +107,32 @@ type committer[T any] struct {
 	maxBatch int
 	window   time.Duration
 	// single is the write of one item alone, under the caller's context.
-	single func(ctx context.Context, runID string, item T) error
-	// shared is the write of a batch of requests with distinct runIDs: it
-	// sets each request's err, or alone on every request it did not settle.
+	single func(ctx context.Context, key string, item T) error
+	// shared is the write of a batch: it sets each request's err, or alone
+	// on every request it did not settle.
 	shared func(ctx context.Context, batch []*groupRequest[T])
+
+	// sameKey makes a batch one key's requests (claims of one query), else
+	// distinct keys' (changes of distinct runs).
+	sameKey bool
 
 	mu    sync.Mutex
 	busy  bool // a write is in flight
 	queue []*groupRequest[T]
 }
 
-// do writes item, the change of runID, alone when nothing is in flight,
-// else in the next shared write; it returns the driver's error for it.
-func (c *committer[T]) do(ctx context.Context, runID string, item T) error {
+// do writes item alone when nothing is in flight, else in the next shared
+// write; it returns the error single or shared gave it.
+func (c *committer[T]) do(ctx context.Context, key string, item T) error {
 	c.mu.Lock()
 	if !c.busy {
 		c.busy = true
 		c.mu.Unlock()
-		err := c.single(ctx, runID, item)
+		err := c.single(ctx, key, item)
 		c.handOff()
 		return err
 	}
-	r := &groupRequest[T]{ctx: ctx, runID: runID, item: item, done: make(chan struct{})}
+	r := &groupRequest[T]{ctx: ctx, key: key, item: item, done: make(chan struct{})}
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
 	select {
@@ -142,7 +151,7 @@ func (c *committer[T]) do(ctx context.Context, runID string, item T) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return c.single(ctx, runID, item)
+		return c.single(ctx, key, item)
 	}
 	return r.err
 }
@@ -178,12 +187,11 @@ func (c *committer[T]) lead() {
 }
 
 // takeLocked takes the next batch from the queue, in arrival order: at
-// most maxBatch requests of distinct runs, dropping those given up. A
-// request whose run is already in the batch stays queued, ahead of later
-// ones.
+// most maxBatch requests that fit together, dropping those given up. A
+// request that does not fit stays queued, ahead of later ones.
 func (c *committer[T]) takeLocked() []*groupRequest[T] {
 	var batch []*groupRequest[T]
-	runs := make(map[string]bool)
+	keys := make(map[string]bool)
 	rest := c.queue[:0]
 	for _, r := range c.queue {
 		switch {
@@ -191,8 +199,8 @@ func (c *committer[T]) takeLocked() []*groupRequest[T] {
 		case r.ctx.Err() != nil: // its caller is giving up: never send it
 			r.state, r.err = abandoned, r.ctx.Err()
 			close(r.done)
-		case len(batch) < c.maxBatch && !runs[r.runID]:
-			runs[r.runID] = true
+		case len(batch) < c.maxBatch && c.fits(batch, keys, r.key):
+			keys[r.key] = true
 			r.state = sent
 			batch = append(batch, r)
 		default:
@@ -202,6 +210,15 @@ func (c *committer[T]) takeLocked() []*groupRequest[T] {
 	clear(c.queue[len(rest):])
 	c.queue = rest
 	return batch
+}
+
+// fits reports whether a request for key may join batch, whose keys are
+// in keys.
+func (c *committer[T]) fits(batch []*groupRequest[T], keys map[string]bool, key string) bool {
+	if c.sameKey {
+		return len(batch) == 0 || batch[0].key == key
+	}
+	return !keys[key]
 }
 
 // send makes batch one shared write and tells each caller its outcome.
@@ -247,7 +264,7 @@ func modifyCommitter(d Driver, bm BatchModifier, g GroupCommit) *committer[func(
 		shared: func(ctx context.Context, batch []*request) {
 			items := make([]ModifyItem, len(batch))
 			for i, r := range batch {
-				items[i] = ModifyItem{RunID: r.runID, Change: r.item}
+				items[i] = ModifyItem{RunID: r.key, Change: r.item}
 			}
 			if err := bm.ModifyMany(ctx, items); err != nil {
 				for _, r := range batch {
@@ -296,5 +313,90 @@ func insertCommitter(d Driver, bi BatchInserter, g GroupCommit) *committer[Inser
 				pending = slices.Delete(pending, itemErr.Index, itemErr.Index+1)
 			}
 		},
+	}
+}
+
+// claimAsk is one ClaimNextRun waiting for a shared ClaimNextMany: its
+// query, and its claiming, which holds its claim once settled.
+type claimAsk struct {
+	q  RunnableQuery
+	cl *claiming
+}
+
+// claimShared is claim-next of cl in a shared ClaimNextMany with the
+// concurrent claims of the same query, TTL and owner.
+func (w *wrapped) claimShared(ctx context.Context, q RunnableQuery, cl *claiming) (runstate.Claim, error) {
+	key, err := json.Marshal(struct {
+		Query RunnableQuery
+		Claim claimRequest
+	}{q, cl.req})
+	if err != nil {
+		return runstate.Claim{}, runstate.Unavailable("claim-next: its query has no key", err)
+	}
+	if err := w.claims.do(ctx, string(key), &claimAsk{q: q, cl: cl}); err != nil {
+		return runstate.Claim{}, err
+	}
+	return cl.claim, nil
+}
+
+// claimCommitter coalesces claim-next calls of one query, TTL and owner
+// into ClaimNextMany. The owner is part of the key because the driver
+// admits runs for one claimant (LEASE-012).
+func claimCommitter(w *wrapped, bc BatchNextClaimer, g GroupCommit) *committer[*claimAsk] {
+	return &committer[*claimAsk]{
+		maxBatch: g.maxBatch(),
+		window:   g.Window,
+		sameKey:  true,
+		single: func(ctx context.Context, _ string, ask *claimAsk) error {
+			_, err := w.claimOne(ctx, ask.q, ask.cl)
+			return err
+		},
+		shared: func(ctx context.Context, batch []*groupRequest[*claimAsk]) { shareClaims(ctx, bc, batch) },
+	}
+}
+
+// shareClaims claims a run for each ask of batch in one ClaimNextMany. A
+// driver that retries calls take afresh and the claims are those of its
+// last n calls, so call k goes to ask k mod len(batch): n ≤ len(batch)
+// consecutive calls go to n distinct asks. The asks left over when fewer
+// runs were claimable ask again alone, and hear "nothing runnable" only
+// if that is then true (LEASE-017).
+func shareClaims(ctx context.Context, bc BatchNextClaimer, batch []*groupRequest[*claimAsk]) {
+	type offer struct {
+		ask int
+		cl  *claiming
+	}
+	var offers []offer
+	q := batch[0].item.q
+	q.Claimant = &batch[0].item.cl.req.Owner
+	n, err := bc.ClaimNextMany(ctx, q, len(batch), func(cur Current) Change {
+		i := len(offers) % len(batch)
+		cl := &claiming{req: batch[i].item.cl.req}
+		offers = append(offers, offer{ask: i, cl: cl})
+		return cl.take(cur)
+	})
+	switch {
+	case err != nil:
+		for _, r := range batch {
+			r.alone = true // nothing was stored
+		}
+		return
+	case n < 0 || n > len(offers) || n > len(batch):
+		for _, r := range batch {
+			r.err = runstate.Unavailable(fmt.Sprintf("claim-next: the store reported %d claims, of %d offered", n, len(offers)), nil)
+		}
+		return
+	}
+	claimed := make([]bool, len(batch))
+	for _, o := range offers[len(offers)-n:] {
+		claimed[o.ask] = true
+		if o.cl.refused != nil { // the driver offered a run q does not admit
+			batch[o.ask].err = runstate.Unavailable("claim-next: the store offered a run it may not claim", o.cl.refused)
+			continue
+		}
+		batch[o.ask].item.cl.claim = o.cl.claim
+	}
+	for i, r := range batch {
+		r.alone = !claimed[i]
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,8 +33,8 @@ type countingDriver struct {
 	serialCost bool
 	commitMu   sync.Mutex
 
-	modifies, modifyManys, inserts, insertManys atomic.Int64
-	t                                           testing.TB
+	modifies, modifyManys, inserts, insertManys, claimNextManys atomic.Int64
+	t                                                           testing.TB
 }
 
 type countedRun struct {
@@ -195,8 +196,38 @@ func (d *countingDriver) ListAudit(context.Context, AuditQuery) ([]runstate.Audi
 	return nil, nil
 }
 
-func (d *countingDriver) Runnable(context.Context, RunnableQuery) ([]runstate.RunSnapshot, error) {
-	return nil, nil
+func (d *countingDriver) Runnable(_ context.Context, q RunnableQuery) ([]runstate.RunSnapshot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var runs []runstate.RunSnapshot
+	for _, r := range d.runnable(q) {
+		runs = append(runs, r.run.Clone())
+	}
+	return runs, nil
+}
+
+// runnable returns at most q.Limit runs q admits now, in claim order.
+func (d *countingDriver) runnable(q RunnableQuery) []*countedRun {
+	var runs []*countedRun
+	for _, r := range d.runs {
+		if q.Admits(r.run, r.lease, time.Now()) && (q.After == nil || q.After.Less(RunnablePositionOf(r.run))) {
+			runs = append(runs, r)
+		}
+	}
+	slices.SortFunc(runs, func(a, b *countedRun) int { return RunnablePositionOf(a.run).Compare(RunnablePositionOf(b.run)) })
+	return runs[:min(len(runs), q.Limit)]
+}
+
+func (d *countingDriver) ClaimNextMany(_ context.Context, q RunnableQuery, max int, take func(Current) Change) (int, error) {
+	d.claimNextManys.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q.Limit = max
+	runs := d.runnable(q)
+	for _, r := range runs {
+		r.apply(take(r.current()))
+	}
+	return len(runs), nil
 }
 
 // checkRun checks that run id is at version and has one audit event per
@@ -488,6 +519,55 @@ func TestGroupCommitOffWritesEachCallAlone(t *testing.T) {
 	wg.Wait()
 	if m, mm, im := d.modifies.Load(), d.modifyManys.Load(), d.insertManys.Load(); m != 20 || mm != 0 || im != 0 {
 		t.Errorf("%d Modify, %d ModifyMany, %d InsertMany calls; want one Modify per update", m, mm, im)
+	}
+}
+
+// Claim-next calls of one query and owner queued behind one in flight go
+// in one ClaimNextMany, each with a run of its own; those left over when
+// fewer runs were claimable ask again alone.
+func TestGroupCommitCoalescesClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		runs, claimers    int
+		wantClaimNextMany int64
+	}{
+		{"a run for every claimer", 10, 6, 1},
+		{"fewer runs than claimers", 3, 6, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newCountingDriver(t)
+			s := Wrap(d)
+			createRuns(t, s, "run", tc.runs)
+			claims := make([]runstate.Claim, tc.claimers)
+			calls := make([]func() error, tc.claimers)
+			for i := range calls {
+				calls[i] = func() (err error) {
+					claims[i], err = s.ClaimNextRun(context.Background(), runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Minute})
+					return err
+				}
+			}
+			release, wait := queueBehindAHeldWrite(d, s.(*wrappedCreator).claims, calls[0], calls[1:]...)
+			release()
+			claimed := make(map[string]bool)
+			for i, err := range wait() {
+				switch {
+				case runstate.CodeOf(err) == runstate.CodeNotFound: // counted below
+				case err != nil:
+					t.Errorf("claimer %d: %v", i, err)
+				case claimed[claims[i].Run.RunID]:
+					t.Errorf("run %s claimed twice", claims[i].Run.RunID)
+				default:
+					claimed[claims[i].Run.RunID] = true
+				}
+			}
+			// Every claimer claimed a run, or every run was claimed.
+			if len(claimed) != min(tc.runs, tc.claimers) {
+				t.Errorf("%d runs claimed; want %d", len(claimed), min(tc.runs, tc.claimers))
+			}
+			if cm := d.claimNextManys.Load(); cm != tc.wantClaimNextMany {
+				t.Errorf("%d ClaimNextMany calls; want %d", cm, tc.wantClaimNextMany)
+			}
+		})
 	}
 }
 

@@ -43,6 +43,9 @@ func WrapWith(d Driver, opts WrapOptions) Store {
 		if bi, ok := d.(BatchInserter); ok {
 			w.inserts = insertCommitter(d, bi, opts.GroupCommit)
 		}
+		if bc, ok := d.(BatchNextClaimer); ok {
+			w.claims = claimCommitter(w, bc, opts.GroupCommit)
+		}
 	}
 	if _, ok := d.(BatchInserter); ok {
 		return &wrappedCreator{w}
@@ -53,10 +56,11 @@ func WrapWith(d Driver, opts WrapOptions) Store {
 // wrapped is the Store that Wrap returns: the kit in front of d.
 type wrapped struct {
 	d Driver
-	// modifies and inserts coalesce concurrent Modify and Insert calls
-	// (GroupCommit); nil: each call goes alone.
+	// modifies, inserts and claims coalesce concurrent Modify, Insert and
+	// claim-next calls (GroupCommit); nil: each call goes alone.
 	modifies *committer[func(Current) Change]
 	inserts  *committer[InsertParams]
+	claims   *committer[*claimAsk]
 }
 
 var _ Store = (*wrapped)(nil)
@@ -279,6 +283,9 @@ func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) 
 	}
 	if err := ctx.Err(); err != nil {
 		return runstate.Claim{}, err
+	}
+	if w.claims != nil {
+		return w.claimShared(ctx, q, &claiming{req: c})
 	}
 	return w.claimOne(ctx, q, &claiming{req: c})
 }
