@@ -27,6 +27,8 @@ type countingDriver struct {
 	hold, entered chan struct{}
 	// failModifyMany is how many ModifyMany calls to fail as a whole.
 	failModifyMany int
+	// retryClaims makes ClaimNextMany retry after deciding its first run.
+	retryClaims bool
 	// cost is what every write costs, as a commit's sync would; with
 	// serialCost, one write at a time (one log), else all at once.
 	cost       time.Duration
@@ -224,6 +226,9 @@ func (d *countingDriver) ClaimNextMany(_ context.Context, q RunnableQuery, max i
 	defer d.mu.Unlock()
 	q.Limit = max
 	runs := d.runnable(q)
+	if d.retryClaims && len(runs) > 0 {
+		take(runs[0].current()) // an attempt that conflicted: decided, not stored
+	}
 	for _, r := range runs {
 		r.apply(take(r.current()))
 	}
@@ -530,12 +535,15 @@ func TestGroupCommitCoalescesClaims(t *testing.T) {
 		name              string
 		runs, claimers    int
 		wantClaimNextMany int64
+		retry             bool
 	}{
-		{"a run for every claimer", 10, 6, 1},
-		{"fewer runs than claimers", 3, 6, 1},
+		{"a run for every claimer", 10, 6, 1, false},
+		{"fewer runs than claimers", 3, 6, 1, false},
+		{"a driver that retries", 10, 6, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newCountingDriver(t)
+			d.retryClaims = tc.retry
 			s := Wrap(d)
 			createRuns(t, s, "run", tc.runs)
 			claims := make([]runstate.Claim, tc.claimers)
