@@ -27,6 +27,10 @@ import (
 // caller waits for nothing, and under load one write is in flight at a
 // time per kind, carrying everything that arrived meanwhile. Two changes
 // of the same run never share a write: the later one goes in the next.
+// That gains most where writes are serial anyway (one log synced per
+// commit); a store whose single writes run well in parallel (a pool of
+// connections to a database that groups its own log syncs) may do better
+// with Off: measure.
 //
 // What coalesces: UpdateRun, ClaimRun, RenewLease and ReleaseLease, and
 // the kit's own claim-next over Runnable, through BatchModifier.ModifyMany

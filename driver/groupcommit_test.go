@@ -29,6 +29,8 @@ type countingDriver struct {
 	failModifyMany int
 	// retryClaims makes ClaimNextMany retry after deciding its first run.
 	retryClaims bool
+	// mostItems is the largest ModifyMany, guarded by mu.
+	mostItems int
 	// cost is what every write costs, as a commit's sync would; with
 	// serialCost, one write at a time (one log), else all at once.
 	cost       time.Duration
@@ -139,6 +141,7 @@ func (d *countingDriver) ModifyMany(ctx context.Context, items []ModifyItem) err
 	d.write()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.mostItems = max(d.mostItems, len(items))
 	seen := make(map[string]bool)
 	for _, item := range items {
 		if seen[item.RunID] {
@@ -361,22 +364,32 @@ func TestGroupCommitCoalescesConcurrentUpdates(t *testing.T) {
 }
 
 func TestGroupCommitManyWorkersEachUpdateAppliedOnce(t *testing.T) {
-	d := newCountingDriver(t)
-	s := Wrap(d)
-	ids := createRuns(t, s, "run", 16)
-	const updates = 20
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Go(func() {
-			n := 0
-			if err := alternate(context.Background(), s, id, func() bool { n++; return n <= updates }); err != nil {
-				t.Errorf("run %s: %v", id, err)
+	for _, g := range []GroupCommit{{}, {MaxBatch: 3}, {Window: time.Millisecond}} {
+		t.Run(fmt.Sprintf("%+v", g), func(t *testing.T) {
+			d := newCountingDriver(t)
+			s := WrapWith(d, WrapOptions{GroupCommit: g})
+			ids := createRuns(t, s, "run", 16)
+			const updates = 20
+			var wg sync.WaitGroup
+			for _, id := range ids {
+				wg.Go(func() {
+					n := 0
+					if err := alternate(context.Background(), s, id, func() bool { n++; return n <= updates }); err != nil {
+						t.Errorf("run %s: %v", id, err)
+					}
+				})
+			}
+			wg.Wait()
+			for _, id := range ids {
+				d.checkRun(t, id, 1+updates)
+			}
+			d.mu.Lock()
+			most := d.mostItems
+			d.mu.Unlock()
+			if most > g.maxBatch() {
+				t.Errorf("a ModifyMany of %d items; want at most %d", most, g.maxBatch())
 			}
 		})
-	}
-	wg.Wait()
-	for _, id := range ids {
-		d.checkRun(t, id, 1+updates)
 	}
 }
 
