@@ -24,13 +24,14 @@ import (
 // its kind in flight goes at once, alone, exactly as without group commit;
 // calls that arrive while one is in flight wait and go together in the
 // next shared write, in arrival order, up to MaxBatch of them. So a lone
-// caller waits for nothing, and under load one write is in flight at a
-// time per kind, carrying everything that arrived meanwhile. Two changes
-// of the same run never share a write: the later one goes in the next.
-// That gains most where writes are serial anyway (one log synced per
-// commit); a store whose single writes run well in parallel (a pool of
-// connections to a database that groups its own log syncs) may do better
-// with Off: measure.
+// caller waits for nothing, and under load one write (MaxInFlight) is in
+// flight at a time per kind, carrying everything that arrived meanwhile.
+// Two changes of the same run never share a write, nor go in two writes
+// at once: the later one goes in a later write. That gains most where
+// writes are serial anyway (one log synced per commit); a store whose
+// single writes run well in parallel (a pool of connections to a database
+// that groups its own log syncs) may do better with a larger MaxInFlight,
+// or Off: measure.
 //
 // What coalesces: UpdateRun, ClaimRun, RenewLease and ReleaseLease, and
 // the kit's own claim-next over Runnable, through BatchModifier.ModifyMany
@@ -53,6 +54,10 @@ type GroupCommit struct {
 	// MaxBatch is the most changes one shared write carries; 0 means
 	// DefaultMaxBatch, and it is at most runstate.MaxBatchItems.
 	MaxBatch int
+	// MaxInFlight is how many writes of one kind (alone or shared) may be
+	// in flight at once; 0 means 1. More suit a store whose writes run well
+	// in parallel; a run's changes still go one write after another.
+	MaxInFlight int
 	// Window is how long a shared write waits for more changes before it
 	// goes, once the write before it finished; 0 (the default) waits for
 	// nothing beyond the write in flight.
@@ -106,10 +111,10 @@ type groupRequest[T any] struct {
 }
 
 // committer coalesces concurrent writes of one kind (T is what one write
-// carries) into shared writes, one in flight at a time.
+// carries) into shared writes, at most maxInFlight in flight at a time.
 type committer[T any] struct {
-	maxBatch int
-	window   time.Duration
+	maxBatch, maxInFlight int
+	window                time.Duration
 	// single is the write of one item alone, under the caller's context.
 	single func(ctx context.Context, key string, item T) error
 	// shared is the write of a batch: it sets each request's err, or alone
@@ -117,27 +122,36 @@ type committer[T any] struct {
 	shared func(ctx context.Context, batch []*groupRequest[T])
 
 	// sameKey makes a batch one key's requests (claims of one query), else
-	// distinct keys' (changes of distinct runs).
+	// distinct keys' (changes of distinct runs), and then a key in flight
+	// waits for its write to end, so that a run's changes go in order.
 	sameKey bool
 
-	mu    sync.Mutex
-	busy  bool // a write is in flight
-	queue []*groupRequest[T]
+	mu       sync.Mutex
+	inFlight int            // writes in flight, alone or shared
+	flying   map[string]int // the keys of the writes in flight
+	queue    []*groupRequest[T]
 }
 
-// do writes item alone when nothing is in flight, else in the next shared
-// write; it returns the error single or shared gave it.
+// newCommitter returns a committer of g's bounds.
+func newCommitter[T any](g GroupCommit, sameKey bool, single func(context.Context, string, T) error, shared func(context.Context, []*groupRequest[T])) *committer[T] {
+	return &committer[T]{maxBatch: g.maxBatch(), maxInFlight: max(1, g.MaxInFlight), window: g.Window,
+		single: single, shared: shared, sameKey: sameKey, flying: make(map[string]int)}
+}
+
+// do writes item alone when a write may start and none waits, else in a
+// later shared write; it returns the error single or shared gave it.
 func (c *committer[T]) do(ctx context.Context, key string, item T) error {
 	c.mu.Lock()
-	if !c.busy {
-		c.busy = true
+	if c.inFlight < c.maxInFlight && len(c.queue) == 0 && c.free(key) {
+		c.takeOffLocked(key)
 		c.mu.Unlock()
 		err := c.single(ctx, key, item)
-		c.handOff()
+		c.land(key)
 		return err
 	}
 	r := &groupRequest[T]{ctx: ctx, key: key, item: item, done: make(chan struct{})}
 	c.queue = append(c.queue, r)
+	c.leadLocked()
 	c.mu.Unlock()
 	select {
 	case <-r.done:
@@ -160,19 +174,44 @@ func (c *committer[T]) do(ctx context.Context, key string, item T) error {
 	return r.err
 }
 
-// handOff ends the write in flight: what queued meanwhile goes next, led
-// by a goroutine of its own so that the caller that finished returns now.
-func (c *committer[T]) handOff() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.queue) == 0 {
-		c.busy = false
-		return
-	}
-	go c.lead()
+// free reports whether a write of key may start beside those in flight.
+func (c *committer[T]) free(key string) bool { return c.sameKey || c.flying[key] == 0 }
+
+// takeOffLocked counts a write of keys in flight.
+func (c *committer[T]) takeOffLocked(keys ...string) {
+	c.inFlight++
+	c.countFlyingLocked(1, keys...)
 }
 
-// lead sends shared writes while requests are queued.
+// countFlyingLocked adds delta to the writes in flight of each key.
+func (c *committer[T]) countFlyingLocked(delta int, keys ...string) {
+	for _, k := range keys {
+		if c.flying[k] += delta; c.flying[k] == 0 {
+			delete(c.flying, k)
+		}
+	}
+}
+
+// land ends a write alone: what queued meanwhile goes next.
+func (c *committer[T]) land(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight--
+	c.countFlyingLocked(-1, key)
+	c.leadLocked()
+}
+
+// leadLocked starts a leader for the queue when a write may start, in a
+// goroutine of its own so that the caller that started it waits only for
+// its own change.
+func (c *committer[T]) leadLocked() {
+	if len(c.queue) > 0 && c.inFlight < c.maxInFlight {
+		c.inFlight++
+		go c.lead()
+	}
+}
+
+// lead sends shared writes while requests that may go are queued.
 func (c *committer[T]) lead() {
 	for {
 		if c.window > 0 {
@@ -181,18 +220,27 @@ func (c *committer[T]) lead() {
 		c.mu.Lock()
 		batch := c.takeLocked()
 		if len(batch) == 0 {
-			c.busy = false
+			c.inFlight--
 			c.mu.Unlock()
 			return
 		}
+		keys := make([]string, len(batch))
+		for i, r := range batch {
+			keys[i] = r.key
+		}
+		c.countFlyingLocked(1, keys...)
 		c.mu.Unlock()
 		c.send(batch)
+		c.mu.Lock()
+		c.countFlyingLocked(-1, keys...)
+		c.mu.Unlock()
 	}
 }
 
 // takeLocked takes the next batch from the queue, in arrival order: at
-// most maxBatch requests that fit together, dropping those given up. A
-// request that does not fit stays queued, ahead of later ones.
+// most maxBatch requests that fit together and beside the writes in
+// flight, dropping those given up. A request that does not fit stays
+// queued, ahead of later ones.
 func (c *committer[T]) takeLocked() []*groupRequest[T] {
 	var batch []*groupRequest[T]
 	keys := make(map[string]bool)
@@ -203,7 +251,7 @@ func (c *committer[T]) takeLocked() []*groupRequest[T] {
 		case r.ctx.Err() != nil: // its caller is giving up: never send it
 			r.state, r.err = abandoned, r.ctx.Err()
 			close(r.done)
-		case len(batch) < c.maxBatch && c.fits(batch, keys, r.key):
+		case len(batch) < c.maxBatch && c.free(r.key) && c.fits(batch, keys, r.key):
 			keys[r.key] = true
 			r.state = sent
 			batch = append(batch, r)
@@ -260,63 +308,55 @@ func batchContext[T any](batch []*groupRequest[T]) (context.Context, func()) {
 
 // modifyCommitter coalesces Modify calls into ModifyMany.
 func modifyCommitter(d Driver, bm BatchModifier, g GroupCommit) *committer[func(Current) Change] {
-	type request = groupRequest[func(Current) Change]
-	return &committer[func(Current) Change]{
-		maxBatch: g.maxBatch(),
-		window:   g.Window,
-		single:   d.Modify,
-		shared: func(ctx context.Context, batch []*request) {
-			items := make([]ModifyItem, len(batch))
-			for i, r := range batch {
-				items[i] = ModifyItem{RunID: r.key, Change: r.item}
+	return newCommitter(g, false, d.Modify, func(ctx context.Context, batch []*groupRequest[func(Current) Change]) {
+		items := make([]ModifyItem, len(batch))
+		for i, r := range batch {
+			items[i] = ModifyItem{RunID: r.key, Change: r.item}
+		}
+		if err := bm.ModifyMany(ctx, items); err != nil {
+			for _, r := range batch {
+				r.alone = true // nothing was stored
 			}
-			if err := bm.ModifyMany(ctx, items); err != nil {
-				for _, r := range batch {
-					r.alone = true // nothing was stored
-				}
-				return
-			}
-			for i, r := range batch {
-				r.err = items[i].Err
-			}
-		},
-	}
+			return
+		}
+		for i, r := range batch {
+			r.err = items[i].Err
+		}
+	})
 }
 
-// insertCommitter coalesces Insert calls into InsertMany. InsertMany is all
-// or none, so a batch refused for an existing run gives that run its
-// refusal and goes again without it.
+// insertCommitter coalesces Insert calls into InsertMany.
 func insertCommitter(d Driver, bi BatchInserter, g GroupCommit) *committer[InsertParams] {
-	type request = groupRequest[InsertParams]
-	return &committer[InsertParams]{
-		maxBatch: g.maxBatch(),
-		window:   g.Window,
-		single: func(ctx context.Context, _ string, run InsertParams) error {
-			return d.Insert(ctx, run)
-		},
-		shared: func(ctx context.Context, batch []*request) {
-			pending := slices.Clone(batch)
-			for len(pending) > 0 {
-				runs := make([]InsertParams, len(pending))
-				for i, r := range pending {
-					runs[i] = r.item
-				}
-				err := bi.InsertMany(ctx, runs)
-				if err == nil {
-					return
-				}
-				var itemErr *runstate.BatchItemError
-				if !errors.As(err, &itemErr) || runstate.CodeOf(itemErr.Err) != runstate.CodeAlreadyExists ||
-					itemErr.Index < 0 || itemErr.Index >= len(pending) {
-					for _, r := range pending {
-						r.alone = true // nothing was stored
-					}
-					return
-				}
-				pending[itemErr.Index].err = itemErr.Err
-				pending = slices.Delete(pending, itemErr.Index, itemErr.Index+1)
+	single := func(ctx context.Context, _ string, run InsertParams) error { return d.Insert(ctx, run) }
+	return newCommitter(g, false, single, func(ctx context.Context, batch []*groupRequest[InsertParams]) {
+		shareInserts(ctx, bi, batch)
+	})
+}
+
+// shareInserts inserts batch in one InsertMany. InsertMany is all or none,
+// so a batch refused for an existing run gives that run its refusal and
+// goes again without it; any other failure sends each run alone.
+func shareInserts(ctx context.Context, bi BatchInserter, batch []*groupRequest[InsertParams]) {
+	pending := slices.Clone(batch)
+	for len(pending) > 0 {
+		runs := make([]InsertParams, len(pending))
+		for i, r := range pending {
+			runs[i] = r.item
+		}
+		err := bi.InsertMany(ctx, runs)
+		if err == nil {
+			return
+		}
+		var itemErr *runstate.BatchItemError
+		if !errors.As(err, &itemErr) || runstate.CodeOf(itemErr.Err) != runstate.CodeAlreadyExists ||
+			itemErr.Index < 0 || itemErr.Index >= len(pending) {
+			for _, r := range pending {
+				r.alone = true // nothing was stored
 			}
-		},
+			return
+		}
+		pending[itemErr.Index].err = itemErr.Err
+		pending = slices.Delete(pending, itemErr.Index, itemErr.Index+1)
 	}
 }
 
@@ -347,16 +387,13 @@ func (w *wrapped) claimShared(ctx context.Context, q RunnableQuery, cl *claiming
 // into ClaimNextMany. The owner is part of the key because the driver
 // admits runs for one claimant (LEASE-012).
 func claimCommitter(w *wrapped, bc BatchNextClaimer, g GroupCommit) *committer[*claimAsk] {
-	return &committer[*claimAsk]{
-		maxBatch: g.maxBatch(),
-		window:   g.Window,
-		sameKey:  true,
-		single: func(ctx context.Context, _ string, ask *claimAsk) error {
-			_, err := w.claimOne(ctx, ask.q, ask.cl)
-			return err
-		},
-		shared: func(ctx context.Context, batch []*groupRequest[*claimAsk]) { shareClaims(ctx, bc, batch) },
+	single := func(ctx context.Context, _ string, ask *claimAsk) error {
+		_, err := w.claimOne(ctx, ask.q, ask.cl)
+		return err
 	}
+	return newCommitter(g, true, single, func(ctx context.Context, batch []*groupRequest[*claimAsk]) {
+		shareClaims(ctx, bc, batch)
+	})
 }
 
 // shareClaims claims a run for each ask of batch in one ClaimNextMany. A

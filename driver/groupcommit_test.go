@@ -364,7 +364,7 @@ func TestGroupCommitCoalescesConcurrentUpdates(t *testing.T) {
 }
 
 func TestGroupCommitManyWorkersEachUpdateAppliedOnce(t *testing.T) {
-	for _, g := range []GroupCommit{{}, {MaxBatch: 3}, {Window: time.Millisecond}} {
+	for _, g := range []GroupCommit{{}, {MaxBatch: 3}, {Window: time.Millisecond}, {MaxInFlight: 3}} {
 		t.Run(fmt.Sprintf("%+v", g), func(t *testing.T) {
 			d := newCountingDriver(t)
 			s := WrapWith(d, WrapOptions{GroupCommit: g})
@@ -593,7 +593,7 @@ func TestGroupCommitCoalescesClaims(t *testing.T) {
 }
 
 // BenchmarkGroupCommit compares UpdateRun from 16 workers, each on its own
-// run, with group commit on and off, over a driver whose writes cost
+// run, with group commit on (one or four writes in flight) and off, over a driver whose writes cost
 // nothing, or 100µs each as a commit's sync might: one at a time (one log)
 // or all at once (independent transactions).
 func BenchmarkGroupCommit(b *testing.B) {
@@ -603,10 +603,10 @@ func BenchmarkGroupCommit(b *testing.B) {
 		serial bool
 	}{{"free", 0, false}, {"serial-100µs", 100 * time.Microsecond, true}, {"parallel-100µs", 100 * time.Microsecond, false}}
 	for _, c := range costs {
-		for _, off := range []bool{false, true} {
-			b.Run(fmt.Sprintf("cost=%s/off=%v", c.name, off), func(b *testing.B) {
+		for _, g := range []GroupCommit{{}, {MaxInFlight: 4}, {Off: true}} {
+			b.Run(fmt.Sprintf("cost=%s/inflight=%d/off=%v", c.name, g.MaxInFlight, g.Off), func(b *testing.B) {
 				d := newCountingDriver(b)
-				s := WrapWith(d, WrapOptions{GroupCommit: GroupCommit{Off: off}})
+				s := WrapWith(d, WrapOptions{GroupCommit: g})
 				ids := createRuns(b, s, "run", 64)
 				d.cost, d.serialCost = c.cost, c.serial
 				benchmarkUpdates(b, s, ids)
