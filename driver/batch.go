@@ -11,7 +11,8 @@ import (
 // BatchInserter is a Driver's insert of many runs in one atomic write, for
 // stores where a write costs more than its rows (a transaction, an fsync).
 // It is optional: without it the kit's store is no runstate.BatchCreator,
-// since single inserts cannot be all or none.
+// since single inserts cannot be all or none. With it, concurrent
+// CreateRun calls also share InsertMany calls (GroupCommit).
 type BatchInserter interface {
 	// InsertMany stores every run with its created event, all or none, in
 	// one atomic write (BATCH-001). A run whose RunID exists: a
@@ -22,7 +23,8 @@ type BatchInserter interface {
 
 // BatchModifier is a Driver's Modify of many runs in one atomic write. It
 // is optional: without it the kit applies a batch's updates one Modify
-// each, with the same outcome per item.
+// each, with the same outcome per item. With it, concurrent single writes
+// also share ModifyMany calls (GroupCommit).
 type BatchModifier interface {
 	// ModifyMany reads each item's run, calls its Change with it as Modify
 	// does, and stores every Change in one atomic write (BATCH-004). The

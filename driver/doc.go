@@ -12,7 +12,10 @@
 //   - claim-next, over the driver's candidates, unless the driver claims in
 //     one step of its own ([NextClaimer]);
 //   - the contract's errors, with driver errors that carry no runstate.Code
-//     mapped to runstate.ErrUnavailable.
+//     mapped to runstate.ErrUnavailable;
+//   - group commit: concurrent single writes coalesced into one write of
+//     the driver's batch interfaces ([GroupCommit], configured by
+//     [WrapWith]).
 //
 // A store that implements runstate.Store directly (from docs/spec.md, or in
 // another language behind the plugin protocol) needs none of this; [Checked]

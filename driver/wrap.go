@@ -28,8 +28,25 @@ type Store interface {
 // The store applies batches (runstate.BatchUpdater, runstate.BatchClaimer)
 // natively when d is a BatchModifier or BatchNextClaimer, else item by
 // item; it is a runstate.BatchCreator only when d is a BatchInserter.
-func Wrap(d Driver) Store {
+// Concurrent single writes coalesce into shared writes where d has the
+// batch interface for them (GroupCommit, with its defaults); WrapWith
+// configures that.
+func Wrap(d Driver) Store { return WrapWith(d, WrapOptions{}) }
+
+// WrapWith is Wrap with options.
+func WrapWith(d Driver, opts WrapOptions) Store {
 	w := &wrapped{d: d}
+	if !opts.GroupCommit.Off {
+		if bm, ok := d.(BatchModifier); ok {
+			w.modifies = modifyCommitter(d, bm, opts.GroupCommit)
+		}
+		if bi, ok := d.(BatchInserter); ok {
+			w.inserts = insertCommitter(d, bi, opts.GroupCommit)
+		}
+		if bc, ok := d.(BatchNextClaimer); ok {
+			w.claims = claimCommitter(w, bc, opts.GroupCommit)
+		}
+	}
 	if _, ok := d.(BatchInserter); ok {
 		return &wrappedCreator{w}
 	}
@@ -37,7 +54,14 @@ func Wrap(d Driver) Store {
 }
 
 // wrapped is the Store that Wrap returns: the kit in front of d.
-type wrapped struct{ d Driver }
+type wrapped struct {
+	d Driver
+	// modifies, inserts and claims coalesce concurrent Modify, Insert and
+	// claim-next calls (GroupCommit); nil: each call goes alone.
+	modifies *committer[func(Current) Change]
+	inserts  *committer[InsertParams]
+	claims   *committer[*claimAsk]
+}
 
 var _ Store = (*wrapped)(nil)
 
@@ -57,7 +81,18 @@ func (w *wrapped) modify(ctx context.Context, runID string, change func(Current)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if w.modifies != nil {
+		return contractError(w.modifies.do(ctx, runID, change), runID)
+	}
 	return contractError(w.d.Modify(ctx, runID, change), runID)
+}
+
+// insert is Driver.Insert, in a shared write when inserts coalesce.
+func (w *wrapped) insert(ctx context.Context, run InsertParams) error {
+	if w.inserts != nil {
+		return w.inserts.do(ctx, run.Run.RunID, run)
+	}
+	return w.d.Insert(ctx, run)
 }
 
 // number gives events their Seq, after the run's last (AUD-002, AUD-005).
@@ -84,7 +119,7 @@ func (w *wrapped) CreateRun(ctx context.Context, p runstate.CreateRunParams) (ru
 	if err != nil {
 		return runstate.RunSnapshot{}, err
 	}
-	if err := w.d.Insert(ctx, ins); err != nil {
+	if err := w.insert(ctx, ins); err != nil {
 		if runstate.CodeOf(err) == runstate.CodeAlreadyExists { // RUN-003
 			return runstate.RunSnapshot{}, alreadyExists(p.RunID)
 		}
@@ -248,6 +283,9 @@ func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) 
 	}
 	if err := ctx.Err(); err != nil {
 		return runstate.Claim{}, err
+	}
+	if w.claims != nil {
+		return w.claimShared(ctx, q, &claiming{req: c})
 	}
 	return w.claimOne(ctx, q, &claiming{req: c})
 }
