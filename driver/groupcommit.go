@@ -383,17 +383,55 @@ func (w *wrapped) claimShared(ctx context.Context, q RunnableQuery, cl *claiming
 	return cl.claim, nil
 }
 
-// claimCommitter coalesces claim-next calls of one query, TTL and owner
+// claimCommitters coalesce claim-next calls of one query, TTL and owner
 // into ClaimNextMany. The owner is part of the key because the driver
-// admits runs for one claimant (LEASE-012).
-func claimCommitter(w *wrapped, bc BatchNextClaimer, g GroupCommit) *committer[*claimAsk] {
+// admits runs for one claimant (LEASE-012). Each key has a committer of
+// its own, so that claims of different owners never wait for each other's
+// write (a fleet of workers claims as fast as it did alone); a key's
+// committer leaves the map when its last caller returns.
+type claimCommitters struct {
+	newCommitter func() *committer[*claimAsk]
+
+	mu    sync.Mutex
+	byKey map[string]*keyCommitter
+}
+
+// keyCommitter is one key's committer and the callers using it.
+type keyCommitter struct {
+	*committer[*claimAsk]
+	callers int // guarded by claimCommitters.mu
+}
+
+func claimCommitter(w *wrapped, bc BatchNextClaimer, g GroupCommit) *claimCommitters {
 	single := func(ctx context.Context, _ string, ask *claimAsk) error {
 		_, err := w.claimOne(ctx, ask.q, ask.cl)
 		return err
 	}
-	return newCommitter(g, true, single, func(ctx context.Context, batch []*groupRequest[*claimAsk]) {
-		shareClaims(ctx, bc, batch)
-	})
+	return &claimCommitters{byKey: make(map[string]*keyCommitter), newCommitter: func() *committer[*claimAsk] {
+		return newCommitter(g, true, single, func(ctx context.Context, batch []*groupRequest[*claimAsk]) {
+			shareClaims(ctx, bc, batch)
+		})
+	}}
+}
+
+// do claims through key's committer.
+func (cc *claimCommitters) do(ctx context.Context, key string, ask *claimAsk) error {
+	cc.mu.Lock()
+	kc := cc.byKey[key]
+	if kc == nil {
+		kc = &keyCommitter{committer: cc.newCommitter()}
+		cc.byKey[key] = kc
+	}
+	kc.callers++
+	cc.mu.Unlock()
+	defer func() {
+		cc.mu.Lock()
+		if kc.callers--; kc.callers == 0 {
+			delete(cc.byKey, key) // idle: no caller waits on it
+		}
+		cc.mu.Unlock()
+	}()
+	return kc.committer.do(ctx, key, ask)
 }
 
 // shareClaims claims a run for each ask of batch in one ClaimNextMany. A

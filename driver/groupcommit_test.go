@@ -257,21 +257,36 @@ func (d *countingDriver) checkRun(t *testing.T, id string, version int64) {
 }
 
 // waitQueued waits until n requests wait in c's queue.
-func waitQueued[T any](c *committer[T], n int) {
-	for {
-		c.mu.Lock()
-		waiting := 0
-		for _, r := range c.queue {
-			if r.state == queued {
-				waiting++
-			}
-		}
-		c.mu.Unlock()
-		if waiting >= n {
-			return
-		}
+func waitQueued(c queuer, n int) {
+	for c.queued() < n {
 		runtime.Gosched()
 	}
+}
+
+// queuer is a committer, or the committers of claims, whose queued
+// requests a test counts.
+type queuer interface{ queued() int }
+
+func (c *committer[T]) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	waiting := 0
+	for _, r := range c.queue {
+		if r.state == queued {
+			waiting++
+		}
+	}
+	return waiting
+}
+
+func (cc *claimCommitters) queued() int {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	waiting := 0
+	for _, kc := range cc.byKey {
+		waiting += kc.committer.queued()
+	}
+	return waiting
 }
 
 // createRuns creates n runs named prefix-0 … prefix-(n-1), alone.
@@ -294,7 +309,7 @@ func start(ctx context.Context, s Store, id string) error {
 // queueBehindAHeldWrite starts first, holds it in the driver, then starts
 // each of rest and returns once they all wait in c's queue; release lets
 // the held write go, and wait returns every call's error, first's first.
-func queueBehindAHeldWrite[T any](d *countingDriver, c *committer[T], first func() error, rest ...func() error) (release func(), wait func() []error) {
+func queueBehindAHeldWrite(d *countingDriver, c queuer, first func() error, rest ...func() error) (release func(), wait func() []error) {
 	entered, release := d.holdNext()
 	errs := make([]error, 1+len(rest))
 	var wg sync.WaitGroup

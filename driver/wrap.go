@@ -60,7 +60,7 @@ type wrapped struct {
 	// claim-next calls (GroupCommit); nil: each call goes alone.
 	modifies *committer[func(Current) Change]
 	inserts  *committer[InsertParams]
-	claims   *committer[*claimAsk]
+	claims   *claimCommitters
 }
 
 var _ Store = (*wrapped)(nil)
