@@ -240,6 +240,10 @@ func ClaimRuns(ctx context.Context, s LeaseStore, p ClaimRunsParams) (ClaimRunsR
 	if err := p.Validate(); err != nil {
 		return ClaimRunsResult{}, err
 	}
+	if _, ok := s.(RunStateStore); p.Start && !ok {
+		// Refused before anything is claimed: starting needs UpdateRun.
+		return ClaimRunsResult{}, InvalidArgument("start", "the store updates no runs (it is no RunStateStore): claim without Start")
+	}
 	var out ClaimRunsResult
 	for len(out.Claims) < p.Max {
 		claim, err := s.ClaimNextRun(ctx, ClaimNextParams{Owner: p.Owner, TTL: p.TTL, Filter: p.Filter})
@@ -262,14 +266,10 @@ func ClaimRuns(ctx context.Context, s LeaseStore, p ClaimRunsParams) (ClaimRunsR
 // startClaimed moves a run just claimed to running under its lease, or
 // releases the lease when it cannot.
 func startClaimed(ctx context.Context, s LeaseStore, claim Claim, p ClaimRunsParams) (Claim, error) {
-	runs, ok := s.(RunStateStore)
+	runs := s.(RunStateStore) // ClaimRuns checked it
 	var err error
-	if ok {
-		claim.Run, err = runs.UpdateRun(ctx, UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-			LeaseToken: claim.Lease.Token, Status: string(StatusRunning), Actor: p.Actor, Reason: p.Reason})
-	} else {
-		err = InvalidArgument("start", "the store updates no runs (it is no RunStateStore)")
-	}
+	claim.Run, err = runs.UpdateRun(ctx, UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+		LeaseToken: claim.Lease.Token, Status: string(StatusRunning), Actor: p.Actor, Reason: p.Reason})
 	if err == nil {
 		return claim, nil
 	}

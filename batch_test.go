@@ -122,3 +122,24 @@ func TestClaimRunsFallback(t *testing.T) {
 		t.Errorf("Start with status running: %v", err)
 	}
 }
+
+// leasesOnly is a store that leases runs and updates none.
+type leasesOnly struct{ runstate.LeaseStore }
+
+// Start on a store that cannot update runs is refused before any claim.
+func TestClaimRunsFallbackRefusesStartWithoutUpdates(t *testing.T) {
+	ctx := context.Background()
+	s := memorytest.Open(t, nil)
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	owner := runstate.Owner{Worker: "w1", Incarnation: "i1"}
+	_, err := runstate.ClaimRuns(ctx, leasesOnly{s}, runstate.ClaimRunsParams{Owner: owner, TTL: time.Minute, Max: 1, Start: true})
+	if !errors.Is(err, runstate.ErrInvalidArgument) {
+		t.Fatalf("Start on a lease-only store: %v, want INVALID_ARGUMENT", err)
+	}
+	page, err := s.ListRunnableRuns(ctx, runstate.ListRunnableParams{})
+	if err != nil || len(page.Runs) != 1 {
+		t.Errorf("%v, %d runnable runs; want the run left unclaimed", err, len(page.Runs))
+	}
+}

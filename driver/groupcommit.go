@@ -17,8 +17,9 @@ import (
 // writes into one driver write. It is invisible to callers except in
 // speed: each caller hears success only once its own change is committed,
 // hears its own outcome (its refusal, its ErrNotFound), and when a shared
-// write fails as a whole, each of its changes is retried alone, so that no
-// change is acknowledged unless committed, and none is applied twice.
+// write fails as a whole, each of its callers hears that failure, as from
+// a write of its own: no change is acknowledged unless committed, and none
+// is sent twice (a write that failed at its commit may have been stored).
 //
 // Writes coalesce as leader and followers: a call that finds no write of
 // its kind in flight goes at once, alone, exactly as without group commit;
@@ -104,8 +105,8 @@ type groupRequest[T any] struct {
 	state requestState  // guarded by the committer's mutex
 
 	// The outcome, set before done is closed: err is the change's own
-	// error, and alone says the shared write failed and the caller must
-	// retry the change on its own.
+	// error, and alone says the shared write did not carry the change
+	// (a claim left over) and the caller must make it on its own.
 	err   error
 	alone bool
 }
@@ -118,7 +119,7 @@ type committer[T any] struct {
 	// single is the write of one item alone, under the caller's context.
 	single func(ctx context.Context, key string, item T) error
 	// shared is the write of a batch: it sets each request's err, or alone
-	// on every request it did not settle.
+	// on a request the write did not carry.
 	shared func(ctx context.Context, batch []*groupRequest[T])
 
 	// sameKey makes a batch one key's requests (claims of one query), else
@@ -145,9 +146,8 @@ func (c *committer[T]) do(ctx context.Context, key string, item T) error {
 	if c.inFlight < c.maxInFlight && len(c.queue) == 0 && c.free(key) {
 		c.takeOffLocked(key)
 		c.mu.Unlock()
-		err := c.single(ctx, key, item)
-		c.land(key)
-		return err
+		defer c.land(key)
+		return c.single(ctx, key, item)
 	}
 	r := &groupRequest[T]{ctx: ctx, key: key, item: item, done: make(chan struct{})}
 	c.queue = append(c.queue, r)
@@ -314,8 +314,12 @@ func modifyCommitter(d Driver, bm BatchModifier, g GroupCommit) *committer[func(
 			items[i] = ModifyItem{RunID: r.key, Change: r.item}
 		}
 		if err := bm.ModifyMany(ctx, items); err != nil {
+			// Each caller hears what a write of its own that failed so
+			// would have said. Sending each change again alone could
+			// apply one twice: a write that failed at its commit may
+			// have been stored (an UNAVAILABLE says so).
 			for _, r := range batch {
-				r.alone = true // nothing was stored
+				r.err = err
 			}
 			return
 		}
@@ -335,7 +339,8 @@ func insertCommitter(d Driver, bi BatchInserter, g GroupCommit) *committer[Inser
 
 // shareInserts inserts batch in one InsertMany. InsertMany is all or none,
 // so a batch refused for an existing run gives that run its refusal and
-// goes again without it; any other failure sends each run alone.
+// goes again without it; any other failure is every caller's, as for a
+// write of its own (sending each again could store one twice).
 func shareInserts(ctx context.Context, bi BatchInserter, batch []*groupRequest[InsertParams]) {
 	pending := slices.Clone(batch)
 	for len(pending) > 0 {
@@ -351,7 +356,7 @@ func shareInserts(ctx context.Context, bi BatchInserter, batch []*groupRequest[I
 		if !errors.As(err, &itemErr) || runstate.CodeOf(itemErr.Err) != runstate.CodeAlreadyExists ||
 			itemErr.Index < 0 || itemErr.Index >= len(pending) {
 			for _, r := range pending {
-				r.alone = true // nothing was stored
+				r.err = err
 			}
 			return
 		}
@@ -457,7 +462,7 @@ func shareClaims(ctx context.Context, bc BatchNextClaimer, batch []*groupRequest
 	switch {
 	case err != nil:
 		for _, r := range batch {
-			r.alone = true // nothing was stored
+			r.err = err // as for a claim of its own (see modifyCommitter)
 		}
 		return
 	case n < 0 || n > len(offers) || n > len(batch):

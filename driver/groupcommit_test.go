@@ -351,30 +351,50 @@ func alternate(ctx context.Context, s Store, id string, more func() bool) error 
 	return err
 }
 
-// Updates queued behind a write in flight go in one ModifyMany; when it
-// fails as a whole, each goes alone, and each is applied once.
+// Updates queued behind a write in flight go in one ModifyMany, each
+// applied once.
 func TestGroupCommitCoalescesConcurrentUpdates(t *testing.T) {
-	for _, tc := range []struct {
-		name                       string
-		failModifyMany             int
-		wantModify, wantModifyMany int64
-	}{
-		{"the first alone, the others in one ModifyMany", 0, 1, 1},
-		{"a ModifyMany that failed, then each alone", 1, 50, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newCountingDriver(t)
-			s := Wrap(d)
-			ids := createRuns(t, s, "run", 50)
-			d.failModifyMany = tc.failModifyMany
-			startAllBehindAHeldWrite(t, d, s, ids)
-			if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != tc.wantModify || mm != tc.wantModifyMany {
-				t.Errorf("50 updates: %d Modify and %d ModifyMany calls; want %d and %d", m, mm, tc.wantModify, tc.wantModifyMany)
-			}
-			for _, id := range ids {
-				d.checkRun(t, id, 2)
-			}
-		})
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 50)
+	startAllBehindAHeldWrite(t, d, s, ids)
+	if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != 1 || mm != 1 {
+		t.Errorf("50 updates: %d Modify and %d ModifyMany calls; want 1 and 1", m, mm)
+	}
+	for _, id := range ids {
+		d.checkRun(t, id, 2)
+	}
+}
+
+// A ModifyMany that fails as a whole is each of its callers' failure, as
+// a Modify of their own would be, and none of its changes is sent again:
+// a write that failed at its commit may have been stored.
+func TestGroupCommitSharedWriteFailureIsEachCallersAndNeverResent(t *testing.T) {
+	d := newCountingDriver(t)
+	s := Wrap(d)
+	ids := createRuns(t, s, "run", 50)
+	d.failModifyMany = 1
+	ctx := context.Background()
+	var rest []func() error
+	for _, id := range ids[1:] {
+		rest = append(rest, func() error { return start(ctx, s, id) })
+	}
+	release, wait := queueBehindAHeldWrite(d, s.(*wrappedCreator).modifies, func() error { return start(ctx, s, ids[0]) }, rest...)
+	release()
+	for i, err := range wait() {
+		switch {
+		case i == 0 && err != nil:
+			t.Errorf("run %s, written alone: %v", ids[i], err)
+		case i > 0 && err == nil:
+			t.Errorf("run %s: its shared write failed, yet the update succeeded", ids[i])
+		}
+	}
+	if m, mm := d.modifies.Load(), d.modifyManys.Load(); m != 1 || mm != 1 {
+		t.Errorf("%d Modify and %d ModifyMany calls; want 1 and 1 (nothing sent again)", m, mm)
+	}
+	d.checkRun(t, ids[0], 2)
+	for _, id := range ids[1:] {
+		d.checkRun(t, id, 1)
 	}
 }
 

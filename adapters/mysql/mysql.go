@@ -38,6 +38,10 @@ type Options struct {
 	DSN string
 	// MaxOpenConns bounds the connection pool (default 32).
 	MaxOpenConns int
+	// GroupCommit configures how concurrent single writes share one
+	// transaction (driver.GroupCommit). The zero value turns it on, with a
+	// quarter of MaxOpenConns in flight at once; Off turns it off.
+	GroupCommit driver.GroupCommit
 	// StalledSessionTimeout is how long the server keeps a session that
 	// sends nothing (default 10s, in whole seconds; the server's
 	// wait_timeout). It ends such a session and rolls back its transaction:
@@ -151,7 +155,7 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 	if err := migrate(ctx, db); err != nil {
 		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
-	s.Store = driver.Wrap(s.runs)
+	s.Store = driver.WrapWith(s.runs, driver.WrapOptions{GroupCommit: sqlkit.GroupCommit(opts.GroupCommit, opts.MaxOpenConns)})
 	return s, nil
 }
 

@@ -56,6 +56,10 @@ type Options struct {
 	ScratchSchema bool
 	// MaxOpenConns bounds the connection pool (default 32).
 	MaxOpenConns int
+	// GroupCommit configures how concurrent single writes share one
+	// transaction (driver.GroupCommit). The zero value turns it on, with a
+	// quarter of MaxOpenConns in flight at once; Off turns it off.
+	GroupCommit driver.GroupCommit
 	// StalledSessionTimeout is how long the server keeps a session that is
 	// idle inside a transaction (default 10s; the server's
 	// idle_in_transaction_session_timeout). It ends such a session and
@@ -168,7 +172,7 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
 	s.scratch = opts.ScratchSchema
-	s.Store = driver.Wrap(s.runs)
+	s.Store = driver.WrapWith(s.runs, driver.WrapOptions{GroupCommit: sqlkit.GroupCommit(opts.GroupCommit, opts.MaxOpenConns)})
 	return s, nil
 }
 

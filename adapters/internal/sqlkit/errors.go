@@ -62,9 +62,7 @@ func ContentionPersisted(err error) error {
 // ConfigurePool bounds db's pool to maxOpen connections (32 when not
 // positive), all kept idle between calls, each retired after 30 minutes.
 func ConfigurePool(db *sqlx.DB, maxOpen int) {
-	if maxOpen <= 0 {
-		maxOpen = 32
-	}
+	maxOpen = poolSize(maxOpen)
 	db.SetMaxOpenConns(maxOpen)
 	db.SetMaxIdleConns(maxOpen)
 	db.SetConnMaxLifetime(30 * time.Minute)
