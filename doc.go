@@ -13,10 +13,11 @@
 // state machine, compare-and-set, fencing and leases, audit events, paging
 // and the errors.
 //
-// A program opens a store by name with [OpenStore] — memory, badger:PATH,
-// mysql:DSN, postgres:DSN, plugin:PATH, gateway:HOST:PORT — once the
-// packages of the kinds it offers are imported: each registers its scheme
-// with [RegisterScheme], as database/sql drivers register themselves.
+// A program opens a store by name with package stores (stores.Open) —
+// memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH,
+// gateway:HOST:PORT — once the packages of the kinds it offers are
+// imported: each registers its scheme (stores.Register), as database/sql
+// drivers register themselves.
 //
 // Errors are *[Error] values with a stable [Code]; compare them with
 // errors.Is against the Err* sentinels, never by message text.

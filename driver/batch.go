@@ -49,8 +49,9 @@ type BatchNextClaimer interface {
 	// admits, in claim order: for each it calls take and stores the Change
 	// take returns, and it answers how many it claimed. q is as for
 	// NextClaimer.ClaimNext. A driver that retries calls take afresh for
-	// each run of the retry; the claims are those of take's last n calls. It answers 0 only when no run matching q was
-	// claimable (BATCH-007), and never offers a run twice (BATCH-006).
+	// each run of the retry; the claims are those of take's last n calls.
+	// It answers 0 only when no run matching q was claimable (BATCH-007),
+	// and never offers a run twice (BATCH-006).
 	ClaimNextMany(ctx context.Context, q RunnableQuery, max int, take func(Current) Change) (int, error)
 }
 

@@ -27,8 +27,8 @@ import (
 // changes it and copies what it returns of it, so Modify may pass what it
 // keeps as it is.
 //
-// The functions the kit passes to Modify and NextClaimer.ClaimNext decide
-// only: they never call the driver, block or fail, so a driver may call
+// The functions the kit passes to Modify, NextClaimer.ClaimNext and their
+// batch forms (ModifyMany, ClaimNextMany) decide only: they never call the driver, block or fail, so a driver may call
 // them holding a lock or inside a transaction.
 type Driver interface {
 	// Now returns the store's time, which stamps creations: the same clock

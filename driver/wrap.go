@@ -10,7 +10,8 @@ import (
 )
 
 // Store is what Wrap returns: a runstate.Store that also tells who holds a
-// run's lease.
+// run's lease and takes batches of updates and claims (a BatchCreator too
+// when the driver is a BatchInserter).
 type Store interface {
 	runstate.Store
 	runstate.LeaseReader

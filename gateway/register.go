@@ -7,7 +7,7 @@ import (
 )
 
 // A store behind a gateway opens by the name "gateway:HOST:PORT"
-// (stores.Open), configured by OpenOptions.Gateway. Its token
+// (stores.Open), configured by stores.Options.Gateway. Its token
 // comes from the token file or the environment, never from the name.
 func init() {
 	stores.Register(stores.Scheme{

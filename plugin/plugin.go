@@ -6,14 +6,14 @@
 //	func main() { plugin.Serve(mystore.New()) }
 //
 // (or plugin.ServeOpener for a store made from the host's configuration),
-// and a host opens the binary and gets the spec interfaces back:
+// and a host opens the binary and gets the runstate interfaces back:
 //
 //	c, err := plugin.Open(ctx, "./runstate-plugin-badger", plugin.Options{Config: map[string]string{"dir": "/var/lib/runstate"}})
 //	store := c.Store()
 //	defer c.Close()
 //
 // Errors keep their identity across the boundary: errors.Is works on the
-// host for every spec sentinel, with the details (from/to, versions, field).
+// host for every runstate sentinel, with the details (from/to, versions, field).
 // A plugin process that dies turns every call into runstate.ErrUnavailable
 // within a fraction of a second, and the plugin's log lines reach the host's
 // slog logger.

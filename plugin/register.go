@@ -9,7 +9,7 @@ import (
 )
 
 // A plugin store opens by the name "plugin:PATH" (stores.Open),
-// configured by OpenOptions.Plugin.
+// configured by stores.Options.Plugin.
 func init() {
 	stores.Register(stores.Scheme{
 		Name: "plugin", Arg: "PATH", ArgMeans: "the plugin binary", Example: "plugin:./runstate-plugin-badger",

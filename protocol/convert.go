@@ -10,7 +10,7 @@ import (
 	"github.com/runstate/runstate/protocol/pb"
 )
 
-// Conversions between spec types and their protobuf messages. A zero
+// Conversions between runstate types and their protobuf messages. A zero
 // time travels as an absent timestamp, a nil pointer as an absent field.
 
 func ts(t time.Time) *timestamppb.Timestamp {

@@ -82,7 +82,7 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 	defer s.mu.Unlock()
 	if s.open != nil {
 		if s.store != nil {
-			return nil, toStatus(runstate.InvalidArgument("open", "the plugin's store is open already"))
+			return nil, toStatus(runstate.InvalidArgument("open", "the served store is open already"))
 		}
 		store, err := s.open(ctx, r.Config)
 		if err != nil {
@@ -101,7 +101,7 @@ func (s *Service) get() (runstate.RunStateStore, runstate.LeaseStore, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.store == nil {
-		return nil, nil, toStatus(runstate.Unavailable("the plugin's store is not open: the host must call Open first", nil))
+		return nil, nil, toStatus(runstate.Unavailable("the served store is not open: the client must call Open first", nil))
 	}
 	return s.store, s.leases, nil
 }
@@ -109,7 +109,7 @@ func (s *Service) get() (runstate.RunStateStore, runstate.LeaseStore, error) {
 func (s *Service) leaseStore() (runstate.LeaseStore, error) {
 	_, l, err := s.get()
 	if err == nil && l == nil {
-		err = toStatus(runstate.InvalidArgument("leases", "the plugin's store does not implement runstate.LeaseStore"))
+		err = toStatus(runstate.InvalidArgument("leases", "the served store does not implement runstate.LeaseStore"))
 	}
 	return l, err
 }

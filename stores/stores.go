@@ -86,7 +86,9 @@ func (s Scheme) form() string {
 // concern it and ignores the others.
 type Options struct {
 	// Logger receives the store's own logs, and a line saying which store
-	// is in use (and a warning for one that keeps nothing); nil discards them.
+	// is in use (and a warning for one that keeps nothing). Nil leaves each
+	// kind to its default: the adapters log to slog.Default(), the plugin
+	// and gateway schemes' own lines are dropped.
 	Logger *slog.Logger
 	// MaxOpenConns bounds a SQL store's connection pool; 0 leaves the
 	// adapter's default.

@@ -44,21 +44,7 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopWork(nil)
 	park := make(chan struct{})
-	go func() { // the signal: waits park at once; the rest gets the grace period
-		select {
-		case <-ctx.Done():
-		case <-work.Done():
-			return
-		}
-		a.log.Info("stopping: the run in hand may finish within the grace period, then it is interrupted (a waiting run is released at once)",
-			"run_id", run.RunID, "grace", grace)
-		close(park)
-		select {
-		case <-time.After(grace):
-			stopWork(errShutdown)
-		case <-work.Done():
-		}
-	}()
+	go a.stopOnSignal(ctx, work, stopWork, park, run.RunID, grace)
 	keeping := make(chan struct{})
 	go func() { defer close(keeping); tr.KeepLease(work, a.g.renew, stopWork) }()
 	err = workflow.Execute(work, tr, wf, workflow.Options{Park: park, Supervisor: a.supervisor,
@@ -107,6 +93,25 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	final, _ := tr.Refresh(context.Background())
 	a.metrics.observeFinished(final)
 	return final, nil
+}
+
+// stopOnSignal waits for ctx (the signal) to end while the work goes on:
+// then waits park at once (close(park)), and the rest of the work gets the
+// grace period before it is stopped with errShutdown.
+func (a *app) stopOnSignal(ctx, work context.Context, stopWork context.CancelCauseFunc, park chan<- struct{}, runID string, grace time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-work.Done():
+		return
+	}
+	a.log.Info("stopping: the run in hand may finish within the grace period, then it is interrupted (a waiting run is released at once)",
+		"run_id", runID, "grace", grace)
+	close(park)
+	select {
+	case <-time.After(grace):
+		stopWork(errShutdown)
+	case <-work.Done():
+	}
 }
 
 // leaseLost reports that another worker owns the run now.
