@@ -2,10 +2,12 @@ package driver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -375,17 +377,33 @@ type claimAsk struct {
 // claimShared is claim-next of cl in a shared ClaimNextMany with the
 // concurrent claims of the same query, TTL and owner.
 func (w *wrapped) claimShared(ctx context.Context, q RunnableQuery, cl *claiming) (runstate.Claim, error) {
-	key, err := json.Marshal(struct {
-		Query RunnableQuery
-		Claim claimRequest
-	}{q, cl.req})
-	if err != nil {
-		return runstate.Claim{}, runstate.Unavailable("claim-next: its query has no key", err)
-	}
-	if err := w.claims.do(ctx, string(key), &claimAsk{q: q, cl: cl}); err != nil {
+	if err := w.claims.do(ctx, claimKey(q, cl.req), &claimAsk{q: q, cl: cl}); err != nil {
 		return runstate.Claim{}, err
 	}
 	return cl.claim, nil
+}
+
+// claimKey names what a claim-next asks for, so that only claims that ask
+// for the same (owner, TTL, statuses, workflow, labels) share a write.
+// Every part is quoted, so that no two different asks have one key; a
+// field that decides a claim and is left out here would let claims of
+// different asks share one, so a new one belongs here too.
+func claimKey(q RunnableQuery, req claimRequest) string {
+	parts := []string{req.Owner.Worker, req.Owner.Incarnation, req.TTL.String(), q.WorkflowName}
+	for _, st := range req.Statuses {
+		parts = append(parts, "req:"+string(st))
+	}
+	for _, st := range q.Statuses {
+		parts = append(parts, "q:"+string(st))
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.Labels)) {
+		parts = append(parts, "label:"+k, q.Labels[k])
+	}
+	var b strings.Builder
+	for _, part := range parts {
+		b.WriteString(strconv.Quote(part))
+	}
+	return b.String()
 }
 
 // claimCommitters coalesce claim-next calls of one query, TTL and owner

@@ -663,3 +663,33 @@ func benchmarkUpdates(b *testing.B, s Store, ids []string) {
 		}
 	})
 }
+
+// Claims share a write only when they ask for the same thing: another
+// owner, incarnation, TTL, status or label is another key.
+func TestClaimKeySeparatesEveryAsk(t *testing.T) {
+	owner := runstate.Owner{Worker: "w", Incarnation: "1"}
+	base := func() (RunnableQuery, claimRequest) {
+		return RunnableQuery{Statuses: []runstate.RunStatus{runstate.StatusQueued}, WorkflowName: "wf", Labels: map[string]string{"a": "1", "b": "2"}},
+			claimRequest{Owner: owner, TTL: time.Minute, Statuses: []runstate.RunStatus{runstate.StatusQueued}}
+	}
+	q, req := base()
+	key := claimKey(q, req)
+	if q2, req2 := base(); claimKey(q2, req2) != key {
+		t.Errorf("the same ask has two keys")
+	}
+	for name, change := range map[string]func(*RunnableQuery, *claimRequest){
+		"worker":      func(_ *RunnableQuery, r *claimRequest) { r.Owner.Worker = "w2" },
+		"incarnation": func(_ *RunnableQuery, r *claimRequest) { r.Owner.Incarnation = "2" },
+		"ttl":         func(_ *RunnableQuery, r *claimRequest) { r.TTL = time.Hour },
+		"status":      func(q *RunnableQuery, _ *claimRequest) { q.Statuses = []runstate.RunStatus{runstate.StatusWaiting} },
+		"workflow":    func(q *RunnableQuery, _ *claimRequest) { q.WorkflowName = "other" },
+		"label value": func(q *RunnableQuery, _ *claimRequest) { q.Labels = map[string]string{"a": "1", "b": "3"} },
+		"label split": func(q *RunnableQuery, _ *claimRequest) { q.Labels = map[string]string{"a": "1\"b\"2"} },
+	} {
+		q, req := base()
+		change(&q, &req)
+		if claimKey(q, req) == key {
+			t.Errorf("another %s, the same key", name)
+		}
+	}
+}
