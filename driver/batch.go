@@ -146,13 +146,16 @@ func (w *wrapped) claimMany(ctx context.Context, bc BatchNextClaimer, q Runnable
 		return runstate.ClaimRunsResult{}, runstate.Unavailable(fmt.Sprintf("claim-runs: the store reported %d claims, of %d offered", n, len(taken)), nil)
 	}
 	out := runstate.ClaimRunsResult{Claims: make([]runstate.Claim, 0, n)}
+	var refused error
 	for _, cl := range taken[len(taken)-n:] {
-		if cl.refused != nil { // the driver offered a run q does not admit
-			return runstate.ClaimRunsResult{}, runstate.Unavailable("claim-runs: the store offered a run it may not claim", cl.refused)
+		if cl.refused != nil { // the driver offered a run q does not admit: nothing stored for it
+			refused = runstate.Unavailable("claim-runs: the store offered a run it may not claim", cl.refused)
+			continue
 		}
 		out.Claims = append(out.Claims, cl.claim)
 	}
-	return out, nil
+	// The other claims were committed: they are the caller's, with the error.
+	return out, refused
 }
 
 // wrappedCreator is the kit's store over a BatchInserter: a
