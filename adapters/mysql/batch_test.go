@@ -18,7 +18,8 @@ func TestBatchIsOneTransaction(t *testing.T) {
 	// CreateRuns reads the time (outside the transaction) and which ids
 	// exist, then inserts runs, labels and events; ClaimRuns and
 	// UpdateRuns lock their rows, insert events and update the rows.
-	benchutil.CheckBatchCosts(t, s, &counter, 100, map[string]int64{"CreateRuns": 5, "ClaimRuns": 3, "UpdateRuns": 3})
+	benchutil.CheckBatchCosts(t, s, &counter, 100, map[string]benchutil.Cost{
+		"CreateRuns": {Commits: 1, Statements: 5}, "ClaimRuns": {Commits: 1, Statements: 3}, "UpdateRuns": {Commits: 1, Statements: 3}})
 }
 
 // Of two batches racing to create one run_id, one is created whole, and

@@ -218,7 +218,8 @@ func (b *blocker) Rollback() error { return b.tx.Rollback() }
 func TestConnectionKilledMidCall(t *testing.T) {
 	srv, db := freshDB(t)
 	sqltest.SessionEndedMidCall(t, open(t, srv.DSN(db)), func(t *testing.T) sqltest.Blocker { return newBlocker(t, srv, db) },
-		"SELECT run_id FROM runstate_runs WHERE run_id = ? FOR UPDATE", "INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, '{}')")
+		sqltest.SessionEndedSQL{LockRow: "SELECT run_id FROM runstate_runs WHERE run_id = ? FOR UPDATE", WaitsForRow: "SELECT r.run_id",
+			InsertAudit: "INSERT INTO runstate_audit (run_id, seq, event) VALUES (?, ?, '{}')", WaitsForAudit: "INSERT INTO runstate_audit"})
 }
 
 // A scratch database is created by Open and dropped by Close; a database

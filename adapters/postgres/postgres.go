@@ -135,6 +135,14 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 	if _, set := cfg.RuntimeParams["application_name"]; !set {
 		cfg.RuntimeParams["application_name"] = "runstate"
 	}
+	// Every statement is prepared once per connection (pgx's statement
+	// cache) and planned once: the lean writes bind whole columns as
+	// arrays, whose custom plans cost more to make, each time, than the
+	// statement costs to run; and every statement here finds its rows
+	// through an index whatever the values. A value in the DSN wins.
+	if _, set := cfg.RuntimeParams["plan_cache_mode"]; !set {
+		cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	stalled := opts.StalledSessionTimeout
 	if stalled <= 0 {
 		stalled = 10 * time.Second
@@ -177,9 +185,10 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 }
 
 // announceRunnable tells the workers that watch (Options.NotifyRunnable)
-// that a run became claimable without a lease: the notice is sent at
-// commit, once per transaction.
-func announceRunnable(ctx context.Context, tx *sqlx.Tx) error {
+// that a run became claimable without a lease: once per transaction, sent
+// at its commit, or after the commit of a lean write (a statement of its
+// own).
+func announceRunnable(ctx context.Context, tx sqlx.ExecerContext) error {
 	_, err := tx.ExecContext(ctx, qNotifyRunnable)
 	return err
 }

@@ -36,7 +36,12 @@ const (
 // runColumns are read for every write: the row is locked while the store
 // decides, with the database time of the decision.
 const runColumns = `r.run_id, r.version, r.last_seq, r.snapshot, r.lease_token, r.lease_worker, r.lease_incarnation,
-	r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now`
+	r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now, ` + rowVersion + ` AS row_version`
+
+// rowVersion is the version of a row as read: its xmin, the transaction
+// that wrote this version of it, which every UPDATE of the row changes (a
+// lease-only one too), and never back within a lean write's read and write.
+const rowVersion = `CAST(CAST(r.xmin AS text) AS bigint)`
 
 var (
 	qNow      = numbered(`SELECT ` + clock)
@@ -89,6 +94,56 @@ var (
 	qSetLockWait = numbered(`SELECT set_config('lock_timeout', ?, true)`)
 )
 
+// Lean writes (sqlkit.LeanStatements): each write is one statement of
+// fixed text that binds whole columns as arrays (unnest), so that the
+// server prepares and plans it once per connection whatever the batch.
+var (
+	qReadRuns = numbered(`SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ANY (CAST(? AS text[]))`)
+	// The UPDATE writes a row only where its xmin is still the version
+	// read; the events of the rows it wrote go in with it, so a row lost
+	// to another writer leaves no event. An empty snapshot keeps the one
+	// stored (a lease-only change). A row another transaction holds is
+	// passed over (free locks the others, SKIP LOCKED), as one written
+	// meanwhile: it is read again, and in the end written the locking way,
+	// which waits for it. So the statement never waits for a row lock, and
+	// cannot deadlock.
+	qWriteRuns = `WITH v AS (
+		SELECT * FROM unnest(CAST($1 AS text[]), CAST($2 AS text[]), CAST($3 AS text[]), CAST($4 AS integer[]),
+			CAST($5 AS bigint[]), CAST($6 AS bigint[]), CAST($7 AS text[]), CAST($8 AS smallint[]), CAST($9 AS bigint[]),
+			CAST($10 AS text[]), CAST($11 AS text[]), CAST($12 AS timestamptz[]), CAST($13 AS timestamptz[]),
+			CAST($14 AS boolean[]), CAST($15 AS bigint[]))
+		AS v (run_id, workflow_name, status, priority, version, last_seq, snapshot, queue, lease_token, lease_worker,
+			lease_incarnation, lease_acquired_at, lease_expires_at, lease_released, row_version)
+	), free AS (
+		SELECT run_id FROM runstate_runs WHERE run_id = ANY (CAST($1 AS text[])) FOR UPDATE SKIP LOCKED
+	), written AS (
+		UPDATE runstate_runs r SET workflow_name = v.workflow_name, status = v.status, priority = v.priority,
+			version = v.version, last_seq = v.last_seq, snapshot = COALESCE(NULLIF(v.snapshot, ''), r.snapshot), queue = v.queue,
+			lease_token = v.lease_token, lease_worker = v.lease_worker, lease_incarnation = v.lease_incarnation,
+			lease_acquired_at = v.lease_acquired_at, lease_expires_at = v.lease_expires_at, lease_released = v.lease_released
+		FROM v JOIN free ON free.run_id = v.run_id
+		WHERE r.run_id = v.run_id AND r.xmin = CAST(CAST(v.row_version AS text) AS xid)
+		RETURNING r.run_id
+	), events AS (
+		INSERT INTO runstate_audit (run_id, seq, event)
+		SELECT e.run_id, e.seq, e.event FROM unnest(CAST($16 AS text[]), CAST($17 AS bigint[]), CAST($18 AS text[])) AS e (run_id, seq, event)
+		WHERE e.run_id IN (SELECT run_id FROM written)
+	)
+	SELECT run_id FROM written`
+	// A run_id that exists fails the INSERT of runs on its key, and with
+	// it the whole statement.
+	qInsertRuns = `WITH runs AS (
+		INSERT INTO runstate_runs (run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue)
+		SELECT * FROM unnest(CAST($1 AS text[]), CAST($2 AS text[]), CAST($3 AS text[]), CAST($4 AS integer[]),
+			CAST($5 AS timestamptz[]), CAST($6 AS bigint[]), CAST($7 AS bigint[]), CAST($8 AS text[]), CAST($9 AS smallint[]))
+	), labels AS (
+		INSERT INTO runstate_labels (run_id, label_key, label_value, created_at)
+		SELECT * FROM unnest(CAST($10 AS text[]), CAST($11 AS text[]), CAST($12 AS text[]), CAST($13 AS timestamptz[]))
+	)
+	INSERT INTO runstate_audit (run_id, seq, event)
+	SELECT * FROM unnest(CAST($14 AS text[]), CAST($15 AS bigint[]), CAST($16 AS text[]))`
+)
+
 // Listing and claim fragments, combined by the kit (sqlkit.Driver.ListSQL,
 // ClaimCandidates, Runnable). ListRuns
 // orders by (created_at, run_id) (LIST-005) and continues after a keyset
@@ -122,16 +177,18 @@ const (
 	// then locks the best by its key (qLockRun). A run is claimed only
 	// under its row lock, so concurrent claimers never share a run
 	// (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
-	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueUnleased + inStatuses
+	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueUnleased + byStatus
 	qTakeable     = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueLeased + inStatuses +
 		` AND (r.lease_expires_at <= ` + clock + ` OR ` + earlierLife + `)`
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE OF r SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
 	// A batch claim locks up to its size of each kind.
 	forClaimSkippingMany = byClaimOrder + ` LIMIT ? FOR UPDATE OF r SKIP LOCKED`
+	// A lean claim reads up to its size of each kind, without locking.
+	forClaimReadingMany = byClaimOrder + ` LIMIT ?`
 
 	// Runnable lists the same three kinds of run, each in claim order.
-	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + inStatuses
+	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + byStatus
 	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + inStatuses
 	qListEarlierLife = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND (` + earlierLife + `)` + inStatuses
 
@@ -197,6 +254,8 @@ var dialect = sqlkit.Dialect{
 		UpdateRuns:        bulkUpdateRuns,
 		ClaimSkippingMany: forClaimSkippingMany,
 		SetLockWait:       qSetLockWait, // for the rest of the transaction, which writes only the row it locks
+		Lean: sqlkit.LeanStatements{ReadRuns: qReadRuns, WriteRuns: qWriteRuns, InsertRuns: qInsertRuns,
+			ClaimReadingMany: forClaimReadingMany},
 
 		ListColumns:    listColumns,
 		WhereTrue:      whereTrue,
@@ -225,10 +284,14 @@ var dialect = sqlkit.Dialect{
 	// a message of up to 1 GB.
 	MaxParams:    65535,
 	MaxBulkBytes: 64 << 20,
-	Retryable:    retryable,
-	Interpret:    interpretError,
-	LockTimedOut: func(err error) bool { return hasState(err, stateLockNotAvailable) },
-	LockWaitArg:  func(limit time.Duration) any { return strconv.FormatInt(limit.Milliseconds(), 10) + "ms" },
+	// claim_by_status leads with the status: a part per status reads it
+	// in claim order (no sort), even on a table the server has not yet
+	// analysed, where a list of statuses led it to sort the whole queue.
+	UnleasedByStatus: true,
+	Retryable:        retryable,
+	Interpret:        interpretError,
+	LockTimedOut:     func(err error) bool { return hasState(err, stateLockNotAvailable) },
+	LockWaitArg:      func(limit time.Duration) any { return strconv.FormatInt(limit.Milliseconds(), 10) + "ms" },
 }
 
 // withParts is one statement of parts: they are common table expressions

@@ -46,6 +46,17 @@ const insertManyAttempts = 3
 // between the check and the insert makes the insert fail on the key; the
 // transaction is then run again, and its check names the item.
 func (k *Driver) InsertMany(ctx context.Context, runs []driver.InsertParams) error {
+	if k.lean() {
+		err := k.insertLean(ctx, runs)
+		if !errors.Is(err, runstate.ErrAlreadyExists) {
+			return err
+		}
+		if i, findErr := k.existingIndex(ctx, runs); findErr != nil || i < 0 {
+			return errors.Join(err, findErr)
+		} else {
+			return &runstate.BatchItemError{Index: i, Err: runstate.ErrAlreadyExists}
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		err := k.InTx(ctx, func(tx *sqlx.Tx) error { return k.insertMany(ctx, tx, runs) })
 		var itemErr *runstate.BatchItemError
@@ -112,12 +123,41 @@ func (k *Driver) existingRuns(ctx context.Context, tx *sqlx.Tx, ids []string) (m
 	return out, nil
 }
 
-// ModifyMany implements driver.BatchModifier in one transaction: one
+// ModifyMany implements driver.BatchModifier: the lean way where the
+// dialect has it (lean.go), and the locking way for the items that lean
+// writes leave.
+func (k *Driver) ModifyMany(ctx context.Context, items []driver.ModifyItem) error {
+	if !k.lean() {
+		return k.modifyManyLocked(ctx, items)
+	}
+	rest, err := k.modifyLean(ctx, items)
+	if err != nil || len(rest) == 0 {
+		return err
+	}
+	locking := make([]driver.ModifyItem, len(rest))
+	for i, at := range rest {
+		locking[i] = driver.ModifyItem{RunID: items[at].RunID, Change: items[at].Change}
+	}
+	if err := k.modifyManyLocked(ctx, locking); err != nil {
+		// The lean writes of the other items are committed: only
+		// these hear the failure.
+		for _, at := range rest {
+			items[at].Err = err
+		}
+		return nil
+	}
+	for i, at := range rest {
+		items[at].Err = locking[i].Err
+	}
+	return nil
+}
+
+// modifyManyLocked is ModifyMany in one transaction: one
 // statement locks every item's row in run_id order (LockRuns), so that
 // batches locking some of the same runs wait for each other instead of
 // deadlocking, with the database time read once; each item's Change is
 // decided on its row and all are written together (batchWrite).
-func (k *Driver) ModifyMany(ctx context.Context, items []driver.ModifyItem) error {
+func (k *Driver) modifyManyLocked(ctx context.Context, items []driver.ModifyItem) error {
 	ids := make([]string, len(items))
 	for i, it := range items {
 		ids[i] = it.RunID
@@ -172,6 +212,11 @@ func (k *Driver) lockRuns(ctx context.Context, tx *sqlx.Tx, ids []string) (map[s
 // for the best locked candidate and claims that one run: the answer is 0
 // only when nothing matching was claimable (BATCH-007, LEASE-017).
 func (k *Driver) ClaimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
+	if k.lean() {
+		if n, ok, err := k.claimLean(ctx, q, max, take); err != nil || ok {
+			return n, err
+		}
+	}
 	skipping, err := k.claimCandidates(q, k.sql.ClaimSkippingMany, []any{max})
 	if err != nil {
 		return 0, err

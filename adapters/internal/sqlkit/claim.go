@@ -34,6 +34,11 @@ import (
 // transaction ends having written nothing and claim-next looks again from
 // the start.
 func (k *Driver) ClaimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	if k.lean() {
+		if _, ok, err := k.claimLean(ctx, q, 1, take); err != nil || ok {
+			return ok, err
+		}
+	}
 	skipping, err := k.ClaimCandidates(q, k.sql.ClaimSkipping)
 	if err != nil {
 		return false, err
@@ -154,10 +159,24 @@ func (k *Driver) ClaimCandidates(q driver.RunnableQuery, lock string) (Statement
 // binds tailArgs.
 func (k *Driver) claimCandidates(q driver.RunnableQuery, tail string, tailArgs []any) (Statement, error) {
 	owner, clock, statuses := *q.Claimant, k.clockParam(), statusArgs(q)
-	return k.union([]part{
-		{k.sql.UnleasedHead, []any{clock, statuses}},
-		{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}},
-	}, q, tail, tailArgs)
+	parts := k.unleasedParts(k.sql.UnleasedHead, q, clock)
+	parts = append(parts, part{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}})
+	return k.union(parts, q, tail, tailArgs)
+}
+
+// unleasedParts are the parts that read the unleased queue's head with
+// clause (UnleasedHead or ListUnleased), which binds lead (UnleasedHead's
+// clock) and then the statuses q admits: one part of them all, or with
+// Dialect.UnleasedByStatus one part per status.
+func (k *Driver) unleasedParts(clause Clause, q driver.RunnableQuery, lead ...any) []part {
+	if !k.dialect.UnleasedByStatus {
+		return []part{{clause, append(lead, statusArgs(q))}}
+	}
+	parts := make([]part, len(q.Statuses))
+	for i, st := range q.Statuses {
+		parts[i] = part{clause, append(slices.Clip(lead), string(st))}
+	}
+	return parts
 }
 
 // Runnable implements driver.Driver: the unleased runs in claim order, the
@@ -183,10 +202,7 @@ func (k *Driver) Runnable(ctx context.Context, q driver.RunnableQuery) ([]runsta
 // instant (LEASE-017).
 func (k *Driver) runnableSQL(q driver.RunnableQuery) (Statement, error) {
 	statuses := statusArgs(q)
-	heads := []part{
-		{k.sql.ListUnleased, []any{statuses}},
-		{k.sql.ListExpired, []any{k.clockParam(), statuses}},
-	}
+	heads := append(k.unleasedParts(k.sql.ListUnleased, q), part{k.sql.ListExpired, []any{k.clockParam(), statuses}})
 	if o := q.Claimant; o != nil { // leases of its worker's earlier incarnations (LEASE-012)
 		heads = append(heads, part{k.sql.ListEarlierLife, []any{o.Worker, o.Incarnation, statuses}})
 	}

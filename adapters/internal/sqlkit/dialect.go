@@ -45,8 +45,16 @@ type Dialect struct {
 	// OnRunnable, optional, runs in the transaction of a write that makes
 	// a run claimable without a lease (created so, or moved there from a
 	// lease or another status): PostgreSQL announces it with NOTIFY. A
-	// batch runs it once.
-	OnRunnable func(ctx context.Context, tx *sqlx.Tx) error
+	// batch runs it once; a lean write runs it after its commit, on the
+	// pool.
+	OnRunnable func(ctx context.Context, tx sqlx.ExecerContext) error
+	// UnleasedByStatus makes the kit read the head of the unleased queue
+	// one status at a time, a part per status (Statements.UnleasedHead and
+	// ListUnleased then bind one status, not a list), and merge the parts
+	// in claim order: an index that leads with the status gives each part
+	// in claim order by an equality, which a planner reads in order even
+	// before it has statistics of the table (PostgreSQL).
+	UnleasedByStatus bool
 	// MaxParams and MaxBulkBytes bound one statement of a Bulk: its bound
 	// values, and the bytes of its text values (the engine's packet).
 	// A row larger than MaxBulkBytes still goes alone.
@@ -133,6 +141,9 @@ type Statements struct {
 	// after the lock when it would outlive the transaction.
 	SetLockWait, ResetLockWait string
 
+	// Lean, optional, makes every write one statement (lean.go).
+	Lean LeanStatements
+
 	// ListRuns fragments: ListColumns [hint] WhereTrue [ByStatus]
 	// [ByWorkflow] [HasLabel…] [CreatedFrom] [CreatedBefore]
 	// [AfterCreated] ByCreatedLimit. The statement reads snapshot,
@@ -149,14 +160,16 @@ type Statements struct {
 	// ByCreatedLimit orders by (created_at, run_id) and limits (limit).
 	ByCreatedLimit string
 
-	// Claim-next candidates: UnleasedHead (clock, statuses) and Takeable
+	// Claim-next candidates: UnleasedHead (clock, statuses; with
+	// Dialect.UnleasedByStatus, clock, status) and Takeable
 	// (clock, statuses, worker, incarnation), each followed by the filters
 	// and a locking tail, ClaimSkipping (lock, passing over rows other
 	// transactions hold) or ClaimReading (a plain read).
 	UnleasedHead, Takeable      Clause
 	ClaimSkipping, ClaimReading string
 
-	// Runnable's parts: ListUnleased (statuses), ListExpired (clock,
+	// Runnable's parts: ListUnleased (statuses; with
+	// Dialect.UnleasedByStatus, status), ListExpired (clock,
 	// statuses), ListEarlierLife (worker, incarnation, statuses), each
 	// followed by the filters, [AfterClaimPos (priority, created_at,
 	// run_id)] and ByClaimOrderLimit (limit).

@@ -28,6 +28,9 @@ type row struct {
 	LeaseExpiresAt   sql.NullTime `db:"lease_expires_at"`
 	LeaseReleased    bool         `db:"lease_released"`
 	Now              time.Time    `db:"now"`
+	// RowVersion is the engine's version of the row as read, which lean
+	// writes compare (LeanStatements.ReadRuns); 0 where it is not read.
+	RowVersion int64 `db:"row_version"`
 }
 
 // lease is the row's lease.

@@ -17,6 +17,9 @@ import (
 // created event, in one transaction. A duplicate run_id is
 // ErrAlreadyExists (Dialect.Interpret).
 func (k *Driver) Insert(ctx context.Context, r driver.InsertParams) error {
+	if k.lean() {
+		return k.insertLean(ctx, []driver.InsertParams{r})
+	}
 	return k.InTx(ctx, func(tx *sqlx.Tx) error {
 		run := r.Run
 		b, err := json.Marshal(run)
@@ -45,6 +48,13 @@ func (k *Driver) Insert(ctx context.Context, r driver.InsertParams) error {
 // one wins (CAS-003); the audit rows commit with the change (AUD-005), so
 // reads never see one without the other (LIN-001).
 func (k *Driver) Modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
+	if k.lean() {
+		items := []driver.ModifyItem{{RunID: runID, Change: change}}
+		if err := k.ModifyMany(ctx, items); err != nil {
+			return err
+		}
+		return items[0].Err
+	}
 	return k.InTx(ctx, func(tx *sqlx.Tx) error {
 		locked, err := k.lockRun(ctx, tx, runID)
 		if err != nil {

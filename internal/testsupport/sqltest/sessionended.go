@@ -9,6 +9,18 @@ import (
 	"github.com/runstate/runstate"
 )
 
+// SessionEndedSQL is an engine's SQL for SessionEndedMidCall: the
+// blocker's statements, and how the store's statements that wait for
+// what they hold begin.
+type SessionEndedSQL struct {
+	// LockRow (run_id) locks a run's row; the store waits for it in a
+	// statement beginning with WaitsForRow.
+	LockRow, WaitsForRow string
+	// InsertAudit (run_id, seq) inserts an audit row; the store waits for
+	// its key in a statement beginning with WaitsForAudit.
+	InsertAudit, WaitsForAudit string
+}
+
 // Blocker is a session of its own that holds, in a transaction, the lock
 // a store's call will wait for.
 type Blocker interface {
@@ -25,9 +37,8 @@ type Blocker interface {
 // SessionEndedMidCall checks a session the server ends in the middle of a
 // transaction (killed, or its backend terminated): the caller gets
 // UNAVAILABLE, nothing of the call is written, and the next call works on
-// the same store, whose pool replaces the dead sessions. lockRow (run_id)
-// and insertAudit (run_id, seq) are the engine's SQL for the blocker.
-func SessionEndedMidCall(t *testing.T, s runstate.Store, newBlocker func(t *testing.T) Blocker, lockRow, insertAudit string) {
+// the same store, whose pool replaces the dead sessions.
+func SessionEndedMidCall(t *testing.T, s runstate.Store, newBlocker func(t *testing.T) Blocker, q SessionEndedSQL) {
 	ctx := context.Background()
 	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "kill"})
 	if err != nil {
@@ -54,13 +65,13 @@ func SessionEndedMidCall(t *testing.T, s runstate.Store, newBlocker func(t *test
 		waits string // how the statement held up begins
 		patch runstate.UpdateRunParams
 	}{
-		{"while waiting for the run's row lock", func(b Blocker) error { return b.Exec(lockRow, run.RunID) },
-			"SELECT r.run_id", runstate.UpdateRunParams{Status: "waiting"}},
+		{"while waiting for the run's row lock", func(b Blocker) error { return b.Exec(q.LockRow, run.RunID) },
+			q.WaitsForRow, runstate.UpdateRunParams{Status: "waiting"}},
 		// A forbidden transition writes two events (rejected, then the move
 		// to failed); the second one's key is taken here, so the call has
 		// written one audit row when it starts waiting.
-		{"after writing the first of two audit rows", func(b Blocker) error { return b.Exec(insertAudit, run.RunID, 4) },
-			"INSERT INTO runstate_audit", runstate.UpdateRunParams{Status: "queued"}},
+		{"while writing the second of two audit rows", func(b Blocker) error { return b.Exec(q.InsertAudit, run.RunID, 4) },
+			q.WaitsForAudit, runstate.UpdateRunParams{Status: "queued"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, events := state()

@@ -1,0 +1,422 @@
+package sqlkit
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
+)
+
+// Lean writes (Statements.Lean, PostgreSQL): a write is one statement, in
+// a transaction of its own, instead of BEGIN, a locking read, an INSERT of
+// the events, an UPDATE and COMMIT.
+//
+// An update reads its rows without locking them, decides each Change on
+// what it read, and then writes every row, with its events, in one
+// statement that writes a row only where it is still the version that was
+// read (the engine's row version, PostgreSQL's xmin, which every write of
+// the row changes, lease-only ones included) and inserts the events of
+// the rows it wrote. A row written meanwhile by another transaction is not
+// written: it is read and decided again, and after leanAttempts such
+// losses it goes the locking way, which always progresses. So a write is
+// still decided on the row as committed just before it, with the database
+// time read with the row, and of writers racing from one version exactly
+// one wins (CAS-003, LEASE-002); its events commit with it (AUD-005).
+//
+// A write that changes a run's labels goes the locking way: rewriting
+// them is two statements on one table, whose order one statement cannot
+// fix.
+
+// leanAttempts bounds the lean rounds of one write before the rows it
+// lost to other writers go the locking way.
+const leanAttempts = 3
+
+// LeanStatements are the statements of lean writes. Each binds whole
+// columns as arrays, so its text is the same for one row or a thousand and
+// the server prepares and plans it once per connection.
+type LeanStatements struct {
+	// ReadRuns reads runs' rows without locking them, with the database
+	// time and each row's version as row_version (clock, run_ids).
+	ReadRuns string
+	// WriteRuns writes rows that are still at the version read, and the
+	// events of the rows it wrote, and returns the run_id of each row
+	// written. Its arguments are leanRows.args: one array per column
+	// (run_id, workflow_name, status, priority, version, last_seq,
+	// snapshot or "" to keep it, queue, lease_token, lease_worker,
+	// lease_incarnation, lease_acquired_at, lease_expires_at,
+	// lease_released, row_version) and three for the events (run_id, seq,
+	// event).
+	WriteRuns string
+	// InsertRuns inserts runs, their labels and their created events
+	// (arguments: leanInserts.args), all or none: a run_id that exists
+	// fails the statement, which then stores nothing.
+	InsertRuns string
+	// ClaimReadingMany is ClaimReading for up to (limit) runs of each
+	// part: claim candidates read without locking.
+	ClaimReadingMany string
+}
+
+// lean reports whether the dialect writes the lean way.
+func (k *Driver) lean() bool { return k.sql.Lean.WriteRuns != "" }
+
+// leanRows are the columns of the rows WriteRuns writes, and the events.
+type leanRows struct {
+	runIDs, workflows, statuses, snapshots, workers, incarnations []string
+	priorities                                                    []int32
+	queues                                                        []int16
+	versions, lastSeqs, tokens, rowVersions                       []int64
+	acquiredAt, expiresAt                                         []*time.Time
+	released                                                      []bool
+	eventRuns, events                                             []string
+	eventSeqs                                                     []int64
+}
+
+// add appends w, a change of a row read with its version.
+func (l *leanRows) add(w rowWrite, c driver.Change) error {
+	snapshot := "" // unchanged
+	if c.Run != nil {
+		b, err := json.Marshal(w.next)
+		if err != nil {
+			return err
+		}
+		snapshot = string(b)
+	}
+	l.runIDs = append(l.runIDs, w.locked.RunID)
+	l.workflows = append(l.workflows, w.next.WorkflowName)
+	l.statuses = append(l.statuses, string(w.next.Status))
+	l.priorities = append(l.priorities, int32(w.next.Priority))
+	l.versions = append(l.versions, w.next.Version)
+	l.lastSeqs = append(l.lastSeqs, w.lastSeq)
+	l.snapshots = append(l.snapshots, snapshot)
+	l.queues = append(l.queues, int16(driver.QueueOf(w.next, w.lease)))
+	l.tokens = append(l.tokens, w.lease.Token)
+	l.workers = append(l.workers, w.lease.Owner.Worker)
+	l.incarnations = append(l.incarnations, w.lease.Owner.Incarnation)
+	l.acquiredAt = append(l.acquiredAt, timeOrNil(w.lease.AcquiredAt))
+	l.expiresAt = append(l.expiresAt, timeOrNil(w.lease.ExpiresAt))
+	l.released = append(l.released, w.lease.Released)
+	l.rowVersions = append(l.rowVersions, w.locked.RowVersion)
+	for _, ev := range c.Events {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		l.eventRuns, l.eventSeqs, l.events = append(l.eventRuns, ev.RunID), append(l.eventSeqs, ev.Seq), append(l.events, string(b))
+	}
+	return nil
+}
+
+// args are WriteRuns's arguments.
+func (l *leanRows) args() []any {
+	return []any{l.runIDs, l.workflows, l.statuses, l.priorities, l.versions, l.lastSeqs, l.snapshots, l.queues, l.tokens,
+		l.workers, l.incarnations, l.acquiredAt, l.expiresAt, l.released, l.rowVersions, l.eventRuns, l.eventSeqs, l.events}
+}
+
+// timeOrNil is &t, or nil (NULL) for the zero time.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// leanDecision is one item of a lean round: its row as read and its change.
+type leanDecision struct {
+	item  int // index in the round's items
+	write rowWrite
+	cur   driver.Current
+	c     driver.Change
+}
+
+// modifyLean is ModifyMany the lean way. Items it could not write the
+// lean way (lost leanAttempts times, or relabelling) are returned, to go
+// the locking way; the others have their outcome in Err (nil: written, or
+// nothing to write). A failure before anything was stored is the call's
+// error; after, it is the Err of every item not written.
+func (k *Driver) modifyLean(ctx context.Context, items []driver.ModifyItem) (rest []int, err error) {
+	pending := make([]int, len(items))
+	for i := range pending {
+		pending[i] = i
+	}
+	stored := false
+	for attempt := 0; attempt < leanAttempts && len(pending) > 0; attempt++ {
+		lost, locking, err := k.modifyLeanRound(ctx, items, pending)
+		if err != nil && !stored {
+			return nil, err
+		}
+		if err != nil {
+			for _, p := range append(rest, pending...) {
+				items[p].Err = err
+			}
+			return nil, nil
+		}
+		stored = stored || len(lost)+len(locking) < len(pending)
+		pending, rest = lost, append(rest, locking...)
+	}
+	return append(rest, pending...), nil
+}
+
+// modifyLeanRound reads the pending items' rows, decides and writes them,
+// and returns those another writer changed meanwhile (to decide again)
+// and those that must go the locking way.
+func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem, pending []int) (lost, locking []int, err error) {
+	ids := make([]string, len(pending))
+	for i, p := range pending {
+		ids[i] = items[p].RunID
+	}
+	rows, err := k.readRuns(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	var decided []leanDecision
+	for _, p := range pending {
+		items[p].Err = nil
+		r, ok := rows[items[p].RunID]
+		if !ok {
+			items[p].Err = runstate.ErrNotFound
+			continue
+		}
+		cur, err := r.current()
+		if err != nil {
+			return nil, nil, err
+		}
+		c := items[p].Change(cur)
+		if c.Empty() {
+			continue
+		}
+		w := newRowWrite(r, cur, c)
+		if c.Run != nil && w.labelsChanged() {
+			locking = append(locking, p)
+			continue
+		}
+		decided = append(decided, leanDecision{item: p, write: w, cur: cur, c: c})
+	}
+	written, err := k.writeLean(ctx, decided)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range decided {
+		if !written[items[d.item].RunID] {
+			lost = append(lost, d.item)
+		}
+	}
+	return lost, locking, nil
+}
+
+// readRuns reads the rows of ids without locking them; a missing run has
+// no entry.
+func (k *Driver) readRuns(ctx context.Context, ids []string) (map[string]row, error) {
+	if err := k.CheckOpen(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil { // CTX-001
+		return nil, err
+	}
+	var rows []row
+	if err := k.db.SelectContext(ctx, &rows, k.sql.Lean.ReadRuns, k.clockParam(), ids); err != nil {
+		return nil, k.dialect.Interpret(err)
+	}
+	out := make(map[string]row, len(rows))
+	for _, r := range rows {
+		out[r.RunID] = r
+	}
+	return out, nil
+}
+
+// writeLean writes decided in one statement (WriteRuns) and returns the
+// runs it wrote; a run another transaction wrote since it was read is not
+// among them. A statement the server rolled back (a deadlock between
+// statements writing rows in different orders) wrote nothing and is sent
+// again; any other failure is returned (a connection lost at the commit
+// may have left it stored, so it is not sent again). The announcement of
+// runnable runs follows the commit.
+func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[string]bool, error) {
+	if len(decided) == 0 {
+		return nil, nil
+	}
+	var cols leanRows
+	for _, d := range decided {
+		if err := cols.add(d.write, d.c); err != nil {
+			return nil, err
+		}
+	}
+	var ids []string
+	for attempt := 0; ; attempt++ {
+		ids = ids[:0]
+		err := k.db.SelectContext(ctx, &ids, k.sql.Lean.WriteRuns, cols.args()...)
+		if err == nil {
+			break
+		}
+		if !k.dialect.Retryable(err) || attempt == MaxRetries {
+			return nil, k.dialect.Interpret(err)
+		}
+	}
+	written := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		written[id] = true
+	}
+	runnable := false
+	for _, d := range decided {
+		runnable = runnable || (written[d.write.locked.RunID] && becameRunnable(&d.cur, d.write.next, d.write.lease))
+	}
+	return written, k.announceAfter(ctx, runnable)
+}
+
+// announceAfter runs Dialect.OnRunnable after a lean write committed, in
+// a statement of its own: a wake-up, which a watcher may also get for a
+// write it then finds already claimed.
+func (k *Driver) announceAfter(ctx context.Context, runnable bool) error {
+	if k.dialect.OnRunnable == nil || !runnable {
+		return nil
+	}
+	return k.dialect.Interpret(k.dialect.OnRunnable(ctx, k.db))
+}
+
+// claimLean is ClaimNextMany the lean way: one read of up to max
+// candidates of each kind, without locking them, and one WriteRuns of the
+// claims. It answers ok false, having written nothing, when it found
+// nothing claimable or lost every run it found to other writers: the
+// locking way then decides, and waits where it must (BATCH-007,
+// LEASE-017). take is called again for the runs written, in order, so
+// that its last calls are the claims (it decides on Current alone).
+func (k *Driver) claimLean(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (n int, ok bool, err error) {
+	if err := k.CheckOpen(); err != nil {
+		return 0, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	reading, err := k.claimCandidates(q, k.sql.Lean.ClaimReadingMany, []any{max})
+	if err != nil {
+		return 0, false, err
+	}
+	var rows []row
+	if err := k.db.SelectContext(ctx, &rows, reading.Query, reading.Args...); err != nil {
+		return 0, false, k.dialect.Interpret(err)
+	}
+	found, err := claimableInOrder(rows, q, max)
+	if err != nil || len(found) == 0 {
+		return 0, false, err
+	}
+	decided := make([]leanDecision, 0, len(found))
+	for i, c := range found {
+		if change := take(c.cur); !change.Empty() { // empty: q admits a run take refuses; it is not claimed
+			decided = append(decided, leanDecision{item: i, write: newRowWrite(c.row, c.cur, change), cur: c.cur, c: change})
+		}
+	}
+	written, err := k.writeLean(ctx, decided)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(written) == len(found) {
+		return len(found), true, nil
+	}
+	for _, d := range decided {
+		if written[d.write.locked.RunID] {
+			take(d.cur)
+			n++
+		}
+	}
+	return n, n > 0, nil
+}
+
+// leanInserts are the columns of InsertRuns: the runs, their labels and
+// their created events.
+type leanInserts struct {
+	runIDs, workflows, statuses, snapshots []string
+	priorities                             []int32
+	queues                                 []int16
+	createdAt                              []time.Time
+	versions, lastSeqs                     []int64
+	labelRuns, labelKeys, labelValues      []string
+	labelCreatedAt                         []time.Time
+	eventRuns, events                      []string
+	eventSeqs                              []int64
+}
+
+// add appends run r.
+func (l *leanInserts) add(r driver.InsertParams) error {
+	run := r.Run
+	b, err := json.Marshal(run)
+	if err != nil {
+		return err
+	}
+	ev, err := json.Marshal(r.Created)
+	if err != nil {
+		return err
+	}
+	l.runIDs = append(l.runIDs, run.RunID)
+	l.workflows = append(l.workflows, run.WorkflowName)
+	l.statuses = append(l.statuses, string(run.Status))
+	l.priorities = append(l.priorities, int32(run.Priority))
+	l.createdAt = append(l.createdAt, run.CreatedAt)
+	l.versions = append(l.versions, run.Version)
+	l.lastSeqs = append(l.lastSeqs, r.Created.Seq)
+	l.snapshots = append(l.snapshots, string(b))
+	l.queues = append(l.queues, int16(driver.QueueOf(run, driver.LeaseState{})))
+	for _, label := range appendLabels(nil, run) {
+		l.labelRuns = append(l.labelRuns, label[0].(string))
+		l.labelKeys = append(l.labelKeys, label[1].(string))
+		l.labelValues = append(l.labelValues, label[2].(string))
+		l.labelCreatedAt = append(l.labelCreatedAt, label[3].(time.Time))
+	}
+	l.eventRuns, l.eventSeqs, l.events = append(l.eventRuns, run.RunID), append(l.eventSeqs, r.Created.Seq), append(l.events, string(ev))
+	return nil
+}
+
+// args are InsertRuns's arguments.
+func (l *leanInserts) args() []any {
+	return []any{l.runIDs, l.workflows, l.statuses, l.priorities, l.createdAt, l.versions, l.lastSeqs, l.snapshots, l.queues,
+		l.labelRuns, l.labelKeys, l.labelValues, l.labelCreatedAt, l.eventRuns, l.eventSeqs, l.events}
+}
+
+// insertLean inserts runs in one statement (InsertRuns). A run_id that
+// exists fails it whole, with nothing stored; the caller then names the
+// item. A statement the server rolled back is sent again, as writeLean's.
+func (k *Driver) insertLean(ctx context.Context, runs []driver.InsertParams) error {
+	if err := k.CheckOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var cols leanInserts
+	runnable := false
+	for _, r := range runs {
+		if err := cols.add(r); err != nil {
+			return err
+		}
+		runnable = runnable || becameRunnable(nil, r.Run, driver.LeaseState{})
+	}
+	for attempt := 0; ; attempt++ {
+		_, err := k.db.ExecContext(ctx, k.sql.Lean.InsertRuns, cols.args()...)
+		if err == nil {
+			break
+		}
+		if !k.dialect.Retryable(err) || attempt == MaxRetries {
+			return k.dialect.Interpret(err)
+		}
+	}
+	return k.announceAfter(ctx, runnable)
+}
+
+// existingIndex is the index of the first of runs whose run_id exists, or
+// -1: which item an insert that failed on the key collided with.
+func (k *Driver) existingIndex(ctx context.Context, runs []driver.InsertParams) (int, error) {
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.Run.RunID
+	}
+	query, args, err := k.dialect.Bind(k.sql.ExistingRuns, []any{ids})
+	if err != nil {
+		return -1, err
+	}
+	var found []string
+	if err := k.db.SelectContext(ctx, &found, query, args...); err != nil {
+		return -1, k.dialect.Interpret(err)
+	}
+	return slices.IndexFunc(ids, func(id string) bool { return slices.Contains(found, id) }), nil
+}
