@@ -49,6 +49,11 @@ type UpdateRunParams struct {
 	Steps  []StepPatch
 	Actor  Actor
 	Reason string
+	// ReleaseLease releases the lease LeaseToken names in the update's own
+	// write, once the update applies: a worker's last write of a run, one
+	// write where UpdateRun and then ReleaseLease are two (LEASE-020). An
+	// update that is refused releases nothing. It needs a LeaseToken.
+	ReleaseLease bool
 }
 
 // StepPatch updates one step and, optionally, some of its hosts.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -331,6 +333,9 @@ func (rep *RecoveryReport) add(rec RecoveredRun) {
 	}
 }
 
+// holdAtOnce is how many runs recovery claims at once.
+const holdAtOnce = 16
+
 // pendingRun is one run of a batch on its way to its outcome.
 type pendingRun struct {
 	listed listedRun
@@ -357,26 +362,39 @@ func (p *pendingRun) skip(run RunSnapshot, why string) {
 // still settled; a failed write does not undo the writes that landed beside
 // it, so those are reported too.
 //
-// It holds runs for a quarter of its lease at most, so that a slow store
-// cannot let the first leases expire before the write, and answers how
-// many of listed it took on.
+// It holds runs holdAtOnce at a time (a store that groups concurrent
+// writes claims them in a few writes), for a quarter of its lease at
+// most, so that a slow store cannot let the first leases expire before the
+// write, and answers how many of listed it took on.
 func (r *recoverer) settleBatch(ctx context.Context, listed []listedRun) (int, []RecoveredRun, error) {
 	runs := make([]pendingRun, 0, len(listed))
 	defer func() { r.release(ctx, runs) }()
 	began := time.Now() // the monotonic clock the leases run by, not opts.Clock
-	for _, l := range listed {
+	for len(runs) < len(listed) {
 		if len(runs) > 0 && time.Since(began) > r.opts.LeaseTTL/4 {
 			break
 		}
-		p := pendingRun{listed: l}
-		err := r.hold(ctx, &p)
-		if err != nil {
-			p.fail(err)
+		group := make([]pendingRun, min(holdAtOnce, len(listed)-len(runs)))
+		var wg sync.WaitGroup
+		for i := range group {
+			group[i].listed = listed[len(runs)+i]
+			wg.Go(func() {
+				if err := r.hold(ctx, &group[i]); err != nil {
+					group[i].fail(err)
+				}
+			})
 		}
-		runs = append(runs, p)
-		if err != nil {
-			break
+		wg.Wait()
+		// The first run that could not be held stops recovery there; runs
+		// after it are released unsettled.
+		failed := slices.IndexFunc(group, func(p pendingRun) bool { return p.err != nil })
+		if failed < 0 {
+			runs = append(runs, group...)
+			continue
 		}
+		runs = append(runs, group[:failed+1]...)
+		r.release(ctx, group[failed+1:])
+		break
 	}
 	r.settleHeld(ctx, runs)
 	var out []RecoveredRun
@@ -451,6 +469,7 @@ func (r *recoverer) settleHeld(ctx context.Context, runs []pendingRun) {
 			case err != nil: // nothing was written
 				p.fail(err)
 			case res.Items[k].Err == nil:
+				p.token = 0 // the settling write released it
 				updated := res.Items[k].Run
 				outcome := OutcomeInterrupted
 				if updated.Status == StatusFailed {
@@ -485,17 +504,24 @@ func (r *recoverer) decide(p *pendingRun) bool {
 	return true
 }
 
-// release ends recovery's leases: a re-queued run is claimable at once;
-// after a terminal write it only ends recovery's ownership.
+// release ends recovery's leases, holdAtOnce at a time: a re-queued run is
+// claimable at once; a settled run's write released its lease already.
 func (r *recoverer) release(ctx context.Context, runs []pendingRun) {
+	limit := make(chan struct{}, holdAtOnce)
+	var wg sync.WaitGroup
 	for _, p := range runs {
 		if p.token == 0 {
 			continue
 		}
-		if err := r.leases.ReleaseLease(ctx, ReleaseLeaseParams{RunID: p.cur.RunID, Token: p.token}); err != nil {
-			r.log.Warn("recovery could not release its lease", "run_id", p.cur.RunID, "error", err)
-		}
+		limit <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-limit }()
+			if err := r.leases.ReleaseLease(ctx, ReleaseLeaseParams{RunID: p.cur.RunID, Token: p.token}); err != nil {
+				r.log.Warn("recovery could not release its lease", "run_id", p.cur.RunID, "error", err)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // settlePatch moves an orphaned running run, with its running steps and
@@ -507,7 +533,7 @@ func (r *recoverer) settlePatch(cur RunSnapshot, token int64) UpdateRunParams {
 	}
 	p := UpdateRunParams{RunID: cur.RunID, ExpectedVersion: cur.Version, LeaseToken: token, Status: string(to),
 		Actor: r.opts.Actor, Reason: ReasonCrashRecovery + ": the run was running when its worker stopped",
-		Steps: StepsFollowingRun(cur, stepTo)}
+		Steps: StepsFollowingRun(cur, stepTo), ReleaseLease: token != 0}
 	if to == StatusInterrupted {
 		p.InterruptedReason = ReasonCrashRecovery
 	} else {

@@ -132,14 +132,22 @@ func (s releaseFails) ReleaseLease(context.Context, runstate.ReleaseLeaseParams)
 	return runstate.Unavailable("release failed on purpose", nil)
 }
 
-// A release that fails after recovery settled a run is reported in the log.
+// A release that fails after recovery took a run on is reported in the
+// log: a waiting run an earlier incarnation of the recovering worker held
+// is re-queued and released (a settled run's write releases its lease
+// itself).
 func TestRecoveryLogsAFailedRelease(t *testing.T) {
 	ctx := context.Background()
 	store := memorytest.Open(t, nil)
 	run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 	store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
+	store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 2, Status: "waiting"})
+	if _, err := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "r", Incarnation: "1"}, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	var log strings.Builder
-	_, err := runstate.Recover(ctx, releaseFails{store}, runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r"}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	_, err := runstate.Recover(ctx, releaseFails{store}, runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r", Incarnation: "2"},
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,22 +215,23 @@ func (s slowClaims) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (ru
 }
 
 // On a slow store recovery writes a batch before its first leases have
-// run down much, rather than when it has claimed a full batch.
+// run down much, rather than when it has claimed a full batch: claims of
+// 100ms each, 16 at once, under a 1s lease.
 func TestRecoveryWritesBeforeItsLeasesRunDown(t *testing.T) {
 	ctx := context.Background()
 	store := memorytest.Open(t, nil)
-	for range 6 {
+	for range 60 {
 		run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 		store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
 	}
 	singles, batches := 0, 0
 	rep, err := runstate.Recover(ctx, slowClaims{countingUpdates{store, &singles, &batches}},
 		runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r"}, LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil || rep.Interrupted != 6 {
-		t.Fatalf("recovery interrupted %d of 6 runs: %v", rep.Interrupted, err)
+	if err != nil || rep.Interrupted != 60 {
+		t.Fatalf("recovery interrupted %d of 60 runs: %v", rep.Interrupted, err)
 	}
 	if batches < 2 {
-		t.Errorf("%d batched updates: six claims of 100ms each went into one batch under a 1s lease", batches)
+		t.Errorf("%d batched updates: sixty claims of 100ms each, 16 at once, went into one batch under a 1s lease", batches)
 	}
 }
 

@@ -30,6 +30,7 @@ func init() {
 	register("LEASE-016", "Every claim of a run carries a token larger than all earlier tokens of that run, across releases and expiries.", leases, checkTokenMonotonic)
 	register("LEASE-018", "A lease has expired at exactly acquired_at + TTL: another owner can claim the run then, and the runnable listing includes it.", Capabilities{Leases: true, ControlledClock: true}, checkExpiryBoundary)
 	register("LEASE-019", "A write without a token is accepted while another owner holds a live lease, governed by compare-and-set alone; the lease stands.", leases, checkUnfencedWrites)
+	register("LEASE-020", "An update with ReleaseLease applies and releases its lease in one write; refused, it releases nothing; without a token it is INVALID_ARGUMENT.", leases, checkUpdateReleasesLease)
 }
 
 // anyLive names every non-terminal status, for claims that are not about statuses.
@@ -459,4 +460,65 @@ func checkUnfencedWrites(c *checkState) {
 	if err != nil {
 		c.Errorf("the holder's lease to stand after unfenced writes (renewable)", "%s", describeErr(err))
 	}
+}
+
+// checkUpdateReleasesLease: a worker's last write releases its lease in
+// the same write (ReleaseLease). Applied, the run is as the update alone
+// makes it, with the update's events only, and the lease is released: the
+// token fences nothing and a non-terminal run is claimable at once.
+// Refused, the lease stands; without a token, nothing changes.
+func checkUpdateReleasesLease(c *checkState) {
+	// The last write of a run: success under the lease, released with it.
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	cl := c.claim(run.RunID, owner("w1"))
+	before := len(c.events(run.RunID))
+	p := transition(run, runstate.StatusSuccess)
+	p.LeaseToken, p.ReleaseLease = cl.Lease.Token, true
+	done := c.update(p)
+	if done.Status != runstate.StatusSuccess || done.Version != run.Version+1 {
+		c.Errorf("the update with ReleaseLease to apply as the update alone", "status %s, version %d after version %d", done.Status, done.Version, run.Version)
+	}
+	if n := len(c.events(run.RunID)) - before; n != 1 {
+		c.Errorf("one event for the update (the release writes none)", "%d events", n)
+	}
+	_, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	c.expectErr(err, runstate.ErrLeaseLost, "renewing the lease the update released")
+
+	// A non-terminal run released with the update is claimable at once,
+	// and the released token fences nothing.
+	run = c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	cl = c.claim(run.RunID, owner("w1"))
+	p = transition(run, runstate.StatusWaiting)
+	p.LeaseToken, p.ReleaseLease = cl.Lease.Token, true
+	run = c.update(p)
+	next, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: anyLive})
+	if err != nil {
+		c.Errorf("another owner to claim the run released by the update at once", "%s", describeErr(err))
+	} else if next.Lease.Token <= cl.Lease.Token {
+		c.Errorf("the next claim's token to be larger", "%d after %d", next.Lease.Token, cl.Lease.Token)
+	}
+	stale := runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, LeaseToken: cl.Lease.Token, Message: ptr("late")}
+	_, err = c.store.UpdateRun(c.ctx, stale)
+	c.expectErr(err, runstate.ErrLeaseLost, "a write with the token the update released")
+
+	// Refused (a stale version): nothing written, the lease stands.
+	run = c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	cl = c.claim(run.RunID, owner("w1"))
+	was := c.state(run.RunID)
+	p = transition(run, runstate.StatusSuccess)
+	p.ExpectedVersion--
+	p.LeaseToken, p.ReleaseLease = cl.Lease.Token, true
+	_, err = c.store.UpdateRun(c.ctx, p)
+	c.expectErr(err, runstate.ErrVersionConflict, "a refused update with ReleaseLease")
+	c.expectUnchanged(was, "a refused update with ReleaseLease")
+	if _, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()}); err != nil {
+		c.Errorf("the lease to stand after a refused update with ReleaseLease", "%s", describeErr(err))
+	}
+
+	// No token: bad input, nothing changed.
+	p = transition(run, runstate.StatusSuccess)
+	p.ReleaseLease = true
+	_, err = c.store.UpdateRun(c.ctx, p)
+	c.expectInvalid(err, "ReleaseLease without a lease token")
+	c.expectUnchanged(was, "ReleaseLease without a lease token")
 }

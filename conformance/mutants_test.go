@@ -981,6 +981,14 @@ func (s *liveAtExpiry) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) 
 	return cl, err
 }
 
+// releaseIgnored drops ReleaseLease: the update applies, the lease stays.
+type releaseIgnored struct{ base }
+
+func (s releaseIgnored) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	p.ReleaseLease = false
+	return s.Store.UpdateRun(ctx, p)
+}
+
 type unfencedWritesRefusedWhileLeased struct{ base }
 
 func (s unfencedWritesRefusedWhileLeased) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
@@ -1313,6 +1321,7 @@ func mutants() []mutant {
 			return &liveAtExpiry{base: base{m}, clock: c, expiry: map[string]time.Time{}}
 		}},
 		{"LEASE-019", "unfenced writes refused while leased", b(func(s base) runstate.RunStateStore { return unfencedWritesRefusedWhileLeased{s} })},
+		{"LEASE-020", "ReleaseLease ignored", b(func(s base) runstate.RunStateStore { return releaseIgnored{s} })},
 		{"REC-001", "interrupted reasons not stored", b(func(s base) runstate.RunStateStore { return interruptedReasonsNotStored{s} })},
 		{"REC-003", "steps dropped from a write that ends the run", b(func(s base) runstate.RunStateStore { return stepsDroppedWithStatus{s} })},
 		{"REC-004", "runs with an expired lease left out of the runnable listing", b(func(s base) runstate.RunStateStore { return &expiredLeasesListedAsHeld{base: s} })},

@@ -27,10 +27,14 @@ type BatchInserter interface {
 // also share ModifyMany calls (GroupCommit).
 type BatchModifier interface {
 	// ModifyMany reads each item's run, calls its Change with it as Modify
-	// does, and stores every Change in one atomic write (BATCH-004). The
-	// RunIDs are distinct. An unknown run sets that item's Err to an error
-	// matching runstate.ErrNotFound, and the others go on. A failure of
-	// the write is the call's error, with nothing stored.
+	// does, and stores every Change, each atomically with its events
+	// (BATCH-004): in one write, or in several when the store retries the
+	// items that lost a race (an optimistic store). The RunIDs are
+	// distinct. An unknown run sets that item's Err to an error matching
+	// runstate.ErrNotFound, and the others go on. A failure of a write is
+	// the call's error when nothing was stored; once some items were
+	// stored, it is the Err of each item it left unwritten, and the call
+	// returns nil.
 	ModifyMany(ctx context.Context, items []ModifyItem) error
 }
 

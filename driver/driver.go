@@ -28,8 +28,11 @@ import (
 // keeps as it is.
 //
 // The functions the kit passes to Modify, NextClaimer.ClaimNext and their
-// batch forms (ModifyMany, ClaimNextMany) decide only: they never call the driver, block or fail, so a driver may call
-// them holding a lock or inside a transaction.
+// batch forms (ModifyMany, ClaimNextMany) decide only: they never call the
+// driver, block or fail, so a driver may call them holding a lock or
+// inside a transaction; and they decide on the Current they are given
+// alone, so that called again with the same Current they return the same
+// Change.
 type Driver interface {
 	// Now returns the store's time, which stamps creations: the same clock
 	// Modify reports, so that one clock decides for every worker.

@@ -85,6 +85,9 @@ func prepareUpdate(p *runstate.UpdateRunParams) error {
 	if p.LeaseToken < 0 {
 		return runstate.InvalidArgument("lease_token", "is %d; tokens are positive, or 0 for an unfenced write", p.LeaseToken)
 	}
+	if p.ReleaseLease && p.LeaseToken == 0 {
+		return runstate.InvalidArgument("release_lease", "is set on an unfenced write; name the lease to release with lease_token")
+	}
 	if p.Status != "" {
 		st, err := runstate.ParseRunStatus(p.Status)
 		if err != nil {

@@ -165,13 +165,24 @@ func (w *wrapped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (ru
 }
 
 // updateChange is the change of the update p: the outcome applyUpdate
-// decides on the run as read, recorded in out.
+// decides on the run as read, recorded in out, and with p.ReleaseLease the
+// lease released once the update applies (LEASE-020).
 func updateChange(p runstate.UpdateRunParams, out *updateOutcome) func(Current) Change {
 	return func(cur Current) Change {
 		*out = applyUpdate(cur.Run, cur.Lease, p, cur.Now)
 		change := Change{Events: number(out.Events, cur.LastSeq)}
 		if out.Write {
 			change.Run = &out.Snapshot
+		}
+		if p.ReleaseLease && out.Err == nil {
+			// The update passed its fence: the token is the current,
+			// unreleased one, so the release cannot be refused.
+			released, err := cur.Lease.release(p.RunID, p.LeaseToken)
+			if err != nil {
+				*out = updateOutcome{Err: err}
+				return Change{}
+			}
+			change.Lease = &released
 		}
 		return change
 	}

@@ -170,7 +170,7 @@ func fromCreate(r *pb.CreateRunRequest) runstate.CreateRunParams {
 func updatePB(p runstate.UpdateRunParams) *pb.UpdateRunRequest {
 	r := &pb.UpdateRunRequest{RunId: p.RunID, ExpectedVersion: p.ExpectedVersion, LeaseToken: p.LeaseToken, Status: p.Status,
 		Message: p.Message, Diagnostic: diagnosticPB(p.Diagnostic), InterruptedReason: p.InterruptedReason,
-		SetLabels: p.Labels != nil, Labels: p.Labels, Actor: actorPB(p.Actor), Reason: p.Reason}
+		SetLabels: p.Labels != nil, Labels: p.Labels, Actor: actorPB(p.Actor), Reason: p.Reason, ReleaseLease: p.ReleaseLease}
 	if p.Priority != nil {
 		v := int64(*p.Priority)
 		r.Priority = &v
@@ -188,7 +188,7 @@ func updatePB(p runstate.UpdateRunParams) *pb.UpdateRunRequest {
 func fromUpdate(r *pb.UpdateRunRequest) runstate.UpdateRunParams {
 	p := runstate.UpdateRunParams{RunID: r.RunId, ExpectedVersion: r.ExpectedVersion, LeaseToken: r.LeaseToken, Status: r.Status,
 		Message: r.Message, Diagnostic: fromDiagnostic(r.Diagnostic), InterruptedReason: r.InterruptedReason,
-		Actor: fromActor(r.Actor), Reason: r.Reason}
+		Actor: fromActor(r.Actor), Reason: r.Reason, ReleaseLease: r.ReleaseLease}
 	if r.Priority != nil {
 		v := int(*r.Priority)
 		p.Priority = &v

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runstate/runstate"
@@ -143,6 +144,10 @@ type Run struct {
 	snap runstate.RunSnapshot
 	// started: the claim began the run, and Begin has yet to announce it.
 	started bool
+	// released: the write that ended the run released its lease too; set
+	// from before that write is sent, so that a renewal refused meanwhile
+	// is not taken for another worker's takeover.
+	released atomic.Bool
 
 	leaseMu sync.Mutex
 	// validUntil is when the lease ends at the earliest, on this process's
@@ -158,6 +163,10 @@ func (r *Run) Snapshot() runstate.RunSnapshot {
 	defer r.mu.Unlock()
 	return r.snap.Clone()
 }
+
+// LeaseReleased reports whether the write that ended the run released its
+// lease with it: nothing is left to release.
+func (r *Run) LeaseReleased() bool { return r.released.Load() }
 
 // Token is the lease token the run's writes carry (0: not leased).
 func (r *Run) Token() int64 { return r.lease.Token }
@@ -185,7 +194,16 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 		if fn(r.snap, &p) {
 			return r.Confirm(ctx)
 		}
+		// The write that ends the run ends its lease too: one write, not
+		// a second for the release (LEASE-020).
+		p.ReleaseLease = p.LeaseToken != 0 && runstate.RunStatus(p.Status).Terminal()
+		if p.ReleaseLease {
+			r.released.Store(true)
+		}
 		next, err := r.t.store.UpdateRun(ctx, p)
+		if err != nil && !errors.Is(err, runstate.ErrUnavailable) {
+			r.released.Store(false) // refused: the lease stands
+		}
 		if err == nil {
 			r.snap = next
 			r.t.notify(next, step, host, errText)
@@ -284,6 +302,10 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 			r.t.opts.OnRenewFailure(err)
 		}
 		switch {
+		case errors.Is(err, runstate.ErrLeaseLost) && r.released.Load():
+			// This worker's own write ended the run and its lease.
+			stop(fmt.Errorf("%w: it ended with its lease released", ErrRunEnded))
+			return
 		case errors.Is(err, runstate.ErrLeaseLost):
 			stop(err)
 			return

@@ -89,7 +89,9 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 		}
 		return tr.Snapshot(), storeError(err)
 	}
-	a.release(run.RunID, token)
+	if !tr.LeaseReleased() { // else the write that ended the run released it
+		a.release(run.RunID, token)
+	}
 	final, _ := tr.Refresh(context.Background())
 	a.metrics.observeFinished(final)
 	return final, nil
@@ -151,7 +153,9 @@ func (a *app) unreadable(ctx context.Context, tr *tracker.Run, token int64, caus
 	if err != nil {
 		return tr.Snapshot(), storeError(err)
 	}
-	a.release(tr.Snapshot().RunID, token)
+	if !tr.LeaseReleased() {
+		a.release(tr.Snapshot().RunID, token)
+	}
 	return tr.Snapshot(), nil
 }
 

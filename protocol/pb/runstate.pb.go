@@ -1325,11 +1325,15 @@ type UpdateRunRequest struct {
 	Diagnostic        *Diagnostic            `protobuf:"bytes,7,opt,name=diagnostic,proto3" json:"diagnostic,omitempty"`
 	InterruptedReason string                 `protobuf:"bytes,8,opt,name=interrupted_reason,json=interruptedReason,proto3" json:"interrupted_reason,omitempty"`
 	// labels replace the run's labels when set_labels is true (an empty map clears them).
-	SetLabels     bool              `protobuf:"varint,9,opt,name=set_labels,json=setLabels,proto3" json:"set_labels,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Steps         []*StepPatch      `protobuf:"bytes,11,rep,name=steps,proto3" json:"steps,omitempty"`
-	Actor         *Actor            `protobuf:"bytes,12,opt,name=actor,proto3" json:"actor,omitempty"`
-	Reason        string            `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	SetLabels bool              `protobuf:"varint,9,opt,name=set_labels,json=setLabels,proto3" json:"set_labels,omitempty"`
+	Labels    map[string]string `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Steps     []*StepPatch      `protobuf:"bytes,11,rep,name=steps,proto3" json:"steps,omitempty"`
+	Actor     *Actor            `protobuf:"bytes,12,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason    string            `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	// release_lease releases the lease lease_token names in the update's own
+	// write (LEASE-020). A plugin or gateway built before it ignores the field
+	// (the lease then stands until released or expired): certify it.
+	ReleaseLease  bool `protobuf:"varint,14,opt,name=release_lease,json=releaseLease,proto3" json:"release_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1453,6 +1457,13 @@ func (x *UpdateRunRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *UpdateRunRequest) GetReleaseLease() bool {
+	if x != nil {
+		return x.ReleaseLease
+	}
+	return false
 }
 
 type GetRunRequest struct {
@@ -2730,7 +2741,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\tStepPatch\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x123\n" +
-	"\x05hosts\x18\x03 \x03(\v2\x1d.runstate.plugin.v1.HostPatchR\x05hosts\"\xf7\x04\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x1d.runstate.plugin.v1.HostPatchR\x05hosts\"\x9c\x05\n" +
 	"\x10UpdateRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12)\n" +
 	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12\x1f\n" +
@@ -2749,7 +2760,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	" \x03(\v20.runstate.plugin.v1.UpdateRunRequest.LabelsEntryR\x06labels\x123\n" +
 	"\x05steps\x18\v \x03(\v2\x1d.runstate.plugin.v1.StepPatchR\x05steps\x12/\n" +
 	"\x05actor\x18\f \x01(\v2\x19.runstate.plugin.v1.ActorR\x05actor\x12\x16\n" +
-	"\x06reason\x18\r \x01(\tR\x06reason\x1a9\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\x12#\n" +
+	"\rrelease_lease\x18\x0e \x01(\bR\freleaseLease\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
