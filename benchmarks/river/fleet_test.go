@@ -116,7 +116,8 @@ func (f *runstateFleet) claimUntilEmpty(ctx context.Context, s runstate.Store, o
 }
 
 // complete finishes a claimed run: under finish, success under its lease
-// and the lease released; claims alone end at the claim.
+// and the lease released, in one write (ReleaseLease); claims alone end at
+// the claim.
 func (f *runstateFleet) complete(ctx context.Context, s runstate.Store, c runstate.Claim, actor runstate.Actor) error {
 	if !f.finish {
 		return nil
@@ -125,9 +126,6 @@ func (f *runstateFleet) complete(ctx context.Context, s runstate.Store, c runsta
 		return fmt.Errorf("run %s was claimed %s, want running (claimed with Start)", c.Run.RunID, c.Run.Status)
 	}
 	_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: c.Run.RunID, ExpectedVersion: c.Run.Version, LeaseToken: c.Lease.Token,
-		Status: string(runstate.StatusSuccess), Actor: actor})
-	if err != nil {
-		return err
-	}
-	return s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: c.Run.RunID, Token: c.Lease.Token})
+		Status: string(runstate.StatusSuccess), Actor: actor, ReleaseLease: true})
+	return err
 }

@@ -97,8 +97,9 @@ func (w *runstateWorkers) run(ctx context.Context, dsn string, units int, sw sto
 
 // work claims runs until none is left. Under finish each run goes to
 // running and then to success, both writes fenced by the lease token, and
-// its lease is released: the calls and parameters of the demo runner's
-// worker (cmd/demo-runner, worker and execute) for a workflow of no steps.
+// its lease is released: one call per transition, the unit the comparison
+// began with (the demo runner's worker before batches: it now claims and
+// starts in one write, and its last write releases the lease).
 func (w *runstateWorkers) work(ctx context.Context, ops runstate.Store, owner runstate.Owner) error {
 	actor := runstate.Actor{Kind: runstate.ActorWorker, ID: owner.String()}
 	for {

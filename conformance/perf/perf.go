@@ -9,7 +9,9 @@
 //   - claim-next: workers claiming from a queue, every claim recorded, so
 //     a run handed to two workers is counted (it must never happen);
 //   - list-page: one page of ListRuns at the start and deep in the store;
-//   - recovery: settling runs left running by a crashed runner.
+//   - recovery: settling runs left running by a crashed runner;
+//   - end-to-end: a worker pool taking queued runs and completing them,
+//     as a job queue's client does (enqueue, take, run, complete).
 //
 // Every workload level gets a fresh store from the target.
 package perf
@@ -34,16 +36,18 @@ const (
 	ClaimNext = "claim-next"
 	ListPage  = "list-page"
 	Recovery  = "recovery"
+	EndToEnd  = "end-to-end"
 )
 
 // Options size the workloads. Zero values take the defaults.
 type Options struct {
-	// Levels are the writer and worker counts of cas-update and claim-next
-	// (default 1, 8, 32).
+	// Levels are the writer and worker counts of cas-update and claim-next,
+	// and the slots of end-to-end's worker pool (default 1, 8, 32).
 	Levels []int
 	// Duration is how long each cas-update level runs (default 2s).
 	Duration time.Duration
-	// Claims is how many runs each claim-next level claims (default 2,000).
+	// Claims is how many runs each claim-next level claims, and each
+	// end-to-end level completes (default 2,000).
 	Claims int
 	// ListRuns is how many runs list-page stores; the deep page starts at
 	// nine tenths of them (default 10,000).
@@ -79,20 +83,20 @@ func (o Options) withDefaults() Options {
 // Measurement is one workload at one level.
 type Measurement struct {
 	Workload string `json:"workload"`
-	// Level is the writer or worker count; for list-page the page's depth
+	// Level is the writer, worker or slot count; for list-page the page's depth
 	// (runs before it); for recovery the number of runs settled.
 	Level   int     `json:"level"`
 	Ops     int     `json:"ops"`
 	Seconds float64 `json:"seconds"`
-	// PerSecond is operations per second: updates, claims, pages, or runs
-	// settled.
+	// PerSecond is operations per second: updates, claims, pages, runs
+	// settled, or runs completed.
 	PerSecond float64 `json:"per_second"`
 	// P50 and P99 are the latency of one operation (none for recovery,
 	// which is one pass: Seconds is its duration).
 	P50 time.Duration `json:"p50_ns"`
 	P99 time.Duration `json:"p99_ns"`
 	// DoubleClaims counts claims of a run another worker had claimed in
-	// the same level (claim-next only; any is a broken store).
+	// the same level (claim-next and end-to-end; any is a broken store).
 	DoubleClaims int `json:"double_claims"`
 	// Skipped says why the workload did not run on this store.
 	Skipped string `json:"skipped,omitempty"`
@@ -118,20 +122,27 @@ var ErrDoubleClaim = errors.New("the store handed one run to two workers")
 func Run(ctx context.Context, target conformance.Target, opts Options) ([]Measurement, error) {
 	opts = opts.withDefaults()
 	var out []Measurement
-	steps := []func(context.Context, conformance.Target, Options) ([]Measurement, error){casUpdates, claims, listPages, recovery}
+	steps := []func(context.Context, conformance.Target, Options) ([]Measurement, error){casUpdates, claims, listPages, recovery, endToEnd}
 	for _, step := range steps {
 		ms, err := step(ctx, target, opts)
 		out = append(out, ms...)
 		if err != nil {
-			return out, err
+			// A run handed out twice is the verdict, whatever failed next.
+			return out, errors.Join(doubleClaims(out), err)
 		}
 	}
-	for _, m := range out {
+	return out, doubleClaims(out)
+}
+
+// doubleClaims is ErrDoubleClaim for the first measurement that counted
+// a run claimed twice, or nil.
+func doubleClaims(ms []Measurement) error {
+	for _, m := range ms {
 		if m.DoubleClaims > 0 {
-			return out, fmt.Errorf("%w: %d double claims, workers=%d", ErrDoubleClaim, m.DoubleClaims, m.Level)
+			return fmt.Errorf("%w: %d double claims, %s", ErrDoubleClaim, m.DoubleClaims, m.Label())
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // withStore gives fn a fresh store of target and closes it after.

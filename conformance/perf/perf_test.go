@@ -20,7 +20,8 @@ func TestEveryWorkloadIsMeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"cas-update x1", "cas-update x4", "claim-next x1", "claim-next x4", "list-page depth=0", "list-page depth=900", "recovery runs=300"}
+	want := []string{"cas-update x1", "cas-update x4", "claim-next x1", "claim-next x4", "list-page depth=0", "list-page depth=900", "recovery runs=300",
+		"end-to-end x1", "end-to-end x4"}
 	if len(ms) != len(want) {
 		t.Fatalf("got %d measurements, want %v", len(ms), want)
 	}
@@ -43,6 +44,11 @@ func TestEveryWorkloadIsMeasured(t *testing.T) {
 	}
 	if ms[6].Ops != small.RecoveryRuns {
 		t.Errorf("recovery settled %d runs, want %d", ms[6].Ops, small.RecoveryRuns)
+	}
+	for _, m := range ms[7:] {
+		if m.Ops != small.Claims {
+			t.Errorf("%s completed %d runs, want %d", m.Label(), m.Ops, small.Claims)
+		}
 	}
 }
 

@@ -1,0 +1,155 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/conformance"
+)
+
+// endToEnd: opts.Claims runs are enqueued (runstate.CreateRuns, batches
+// of 100), then one process of level slots takes and completes them all as
+// a worker pool does: whenever slots are free it claims that many runs in
+// one call and starts them in the claim (runstate.ClaimRuns with Start),
+// and each slot moves its run to success under the lease, releasing the
+// lease in the same write (ReleaseLease). Every transition is durable and
+// audited before the caller hears of it. PerSecond is runs completed per
+// second; P50 and P99 are a run's time from its claim to its completion;
+// a run handed out twice is counted.
+func endToEnd(ctx context.Context, target conformance.Target, opts Options) ([]Measurement, error) {
+	var out []Measurement
+	for _, level := range opts.Levels {
+		if !target.Capabilities.Leases {
+			out = append(out, Measurement{Workload: EndToEnd, Level: level, Skipped: "the store has no leases"})
+			continue
+		}
+		opts.Progress(fmt.Sprintf("%s, slots=%d", EndToEnd, level))
+		err := withStore(ctx, target, func(st runstate.RunStateStore) error {
+			full, ok := st.(runstate.Store)
+			if !ok {
+				return errors.New("the target declares leases but its store has no lease operations")
+			}
+			if err := enqueue(ctx, full, opts.Claims); err != nil {
+				return err
+			}
+			pool := workerPool{store: full, slots: level, claimed: map[string]int{}}
+			start := time.Now()
+			err := pool.run(ctx)
+			m := pool.lat.measurement(EndToEnd, level, time.Since(start))
+			for _, n := range pool.claimed {
+				m.DoubleClaims += n - 1
+			}
+			out = append(out, m)
+			if err == nil && m.Ops != opts.Claims {
+				err = fmt.Errorf("completed %d of the %d runs enqueued", m.Ops, opts.Claims)
+			}
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("%s, slots=%d: %w", EndToEnd, level, err)
+		}
+	}
+	return out, nil
+}
+
+// enqueue creates n runs in batches of 100.
+func enqueue(ctx context.Context, st runstate.RunStateStore, n int) error {
+	for done := 0; done < n; {
+		batch := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, min(100, n-done))}
+		for i := range batch.Runs {
+			batch.Runs[i] = runstate.CreateRunParams{WorkflowName: "bench", Priority: (done + i) % 10}
+		}
+		if _, err := runstate.CreateRuns(ctx, st, batch); err != nil {
+			return fmt.Errorf("enqueue runs %d to %d: %w", done+1, done+len(batch.Runs), err)
+		}
+		done += len(batch.Runs)
+	}
+	return nil
+}
+
+// workerPool is one worker process of slots slots.
+type workerPool struct {
+	store   runstate.Store
+	slots   int
+	lat     latencies
+	mu      sync.Mutex
+	claimed map[string]int // claims of each run
+}
+
+// run claims and completes runs until the queue is empty.
+func (p *workerPool) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	owner := runstate.Owner{Worker: "bench-pool", Incarnation: "1"}
+	actor := runstate.Actor{Kind: runstate.ActorWorker, ID: owner.String()}
+	free := make(chan struct{}, p.slots)
+	for range p.slots {
+		free <- struct{}{}
+	}
+	claimed := make(chan runstate.Claim, p.slots)
+	var slots sync.WaitGroup
+	for range p.slots {
+		slots.Go(func() {
+			for c := range claimed {
+				t0 := time.Now()
+				_, err := p.store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: c.Run.RunID, ExpectedVersion: c.Run.Version,
+					LeaseToken: c.Lease.Token, Status: string(runstate.StatusSuccess), Actor: actor, ReleaseLease: true})
+				if err != nil {
+					cancel(fmt.Errorf("complete run %s: %w", c.Run.RunID, err))
+				} else {
+					p.lat.add([]time.Duration{time.Since(t0)})
+				}
+				free <- struct{}{}
+			}
+		})
+	}
+	err := p.claimUntilEmpty(ctx, owner, actor, free, claimed)
+	close(claimed)
+	slots.Wait()
+	return errors.Join(err, context.Cause(ctx))
+}
+
+// claimUntilEmpty claims, whenever slots are free, as many runs as there
+// are free slots, started in the claim, until a claim finds none.
+func (p *workerPool) claimUntilEmpty(ctx context.Context, owner runstate.Owner, actor runstate.Actor, free chan struct{},
+	claimed chan<- runstate.Claim) error {
+	for {
+		select {
+		case <-free:
+		case <-ctx.Done():
+			return nil // the cause is the pool's error
+		}
+		n := 1
+		for more := true; more && n < p.slots; {
+			select {
+			case <-free:
+				n++
+			default:
+				more = false
+			}
+		}
+		res, err := runstate.ClaimRuns(ctx, p.store, runstate.ClaimRunsParams{Owner: owner, TTL: time.Hour, Max: n, Start: true, Actor: actor,
+			Filter: runstate.RunnableFilter{Statuses: []string{string(runstate.StatusQueued)}}})
+		if err != nil {
+			return fmt.Errorf("claim %d runs: %w", n, err)
+		}
+		p.mu.Lock()
+		for _, c := range res.Claims {
+			p.claimed[c.Run.RunID]++
+		}
+		p.mu.Unlock()
+		for _, c := range res.Claims {
+			claimed <- c
+		}
+		for range n - len(res.Claims) {
+			free <- struct{}{}
+		}
+		if len(res.Claims) == 0 {
+			return nil
+		}
+	}
+}
