@@ -334,7 +334,7 @@ func (rep *RecoveryReport) add(rec RecoveredRun) {
 }
 
 // holdAtOnce is how many runs recovery claims at once.
-const holdAtOnce = 16
+const holdAtOnce = 50
 
 // pendingRun is one run of a batch on its way to its outcome.
 type pendingRun struct {

@@ -210,28 +210,29 @@ func TestRecoverySettlesRunsInBatches(t *testing.T) {
 type slowClaims struct{ countingUpdates }
 
 func (s slowClaims) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
 	return s.Store.ClaimRun(ctx, p)
 }
 
 // On a slow store recovery writes a batch before its first leases have
 // run down much, rather than when it has claimed a full batch: claims of
-// 100ms each, 16 at once, under a 1s lease.
+// 300ms each, many at once, under a 1s lease, are written after the
+// first group, not with the rest of the batch of 100.
 func TestRecoveryWritesBeforeItsLeasesRunDown(t *testing.T) {
 	ctx := context.Background()
 	store := memorytest.Open(t, nil)
-	for range 60 {
+	for range 100 {
 		run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 		store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
 	}
 	singles, batches := 0, 0
 	rep, err := runstate.Recover(ctx, slowClaims{countingUpdates{store, &singles, &batches}},
 		runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "r"}, LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil || rep.Interrupted != 60 {
-		t.Fatalf("recovery interrupted %d of 60 runs: %v", rep.Interrupted, err)
+	if err != nil || rep.Interrupted != 100 {
+		t.Fatalf("recovery interrupted %d of 100 runs: %v", rep.Interrupted, err)
 	}
 	if batches < 2 {
-		t.Errorf("%d batched updates: sixty claims of 100ms each, 16 at once, went into one batch under a 1s lease", batches)
+		t.Errorf("%d batched updates: a hundred claims of 300ms each went into one batch under a 1s lease", batches)
 	}
 }
 
