@@ -16,7 +16,7 @@ import (
 var tinyBench = []string{"--levels", "1,2", "--duration", "100ms", "--claims", "50", "--list-runs", "300", "--recovery-runs", "40"}
 
 var wantLabels = []string{"cas-update x1", "cas-update x2", "claim-next x1", "claim-next x2", "list-page depth=0", "list-page depth=200", "recovery runs=40",
-	"end-to-end x1", "end-to-end x2"}
+	"end-to-end-calls x1", "end-to-end x1", "end-to-end-calls x2", "end-to-end x2"}
 
 // bench runs the bench subcommand with the tiny workloads and JSON output.
 func bench(t *testing.T, args ...string) (benchReport, string, int) {

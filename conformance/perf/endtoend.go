@@ -11,49 +11,111 @@ import (
 	"github.com/runstate/runstate/conformance"
 )
 
-// endToEnd: opts.Claims runs are enqueued (runstate.CreateRuns, batches
-// of 100), then one process of level slots takes and completes them all as
-// a worker pool does: whenever slots are free it claims that many runs in
-// one call and starts them in the claim (runstate.ClaimRuns with Start),
-// and each slot moves its run to success under the lease, releasing the
-// lease in the same write (ReleaseLease). Every transition is durable and
-// audited before the caller hears of it. PerSecond is runs completed per
-// second; P50 and P99 are a run's time from its claim to its completion;
-// a run handed out twice is counted.
+// endToEnd measures each level twice, each on a fresh store holding
+// opts.Claims queued runs: first one call per transition (end-to-end-calls,
+// the baseline, as workers did before batches), then a worker pool
+// (end-to-end). Every transition is durable and audited before the caller
+// hears of it; PerSecond is runs completed per second, and a run handed
+// out twice is counted.
 func endToEnd(ctx context.Context, target conformance.Target, opts Options) ([]Measurement, error) {
 	var out []Measurement
 	for _, level := range opts.Levels {
-		if !target.Capabilities.Leases {
-			out = append(out, Measurement{Workload: EndToEnd, Level: level, Skipped: "the store has no leases"})
-			continue
-		}
-		opts.Progress(fmt.Sprintf("%s, slots=%d", EndToEnd, level))
-		err := withStore(ctx, target, func(st runstate.RunStateStore) error {
-			full, ok := st.(runstate.Store)
-			if !ok {
-				return errors.New("the target declares leases but its store has no lease operations")
-			}
-			if err := enqueue(ctx, full, opts.Claims); err != nil {
-				return err
-			}
-			pool := workerPool{store: full, slots: level, claimed: map[string]int{}}
-			start := time.Now()
-			err := pool.run(ctx)
-			m := pool.lat.measurement(EndToEnd, level, time.Since(start))
-			for _, n := range pool.claimed {
-				m.DoubleClaims += n - 1
-			}
+		for _, w := range []struct {
+			name string
+			run  func(context.Context, runstate.Store, int) (*latencies, map[string]int, error)
+		}{{EndToEndCalls, endToEndCalls}, {EndToEnd, endToEndPool}} {
+			m, err := endToEndLevel(ctx, target, opts, w.name, level, w.run)
 			out = append(out, m)
-			if err == nil && m.Ops != opts.Claims {
-				err = fmt.Errorf("completed %d of the %d runs enqueued", m.Ops, opts.Claims)
+			if err != nil {
+				return out, fmt.Errorf("%s, slots=%d: %w", w.name, level, err)
 			}
-			return err
-		})
-		if err != nil {
-			return out, fmt.Errorf("%s, slots=%d: %w", EndToEnd, level, err)
 		}
 	}
 	return out, nil
+}
+
+// endToEndLevel enqueues opts.Claims runs in a fresh store, in batches of
+// 100, and has run take and complete them all with level workers.
+func endToEndLevel(ctx context.Context, target conformance.Target, opts Options, name string, level int,
+	run func(context.Context, runstate.Store, int) (*latencies, map[string]int, error)) (Measurement, error) {
+	if !target.Capabilities.Leases {
+		return Measurement{Workload: name, Level: level, Skipped: "the store has no leases"}, nil
+	}
+	opts.Progress(fmt.Sprintf("%s, slots=%d", name, level))
+	var m Measurement
+	err := withStore(ctx, target, func(st runstate.RunStateStore) error {
+		full, ok := st.(runstate.Store)
+		if !ok {
+			return errors.New("the target declares leases but its store has no lease operations")
+		}
+		if err := enqueue(ctx, full, opts.Claims); err != nil {
+			return err
+		}
+		start := time.Now()
+		lat, claimed, err := run(ctx, full, level)
+		m = lat.measurement(name, level, time.Since(start))
+		for _, n := range claimed {
+			m.DoubleClaims += n - 1
+		}
+		if err == nil && m.Ops != opts.Claims {
+			err = fmt.Errorf("completed %d of the %d runs enqueued", m.Ops, opts.Claims)
+		}
+		return err
+	})
+	return m, err
+}
+
+// endToEndCalls takes and completes every queued run with level workers,
+// each making one call per transition and waiting for each: ClaimNextRun,
+// UpdateRun to running, UpdateRun to success, ReleaseLease. P50 and P99
+// are a run's time from its claim to its release.
+func endToEndCalls(ctx context.Context, st runstate.Store, level int) (*latencies, map[string]int, error) {
+	lat := &latencies{}
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	err := parallel(level, func(w int) error {
+		owner := runstate.Owner{Worker: fmt.Sprintf("bench-worker-%d", w), Incarnation: "1"}
+		actor := runstate.Actor{Kind: runstate.ActorWorker, ID: owner.String()}
+		var mine []time.Duration
+		defer func() { lat.add(mine) }()
+		for {
+			t0 := time.Now()
+			c, err := st.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour})
+			if errors.Is(err, runstate.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("worker %d: claim-next: %w", w, err)
+			}
+			mu.Lock()
+			claimed[c.Run.RunID]++
+			mu.Unlock()
+			run := c.Run
+			for _, to := range []runstate.RunStatus{runstate.StatusRunning, runstate.StatusSuccess} {
+				if run, err = st.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+					LeaseToken: c.Lease.Token, Status: string(to), Actor: actor}); err != nil {
+					return fmt.Errorf("worker %d: move run %s to %s: %w", w, c.Run.RunID, to, err)
+				}
+			}
+			if err := st.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: c.Lease.Token}); err != nil {
+				return fmt.Errorf("worker %d: release run %s: %w", w, run.RunID, err)
+			}
+			mine = append(mine, time.Since(t0))
+		}
+	})
+	return lat, claimed, err
+}
+
+// endToEndPool takes and completes every queued run as one worker process
+// of level slots does: whenever slots are free it claims that many runs in
+// one call and starts them in the claim (runstate.ClaimRuns with Start),
+// and each slot moves its run to success under the lease, releasing the
+// lease in the same write (ReleaseLease). P50 and P99 are a run's
+// completing write.
+func endToEndPool(ctx context.Context, st runstate.Store, level int) (*latencies, map[string]int, error) {
+	pool := workerPool{store: st, slots: level, claimed: map[string]int{}}
+	err := pool.run(ctx)
+	return &pool.lat, pool.claimed, err
 }
 
 // enqueue creates n runs in batches of 100.

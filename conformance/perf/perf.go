@@ -11,7 +11,8 @@
 //   - list-page: one page of ListRuns at the start and deep in the store;
 //   - recovery: settling runs left running by a crashed runner;
 //   - end-to-end: a worker pool taking queued runs and completing them,
-//     as a job queue's client does (enqueue, take, run, complete).
+//     as a job queue's client does (enqueue, take, run, complete), beside
+//     end-to-end-calls, the same work one call per transition.
 //
 // Every workload level gets a fresh store from the target.
 package perf
@@ -37,6 +38,8 @@ const (
 	ListPage  = "list-page"
 	Recovery  = "recovery"
 	EndToEnd  = "end-to-end"
+	// EndToEndCalls is end-to-end's baseline: one call per transition.
+	EndToEndCalls = "end-to-end-calls"
 )
 
 // Options size the workloads. Zero values take the defaults.

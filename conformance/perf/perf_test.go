@@ -21,7 +21,7 @@ func TestEveryWorkloadIsMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"cas-update x1", "cas-update x4", "claim-next x1", "claim-next x4", "list-page depth=0", "list-page depth=900", "recovery runs=300",
-		"end-to-end x1", "end-to-end x4"}
+		"end-to-end-calls x1", "end-to-end x1", "end-to-end-calls x4", "end-to-end x4"}
 	if len(ms) != len(want) {
 		t.Fatalf("got %d measurements, want %v", len(ms), want)
 	}
