@@ -29,12 +29,18 @@ import (
 // apiApp is a demo-runner app on a memory store, as serve runs it.
 func apiApp(t *testing.T) *app {
 	t.Helper()
+	return apiAppLogging(t, io.Discard)
+}
+
+// apiAppLogging is apiApp with its log on stderr.
+func apiAppLogging(t *testing.T, stderr io.Writer) *app {
+	t.Helper()
 	g := globals{storeName: "memory", dataDir: t.TempDir(), policy: "interrupt", logLevel: "error", lease: 30 * time.Second,
 		notifyAttempts: 1, pluginConfig: kvFlag{}, workerID: "api-test"}
 	if err := g.check(); err != nil {
 		t.Fatal(err)
 	}
-	a, err := start(context.Background(), g, holds(), io.Discard, io.Discard)
+	a, err := start(context.Background(), g, holds(), io.Discard, stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
