@@ -24,7 +24,7 @@ function h(tag, attrs, ...children) {
     else if (k === "text") el.textContent = v;
     else el.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : String(c));
   }
@@ -258,8 +258,10 @@ async function act(run, action) {
 
 // ---- the runs list -------------------------------------------------------
 
+const PAGE_SIZE = "20";
+
 function listQuery(params) {
-  const q = new URLSearchParams();
+  const q = new URLSearchParams({ limit: PAGE_SIZE });
   for (const k of ["status", "workflow", "label", "limit", "cursor"]) {
     if (params.get(k)) q.set(k, params.get(k));
   }
@@ -278,7 +280,7 @@ function runsView(params) {
   const workflow = h("input", { id: "f-workflow", name: "workflow", value: params.get("workflow") || "", autocomplete: "off" });
   const label = h("input", { id: "f-label", name: "label", value: params.get("label") || "", placeholder: "key=value", autocomplete: "off" });
   const limit = h("select", { id: "f-limit", name: "limit" },
-    ["20", "50", "100"].map((n) => h("option", { value: n, selected: (params.get("limit") || "20") === n }, n)));
+    ["20", "50", "100"].map((n) => h("option", { value: n, selected: (params.get("limit") || PAGE_SIZE) === n }, n)));
   const form = h("form", { class: "filters", role: "search", "aria-label": "Filter runs" },
     h("label", { for: "f-status" }, "Status", status),
     h("label", { for: "f-workflow" }, "Workflow", workflow),
@@ -292,7 +294,7 @@ function runsView(params) {
     if (status.value) q.set("status", status.value);
     if (workflow.value.trim()) q.set("workflow", workflow.value.trim());
     if (label.value.trim()) q.set("label", label.value.trim());
-    if (limit.value !== "20") q.set("limit", limit.value);
+    if (limit.value !== PAGE_SIZE) q.set("limit", limit.value);
     location.hash = "#/runs?" + q;
   });
   main.replaceChildren(
@@ -307,11 +309,11 @@ function runsView(params) {
   const back = (params.get("back") || "").split(",").filter(Boolean);
   const here = params.get("cursor") || "";
 
-  function pageLink(cursor, backs, text) {
+  function pageLink(cursor, backs, text, id) {
     const q = listQuery(params);
     if (cursor) q.set("cursor", cursor); else q.delete("cursor");
     if (backs.length) q.set("back", backs.join(",")); else q.delete("back");
-    return h("a", { href: "#/runs?" + q }, text);
+    return h("a", { href: "#/runs?" + q, id }, text);
   }
 
   function render(data) {
@@ -332,8 +334,8 @@ function runsView(params) {
     const shown = params.get("status") ? c.by_status[params.get("status")] : c.total;
     summary.textContent = runs.length + " run" + (runs.length === 1 ? "" : "s") + " on this page, " + shown + (c.capped ? "+" : "") + " matching in all";
     pager.replaceChildren(
-      back.length || here ? pageLink(back[back.length - 1] === "-" ? "" : back[back.length - 1], back.slice(0, -1), "← Previous") : h("span", { class: "note" }, "← Previous"),
-      data.page.next_cursor ? pageLink(data.page.next_cursor, [...back, here || "-"], "Next →") : h("span", { class: "note" }, "Next →"));
+      back.length || here ? pageLink(back[back.length - 1] === "-" ? "" : back[back.length - 1], back.slice(0, -1), "← Previous", "page-prev") : h("span", { class: "note" }, "← Previous"),
+      data.page.next_cursor ? pageLink(data.page.next_cursor, [...back, here || "-"], "Next →", "page-next") : h("span", { class: "note" }, "Next →"));
     performance.mark("runs-rendered");
   }
 
@@ -457,7 +459,14 @@ function runView(id) {
   }
 
   let last = 0;
+  let shown = "";
   async function show(run, lease) {
+    // The stream's first event repeats what the first read showed: a page
+    // redrawn for nothing would move the focus and the buttons under the
+    // pointer.
+    const key = JSON.stringify([run.version, lease]);
+    if (key === shown) return;
+    shown = key;
     const mine = ++last;
     try {
       showError("");
