@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,12 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/internal/access"
+	"github.com/runstate/runstate/internal/testsupport/testlog"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
 )
 
@@ -76,29 +75,11 @@ func TestServeOffLoopbackNeedsTLSAndCredentials(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log both the server and the test touch.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A serve on every interface, as an operator would run it off loopback:
 // TLS, and a token whose role allows the call; a state-changing request
 // from another origin is refused whatever token it carries.
 func TestServeOffLoopbackRefusesWhatCredentialsDoNotAllow(t *testing.T) {
-	log := &syncBuffer{}
+	log := &testlog.Buffer{}
 	a := apiAppLogging(t, log)
 	dir := t.TempDir()
 	ca := testtls.NewAuthority(t, "console test CA")
