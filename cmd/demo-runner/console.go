@@ -126,21 +126,37 @@ func (a *app) runEvents(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// recountEvery bounds how often a list stream counts the runs when its
+// page did not change: a count reads every matching run.
+const recountEvery = 5 * time.Second
+
 // listEvents streams GET /runs's page and GET /counts's counts for the
-// same query, as an event "runs" whenever either changed.
+// same query, as an event "runs" whenever either changed. The page is read
+// every liveEvery; the counts when the page changed, else every
+// recountEvery at most.
 func (a *app) listEvents(w http.ResponseWriter, r *http.Request) {
 	p, err := listParams(r)
 	if err != nil {
 		a.reply(w, r, nil, err)
 		return
 	}
+	var lastPage []byte
+	var counts runCounts
+	var counted time.Time
 	a.stream(w, r, func(ctx context.Context) (string, any, error) {
 		page, err := a.runs.ListRuns(ctx, p)
 		if err != nil {
 			return "", nil, err
 		}
-		counts, err := countRuns(ctx, a.runs, p)
-		return "runs", map[string]any{"page": newRunList(page), "counts": counts}, err
+		list := newRunList(page)
+		b, _ := json.Marshal(list)
+		if !bytes.Equal(b, lastPage) || time.Since(counted) >= recountEvery {
+			if counts, err = countRuns(ctx, a.runs, p); err != nil {
+				return "", nil, err
+			}
+			lastPage, counted = b, time.Now()
+		}
+		return "runs", map[string]any{"page": list, "counts": counts}, nil
 	})
 }
 

@@ -422,6 +422,15 @@ func TestConsoleIsUsableNarrowAndByKeyboard(t *testing.T) {
 	if width := get(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); width > 375 {
 		t.Errorf("the runs list is %dpx wide on a 375px screen", width)
 	}
+	// The list follows the store too: a new run and a cancel show up
+	// without a reload.
+	do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void](`window.sameDocument = true, undefined`))
+	late, _ := srv.a.tracker.Create(bg, runstate.CreateRunParams{WorkflowName: "deploy"})
+	until(t, ctx, "the new run shows in the list", fmt.Sprintf(`document.querySelectorAll("#runs tbody tr").length === 2 &&
+		document.querySelector('[data-status="queued"] .count').textContent === "2" && !!document.querySelector('tr[data-run=%q]')`, late.RunID))
+	srv.a.operator.Cancel(bg, late.RunID, "not needed")
+	until(t, ctx, "the cancel shows in the list", fmt.Sprintf(`document.querySelector('tr[data-run=%q] .status').textContent === "canceled" &&
+		document.querySelector('[data-status="canceled"] .count').textContent === "1" && window.sameDocument === true`, late.RunID))
 	if unlabelled := get(t, ctx, "find controls without a label", chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll("input, select")].filter(e => e.labels.length === 0).map(e => e.id || e.name)`)); len(unlabelled) > 0 {
 		t.Errorf("controls without a label: %v", unlabelled)

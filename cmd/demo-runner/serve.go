@@ -64,6 +64,8 @@ type route struct {
 }
 
 // routes are the API's operations; openapi.yaml describes exactly these.
+// It is one table, longer than a function should be, so that every route,
+// the role it needs, and what it does read in one place.
 func (a *app) routes() []route {
 	return []route{
 		{"GET", "/healthz", "", func(w http.ResponseWriter, r *http.Request) {
