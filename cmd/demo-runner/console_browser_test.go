@@ -417,6 +417,7 @@ func TestConsoleIsUsableNarrowAndByKeyboard(t *testing.T) {
 	if width := get(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); width > 375 {
 		t.Errorf("the run page is %dpx wide on a 375px screen", width)
 	}
+	screenshot(t, ctx, "console-run-narrow.png")
 	do(t, ctx, "back to the list", goTo("#/"))
 	until(t, ctx, "the list shows", `document.querySelectorAll("#runs tbody tr").length === 1`)
 	if width := get(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); width > 375 {
