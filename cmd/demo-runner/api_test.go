@@ -180,6 +180,8 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 		{"POST", "/runs/" + done.RunID + "/signal", "", "", 409, codeRunFinished},
 		{"POST", "/runs/" + queued.RunID + "/cancel", "application/json", `{"reason": 7}`, 400, "INVALID_ARGUMENT"},
 		{"POST", "/runs/" + queued.RunID + "/cancel", "application/json", `{"because": "x"}`, 400, "INVALID_ARGUMENT"},
+		{"GET", "/runs/" + queued.RunID + "/audit?after=1", "", "", 200, ""},
+		{"GET", "/runs/" + queued.RunID + "/audit?after=-1", "", "", 400, "INVALID_ARGUMENT"},
 		{"GET", "/whoami", "", "", 200, ""},
 		{"GET", "/counts?workflow=wf&label=a=b", "", "", 200, ""},
 		{"GET", "/counts?label=novalue", "", "", 400, "INVALID_ARGUMENT"},
@@ -291,28 +293,41 @@ func TestRunEventsFollowTheStore(t *testing.T) {
 		t.Fatalf("Content-Type %q", resp.Header.Get("Content-Type"))
 	}
 	events := bufio.NewScanner(resp.Body)
-	next := func() runstate.RunSnapshot {
+	type runEvent struct {
+		Run      runstate.RunSnapshot
+		AuditSeq int64 `json:"audit_seq"`
+	}
+	next := func() runEvent {
 		t.Helper()
 		for events.Scan() {
 			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
-				var ev struct{ Run runstate.RunSnapshot }
+				var ev runEvent
 				if err := json.Unmarshal([]byte(data), &ev); err != nil {
 					t.Fatal(err)
 				}
-				return ev.Run
+				return ev
 			}
 		}
 		t.Fatalf("the stream ended: %v", events.Err())
-		return runstate.RunSnapshot{}
+		return runEvent{}
 	}
-	if first := next(); first.Status != runstate.StatusQueued {
-		t.Errorf("first event: %s", first.Status)
+	if first := next(); first.Run.Status != runstate.StatusQueued || first.AuditSeq != 1 {
+		t.Errorf("first event: %s, audit seq %d", first.Run.Status, first.AuditSeq)
 	}
-	if _, err := a.operator.Cancel(ctx, run.RunID, "test"); err != nil {
+	canceled, err := a.operator.Cancel(ctx, run.RunID, "test")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if second := next(); second.Status != runstate.StatusCanceled {
-		t.Errorf("after the cancel: %s", second.Status)
+	if second := next(); second.Run.Status != runstate.StatusCanceled || second.AuditSeq != 2 {
+		t.Errorf("after the cancel: %s, audit seq %d", second.Run.Status, second.AuditSeq)
+	}
+	// A write refused on the finished run changes its trail, not its version.
+	if _, err := a.runs.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: canceled.Version, Status: "running",
+		Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "test"}}); !errors.Is(err, runstate.ErrInvalidTransition) {
+		t.Fatalf("a move out of canceled: %v", err)
+	}
+	if third := next(); third.Run.Version != canceled.Version || third.AuditSeq != 3 {
+		t.Errorf("after the rejected write: version %d, audit seq %d", third.Run.Version, third.AuditSeq)
 	}
 	_, router := openAPIDoc(t)
 	code, _, _ := call(t, srv, router, "GET", "/runs/no-such-run/events", "", "")

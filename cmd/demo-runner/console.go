@@ -106,23 +106,35 @@ func (a *app) lease(ctx context.Context, runID string) (leaseView, error) {
 }
 
 // runEvents streams a run as server-sent events: an event "run" with the
-// snapshot and its lease whenever either changed, read from the store
-// every liveEvery. Delivery is at least once: the first event is the
-// current state, a reconnecting client gets it again, and the store stays
-// the truth.
+// snapshot, its lease and the seq of its last audit event whenever one of
+// them changed, read from the store every liveEvery. (The seq moves without
+// the version when a write to a finished run is rejected.) Delivery is at
+// least once: the first event is the current state, a reconnecting client
+// gets it again, and the store stays the truth.
 func (a *app) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := a.runs.GetRun(r.Context(), id); err != nil {
 		a.reply(w, r, nil, err)
 		return
 	}
+	var auditSeq int64
 	a.stream(w, r, func(ctx context.Context) (string, any, error) {
 		run, err := a.runs.GetRun(ctx, id)
 		if err != nil {
 			return "", nil, err
 		}
 		lease, err := a.lease(ctx, id)
-		return "run", map[string]any{"run": run, "lease": lease}, err
+		if err != nil {
+			return "", nil, err
+		}
+		newer, err := a.auditTrailAfter(ctx, id, auditSeq)
+		if err != nil {
+			return "", nil, err
+		}
+		if len(newer) > 0 {
+			auditSeq = newer[len(newer)-1].Seq
+		}
+		return "run", map[string]any{"run": run, "lease": lease, "audit_seq": auditSeq}, nil
 	})
 }
 

@@ -102,7 +102,16 @@ func (a *app) routes() []route {
 			a.reply(w, r, run, err)
 		}},
 		{"GET", "/runs/{id}/audit", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
-			events, err := a.auditTrail(r.Context(), r.PathValue("id"))
+			var after int64
+			if s := r.URL.Query().Get("after"); s != "" {
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil || n < 0 {
+					a.reply(w, r, nil, runstate.InvalidArgument("after", "%q is not a sequence number (0 or more)", s))
+					return
+				}
+				after = n
+			}
+			events, err := a.auditTrailAfter(r.Context(), r.PathValue("id"), after)
 			a.reply(w, r, events, err)
 		}},
 		{"GET", "/runs/{id}/lease", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {

@@ -413,10 +413,12 @@ function runView(id) {
   const steps = h("section", { "aria-labelledby": "h-steps" });
   const audit = h("section", { "aria-labelledby": "h-audit" });
   main.replaceChildren(title, head, actions, summary, chain, steps, audit);
-  let auditVersion = -1;
+  let events = []; // the trail, grown by what is newer
+  let drawnSeq = -1;
+  const lastSeq = () => (events.length ? events[events.length - 1].seq : 0);
   let chainFor = null;
 
-  async function render(run, lease) {
+  async function render(run, lease, auditSeq) {
     head.replaceChildren(h("p", {}, statusBadge(run.status), " ", h("strong", {}, run.workflow_name), " · version " + run.version));
     head.querySelector(".status").id = "run-status";
     const can = [];
@@ -444,9 +446,11 @@ function runView(id) {
       ["Labels", Object.entries(run.labels || {}).map(([k, v]) => k + "=" + v).join(", ")],
     ]));
     steps.replaceChildren(h("h2", { id: "h-steps" }, "Steps (" + (run.steps || []).length + ")"), stepsTable(run));
-    if (run.version !== auditVersion) {
-      auditVersion = run.version;
-      const events = await api("runs/" + encodeURIComponent(id) + "/audit", { signal });
+    if (auditSeq > lastSeq()) {
+      events = events.concat(await api("runs/" + encodeURIComponent(id) + "/audit?after=" + lastSeq(), { signal }));
+    }
+    if (drawnSeq !== lastSeq()) {
+      drawnSeq = lastSeq();
       audit.replaceChildren(h("h2", { id: "h-audit" }, "Audit trail (" + events.length + ")"), auditTable(events));
     }
     if (chainFor !== run.retry_of) {
@@ -460,27 +464,28 @@ function runView(id) {
 
   let last = 0;
   let shown = "";
-  async function show(run, lease) {
+  async function show(run, lease, auditSeq) {
     // The stream's first event repeats what the first read showed: a page
     // redrawn for nothing would move the focus and the buttons under the
     // pointer.
-    const key = JSON.stringify([run.version, lease]);
+    const key = JSON.stringify([run.version, lease, auditSeq]);
     if (key === shown) return;
     shown = key;
     const mine = ++last;
     try {
       showError("");
-      await render(run, lease);
+      await render(run, lease, auditSeq);
     } catch (err) {
       if (!signal.aborted && mine === last) showError(refusal(err));
     }
   }
 
   // The first render reads the API directly; the stream then follows.
-  Promise.all([api("runs/" + encodeURIComponent(id), { signal }), api("runs/" + encodeURIComponent(id) + "/lease", { signal })])
-    .then(([run, lease]) => show(run, lease))
+  Promise.all([api("runs/" + encodeURIComponent(id), { signal }), api("runs/" + encodeURIComponent(id) + "/lease", { signal }),
+    api("runs/" + encodeURIComponent(id) + "/audit", { signal })])
+    .then(([run, lease, trail]) => { events = trail; return show(run, lease, lastSeq()); })
     .then(() => follow("runs/" + encodeURIComponent(id) + "/events", signal, (name, data) => {
-      if (name === "run") show(data.run, data.lease);
+      if (name === "run") show(data.run, data.lease, data.audit_seq);
       else if (name === "problem") showError(refusal(new Problem(data)));
     }))
     .catch((err) => { if (!signal.aborted) showError(refusal(err)); });
