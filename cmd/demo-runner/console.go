@@ -47,11 +47,9 @@ type runCounts struct {
 	Capped bool `json:"capped,omitempty"`
 }
 
-// countRunsLimit bounds the runs one count reads.
-const countRunsLimit = 100000
-
 // countRuns counts the runs matching p's filters (not its statuses, page
-// size or cursor) by status, in one pass over the listing.
+// size or cursor) by status, in one pass over the listing, up to
+// runsCountLimit (as /metrics counts).
 func countRuns(ctx context.Context, store runstate.RunStateStore, p runstate.ListRunsParams) (runCounts, error) {
 	c := runCounts{ByStatus: map[runstate.RunStatus]int{}}
 	for _, s := range runstate.RunStatuses() {
@@ -70,14 +68,14 @@ func countRuns(ctx context.Context, store runstate.RunStateStore, p runstate.Lis
 		if p.Cursor = page.NextCursor; p.Cursor == "" {
 			return c, nil
 		}
-		if c.Total >= countRunsLimit {
+		if c.Total >= runsCountLimit {
 			c.Capped = true
 			return c, nil
 		}
 	}
 }
 
-// lease is GET /runs/{id}/lease's answer: the last lease issued on the run.
+// leaseView is GET /runs/{id}/lease's answer: the last lease issued on the run.
 type leaseView struct {
 	// Known: the store tells leases (runstate.LeaseReader); when false
 	// nothing else is set.
