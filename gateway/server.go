@@ -246,7 +246,7 @@ func permit(p Principal, method string, req any) error {
 	if !known {
 		return denied(p, "%s is not an operation of the gateway", method)
 	}
-	if !p.Role.allows(least) {
+	if !p.Role.Allows(least) {
 		return denied(p, "%s needs the %s role", method, least)
 	}
 	if p.Role != RoleWorker {

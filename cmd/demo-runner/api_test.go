@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -29,12 +30,18 @@ import (
 // apiApp is a demo-runner app on a memory store, as serve runs it.
 func apiApp(t *testing.T) *app {
 	t.Helper()
+	return apiAppLogging(t, io.Discard)
+}
+
+// apiAppLogging is apiApp with its log on stderr.
+func apiAppLogging(t *testing.T, stderr io.Writer) *app {
+	t.Helper()
 	g := globals{storeName: "memory", dataDir: t.TempDir(), policy: "interrupt", logLevel: "error", lease: 30 * time.Second,
 		notifyAttempts: 1, pluginConfig: kvFlag{}, workerID: "api-test"}
 	if err := g.check(); err != nil {
 		t.Fatal(err)
 	}
-	a, err := start(context.Background(), g, holds(), io.Discard, io.Discard)
+	a, err := start(context.Background(), g, holds(), io.Discard, stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +180,16 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 		{"POST", "/runs/" + done.RunID + "/signal", "", "", 409, codeRunFinished},
 		{"POST", "/runs/" + queued.RunID + "/cancel", "application/json", `{"reason": 7}`, 400, "INVALID_ARGUMENT"},
 		{"POST", "/runs/" + queued.RunID + "/cancel", "application/json", `{"because": "x"}`, 400, "INVALID_ARGUMENT"},
+		{"GET", "/runs/" + queued.RunID + "/audit?after=1", "", "", 200, ""},
+		{"GET", "/runs/" + queued.RunID + "/audit?after=-1", "", "", 400, "INVALID_ARGUMENT"},
+		{"GET", "/whoami", "", "", 200, ""},
+		{"GET", "/counts?workflow=wf&label=a=b", "", "", 200, ""},
+		{"GET", "/counts?label=novalue", "", "", 400, "INVALID_ARGUMENT"},
+		{"GET", "/runs/" + queued.RunID + "/lease", "", "", 200, ""},
+		{"GET", "/runs/no-such-run/lease", "", "", 404, "NOT_FOUND"},
+		{"GET", "/deadletters", "", "", 200, ""},
+		{"POST", "/runs/" + queued.RunID + "/retry", "", "", 409, codeRunNotRetryable},
+		{"POST", "/runs/no-such-run/retry", "", "", 404, "NOT_FOUND"},
 		{"DELETE", "/runs/" + queued.RunID, "", "", 405, "METHOD_NOT_ALLOWED"},
 		{"GET", "/nothing/here", "", "", 404, "NOT_FOUND"},
 	} {
@@ -208,6 +225,114 @@ func TestAPIAnswersAsDescribed(t *testing.T) {
 	trail, _ = a.auditTrail(ctx, other.RunID)
 	if last := trail[len(trail)-1]; last.Reason != "duplicate" {
 		t.Errorf("the audit says %q, want the query's reason", last.Reason)
+	}
+}
+
+// GET /counts counts what GET /runs lists, by status; POST /runs/{id}/retry
+// queues a new run pointing at the finished one.
+func TestAPICountsAndRetries(t *testing.T) {
+	a := apiApp(t)
+	_, router := openAPIDoc(t)
+	srv := httptest.NewServer(a.handler())
+	defer srv.Close()
+	ctx := context.Background()
+	wf := writeWorkflow(t, "name: wf\nsteps:\n  - name: s\n    type: sleep\n    duration: 1ms\n")
+	var runs []runstate.RunSnapshot
+	for i := range 5 {
+		labels := map[string]string{labelWorkflowFile: wf}
+		if i < 2 {
+			labels["team"] = "red"
+		}
+		r, err := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf", Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "other"})
+	if _, err := a.operator.Cancel(ctx, runs[0].RunID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var counts runCounts
+	_, body, _ := call(t, srv, router, "GET", "/counts?workflow=wf", "", "")
+	if err := json.Unmarshal(body, &counts); err != nil || counts.Total != 5 || counts.ByStatus[runstate.StatusQueued] != 4 ||
+		counts.ByStatus[runstate.StatusCanceled] != 1 || counts.ByStatus[runstate.StatusRunning] != 0 {
+		t.Errorf("counts of wf: %s", body)
+	}
+	_, body, _ = call(t, srv, router, "GET", "/counts?label=team=red", "", "")
+	if json.Unmarshal(body, &counts); counts.Total != 2 || counts.ByStatus[runstate.StatusCanceled] != 1 {
+		t.Errorf("counts of team=red: %s", body)
+	}
+
+	code, body, _ := call(t, srv, router, "POST", "/runs/"+runs[0].RunID+"/retry", "", "")
+	var retry runstate.RunSnapshot
+	if json.Unmarshal(body, &retry); code != 201 || retry.RetryOf != runs[0].RunID || retry.Attempt != 2 || retry.Status != runstate.StatusQueued {
+		t.Errorf("retry: HTTP %d %s", code, body)
+	}
+	if code, body, _ := call(t, srv, router, "GET", "/runs/"+runs[0].RunID+"/lease", "", ""); code != 200 || !bytes.Contains(body, []byte(`"known":true`)) {
+		t.Errorf("lease of a run never leased: HTTP %d %s", code, body)
+	}
+}
+
+// GET /runs/{id}/events sends the run at once, then again when it changes.
+func TestRunEventsFollowTheStore(t *testing.T) {
+	a := apiApp(t)
+	a.liveEvery = 10 * time.Millisecond
+	srv := httptest.NewServer(a.handler())
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run, _ := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/runs/"+run.RunID+"/events", nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("Content-Type %q", resp.Header.Get("Content-Type"))
+	}
+	events := bufio.NewScanner(resp.Body)
+	type runEvent struct {
+		Run      runstate.RunSnapshot
+		AuditSeq int64 `json:"audit_seq"`
+	}
+	next := func() runEvent {
+		t.Helper()
+		for events.Scan() {
+			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
+				var ev runEvent
+				if err := json.Unmarshal([]byte(data), &ev); err != nil {
+					t.Fatal(err)
+				}
+				return ev
+			}
+		}
+		t.Fatalf("the stream ended: %v", events.Err())
+		return runEvent{}
+	}
+	if first := next(); first.Run.Status != runstate.StatusQueued || first.AuditSeq != 1 {
+		t.Errorf("first event: %s, audit seq %d", first.Run.Status, first.AuditSeq)
+	}
+	canceled, err := a.operator.Cancel(ctx, run.RunID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second := next(); second.Run.Status != runstate.StatusCanceled || second.AuditSeq != 2 {
+		t.Errorf("after the cancel: %s, audit seq %d", second.Run.Status, second.AuditSeq)
+	}
+	// A write refused on the finished run changes its trail, not its version.
+	if _, err := a.runs.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: canceled.Version, Status: "running",
+		Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "test"}}); !errors.Is(err, runstate.ErrInvalidTransition) {
+		t.Fatalf("a move out of canceled: %v", err)
+	}
+	if third := next(); third.Run.Version != canceled.Version || third.AuditSeq != 3 {
+		t.Errorf("after the rejected write: version %d, audit seq %d", third.Run.Version, third.AuditSeq)
+	}
+	_, router := openAPIDoc(t)
+	code, _, _ := call(t, srv, router, "GET", "/runs/no-such-run/events", "", "")
+	if code != 404 {
+		t.Errorf("events of an unknown run: HTTP %d", code)
 	}
 }
 

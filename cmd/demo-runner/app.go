@@ -183,6 +183,7 @@ type app struct {
 	supervisor []string
 	stdout     io.Writer
 	closers    []func() error
+	liveEvery  time.Duration // how often serve's live streams read the store
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {
@@ -324,7 +325,7 @@ func storeError(err error) error {
 	switch {
 	case errors.As(err, &e):
 		return err
-	case errors.Is(err, tracker.ErrFinished), errors.Is(err, tracker.ErrNotWaiting),
+	case errors.Is(err, tracker.ErrFinished), errors.Is(err, tracker.ErrNotWaiting), errors.As(err, new(notRetryable)),
 		runstate.CodeOf(err) == runstate.CodeInvalidArgument, runstate.CodeOf(err) == runstate.CodeInvalidTransition,
 		runstate.CodeOf(err) == runstate.CodeNotFound:
 		return exitError{Code: exitUsage, Msg: err.Error()}

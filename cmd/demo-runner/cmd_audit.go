@@ -23,8 +23,13 @@ func (c commands) audit() *cobra.Command {
 
 // auditTrail reads a run's whole audit trail.
 func (a *app) auditTrail(ctx context.Context, id string) ([]runstate.AuditEvent, error) {
+	return a.auditTrailAfter(ctx, id, 0)
+}
+
+// auditTrailAfter reads a run's audit events after seq after.
+func (a *app) auditTrailAfter(ctx context.Context, id string, after int64) ([]runstate.AuditEvent, error) {
 	all := []runstate.AuditEvent{}
-	for after := int64(0); ; {
+	for {
 		page, err := a.runs.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id, AfterSeq: after, Limit: runstate.MaxPageLimit})
 		if err != nil {
 			return nil, err

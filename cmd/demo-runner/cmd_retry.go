@@ -37,22 +37,44 @@ RUN_ID and the attempt counted up, and runs it in the foreground (--queue: only 
 
 // retry starts a new run of a finished run's workflow, pointing at it.
 func (a *app) retry(ctx context.Context, id string, queueOnly bool) error {
-	old, err := a.runs.GetRun(ctx, id)
+	run, err := a.queueRetry(ctx, id)
 	if err != nil {
 		return storeError(err)
 	}
+	if queueOnly {
+		fmt.Fprintln(a.stdout, run.RunID)
+		return nil
+	}
+	return a.runForeground(ctx, run)
+}
+
+// notRetryable refuses to retry a run that is not finished, succeeded,
+// or whose diagnostic says retrying cannot help.
+type notRetryable struct{ msg string }
+
+func (e notRetryable) Error() string { return e.msg }
+
+func refuseRetry(format string, args ...any) error { return notRetryable{fmt.Sprintf(format, args...)} }
+
+// queueRetry queues a new run of a finished run's workflow, with retry_of
+// set to it and the attempt counted up.
+func (a *app) queueRetry(ctx context.Context, id string) (runstate.RunSnapshot, error) {
+	old, err := a.runs.GetRun(ctx, id)
+	if err != nil {
+		return old, err
+	}
 	switch {
 	case !old.Status.Terminal():
-		return usageError("run %s is %s: only a finished run can be retried", id, old.Status)
+		return old, refuseRetry("run %s is %s: only a finished run can be retried", id, old.Status)
 	case old.Status == runstate.StatusSuccess:
-		return usageError("run %s succeeded: there is nothing to retry", id)
+		return old, refuseRetry("run %s succeeded: there is nothing to retry", id)
 	case old.Diagnostic != nil && !old.Diagnostic.Retryable:
-		return usageError("run %s failed with %s, which its diagnostic marks not retryable", id, old.Diagnostic.ErrorCode)
+		return old, refuseRetry("run %s failed with %s, which its diagnostic marks not retryable", id, old.Diagnostic.ErrorCode)
 	}
 	path := old.Labels[labelWorkflowFile]
 	wf, err := workflow.Load(path)
 	if err != nil {
-		return exitError{Code: exitFailure, Msg: fmt.Sprintf("the workflow of run %s: %v", id, err)}
+		return old, exitError{Code: exitFailure, Msg: fmt.Sprintf("the workflow of run %s: %v", id, err)}
 	}
 	labels := map[string]string{}
 	for k, v := range old.Labels {
@@ -60,14 +82,10 @@ func (a *app) retry(ctx context.Context, id string, queueOnly bool) error {
 			labels[k] = v
 		}
 	}
-	run, err := a.create(ctx, path, wf, old.Priority, labels, old.RunID)
+	run, err := a.createRun(ctx, path, wf, old.Priority, labels, old.RunID)
 	if err != nil {
-		return err
+		return run, err
 	}
 	a.log.Info("retry created", "run_id", run.RunID, "retry_of", old.RunID, "attempt", run.Attempt)
-	if queueOnly {
-		fmt.Fprintln(a.stdout, run.RunID)
-		return nil
-	}
-	return a.runForeground(ctx, run)
+	return run, nil
 }

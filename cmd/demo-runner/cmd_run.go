@@ -69,8 +69,17 @@ func (a *app) createFromFile(ctx context.Context, args []string, o *options) (ru
 	return a.create(ctx, path, wf, o.priority, o.labels, "")
 }
 
-// create queues a run of the workflow at path.
+// create queues a run of the workflow at path; a failure has its exit code.
 func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, priority int, labels map[string]string, retryOf string) (runstate.RunSnapshot, error) {
+	run, err := a.createRun(ctx, path, wf, priority, labels, retryOf)
+	if err != nil {
+		return run, storeError(err)
+	}
+	return run, nil
+}
+
+// createRun queues a run of the workflow at path, with the store's error.
+func (a *app) createRun(ctx context.Context, path string, wf workflow.Workflow, priority int, labels map[string]string, retryOf string) (runstate.RunSnapshot, error) {
 	l := map[string]string{labelWorkflowFile: path}
 	for k, v := range labels {
 		l[k] = v
@@ -78,7 +87,7 @@ func (a *app) create(ctx context.Context, path string, wf workflow.Workflow, pri
 	run, err := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: wf.Name, Priority: priority, Labels: l,
 		Steps: wf.StepSpecs(), RetryOf: retryOf, Reason: "submitted with demo-runner"})
 	if err != nil {
-		return run, storeError(err)
+		return run, err
 	}
 	a.log.Info("run created", "run_id", run.RunID, "workflow", wf.Name, "priority", priority)
 	return run, nil

@@ -84,7 +84,7 @@ type options struct {
 	once         bool
 	statuses     string
 	reason       string
-	addr         string
+	serve        serveOptions
 	metricsAddr  string
 	poll, grace  time.Duration
 	recoverEvery time.Duration

@@ -112,7 +112,8 @@ func (m *metrics) storeGauges(store runstate.RunStateStore, dead *tracker.FileDe
 	})
 }
 
-// runsCountLimit bounds the pages a scrape reads per status.
+// runsCountLimit bounds the runs a count reads: a scrape's per status,
+// GET /counts's in all.
 const runsCountLimit = 100000
 
 type storeCollector struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/access"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -46,21 +48,27 @@ var httpStatus = map[runstate.Code]int{
 
 // Codes of the API's own refusals, beside the contract's.
 const (
-	codeRunFinished   = "RUN_FINISHED"    // cancel or signal a run that has ended
-	codeRunNotWaiting = "RUN_NOT_WAITING" // signal a run that waits for nothing
-	codeInternal      = "INTERNAL"        // a failure with no code of its own
+	codeRunFinished     = "RUN_FINISHED"      // cancel or signal a run that has ended
+	codeRunNotWaiting   = "RUN_NOT_WAITING"   // signal a run that waits for nothing
+	codeRunNotRetryable = "RUN_NOT_RETRYABLE" // retry a run that has not finished, succeeded, or may not be retried
+	codeInternal        = "INTERNAL"          // a failure with no code of its own
 )
 
 // route is one operation of the API.
 type route struct {
 	method, pattern string
-	handle          http.HandlerFunc
+	// need is the least role a caller needs when serve has a tokens file;
+	// "" for what holds no data (probes, the API's description).
+	need   access.Role
+	handle http.HandlerFunc
 }
 
 // routes are the API's operations; openapi.yaml describes exactly these.
+// It is one table, longer than a function should be, so that every route,
+// the role it needs, and what it does read in one place.
 func (a *app) routes() []route {
 	return []route{
-		{"GET", "/healthz", func(w http.ResponseWriter, r *http.Request) {
+		{"GET", "/healthz", "", func(w http.ResponseWriter, r *http.Request) {
 			_, err := a.runs.GetRun(r.Context(), "healthz-probe")
 			if err != nil && !errors.Is(err, runstate.ErrNotFound) {
 				a.reply(w, r, nil, err)
@@ -68,7 +76,10 @@ func (a *app) routes() []route {
 			}
 			a.reply(w, r, map[string]string{"status": "ok"}, nil)
 		}},
-		{"GET", "/runs", func(w http.ResponseWriter, r *http.Request) {
+		{"GET", "/whoami", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
+			a.reply(w, r, whoami(r), nil)
+		}},
+		{"GET", "/runs", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
 			p, err := listParams(r)
 			if err != nil {
 				a.reply(w, r, nil, err)
@@ -77,36 +88,77 @@ func (a *app) routes() []route {
 			page, err := a.runs.ListRuns(r.Context(), p)
 			a.reply(w, r, newRunList(page), err)
 		}},
-		{"GET", "/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		{"GET", "/counts", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
+			p, err := listParams(r)
+			if err != nil {
+				a.reply(w, r, nil, err)
+				return
+			}
+			counts, err := countRuns(r.Context(), a.runs, p)
+			a.reply(w, r, counts, err)
+		}},
+		{"GET", "/runs/{id}", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
 			run, err := a.runs.GetRun(r.Context(), r.PathValue("id"))
 			a.reply(w, r, run, err)
 		}},
-		{"GET", "/runs/{id}/audit", func(w http.ResponseWriter, r *http.Request) {
-			events, err := a.auditTrail(r.Context(), r.PathValue("id"))
+		{"GET", "/runs/{id}/audit", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
+			var after int64
+			if s := r.URL.Query().Get("after"); s != "" {
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil || n < 0 {
+					a.reply(w, r, nil, runstate.InvalidArgument("after", "%q is not a sequence number (0 or more)", s))
+					return
+				}
+				after = n
+			}
+			events, err := a.auditTrailAfter(r.Context(), r.PathValue("id"), after)
 			a.reply(w, r, events, err)
 		}},
-		{"POST", "/runs/{id}/signal", func(w http.ResponseWriter, r *http.Request) {
-			run, err := a.operator.Signal(r.Context(), r.PathValue("id"))
+		{"GET", "/runs/{id}/lease", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
+			lease, err := a.lease(r.Context(), r.PathValue("id"))
+			a.reply(w, r, lease, err)
+		}},
+		{"GET", "/runs/{id}/events", access.RoleReader, a.runEvents},
+		{"GET", "/events/runs", access.RoleReader, a.listEvents},
+		{"POST", "/runs/{id}/signal", access.RoleOperator, func(w http.ResponseWriter, r *http.Request) {
+			run, err := a.operatorFor(r).Signal(r.Context(), r.PathValue("id"))
 			a.reply(w, r, run, err)
 		}},
-		{"POST", "/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		{"POST", "/runs/{id}/cancel", access.RoleOperator, func(w http.ResponseWriter, r *http.Request) {
 			reason, err := cancelReason(r)
 			if err != nil {
 				a.reply(w, r, nil, err)
 				return
 			}
-			run, err := a.operator.Cancel(r.Context(), r.PathValue("id"), reason)
+			run, err := a.operatorFor(r).Cancel(r.Context(), r.PathValue("id"), reason)
 			if err == nil {
 				a.metrics.observeFinished(run)
 			}
 			a.reply(w, r, run, err)
 		}},
-		{"GET", "/metrics", a.metricsHandler().ServeHTTP},
-		{"GET", "/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		{"POST", "/runs/{id}/retry", access.RoleOperator, func(w http.ResponseWriter, r *http.Request) {
+			run, err := a.queueRetry(r.Context(), r.PathValue("id"))
+			if err != nil {
+				a.reply(w, r, nil, err)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(run)
+		}},
+		{"GET", "/deadletters", access.RoleReader, func(w http.ResponseWriter, r *http.Request) {
+			list, err := a.dead.List()
+			if list == nil {
+				list = []tracker.DeadLetter{}
+			}
+			a.reply(w, r, list, err)
+		}},
+		{"GET", "/metrics", access.RoleReader, a.metricsHandler().ServeHTTP},
+		{"GET", "/openapi.yaml", "", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/yaml")
 			w.Write(openAPIYAML)
 		}},
-		{"GET", "/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		{"GET", "/openapi.json", "", func(w http.ResponseWriter, r *http.Request) {
 			doc, err := yaml.YAMLToJSON(openAPIYAML)
 			if err != nil {
 				a.reply(w, r, nil, err)
@@ -118,12 +170,20 @@ func (a *app) routes() []route {
 	}
 }
 
-// handler is the HTTP API: the CLI's queries and operator actions.
+// handler is the API and the console without credentials, as serve
+// answers on loopback without a tokens file.
 func (a *app) handler() http.Handler {
+	return a.guardedHandler(&guard{origin: http.NewCrossOriginProtection()})
+}
+
+// guardedHandler is the HTTP API (the CLI's queries and operator actions)
+// and the console, every route behind g.
+func (a *app) guardedHandler(g *guard) http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
-		mux.HandleFunc(rt.method+" "+rt.pattern, rt.handle)
+		mux.HandleFunc(rt.method+" "+rt.pattern, a.wrap(g, rt.need, rt.handle))
 	}
+	a.consoleRoutes(mux, g)
 	// What no route takes: problem JSON too, 405 with Allow when the path
 	// exists for other methods.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -144,6 +204,16 @@ func (a *app) handler() http.Handler {
 		a.problem(w, r, http.StatusNotFound, string(runstate.CodeNotFound), fmt.Sprintf("no operation %s %s; /openapi.json lists them", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// operatorFor is the operator acting in r: the authenticated principal
+// when serve has credentials, else the user running serve.
+func (a *app) operatorFor(r *http.Request) tracker.Operator {
+	op := a.operator
+	if p, ok := principalOf(r); ok {
+		op.Actor.ID = p.Name
+	}
+	return op
 }
 
 // listParams reads GET /runs's query.
@@ -213,18 +283,42 @@ func newRunList(page runstate.RunPage) runList {
 	return runList{page.Runs, page.NextCursor}
 }
 
-// serve answers the API on addr until ctx ends.
-func (a *app) serve(ctx context.Context, addr string) error {
-	lis, err := net.Listen("tcp", addr)
+// serve answers the console and the API on o.addr until ctx ends.
+func (a *app) serve(ctx context.Context, o serveOptions) error {
+	lis, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return exitError{Code: exitFailure, Msg: err.Error()}
 	}
-	a.log.Info("serving", "addr", lis.Addr().String())
-	return a.serveOn(ctx, lis)
+	return a.serveListener(ctx, o, lis)
 }
 
-func (a *app) serveOn(ctx context.Context, lis net.Listener) error {
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+// serveListener answers on lis, with o's TLS and credentials.
+func (a *app) serveListener(ctx context.Context, o serveOptions, lis net.Listener) error {
+	g, err := newGuard(o)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	tlsConf, err := o.loadTLS()
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	scheme := "http"
+	if tlsConf != nil {
+		lis, scheme = tls.NewListener(lis, tlsConf), "https"
+	}
+	a.liveEvery = o.liveEvery
+	a.log.Info("serving", "addr", lis.Addr().String(), "console", scheme+"://"+lis.Addr().String()+"/ui/",
+		"credentials", g.tokens != nil)
+	return a.serveOn(ctx, lis, a.guardedHandler(g))
+}
+
+// serveOn answers h on lis until ctx ends.
+func (a *app) serveOn(ctx context.Context, lis net.Listener, h http.Handler) error {
+	// Requests share ctx, so that the console's live streams end with it
+	// rather than hold Shutdown up.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -260,6 +354,8 @@ func (a *app) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
 			code, status, ok = codeRunFinished, http.StatusConflict, true
 		case errors.Is(err, tracker.ErrNotWaiting):
 			code, status, ok = codeRunNotWaiting, http.StatusConflict, true
+		case errors.As(err, new(notRetryable)):
+			code, status, ok = codeRunNotRetryable, http.StatusConflict, true
 		}
 		if !ok {
 			code, status = codeInternal, http.StatusInternalServerError

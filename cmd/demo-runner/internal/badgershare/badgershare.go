@@ -430,3 +430,16 @@ func (s *Store) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams)
 func (s *Store) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
 	return call(s, ctx, true, func(st runstate.Store) (runstate.RunPage, error) { return st.ListRunnableRuns(ctx, p) })
 }
+
+// GetLease implements runstate.LeaseReader: Badger tells leases, and so
+// does the socket's protocol. (A failure here is not ErrUnavailable, which
+// would drop the connection to the serving process.)
+func (s *Store) GetLease(ctx context.Context, runID string) (runstate.Lease, error) {
+	return call(s, ctx, true, func(st runstate.Store) (runstate.Lease, error) {
+		lr, ok := st.(runstate.LeaseReader)
+		if !ok {
+			return runstate.Lease{}, errors.New("badgershare: the store behind the socket does not tell leases")
+		}
+		return lr.GetLease(ctx, runID)
+	})
+}
