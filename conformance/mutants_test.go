@@ -1350,7 +1350,7 @@ func mutants() []mutant {
 // TestEveryMutantIsCaughtByItsRule runs each mutant against the rule that
 // must catch it, and fails for every mutant that rule lets through.
 func TestEveryMutantIsCaughtByItsRule(t *testing.T) {
-	all := append(targetMutants(), faultMutants()...)
+	all := slices.Concat(targetMutants(), faultMutants(), driverMutants(), sharperMutants())
 	for _, m := range mutants() {
 		all = append(all, targetMutant{m.rule, m.name, func() conformance.Target { return mutantTarget(m.wrap) }})
 	}
