@@ -317,6 +317,32 @@ func (s batchesReturnTheRunBefore) UpdateRuns(ctx context.Context, p runstate.Up
 	return res, err
 }
 
+// recoveryClaimsTakeOver lets a claim that names every non-terminal
+// status, as recovery's do, take over another owner's live lease, with a
+// token of its own: two recoveries then take runs from each other.
+type recoveryClaimsTakeOver struct{ base }
+
+func (s recoveryClaimsTakeOver) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	cl, err := s.Store.ClaimRun(ctx, p)
+	if !errors.Is(err, runstate.ErrLeaseHeld) || len(p.Statuses) != 3 {
+		return cl, err
+	}
+	held, lerr := s.Store.GetLease(ctx, p.RunID)
+	if lerr != nil {
+		return cl, err
+	}
+	// Claimed as another incarnation of the holder's worker (LEASE-012),
+	// which the correct store lets take over; reported as the caller's.
+	as := p
+	as.Owner = runstate.Owner{Worker: held.Owner.Worker, Incarnation: p.Owner.String()}
+	taken, terr := s.Store.ClaimRun(ctx, as)
+	if terr != nil {
+		return cl, err
+	}
+	taken.Lease.Owner = p.Owner
+	return taken, nil
+}
+
 // realClockTarget is mutantTarget on the system clock, as a store out of
 // process (a plugin) is certified: the suite cannot make runs share a
 // created_at by stopping the clock.
@@ -360,6 +386,7 @@ func sharperMutants() []targetMutant {
 		}},
 		{"REC-002", "diagnostics stored as not retryable", b(func(s base) runstate.RunStateStore { return diagnosticsNotRetryable{s} })},
 		{"REC-007", "a batch applies its first update and reports all applied", b(func(s base) runstate.RunStateStore { return batchesApplyTheFirstItemOnly{s} })},
+		{"REC-009", "recovery's claims take over each other's leases", b(func(s base) runstate.RunStateStore { return recoveryClaimsTakeOver{s} })},
 		{"REC-010", "fenced writes skip compare-and-set", b(func(s base) runstate.RunStateStore { return fencedWritesSkipCAS{s} })},
 		{"REC-012", "batched updates answered with the run before the write", b(func(s base) runstate.RunStateStore { return batchesReturnTheRunBefore{s} })},
 	}
