@@ -51,7 +51,7 @@ type UpdateRunParams struct {
 	Reason string
 	// ReleaseLease releases the lease LeaseToken names in the update's own
 	// write, once the update applies: a worker's last write of a run, one
-	// write where UpdateRun and then ReleaseLease are two (LEASE-020). An
+	// write where UpdateRun and then ReleaseLease are two (LEASE-022). An
 	// update that is refused releases nothing. It needs a LeaseToken.
 	ReleaseLease bool
 }

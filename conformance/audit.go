@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runstate/runstate"
@@ -18,6 +19,7 @@ func init() {
 	register("AUD-006", "Audit events page by sequence number without gaps or repeats; the audit of an unknown run is NOT_FOUND.", none, checkAuditPaging)
 	register("AUD-007", "Every audit event records the lease token its write carried (0 for an unfenced write), also for rejected transitions.", leases, checkEventLeaseToken)
 	register("AUD-008", "An actor given without a kind is recorded as operator, with its id, on create and update.", none, checkUnnamedActors)
+	register("AUD-009", "Writes refused at once on a terminal run each record one rejected event; the trail stays numbered 1, 2, 3, … without repeats or gaps.", none, checkConcurrentRefusals)
 }
 
 func checkCreateEvent(c *checkState) {
@@ -249,5 +251,44 @@ func checkUnnamedActors(c *checkState) {
 	retry := c.create(runstate.CreateRunParams{RetryOf: done.RunID, Actor: runstate.Actor{ID: "bob"}})
 	if evs := c.events(retry.RunID); len(evs) != 1 || evs[0].Actor != (runstate.Actor{Kind: runstate.ActorOperator, ID: "bob"}) {
 		c.Errorf("a retry's created event by operator/bob", "%s", jsonOf(evs))
+	}
+}
+
+// checkConcurrentRefusals races writes that a terminal run refuses. Each
+// refusal appends one event and changes no snapshot, so a store that
+// guards its writes by the snapshot's version alone (compare-and-set on
+// the run's key) appends them from a stale read and repeats a seq.
+func checkConcurrentRefusals(c *checkState) {
+	const runs, racers, rounds = 3, 6, 4
+	stores := c.handles(racers)
+	for range runs {
+		run := c.runIn(runstate.StatusSuccess, runstate.CreateRunParams{})
+		before := len(c.events(run.RunID))
+		var refused atomic.Int64
+		for range rounds {
+			c.parallel(racers, func(i int) {
+				p := runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr(fmt.Sprintf("late %d", i)), Reason: "late write"}
+				if i%2 == 1 {
+					p = transition(run, runstate.StatusRunning)
+				}
+				_, err := stores[i].UpdateRun(c.ctx, p)
+				if c.expectErr(err, runstate.ErrInvalidTransition, "a write to a terminal run, racing others") {
+					refused.Add(1)
+				}
+			})
+		}
+		evs := c.events(run.RunID) // reports repeated or missing seq numbers
+		if len(evs) != before+int(refused.Load()) {
+			c.Errorf(fmt.Sprintf("run %s: one rejected event per refused write, %d in all", run.RunID, before+int(refused.Load())), "%d events: %s", len(evs), jsonOf(evs[min(before, len(evs)):]))
+		}
+		for _, e := range evs[min(before, len(evs)):] {
+			if e.Kind != runstate.AuditRejected || e.Version != run.Version {
+				c.Errorf("each event after the run ended to be rejected, at the run's final version", "%s", jsonOf(e))
+				break
+			}
+		}
+		if got := c.get(run.RunID); got.Version != run.Version || got.Status != runstate.StatusSuccess {
+			c.Errorf("the terminal run unchanged by the refused writes", "%s", jsonOf(got))
+		}
 	}
 }

@@ -331,6 +331,8 @@ func checkBadUpdates(c *checkState) {
 		"nothing to change":                 {RunID: run.RunID, ExpectedVersion: run.Version},
 		"priority out of range":             {RunID: run.RunID, ExpectedVersion: run.Version, Priority: ptr(runstate.MinPriority - 1)},
 		"interrupted_reason without status": {RunID: run.RunID, ExpectedVersion: run.Version, InterruptedReason: "why"},
+		"interrupted_reason with waiting":   {RunID: run.RunID, ExpectedVersion: run.Version, Status: "waiting", InterruptedReason: "why"},
+		"interrupted_reason with a message": {RunID: run.RunID, ExpectedVersion: run.Version, Message: ptr("m"), InterruptedReason: "why"},
 		"a step named twice":                {RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{{Name: "build", Status: "running"}, {Name: "build", Status: "success"}}},
 		"an unknown actor kind":             {RunID: run.RunID, ExpectedVersion: run.Version, Status: "waiting", Actor: runstate.Actor{Kind: "robot"}},
 		"a negative lease token":            {RunID: run.RunID, ExpectedVersion: run.Version, Status: "waiting", LeaseToken: -5},

@@ -322,6 +322,23 @@ func checkClaimRunsOrder(c *checkState) {
 	if err != nil || len(none.Claims) != 0 {
 		c.Errorf("no claim and no error when nothing is runnable", "%d claims, %s", len(none.Claims), describeErr(err))
 	}
+	// The filter: runs of higher priority that fail one field each stay.
+	pool := map[string]string{"pool": "x"}
+	var want []string
+	for range 2 {
+		want = append(want, c.create(runstate.CreateRunParams{Labels: pool}).RunID)
+	}
+	c.create(runstate.CreateRunParams{WorkflowName: "elsewhere", Priority: 9, Labels: pool})
+	c.create(runstate.CreateRunParams{Priority: 9, Labels: map[string]string{"pool": "y"}})
+	filtered, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w4"), TTL: c.ttl(), Max: 10,
+		Filter: runstate.RunnableFilter{WorkflowName: workflow, Labels: pool}})
+	var got []string
+	for _, cl := range filtered.Claims {
+		got = append(got, cl.Run.RunID)
+	}
+	if err != nil || !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		c.Errorf(fmt.Sprintf("ClaimRuns with a workflow and a label to claim exactly %v", want), "%v, %s", got, describeErr(err))
+	}
 }
 
 // expectFencingClaim checks one claim of a batch: its lease is by o, on its

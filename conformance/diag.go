@@ -6,7 +6,7 @@ import (
 
 func init() {
 	register("DIAG-001", "Entering failed, denied or timeout without a diagnostic fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkDiagnosticRequired)
-	register("DIAG-002", "A diagnostic without error_code or message fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkDiagnosticComplete)
+	register("DIAG-002", "A diagnostic without error_code or message fails with MISSING_DIAGNOSTIC and writes nothing, wherever it is given.", none, checkDiagnosticComplete)
 	register("DIAG-003", "Entering interrupted without a non-blank interrupted_reason fails with MISSING_DIAGNOSTIC and writes nothing.", none, checkInterruptedReason)
 	register("DIAG-004", "A diagnostic and an interrupted_reason are stored and returned intact, and the transition's audit event carries the error_code.", none, checkDiagnosticStored)
 }
@@ -38,6 +38,20 @@ func checkDiagnosticComplete(c *checkState) {
 		c.expectErr(err, runstate.ErrMissingDiagnostic, "entering failed with a diagnostic with "+name)
 		c.expectUnchanged(before, "after a diagnostic with "+name+" was refused")
 	}
+	// Also where no status requires one: a diagnostic given is complete.
+	run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{})
+	before := c.state(run.RunID)
+	for name, p := range map[string]runstate.UpdateRunParams{
+		"a write without a status": {Message: ptr("progress")},
+		"a transition to canceled": {Status: "canceled"},
+		"a transition to waiting":  {Status: "waiting"},
+		"a diagnostic alone":       {},
+	} {
+		p.RunID, p.ExpectedVersion, p.Diagnostic = run.RunID, run.Version, &runstate.Diagnostic{Message: "no error_code"}
+		_, err := c.store.UpdateRun(c.ctx, p)
+		c.expectErr(err, runstate.ErrMissingDiagnostic, name+" with a diagnostic without error_code")
+	}
+	c.expectUnchanged(before, "after incomplete diagnostics were refused")
 }
 
 func checkInterruptedReason(c *checkState) {

@@ -46,6 +46,9 @@ func (c *checkState) eachPair(filter func(from, to runstate.RunStatus) bool, fn 
 			}
 			run := c.runIn(from, runstate.CreateRunParams{})
 			p := pair{from: from, to: to, before: c.state(run.RunID)}
+			// The clock moves between the run's last write and this one, so
+			// that a time copied from the run is told from the write's own.
+			c.pass(time.Millisecond)
 			_, p.err = c.store.UpdateRun(c.ctx, transition(run, to))
 			p.after = c.state(run.RunID)
 			fn(p)
@@ -156,6 +159,10 @@ func checkForbiddenAudit(c *checkState) {
 			c.Errorf(p.String()+": a rejected event from "+string(p.from)+" to "+string(p.to)+
 				" with error_code INVALID_STATE_TRANSITION, the version refused at and the write's actor and reason", "%s", jsonOf(rej))
 		}
+		if last := p.before.events[len(p.before.events)-1]; !rej.Time.After(last.Time) || (want == 2 && !rej.Time.Equal(p.after.snap.UpdatedAt)) {
+			c.Errorf(p.String()+": the rejected event at the time of the refusal (for a non-terminal run, the updated_at of its move to failed), after the run's last write at "+last.Time.String(),
+				"%s, updated_at %v", jsonOf(rej), p.after.snap.UpdatedAt)
+		}
 		if want == 2 {
 			ev := evs[1]
 			if ev.Kind != runstate.AuditTransition || ev.From != p.from || ev.To != runstate.StatusFailed ||
@@ -243,6 +250,29 @@ func checkStepPairs(host bool) func(*checkState) {
 				}
 				c.expectUnchanged(before, "after "+what+" is refused")
 			}
+		}
+		// A step or host the patch names first is added as queued, then
+		// moved: it may start only in a status queued may move to.
+		for _, to := range runstate.StepStatuses() {
+			if to == runstate.StepQueued {
+				continue
+			}
+			run := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"web-1"}}}})
+			sp := runstate.StepPatch{Name: "fresh", Status: string(to)}
+			if host {
+				sp = runstate.StepPatch{Name: "build", Hosts: []runstate.HostPatch{{Host: "web-2", Status: string(to)}}}
+			}
+			before := c.state(run.RunID)
+			_, err := c.store.UpdateRun(c.ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Steps: []runstate.StepPatch{sp}})
+			what := fmt.Sprintf("a new %s that starts in %s", level, to)
+			if runstate.CanStepTransition(runstate.StepQueued, to) {
+				if err != nil {
+					c.Errorf(what+" to be added", "%s", describeErr(err))
+				}
+				continue
+			}
+			c.expectErr(err, runstate.ErrInvalidTransition, what+" (queued -> "+string(to)+")")
+			c.expectUnchanged(before, "after "+what+" is refused")
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runstate/runstate"
@@ -14,13 +15,13 @@ import (
 func init() {
 	register("LEASE-001", "While a lease is live, claiming the run for another owner fails with LEASE_HELD.", leases, checkExclusiveClaim)
 	register("LEASE-002", "N workers running claim-next concurrently over M runs claim each run exactly once.", leases, checkConcurrentClaimNext)
-	register("LEASE-003", "Claim-next takes the highest priority first, then the oldest run, then the smallest run_id.", leases, checkClaimOrder)
+	register("LEASE-003", "Claim-next takes, among the runs its filter matches, the highest priority first, then the oldest run, then the smallest run_id.", leases, checkClaimOrder)
 	register("LEASE-004", "Renewing extends the expiry and keeps owner and token; the renewed lease outlives its first expiry.", leases, checkRenew)
 	register("LEASE-005", "After a lease expires another worker can claim the run, with a larger token.", leases, checkExpiryTakeover)
 	register("LEASE-006", "A write carrying a stale lease token fails with LEASE_LOST and writes nothing; the current token's write succeeds.", leases, checkFencedWrites)
 	register("LEASE-007", "Renewing or releasing with a stale or released token fails with LEASE_LOST.", leases, checkStaleRenewRelease)
 	register("LEASE-008", "A terminal run is never claimable: ClaimRun fails with NOT_CLAIMABLE, claim-next and the runnable listing pass it by.", leases, checkTerminalNotClaimable)
-	register("LEASE-009", "Release ends ownership: the run is claimable at once, with a larger token, and the released token fences nothing.", leases, checkRelease)
+	register("LEASE-009", "Release ends ownership: the run is claimable at once, with a larger token, and the released token fences nothing from the release on.", leases, checkRelease)
 	register("LEASE-010", "The runnable listing returns non-terminal runs in the asked statuses without a live lease, in claim order, filtered and paged.", leases, checkListRunnable)
 	register("LEASE-011", "Claims consider queued and waiting runs unless the caller names the statuses; running is claimable only when named.", leases, checkClaimStatuses)
 	register("LEASE-012", "A later incarnation of the same worker may claim over its previous incarnation's live lease; other workers may not.", leases, checkIncarnations)
@@ -30,7 +31,9 @@ func init() {
 	register("LEASE-016", "Every claim of a run carries a token larger than all earlier tokens of that run, across releases and expiries.", leases, checkTokenMonotonic)
 	register("LEASE-018", "A lease has expired at exactly acquired_at + TTL: another owner can claim the run then, and the runnable listing includes it.", Capabilities{Leases: true, ControlledClock: true}, checkExpiryBoundary)
 	register("LEASE-019", "A write without a token is accepted while another owner holds a live lease, governed by compare-and-set alone; the lease stands.", leases, checkUnfencedWrites)
-	register("LEASE-020", "An update with ReleaseLease applies and releases its lease in one write; refused, it releases nothing; without a token it is INVALID_ARGUMENT.", leases, checkUpdateReleasesLease)
+	register("LEASE-020", "The runnable listing reads a page at one instant: while writes move runnable runs about in claim order, a page holding every matching run lists each exactly once.", leases, checkRunnableAtOneInstant)
+	register("LEASE-021", "A store with runstate.LeaseReader reports the last lease issued: token 0 before any claim, then each claim, renewal and takeover as returned, a released lease as the last issued; an unknown run is NOT_FOUND.", leases, checkLeaseReader)
+	register("LEASE-022", "An update with ReleaseLease applies and releases its lease in one write; refused, it releases nothing; without a token it is INVALID_ARGUMENT.", leases, checkUpdateReleasesLease)
 }
 
 // anyLive names every non-terminal status, for claims that are not about statuses.
@@ -46,7 +49,13 @@ func (c *checkState) claim(runID string, o runstate.Owner) runstate.Claim {
 
 func checkExclusiveClaim(c *checkState) {
 	run := c.newRun()
+	// The clock moves between the run's last write and the claim: the
+	// lease runs from the claim's time, not from the run's updated_at.
+	c.pass(c.ttl())
 	cl := c.claim(run.RunID, owner("w1"))
+	if cl.Lease.AcquiredAt.Before(run.UpdatedAt.Add(c.ttl())) {
+		c.Errorf(fmt.Sprintf("a lease acquired at the claim's time, at least %v after the run's last write at %v", c.ttl(), run.UpdatedAt), "acquired_at %v", cl.Lease.AcquiredAt)
+	}
 	if cl.Lease.Token < 1 || cl.Lease.Owner != owner("w1") || cl.Lease.RunID != run.RunID || cl.Run.RunID != run.RunID ||
 		!cl.Lease.ExpiresAt.After(cl.Lease.AcquiredAt) {
 		c.Errorf("a lease for w1/i1 with a positive token and expiry after acquisition", "%s", jsonOf(cl))
@@ -142,6 +151,25 @@ func checkClaimOrder(c *checkState) {
 	want = append(want, "mid", "low-old", "low-new", "low-newest")
 	if jsonOf(got) != jsonOf(want) {
 		c.Errorf(fmt.Sprintf("claim order %v", want), "%v", got)
+	}
+	// A filter picks among the runnable runs before the order does: runs
+	// of higher priority that fail one filter field each are passed by.
+	pool := map[string]string{"pool": "x"}
+	matching := c.create(runstate.CreateRunParams{RunID: "f-match", Priority: 1, Labels: pool}).RunID
+	otherWorkflow := c.create(runstate.CreateRunParams{RunID: "f-other-workflow", WorkflowName: "elsewhere", Priority: 9, Labels: pool}).RunID
+	otherPool := c.create(runstate.CreateRunParams{RunID: "f-other-pool", Priority: 9, Labels: map[string]string{"pool": "y"}}).RunID
+	for _, f := range []struct {
+		filter runstate.RunnableFilter
+		want   string
+	}{
+		{runstate.RunnableFilter{WorkflowName: workflow, Labels: pool}, matching},
+		{runstate.RunnableFilter{WorkflowName: "elsewhere"}, otherWorkflow},
+		{runstate.RunnableFilter{Labels: map[string]string{"pool": "y"}}, otherPool},
+	} {
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w2"), TTL: c.ttl(), Filter: f.filter})
+		if err != nil || cl.Run.RunID != f.want {
+			c.Errorf(fmt.Sprintf("claim-next with filter %s to take %s", jsonOf(f.filter), f.want), "%s %s", cl.Run.RunID, describeErr(err))
+		}
 	}
 }
 
@@ -251,6 +279,13 @@ func checkRelease(c *checkState) {
 	if err != nil || len(page.Runs) != 1 || page.Runs[0].RunID != run.RunID {
 		c.Errorf("the released run runnable at once", "%s, %s", jsonOf(page.Runs), describeErr(err))
 	}
+	// Fenced at once: no other claim has been made yet.
+	before := c.state(run.RunID)
+	released := transition(run, runstate.StatusRunning)
+	released.LeaseToken = cl.Lease.Token
+	_, err = c.store.UpdateRun(c.ctx, released)
+	c.expectErr(err, runstate.ErrLeaseLost, "a write with a released token, before any other claim")
+	c.expectUnchanged(before, "after a write with a released token")
 	next := c.claim(run.RunID, owner("w2"))
 	if next.Lease.Token <= cl.Lease.Token {
 		c.Errorf("a claim after release to carry a larger token", "%d after %d", next.Lease.Token, cl.Lease.Token)
@@ -303,6 +338,18 @@ func checkListRunnable(c *checkState) {
 	}
 	if got, want := list(runstate.RunnableFilter{Labels: map[string]string{"pool": "a"}, WorkflowName: workflow}, 0), []string{q5, expired, q1}; jsonOf(got) != jsonOf(want) {
 		c.Errorf(fmt.Sprintf("runnable runs in pool a %v", want), "%v", got)
+	}
+	// Each filter field also where some runnable run fails it alone: another
+	// workflow in pool a, another pool in this workflow.
+	elsewhere := c.create(runstate.CreateRunParams{RunID: "elsewhere", WorkflowName: "elsewhere", Priority: 8, Labels: map[string]string{"pool": "a"}}).RunID
+	if got, want := list(runstate.RunnableFilter{Labels: map[string]string{"pool": "a"}, WorkflowName: workflow}, 0), []string{q5, expired, q1}; jsonOf(got) != jsonOf(want) {
+		c.Errorf(fmt.Sprintf("runnable runs of workflow %s in pool a, not run %s of another workflow: %v", workflow, elsewhere, want), "%v", got)
+	}
+	if got, want := list(runstate.RunnableFilter{WorkflowName: "elsewhere"}, 0), []string{elsewhere}; jsonOf(got) != jsonOf(want) {
+		c.Errorf(fmt.Sprintf("runnable runs of workflow elsewhere: %v", want), "%v", got)
+	}
+	if got, want := list(runstate.RunnableFilter{Labels: map[string]string{"pool": "b"}}, 0), []string{w5}; jsonOf(got) != jsonOf(want) {
+		c.Errorf(fmt.Sprintf("runnable runs in pool b: %v", want), "%v", got)
 	}
 	_, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Statuses: []string{"success"}}})
 	c.expectInvalid(err, "listing runnable runs in a terminal status")
@@ -460,6 +507,96 @@ func checkUnfencedWrites(c *checkState) {
 	if err != nil {
 		c.Errorf("the holder's lease to stand after unfenced writes (renewable)", "%s", describeErr(err))
 	}
+}
+
+// checkRunnableAtOneInstant lists a pool of runnable runs while writers
+// change their priorities, which moves them about in claim order without
+// making any of them unrunnable. A listing read in parts, each at its own
+// instant, misses a run that moved back past a part already read, or
+// lists twice one that moved forward.
+func checkRunnableAtOneInstant(c *checkState) {
+	const runs, listers, writers, listings = 12, 2, 3, 150
+	pool := map[string]string{"pool": "moving"}
+	var ids []string
+	for i := range runs {
+		ids = append(ids, c.create(runstate.CreateRunParams{Priority: i, Labels: pool}).RunID)
+	}
+	sortedIDs := slices.Sorted(slices.Values(ids))
+	stores := c.handles(listers + writers)
+	var listing atomic.Int32
+	listing.Store(listers)
+	c.parallel(listers+writers, func(i int) {
+		if i < listers {
+			defer listing.Add(-1)
+			ls := c.leaseStoreOf(stores[i])
+			for range listings {
+				page, err := ls.ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: runstate.RunnableFilter{Labels: pool}, Limit: runstate.MaxPageLimit})
+				if err != nil {
+					c.Fatalf("the runnable listing to succeed", "%s", describeErr(err))
+				}
+				var got []string
+				for _, r := range page.Runs {
+					got = append(got, r.RunID)
+				}
+				if g := slices.Sorted(slices.Values(got)); !slices.Equal(g, sortedIDs) {
+					c.Fatalf(fmt.Sprintf("every run of the pool listed exactly once while priorities change: %v", sortedIDs), "%v", g)
+				}
+			}
+			return
+		}
+		for n := i; listing.Load() > 0; n += 5 {
+			run, err := stores[i].GetRun(c.ctx, ids[n%runs])
+			if err != nil {
+				c.Fatalf("GetRun to succeed", "%s", describeErr(err))
+			}
+			prio := (run.Priority + 7) % runs
+			_, err = stores[i].UpdateRun(c.ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Priority: &prio})
+			if err != nil && !errors.Is(err, runstate.ErrVersionConflict) {
+				c.Fatalf("a priority change to succeed or conflict", "%s", describeErr(err))
+			}
+		}
+	})
+}
+
+// checkLeaseReader follows one run's lease through claim, renewal,
+// release, a new claim, expiry and takeover, reading it after each step
+// with runstate.LeaseReader; the gateway decides who may act on a run by it.
+func checkLeaseReader(c *checkState) {
+	reader, ok := c.store.(runstate.LeaseReader)
+	if !ok {
+		c.skip(fmt.Sprintf("needs runstate.LeaseReader, which %T does not implement", c.store))
+	}
+	expect := func(after string, want runstate.Lease) {
+		got, err := reader.GetLease(c.ctx, want.RunID)
+		if err != nil {
+			c.Fatalf("GetLease "+after+" to succeed", "%s", describeErr(err))
+		}
+		if got.Owner != want.Owner || got.Token != want.Token || !got.AcquiredAt.Equal(want.AcquiredAt) || !got.ExpiresAt.Equal(want.ExpiresAt) {
+			c.Errorf("GetLease "+after+" to report "+jsonOf(want), "%s", jsonOf(got))
+		}
+	}
+	run := c.newRun()
+	expect("before any claim", runstate.Lease{RunID: run.RunID})
+	first := c.claim(run.RunID, owner("w1"))
+	expect("after a claim", first.Lease)
+	c.pass(c.ttl() / 3)
+	renewed, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: first.Lease.Token, TTL: c.ttl()})
+	if err != nil {
+		c.Fatalf("renewing a live lease to succeed", "%s", describeErr(err))
+	}
+	expect("after a renewal", renewed)
+	if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: first.Lease.Token}); err != nil {
+		c.Fatalf("release to succeed", "%s", describeErr(err))
+	}
+	expect("after a release (the last lease issued)", renewed)
+	second := c.claim(run.RunID, owner("w2"))
+	expect("after a claim that follows a release", second.Lease)
+	c.expire()
+	expect("after the lease expired", second.Lease)
+	third := c.claim(run.RunID, owner("w3"))
+	expect("after a takeover", third.Lease)
+	_, err = reader.GetLease(c.ctx, "no-such-run")
+	c.expectErr(err, runstate.ErrNotFound, "GetLease of an unknown run")
 }
 
 // checkUpdateReleasesLease: a worker's last write releases its lease in

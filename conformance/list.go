@@ -126,9 +126,29 @@ func checkListPaging(c *checkState) {
 	var want []runstate.RunSnapshot
 	for i := range 23 {
 		want = append(want, c.create(runstate.CreateRunParams{RunID: fmt.Sprintf("page-%02d", (i*7)%23)}))
-		if i%5 == 0 {
+		// Runs that share a created_at, and runs less than a millisecond
+		// apart: an index that keeps created_at to the millisecond orders
+		// these by run_id alone.
+		switch i % 5 {
+		case 0:
 			c.pass(time.Millisecond)
+		case 2:
+			c.pass(300 * time.Microsecond)
 		}
+	}
+	// Runs created in one batch share a created_at where the store stamps
+	// a batch once, also on a real clock: a cursor that resumes after the
+	// last run's created_at, not after its (created_at, run_id), skips them.
+	if b, ok := c.store.(runstate.BatchCreator); ok {
+		var items []runstate.CreateRunParams
+		for i := range 7 {
+			items = append(items, runstate.CreateRunParams{RunID: fmt.Sprintf("batch-%02d", (i*3)%7), WorkflowName: workflow})
+		}
+		res, err := b.CreateRuns(c.ctx, runstate.CreateRunsParams{Runs: items})
+		if err != nil {
+			c.Fatalf("CreateRuns to succeed", "%s", describeErr(err))
+		}
+		want = append(want, res.Runs...)
 	}
 	// ListRuns order: created_at, then run_id (LIST-005).
 	slices.SortFunc(want, func(a, b runstate.RunSnapshot) int {
@@ -138,14 +158,14 @@ func checkListPaging(c *checkState) {
 	for _, r := range want {
 		wantIDs = append(wantIDs, r.RunID)
 	}
-	for _, limit := range []int{1, 5, 23, 100} {
+	for _, limit := range []int{1, 2, 5, 23, runstate.MaxPageLimit} {
 		got := c.listAll(runstate.ListRunsParams{Limit: limit})
 		if !slices.Equal(got, wantIDs) {
 			c.Errorf(fmt.Sprintf("pages of %d to list every run once in (created_at, run_id) order %v", limit, wantIDs), "%v", got)
 		}
 	}
-	page, err := c.store.ListRuns(c.ctx, runstate.ListRunsParams{Limit: 23})
-	if err != nil || len(page.Runs) != 23 || page.NextCursor != "" {
+	page, err := c.store.ListRuns(c.ctx, runstate.ListRunsParams{Limit: len(want)})
+	if err != nil || len(page.Runs) != len(want) || page.NextCursor != "" {
 		c.Errorf("a page holding the last run to have no cursor", "%d runs, cursor %q, %s", len(page.Runs), page.NextCursor, describeErr(err))
 	}
 }
@@ -258,6 +278,13 @@ func checkListCombinedAndInvalid(c *checkState) {
 		_, err := c.store.ListAuditEvents(c.ctx, p)
 		c.expectInvalid(err, "ListAuditEvents with "+name)
 	}
+	// The largest page size is in range, in every listing.
+	if _, err := c.store.ListRuns(c.ctx, runstate.ListRunsParams{Limit: runstate.MaxPageLimit}); err != nil {
+		c.Errorf(fmt.Sprintf("ListRuns with a limit of %d, the maximum, to succeed", runstate.MaxPageLimit), "%s", describeErr(err))
+	}
+	if _, err := c.store.ListAuditEvents(c.ctx, runstate.ListAuditParams{RunID: want, Limit: runstate.MaxPageLimit}); err != nil {
+		c.Errorf(fmt.Sprintf("ListAuditEvents with a limit of %d, the maximum, to succeed", runstate.MaxPageLimit), "%s", describeErr(err))
+	}
 	if !c.target.Capabilities.Leases {
 		return
 	}
@@ -280,5 +307,8 @@ func checkListCombinedAndInvalid(c *checkState) {
 	for name, p := range map[string]runstate.ListRunnableParams{"a made-up cursor": {Cursor: "bm90LWEtY3Vyc29y"}, "a limit over 1000": {Limit: runstate.MaxPageLimit + 1}} {
 		_, err := c.leases().ListRunnableRuns(c.ctx, p)
 		c.expectInvalid(err, "the runnable listing with "+name)
+	}
+	if _, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Limit: runstate.MaxPageLimit}); err != nil {
+		c.Errorf(fmt.Sprintf("the runnable listing with a limit of %d, the maximum, to succeed", runstate.MaxPageLimit), "%s", describeErr(err))
 	}
 }

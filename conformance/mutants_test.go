@@ -1321,7 +1321,7 @@ func mutants() []mutant {
 			return &liveAtExpiry{base: base{m}, clock: c, expiry: map[string]time.Time{}}
 		}},
 		{"LEASE-019", "unfenced writes refused while leased", b(func(s base) runstate.RunStateStore { return unfencedWritesRefusedWhileLeased{s} })},
-		{"LEASE-020", "ReleaseLease ignored", b(func(s base) runstate.RunStateStore { return releaseIgnored{s} })},
+		{"LEASE-022", "ReleaseLease ignored", b(func(s base) runstate.RunStateStore { return releaseIgnored{s} })},
 		{"REC-001", "interrupted reasons not stored", b(func(s base) runstate.RunStateStore { return interruptedReasonsNotStored{s} })},
 		{"REC-003", "steps dropped from a write that ends the run", b(func(s base) runstate.RunStateStore { return stepsDroppedWithStatus{s} })},
 		{"REC-004", "runs with an expired lease left out of the runnable listing", b(func(s base) runstate.RunStateStore { return &expiredLeasesListedAsHeld{base: s} })},
@@ -1359,7 +1359,7 @@ func mutants() []mutant {
 // TestEveryMutantIsCaughtByItsRule runs each mutant against the rule that
 // must catch it, and fails for every mutant that rule lets through.
 func TestEveryMutantIsCaughtByItsRule(t *testing.T) {
-	all := append(targetMutants(), faultMutants()...)
+	all := slices.Concat(targetMutants(), faultMutants(), driverMutants(), sharperMutants())
 	for _, m := range mutants() {
 		all = append(all, targetMutant{m.rule, m.name, func() conformance.Target { return mutantTarget(m.wrap) }})
 	}

@@ -46,7 +46,10 @@ type Driver interface {
 	// Modify is the atomic read-modify-write of one run: it reads the run's
 	// snapshot, lease and last audit Seq, calls change with them and the
 	// store's time, and stores the Change it returns, so that no other write
-	// of the run comes in between (CAS-003, LEASE-002). An empty Change
+	// of the run comes in between (CAS-003, LEASE-002), also when the
+	// Change only appends events: a refused write to a terminal run changes
+	// no snapshot, so a guard on the snapshot's version alone lets two
+	// refusals append at the same Seq (AUD-009). An empty Change
 	// writes nothing. Unknown run: an error matching runstate.ErrNotFound.
 	// change may run more than once (a store that retries optimistic
 	// conflicts calls it afresh); only the last call's Change is stored.
@@ -66,7 +69,8 @@ type Driver interface {
 
 	// Runnable returns at most q.Limit runs that q.Admits and that come
 	// after q.After (nil: from the start), in claim order: the claim
-	// candidate search. It reads the store at one instant, and judges
+	// candidate search. It reads the store at one instant, not in chunks
+	// each read at its own (LEASE-020), and judges
 	// leases at that instant by the clock Modify reports: the kit's
 	// claim-next answers "nothing runnable" when Runnable finds nothing,
 	// which is then true (LEASE-017), and claims the first candidate that
@@ -93,7 +97,9 @@ type NextClaimer interface {
 // Modify costs more than a read (a row lock). It is optional: without it,
 // the kit reads the lease with a Modify that writes nothing.
 type LeaseReader interface {
-	// GetLease returns the run's lease state; unknown run: runstate.ErrNotFound.
+	// GetLease returns the run's lease state as Modify would read it now,
+	// released or expired leases included (LEASE-021); unknown run:
+	// runstate.ErrNotFound.
 	GetLease(ctx context.Context, runID string) (LeaseState, error)
 }
 

@@ -166,7 +166,7 @@ func (w *wrapped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (ru
 
 // updateChange is the change of the update p: the outcome applyUpdate
 // decides on the run as read, recorded in out, and with p.ReleaseLease the
-// lease released once the update applies (LEASE-020).
+// lease released once the update applies (LEASE-022).
 func updateChange(p runstate.UpdateRunParams, out *updateOutcome) func(Current) Change {
 	return func(cur Current) Change {
 		*out = applyUpdate(cur.Run, cur.Lease, p, cur.Now)

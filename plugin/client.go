@@ -146,8 +146,8 @@ func (c *Client) start(ctx context.Context, path string, opts Options) (*session
 		endStarted(cmd, proc, hclogger)
 		// go-plugin tells a protocol version mismatch from other failures in
 		// its text alone, which the cause carries to the reader.
-		return nil, runstate.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake: "+
-			"is it a runstate plugin of protocol version %d (built against this runstate release)? Its log lines above and the cause say more", name, ProtocolVersion), err)
+		return nil, hclogger.output.explain(runstate.Unavailable(fmt.Sprintf("plugin %s did not start or did not complete the runstate handshake: "+
+			"is it a runstate plugin of protocol version %d (built against this runstate release)? Its log lines above and the cause say more", name, ProtocolVersion), err))
 	}
 	raw, err := rpcClient.Dispense(pluginName)
 	if err != nil {
@@ -157,8 +157,8 @@ func (c *Client) start(ctx context.Context, path string, opts Options) (*session
 	s := c.sup.newSession(raw.(pb.RunStateStoreClient), proc)
 	s.cmd = cmd
 	if err := c.open(ctx, s, opts.Config); err != nil {
-		s.kill()
-		return nil, err
+		s.kill() // waits for the plugin's output to be read
+		return nil, hclogger.output.explain(err)
 	}
 	return s, nil
 }

@@ -2,9 +2,12 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,9 +22,47 @@ type hcLogger struct {
 	// quietExit: the plugin failed to start and was ended on purpose, so
 	// go-plugin's complaint that it did not exit gracefully is noise.
 	quietExit *atomic.Bool
+	// output keeps the plugin's last lines, which go-plugin logs through
+	// a named logger, for the error of a start that fails.
+	output *outputTail
 }
 
-func newHCLogger(l *slog.Logger) *hcLogger { return &hcLogger{l: l, quietExit: new(atomic.Bool)} }
+func newHCLogger(l *slog.Logger) *hcLogger {
+	return &hcLogger{l: l, quietExit: new(atomic.Bool), output: &outputTail{}}
+}
+
+// outputTail keeps the last lines a plugin process wrote to stderr.
+type outputTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// tailLines is how many of the plugin's last lines a failed start quotes.
+const tailLines = 5
+
+func (t *outputTail) add(msg string, args []any) {
+	line := msg
+	for i := 0; i+1 < len(args); i += 2 {
+		line += fmt.Sprintf(" %v=%v", args[i], args[i+1])
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > tailLines {
+		t.lines = t.lines[len(t.lines)-tailLines:]
+	}
+}
+
+// explain adds the plugin's last lines, if it wrote any, to err, which
+// errors.Is still matches.
+func (t *outputTail) explain(err error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; the plugin's last output: %s", err, strings.Join(t.lines, " | "))
+}
 
 // renameKeys gives go-plugin's "plugin" (the binary's path) its own name:
 // the host's logger already says plugin=NAME, and a key twice on one line
@@ -50,7 +91,8 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 		lv = slog.LevelDebug
 	}
 	attrs := append(append([]any{}, h.args...), renameKeys(args)...)
-	if h.name != "" {
+	if h.name != "" { // the plugin's own lines come through a named logger
+		h.output.add(msg, args)
 		attrs = append(attrs, "logger", h.name)
 	}
 	h.l.Log(context.Background(), lv, msg, attrs...)
@@ -73,7 +115,7 @@ func (h *hcLogger) IsError() bool { return h.enabled(hclog.Error) }
 
 func (h *hcLogger) ImpliedArgs() []any { return h.args }
 func (h *hcLogger) With(args ...any) hclog.Logger {
-	return &hcLogger{l: h.l, name: h.name, quietExit: h.quietExit, args: append(append([]any{}, h.args...), args...)}
+	return &hcLogger{l: h.l, name: h.name, quietExit: h.quietExit, output: h.output, args: append(append([]any{}, h.args...), args...)}
 }
 func (h *hcLogger) Name() string { return h.name }
 func (h *hcLogger) Named(name string) hclog.Logger {
@@ -81,10 +123,10 @@ func (h *hcLogger) Named(name string) hclog.Logger {
 	if h.name != "" {
 		n = h.name + "." + name
 	}
-	return &hcLogger{l: h.l, name: n, quietExit: h.quietExit, args: h.args}
+	return &hcLogger{l: h.l, name: n, quietExit: h.quietExit, output: h.output, args: h.args}
 }
 func (h *hcLogger) ResetNamed(name string) hclog.Logger {
-	return &hcLogger{l: h.l, name: name, quietExit: h.quietExit, args: h.args}
+	return &hcLogger{l: h.l, name: name, quietExit: h.quietExit, output: h.output, args: h.args}
 }
 
 // The level is the slog handler's business.

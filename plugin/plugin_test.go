@@ -427,3 +427,37 @@ func TestAKilledPluginIsStartedAgain(t *testing.T) {
 		t.Fatalf("a write after the restart: %v", err)
 	}
 }
+
+// A plugin started again whose Open fails (a scratch place it finds from
+// its predecessor) says so in every call meanwhile: its own error and its
+// last lines of output, not only that it has not come back.
+func TestARelaunchThatFailsToOpenSaysWhy(t *testing.T) {
+	t.Setenv("RUNSTATE_TESTPLUGIN", "scratch")
+	ctx := context.Background()
+	c, err := plugin.Open(ctx, bin(t, testPkg), plugin.Options{Config: map[string]string{"marker": filepath.Join(t.TempDir(), "marker")},
+		Logger: slog.New(slog.DiscardHandler), Relaunch: true, RelaunchPause: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	for {
+		_, err := c.Store().ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
+		if err == nil {
+			t.Fatal("the plugin came back on a scratch place it should refuse")
+		}
+		if strings.Contains(err.Error(), "names a scratch place that exists") {
+			if !errors.Is(err, runstate.ErrUnavailable) || !strings.Contains(err.Error(), "exists-marker-in-log") {
+				t.Fatalf("the call's error does not carry the plugin's output: %v", err)
+			}
+			return
+		}
+		if time.Since(began) > 20*time.Second {
+			t.Fatalf("after 20s calls still do not say why the plugin did not come back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -69,6 +69,10 @@ type supervisor struct {
 	state supervisorState
 	cur   *session
 	pause time.Duration // before the next start
+	// startErr is why the last start of a relaunch failed (nil: none
+	// failed since the last process served): calls made meanwhile say
+	// it, so that a plugin that cannot open again is seen to say why.
+	startErr error
 }
 
 func newSupervisor(peer string, log *slog.Logger) *supervisor {
@@ -187,6 +191,9 @@ func (sp *supervisor) relaunch(dead *session) {
 				return
 			}
 			sp.log.Error("starting the store plugin again failed; retrying", "plugin", sp.peer, "err", err)
+			sp.mu.Lock()
+			sp.startErr = err
+			sp.mu.Unlock()
 			continue
 		}
 		switch sp.relaunched(s) {
@@ -245,6 +252,7 @@ func (sp *supervisor) relaunched(s *session) supervisorState {
 	if !s.dead() {
 		// From here a death of s is exited's to see.
 		sp.moveTo(serving)
+		sp.startErr = nil
 	}
 	return sp.state
 }
@@ -259,6 +267,9 @@ func (sp *supervisor) current() (*session, error) {
 	case starting:
 		return nil, runstate.Unavailable(sp.peer+" is not open", nil)
 	case relaunching:
+		if sp.startErr != nil {
+			return nil, runstate.Unavailable(sp.peer+" has exited and is being started again; its last start failed: "+sp.startErr.Error(), sp.startErr)
+		}
 		return nil, runstate.Unavailable(sp.peer+" has exited and is being started again", nil)
 	case down:
 		return nil, runstate.Unavailable(sp.peer+" has exited", nil)

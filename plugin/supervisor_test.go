@@ -341,3 +341,47 @@ func TestSupervisorRefusesMovesOutsideItsTable(t *testing.T) {
 	}()
 	sp.moveTo(serving)
 }
+
+// A relaunch whose start fails says why in every call meanwhile: the
+// plugin's own error, not only that it is being started again.
+func TestSupervisorCallsSayWhyTheLastStartFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		openFails := errors.New("open: the database refused the password")
+		sp, l, _ := startSupervised(t, 50*time.Millisecond, func(n int, s *session) error {
+			if n == 1 {
+				return openFails
+			}
+			return nil
+		})
+		l.proc(0).exited.Store(true)
+		after(watchTick + 50*time.Millisecond) // the death, then the start that fails
+		_, err := sp.current()
+		if !errors.Is(err, runstate.ErrUnavailable) || !errors.Is(err, openFails) || !strings.Contains(err.Error(), "refused the password") {
+			t.Fatalf("a call after a failed start: %v, want the start's error in it", err)
+		}
+		after(100 * time.Millisecond) // the next start serves
+		inUse(t, sp)
+		l.proc(2).exited.Store(true)
+		after(watchTick)
+		if _, err := sp.current(); strings.Contains(err.Error(), "refused the password") {
+			t.Fatalf("a call after a later death repeats an old start's error: %v", err)
+		}
+	})
+}
+
+// A failed start quotes the plugin's last lines of output, which go-plugin
+// logs through a named logger; the host's own lines are not quoted.
+func TestFailedStartQuotesThePluginsOutput(t *testing.T) {
+	h := newHCLogger(slog.New(slog.DiscardHandler))
+	h.Info("starting plugin")
+	named := h.Named("store-plugin")
+	for i := range tailLines + 2 {
+		named.Error("open failed", "attempt", i)
+	}
+	cause := runstate.Unavailable("open refused", nil)
+	err := h.output.explain(cause)
+	if !errors.Is(err, runstate.ErrUnavailable) || !strings.Contains(err.Error(), "open failed attempt=6") ||
+		strings.Contains(err.Error(), "attempt=1 ") || strings.Contains(err.Error(), "starting plugin") {
+		t.Fatalf("%v", err)
+	}
+}

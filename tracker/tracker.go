@@ -195,7 +195,7 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 			return r.Confirm(ctx)
 		}
 		// The write that ends the run ends its lease too: one write, not
-		// a second for the release (LEASE-020).
+		// a second for the release (LEASE-022).
 		p.ReleaseLease = p.LeaseToken != 0 && runstate.RunStatus(p.Status).Terminal()
 		if p.ReleaseLease {
 			r.released.Store(true)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -55,11 +56,9 @@ func newBenchCommand() *cobra.Command {
 		Example: `  conformance-runner bench --adapter badger --chart badger.svg
   conformance-runner bench --plugin ./runstate-plugin-badger --config dir={{tempdir}} --markdown perf.md
   conformance-runner bench --adapter memory --levels 1,8 --duration 500ms --references none`,
-		Args: cli.ExactArgs(),
+		Args:    cli.ExactArgs(),
+		PreRunE: func(*cobra.Command, []string) error { return o.check() },
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := o.check(); err != nil {
-				return err
-			}
 			return runBench(c.Context(), *o, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
@@ -258,7 +257,7 @@ func writeBenchReports(stdout io.Writer, o benchOptions, rep benchReport) error 
 		if err != nil {
 			return err
 		}
-		writeBenchMarkdown(f, rep, o.chart)
+		writeBenchMarkdown(f, rep, chartLink(o.markdown, o.chart))
 		if err := f.Close(); err != nil {
 			return err
 		}
@@ -267,6 +266,25 @@ func writeBenchReports(stdout io.Writer, o benchOptions, rep benchReport) error 
 		return drawChart(o.chart, rep)
 	}
 	return nil
+}
+
+// chartLink is the chart's path as the Markdown report at markdown links
+// it: relative to the report's directory, so that the link resolves
+// wherever the report is read from, not only from the working directory.
+func chartLink(markdown, chart string) string {
+	if chart == "" {
+		return ""
+	}
+	from, err1 := filepath.Abs(filepath.Dir(markdown))
+	to, err2 := filepath.Abs(chart)
+	if err1 != nil || err2 != nil {
+		return filepath.ToSlash(chart)
+	}
+	rel, err := filepath.Rel(from, to)
+	if err != nil {
+		return filepath.ToSlash(to)
+	}
+	return filepath.ToSlash(rel)
 }
 
 // rows are the measurement labels in workload order, across stores.

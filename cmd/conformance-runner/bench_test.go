@@ -94,7 +94,7 @@ func TestBenchReportsAndChartPlaceTheStoreBesideTheReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range append([]string{"| workload | " + names[0] + " | memory (reference) | badger (reference) |", "bench.svg"}, wantLabels...) {
+	for _, want := range append([]string{"| workload | " + names[0] + " | memory (reference) | badger (reference) |", "](bench.svg)"}, wantLabels...) {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("the Markdown report lacks %q:\n%s", want, text)
 		}
@@ -145,5 +145,21 @@ func TestBenchRefusesAStoreThatHoldsRuns(t *testing.T) {
 	}
 	if runs := storedRuns(t, dir); len(runs) != 1 {
 		t.Fatalf("the refused store holds %d runs", len(runs))
+	}
+}
+
+// The report links its chart relative to itself, so that the link
+// resolves from the Markdown file, wherever the command ran.
+func TestBenchChartLinkIsRelativeToTheReport(t *testing.T) {
+	for _, c := range []struct{ markdown, chart, want string }{
+		{"docs/perf/mysql.md", "docs/perf/mysql.svg", "mysql.svg"},
+		{"report.md", "charts/a.svg", "charts/a.svg"},
+		{"out/report.md", "a.png", "../a.png"},
+		{"/tmp/r/report.md", "/tmp/r/c/a.svg", "c/a.svg"},
+		{"report.md", "", ""},
+	} {
+		if got := chartLink(c.markdown, c.chart); got != c.want {
+			t.Errorf("chartLink(%q, %q) = %q, want %q", c.markdown, c.chart, got, c.want)
+		}
 	}
 }

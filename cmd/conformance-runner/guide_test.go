@@ -44,6 +44,10 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pluginTests, err := os.ReadFile(filepath.Join(repo, "plugin", "plugin_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The guide's first block says where the checkout is: under $HOME. A
 	// home of the test's own holds it, as a link to this repository; Go
@@ -66,7 +70,10 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 			path := strings.TrimPrefix(first, "// ")
 			script = append(script, "mkdir -p "+filepath.Dir(path)+"\ncat > "+path+" <<'GUIDE_EOF'\n"+f.body+"GUIDE_EOF")
 		case f.lang == "go" && strings.HasPrefix(first, "func Test"):
-			// How a test calls the suite: compiled by this repository's own tests.
+			// How this repository certifies its plugins: quoted from its tests.
+			if !strings.Contains(string(pluginTests), f.body) {
+				t.Errorf("the guide quotes a test that plugin/plugin_test.go does not have:\n%s", f.body)
+			}
 		case f.lang == "go":
 			if !strings.Contains(string(example), f.body) {
 				t.Errorf("the guide quotes code that examples/filestore/filestore.go does not have:\n%s", f.body)

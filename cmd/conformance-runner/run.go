@@ -87,7 +87,7 @@ Exit codes: 0 all selected rules pass, 1 a rule failed, 2 usage error (a --confi
 refuses too) or a store that holds runs, 3 the harness broke.`
 
 const rootExample = `  conformance-runner
-  conformance-runner --adapter badger --run LEASE,CLAIM --markdown report.md
+  conformance-runner --adapter badger --run LEASE,BATCH --markdown report.md
   conformance-runner --plugin ./runstate-plugin-badger --config dir={{tempdir}}
   conformance-runner --plugin ./runstate-plugin-mysql \
       --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
@@ -115,10 +115,9 @@ func newRoot() *cobra.Command {
 		Long:    rootLong,
 		Example: rootExample,
 		Args:    cli.ExactArgs(),
+		// The command line is checked whole before anything starts.
+		PreRunE: func(*cobra.Command, []string) error { return o.check() },
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := o.check(); err != nil {
-				return err
-			}
 			return certify(c.Context(), *o, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
@@ -151,6 +150,9 @@ func (o *options) check() error {
 	}
 	if o.timeout <= 0 || o.ttl < 0 {
 		return usageError("--timeout %v and --ttl %v: want a positive time limit and a TTL of 0 (the default) or more", o.timeout, o.ttl)
+	}
+	if _, err := conformance.Select(o.run, o.skip); err != nil {
+		return usageError("%v", err)
 	}
 	return o.checkTarget()
 }

@@ -1331,7 +1331,7 @@ type UpdateRunRequest struct {
 	Actor     *Actor            `protobuf:"bytes,12,opt,name=actor,proto3" json:"actor,omitempty"`
 	Reason    string            `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
 	// release_lease releases the lease lease_token names in the update's own
-	// write (LEASE-020). A plugin or gateway built before it ignores the field
+	// write (LEASE-022). A plugin or gateway built before it ignores the field
 	// (the lease then stands until released or expired): certify it.
 	ReleaseLease  bool `protobuf:"varint,14,opt,name=release_lease,json=releaseLease,proto3" json:"release_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields

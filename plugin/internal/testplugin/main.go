@@ -5,12 +5,16 @@
 //	crash    exits at once, before the handshake
 //	version2 speaks protocol version 2
 //	broken   ignores expected versions: a store the suite must fail
+//	scratch  opens once per marker file (config "marker"), as a scratch
+//	         database does: started again on it, Open logs and refuses
 //
 // It logs one line at start, to show that plugin logs reach the host.
 package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 
@@ -51,6 +55,20 @@ func main() {
 			store, err := memory.Open(ctx, memory.Options{})
 			return ignoresVersion{store}, err
 		}, plugin.WithName("broken", "test"))
+		return
+	case "scratch":
+		plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
+			f, err := os.OpenFile(cfg["marker"], os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if errors.Is(err, fs.ErrExist) {
+				slog.Error("scratch place exists-marker-in-log", "marker", cfg["marker"])
+				return nil, runstate.InvalidArgument("marker", "names a scratch place that exists")
+			}
+			if err != nil {
+				return nil, err
+			}
+			f.Close()
+			return memory.Open(ctx, memory.Options{})
+		}, plugin.WithName("scratch", "test"))
 		return
 	case "version2":
 		hs := plugin.Handshake
