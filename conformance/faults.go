@@ -58,7 +58,7 @@ func init() {
 	register("FAULT-001", "During a partition every call returns UNAVAILABLE or the context's error by its deadline.", Capabilities{Faults: []Fault{FaultPartition}}, func(c *checkState) { checkCallsReturnDuring(c, FaultPartition) })
 	register("FAULT-002", "While the backend restarts every call returns UNAVAILABLE or the context's error by its deadline.", Capabilities{Faults: []Fault{FaultRestart}}, func(c *checkState) { checkCallsReturnDuring(c, FaultRestart) })
 	register("FAULT-003", "A write acknowledged before or during a fault is present after it, with its audit event.", anyFault, checkAcknowledgedWritesSurvive)
-	register("FAULT-004", "A write that fails because of a fault fails with UNAVAILABLE or the context's error and is applied wholly or not at all: snapshot and audit trail agree, without a version gap or a repeated event.", anyFault, checkWritesWhollyOrNot)
+	register("FAULT-004", "A write that fails because of a fault, alone or in a batch, fails with UNAVAILABLE or the context's error and is applied wholly or not at all: snapshot and audit trail agree, without a version gap or a repeated event.", anyFault, checkWritesWhollyOrNot)
 	register("FAULT-005", "Claim-next never hands one run to two owners across a fault, and a claim cut off by a fault leaves no lease but a whole one of its TTL.", Capabilities{Leases: true, Faults: []Fault{FaultPartition, FaultReset, FaultRestart}}, checkClaimsAcrossFaults)
 	register("FAULT-006", "Once a fault ends, the same handle works again within "+recoveryLimit.String()+", without being reopened.", anyFault, checkWorksAfterFault)
 	register("FAULT-007", "Over a slow link calls succeed, only slower; a call whose deadline is shorter than a round trip returns by it, its write applied wholly or not at all.", Capabilities{Faults: []Fault{FaultDelay}}, checkSlowLink)
@@ -396,9 +396,12 @@ func (w *faultWriter) writeUntilBack(endedAt func() time.Time) {
 		}
 		k := i % len(w.runs)
 		var call writerCall
-		if w.stale[k] {
+		switch {
+		case w.stale[k]:
 			call = w.readBack(k)
-		} else {
+		case i%3 == 2 && !slices.Contains(w.stale, true) && isStore(w.handle):
+			call = w.writeBatch(i)
+		default:
 			call = w.write(k, i)
 		}
 		if call.hung {
@@ -459,6 +462,52 @@ func (w *faultWriter) write(k, i int) writerCall {
 	w.l.acks[got.RunID] = append(w.l.acks[got.RunID], ack{got.Version, got.Status, p.Reason})
 	w.l.mu.Unlock()
 	return writerCall{wrote: true}
+}
+
+// writeBatch moves every run of the writer on in one UpdateRuns, as its
+// write i: a batch cut off by the fault fails whole with the fault's
+// error, its items applied each wholly or not at all (read back before
+// they are written again); one that is answered gives each item its own
+// outcome.
+func (w *faultWriter) writeBatch(i int) writerCall {
+	updates := make([]runstate.UpdateRunParams, len(w.runs))
+	for k, run := range w.runs {
+		updates[k] = transition(run, runstate.StatusRunning)
+		if run.Status == runstate.StatusRunning {
+			updates[k] = transition(run, runstate.StatusWaiting)
+		}
+		updates[k].Reason = fmt.Sprintf("writer %d batch write %d", w.id, i)
+	}
+	var res runstate.UpdateRunsResult
+	err, ok := w.c.faultCall("UpdateRuns", w.f, func(ctx context.Context) (err error) {
+		res, err = runstate.UpdateRuns(ctx, w.handle.(runstate.Store), runstate.UpdateRunsParams{Updates: updates})
+		return
+	})
+	if !ok {
+		return writerCall{hung: true}
+	}
+	if err == nil && len(res.Items) != len(updates) {
+		err = fmt.Errorf("UpdateRuns answered %d items for %d updates", len(res.Items), len(updates))
+	}
+	if err != nil {
+		for k := range w.runs {
+			w.writeFailed(k, updates[k], err)
+		}
+		return writerCall{err: err}
+	}
+	call := writerCall{wrote: true}
+	for k, item := range res.Items {
+		if item.Err != nil {
+			w.writeFailed(k, updates[k], item.Err)
+			call = writerCall{err: item.Err}
+			continue
+		}
+		w.runs[k], w.acked[k] = item.Run, item.Run.Version
+		w.l.mu.Lock()
+		w.l.acks[item.Run.RunID] = append(w.l.acks[item.Run.RunID], ack{item.Run.Version, item.Run.Status, updates[k].Reason})
+		w.l.mu.Unlock()
+	}
+	return call
 }
 
 // writeFailed records write p of run k that failed with err; its outcome

@@ -20,7 +20,7 @@ import (
 
 func init() {
 	register("LIN-001", "Concurrent CreateRun, UpdateRun, GetRun and ListAuditEvents from several workers and handles form a history linearizable against the contract's sequential model of each run.", none, checkLinearizableRuns)
-	register("LIN-002", "Concurrent claims, claim-next, renewals, releases and fenced writes, mixed with the run operations, form a history linearizable against the contract's sequential model of each run.", leases, checkLinearizableLeases)
+	register("LIN-002", "Concurrent claims, claim-next, renewals, releases and fenced writes, mixed with the run operations and their batch forms, form a history linearizable against the contract's sequential model of each run.", leases, checkLinearizableLeases)
 }
 
 // linOps is how many operations a LIN check records when the target is
@@ -45,6 +45,12 @@ type linInput struct {
 	Token    int64
 	Status   runstate.RunStatus // update: the status asked for ("" none)
 	Message  string             // update: the message written ("" none)
+	// Batch sends an update through UpdateRuns and a claim-next through
+	// ClaimRuns (with Max 1), which must answer as the single calls do.
+	Batch bool
+	// Release: an update with a token releases its lease in its own
+	// write (ReleaseLease, LEASE-022).
+	Release bool
 }
 
 type linOutput struct {
@@ -152,6 +158,7 @@ func linUpdate(s linState, in linInput, out linOutput) (bool, linState) {
 	}
 	next := s
 	next.Version++
+	next.Released = s.Released || in.Release
 	if in.Message != "" {
 		next.Message = in.Message
 	}
@@ -258,11 +265,20 @@ func describeLinOp(in linInput, out linOutput) string {
 		if in.Message != "" {
 			call += fmt.Sprintf(", message %q", in.Message)
 		}
+		if in.Release {
+			call += ", releasing the lease"
+		}
 		call += ")"
+		if in.Batch {
+			call = "batch " + call
+		}
 	case "renew", "release":
 		call = fmt.Sprintf("%s(token %d)", in.Kind, in.Token)
 	case "claim", "claimNext":
 		call = in.Kind + "(" + in.Worker + ")"
+		if in.Batch {
+			call = "batch " + call
+		}
 	default:
 		call = in.Kind + "()"
 	}
@@ -467,7 +483,9 @@ func (w *linWorker) choose(runs *linRuns, withLeases bool) linInput {
 		}
 		if withLeases && w.rng.IntN(2) == 0 {
 			in.Token = w.tokens[run]
+			in.Release = in.Token != 0 && w.rng.IntN(4) == 0
 		}
+		in.Batch = w.rng.IntN(3) == 0
 		switch r := w.rng.IntN(10); {
 		case r < 3:
 			in.Message = fmt.Sprintf("%s-%d", w.name, w.rng.IntN(1000))
@@ -484,6 +502,7 @@ func (w *linWorker) choose(runs *linRuns, withLeases bool) linInput {
 		in.Kind = "claim"
 	case n < 80:
 		in.Kind = "claimNext"
+		in.Batch = w.rng.IntN(3) == 0
 	case n < 90:
 		in.Kind = "renew"
 		in.Token = max(w.tokens[run], 1)
@@ -545,7 +564,15 @@ func (w *linWorker) do(c *checkState, in linInput) (linOutput, error) {
 		if in.Status == runstate.StatusInterrupted {
 			p.InterruptedReason = "LIN"
 		}
-		setRun(w.store.UpdateRun(ctx, p))
+		p.ReleaseLease = in.Release
+		if !in.Batch {
+			setRun(w.store.UpdateRun(ctx, p))
+			break
+		}
+		res, batchErr := runstate.UpdateRuns(ctx, w.store, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{p}})
+		if err = batchErr; err == nil {
+			setRun(res.Items[0].Run, res.Items[0].Err)
+		}
 	case "audit":
 		var page runstate.AuditPage
 		page, err = w.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: in.Run, Limit: runstate.MaxPageLimit})
@@ -559,10 +586,21 @@ func (w *linWorker) do(c *checkState, in linInput) (linOutput, error) {
 		ls := c.leaseStoreOf(w.store)
 		owner := runstate.Owner{Worker: in.Worker, Incarnation: "1"}
 		var cl runstate.Claim
-		if in.Kind == "claim" {
+		filter := runstate.RunnableFilter{Labels: map[string]string{"lin": in.Run}}
+		switch {
+		case in.Kind == "claim":
 			cl, err = ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: in.Run, Owner: owner, TTL: time.Hour, Statuses: anyLive})
-		} else {
-			cl, err = ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour, Filter: runstate.RunnableFilter{Labels: map[string]string{"lin": in.Run}}})
+		case in.Batch && isStore(w.store):
+			var res runstate.ClaimRunsResult
+			res, err = runstate.ClaimRuns(ctx, w.store.(runstate.Store), runstate.ClaimRunsParams{Owner: owner, TTL: time.Hour, Max: 1, Filter: filter})
+			if err == nil && len(res.Claims) == 0 {
+				err = &runstate.Error{Code: runstate.CodeNotFound, RunID: in.Run}
+			} else if err == nil {
+				cl = res.Claims[0]
+			}
+			out.Other = cl.Run.RunID
+		default:
+			cl, err = ls.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour, Filter: filter})
 			out.Other = cl.Run.RunID
 		}
 		out.Token = cl.Lease.Token
@@ -597,4 +635,11 @@ func (w *linWorker) learn(in linInput, out linOutput, runs *linRuns) {
 	case out.Code == runstate.CodeNotClaimable:
 		runs.replace(in.Run)
 	}
+}
+
+// isStore reports whether a handle has the batch functions' whole
+// interface (runstate.ClaimRuns takes a runstate.Store).
+func isStore(s runstate.RunStateStore) bool {
+	_, ok := s.(runstate.Store)
+	return ok
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -38,4 +40,34 @@ func killGroup(cmd *exec.Cmd, done <-chan struct{}) error {
 		}
 	}
 	return fmt.Errorf("processes of group %d outlived SIGKILL by 10s", pgid)
+}
+
+// start starts cmd from the spawner: the kernel sends a child its
+// Pdeathsig when the thread that forked it exits, not the process, and the
+// Go runtime ends threads (one a goroutine left locked, say), which killed
+// a private server in the middle of a test ("unexpected postmaster exit").
+// The spawner's thread is locked to it and never exits.
+func start(cmd *exec.Cmd) error {
+	spawnerOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for r := range spawns {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawns <- spawnRequest{cmd, done}
+	return <-done
+}
+
+var (
+	spawnerOnce sync.Once
+	spawns      = make(chan spawnRequest)
+)
+
+// spawnRequest asks the spawner to start cmd and answer on done.
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan<- error
 }

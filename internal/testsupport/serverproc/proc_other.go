@@ -22,3 +22,5 @@ func killGroup(cmd *exec.Cmd, done <-chan struct{}) error {
 	<-done
 	return err
 }
+
+func start(cmd *exec.Cmd) error { return cmd.Start() }

@@ -49,7 +49,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := ownGroup(cmd, s.RunAs); err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return err
 	}
 	done := make(chan struct{})
