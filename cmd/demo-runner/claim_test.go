@@ -18,8 +18,12 @@ func TestAWorkerStartsAQueuedRunInItsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := a.claimNext(ctx, []string{"queued", "waiting"})
-	if err != nil || !cl.Started || cl.Run.RunID != run.RunID || cl.Run.Status != runstate.StatusRunning || cl.Run.Version != 2 {
+	cls, err := a.claimNext(ctx, []string{"queued", "waiting"}, 1)
+	if err != nil || len(cls) != 1 {
+		t.Fatalf("claim: %d claims, %v", len(cls), err)
+	}
+	cl := cls[0]
+	if !cl.Started || cl.Run.RunID != run.RunID || cl.Run.Status != runstate.StatusRunning || cl.Run.Version != 2 {
 		t.Fatalf("claim: started %v, %s %s v%d: %v", cl.Started, cl.Run.RunID, cl.Run.Status, cl.Run.Version, err)
 	}
 	audit, err := a.runs.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
@@ -46,15 +50,23 @@ func TestAWorkerClaimsAWaitingRunAheadWithoutStartingIt(t *testing.T) {
 		}
 	}
 	statuses := []string{"queued", "waiting"}
-	first, err := a.claimNext(ctx, statuses)
-	if err != nil || first.Started || first.Run.RunID != waiting.RunID || first.Run.Status != runstate.StatusWaiting {
+	firsts, err := a.claimNext(ctx, statuses, 1)
+	if err != nil || len(firsts) != 1 {
+		t.Fatalf("first claim: %d claims, %v", len(firsts), err)
+	}
+	first := firsts[0]
+	if first.Started || first.Run.RunID != waiting.RunID || first.Run.Status != runstate.StatusWaiting {
 		t.Fatalf("first claim: started %v, %s %s: %v", first.Started, first.Run.RunID, first.Run.Status, err)
 	}
-	second, err := a.claimNext(ctx, statuses)
-	if err != nil || !second.Started || second.Run.RunID != queued.RunID {
+	seconds, err := a.claimNext(ctx, statuses, 1)
+	if err != nil || len(seconds) != 1 {
+		t.Fatalf("second claim: %d claims, %v", len(seconds), err)
+	}
+	second := seconds[0]
+	if !second.Started || second.Run.RunID != queued.RunID {
 		t.Fatalf("second claim: started %v, %s: %v", second.Started, second.Run.RunID, err)
 	}
-	if _, err := a.claimNext(ctx, statuses); !errors.Is(err, runstate.ErrNotFound) {
+	if _, err := a.claimNext(ctx, statuses, 1); !errors.Is(err, runstate.ErrNotFound) {
 		t.Errorf("a claim with nothing runnable: %v", err)
 	}
 }
@@ -74,7 +86,7 @@ func TestARefusedStartNamesTheRunAndLeavesItClaimable(t *testing.T) {
 	run, _ := a.tracker.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	store := a.leases
 	a.leases = startsConflict{store}
-	_, err := a.claimNext(ctx, []string{"queued"})
+	_, err := a.claimNext(ctx, []string{"queued"}, 1)
 	var refused startRefused
 	if !errors.As(err, &refused) || refused.runID != run.RunID || !errors.Is(err, runstate.ErrVersionConflict) || claimResult(err) != claimClaimed {
 		t.Fatalf("a refused start: %v", err)

@@ -17,11 +17,13 @@ func (c commands) worker() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Take queued runs by lease and run them until stopped",
-		Long: `Worker claims runnable runs one at a time and executes them, renewing the lease on the
-run in hand. Any number of workers, on any number of machines, share one store. On SIGTERM
-the run in hand may finish within --grace, then it is interrupted. Crash recovery runs at
-start and every --recover-every.`,
+		Long: `Worker claims runnable runs and executes them, up to --slots at once, renewing the lease
+on each run in hand. Whenever slots are free it claims that many runs in one call, and starts
+queued ones in the claim's own write. Any number of workers, on any number of machines, share
+one store. On SIGTERM the runs in hand may finish within --grace, then they are interrupted.
+Crash recovery runs at start and every --recover-every.`,
 		Example: `  demo-runner worker
+  demo-runner worker --slots 8                   # eight runs at once
   demo-runner worker --once                      # stop when nothing is runnable
   demo-runner worker --recovery takeover --statuses queued,waiting,running`,
 		Args:    cli.ExactArgs(),
@@ -46,7 +48,7 @@ start and every --recover-every.`,
 				go func() { defer close(serving); a.serveMetrics(mctx, lis) }()
 				defer func() { stopMetrics(); <-serving }()
 			}
-			return a.worker(ctx, strings.Split(o.statuses, ","), o.poll, o.grace, o.once)
+			return a.worker(ctx, workerParams{Statuses: strings.Split(o.statuses, ","), Poll: o.poll, Grace: o.grace, Once: o.once, Slots: o.slots})
 		}),
 	}
 	w := cmd.Flags()
@@ -54,6 +56,7 @@ start and every --recover-every.`,
 	w.DurationVar(&o.poll, "poll", time.Second, "how often an idle worker looks for runs")
 	w.DurationVar(&o.grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
 	w.BoolVar(&o.once, "once", false, "stop when no run is runnable")
+	w.IntVar(&o.slots, "slots", 1, "how many runs the worker executes at once")
 	w.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this address while the worker runs (off when empty)")
 	w.DurationVar(&o.recoverEvery, "recover-every", time.Minute,
 		"how often the worker also runs crash recovery, for runs that workers which died and were not restarted left behind (0: only at start)")

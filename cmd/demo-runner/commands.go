@@ -88,6 +88,7 @@ type options struct {
 	metricsAddr  string
 	poll, grace  time.Duration
 	recoverEvery time.Duration
+	slots        int
 	list         listOptions
 }
 
@@ -100,6 +101,8 @@ func (o *options) checkWorker() error {
 		return usageError("--poll %v: want a positive duration, such as 1s", o.poll)
 	case o.grace < 0:
 		return usageError("--grace %v: want 0 (interrupt at once) or a positive duration", o.grace)
+	case o.slots < 1 || o.slots > runstate.MaxBatchItems:
+		return usageError("--slots %d: want how many runs the worker executes at once, 1 to %d", o.slots, runstate.MaxBatchItems)
 	}
 	for _, s := range strings.Split(o.statuses, ",") {
 		if !slices.Contains([]runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting, runstate.StatusRunning}, runstate.RunStatus(s)) {

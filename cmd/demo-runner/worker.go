@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/runstate/runstate"
@@ -41,8 +42,23 @@ func (a *app) recoverPeriodically(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// worker claims runnable runs and executes them until ctx ends.
-func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Duration, once bool) error {
+// workerParams configure worker.
+type workerParams struct {
+	// Statuses the worker claims.
+	Statuses []string
+	// Poll is how often an idle worker looks for runs.
+	Poll time.Duration
+	// Grace is how long the runs in hand may go on after ctx ends.
+	Grace time.Duration
+	// Once stops the worker when nothing is runnable and its slots are free.
+	Once bool
+	// Slots is how many runs the worker executes at once.
+	Slots int
+}
+
+// worker claims runnable runs and executes them, up to p.Slots at once,
+// until ctx ends: whenever slots are free it claims that many in one call.
+func (a *app) worker(ctx context.Context, p workerParams) error {
 	if a.leases == nil {
 		return exitError{Code: exitFailure, Msg: "the store has no leases: a worker needs them to share runs safely"}
 	}
@@ -50,7 +66,7 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	// still polls, for leases that expire and notices that get lost.
 	var wake <-chan struct{}
 	wakeups := "poll"
-	if w, ok := a.leases.(runstate.RunnableWatcher); ok && !once {
+	if w, ok := a.leases.(runstate.RunnableWatcher); ok && !p.Once {
 		ch, err := w.WatchRunnable(ctx, runstate.WatchRunnableParams{})
 		if err != nil {
 			a.log.Warn("cannot watch the store for runnable runs; polling only", "error", err)
@@ -58,70 +74,127 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 			wake, wakeups = ch, "notify and poll"
 		}
 	}
-	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", statuses,
-		"poll", poll, "wakeups", wakeups)
+	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", p.Statuses,
+		"poll", p.Poll, "wakeups", wakeups, "slots", p.Slots)
+	s := newSlots(p.Slots)
+	defer s.wait() // the runs in hand finish (or are interrupted) before the worker returns
 	idle := func() {
 		select {
 		case <-ctx.Done():
-		case <-time.After(poll):
+		case <-time.After(p.Poll):
+		case <-s.freed:
 		case _, open := <-wake:
 			if !open {
 				wake = nil // the watch ended: poll only
 			}
 		}
 	}
-	var refused startRefused
 	for ctx.Err() == nil {
+		free := s.free()
+		if free == 0 {
+			s.waitForOne(ctx)
+			continue
+		}
 		began := time.Now()
-		cl, err := a.claimNext(ctx, statuses)
+		claimed, err := a.claimNext(ctx, p.Statuses, free)
 		a.metrics.observeClaim(claimResult(err), time.Since(began))
+		for _, cl := range claimed {
+			s.take()
+			go func() {
+				defer s.release()
+				a.executeClaimed(ctx, cl, p.Grace)
+			}()
+		}
+		var refused startRefused
 		switch {
-		case errors.Is(err, runstate.ErrNotFound):
-			if once {
+		case err == nil && len(claimed) > 0:
+		case errors.Is(err, runstate.ErrNotFound) || err == nil:
+			if p.Once && s.free() == p.Slots {
 				return nil
 			}
 			idle()
-			continue
-		case err != nil && ctx.Err() != nil:
+		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, runstate.ErrUnavailable):
 			// The store, or the process serving it, is away for a moment.
 			a.log.Warn("the store is unavailable; trying again", "error", err)
 			idle()
-			continue
 		case errors.As(err, &refused):
 			// Claimed, but the start was refused and the lease released:
 			// the run stopped before it began, as when its begin failed.
 			a.log.Error("run stopped", "run_id", refused.runID, "error", err)
-			continue
-		case err != nil:
+		default:
 			return storeError(err)
 		}
-		claimedAs := cl.Run.Status
-		if cl.Started {
-			claimedAs = runstate.StatusQueued
-		}
-		a.log.Info("claimed run", "run_id", cl.Run.RunID, "token", cl.Lease.Token, "status", claimedAs, "priority", cl.Run.Priority,
-			"started", cl.Started)
-		final, err := a.execute(ctx, executeParams{Run: cl.Run, Token: cl.Lease.Token, Started: cl.Started, Grace: grace})
-		if err != nil {
-			a.log.Error("run stopped", "run_id", cl.Run.RunID, "error", err)
-			continue
-		}
-		if final.Status.Terminal() {
-			a.log.Info("run done", "run_id", final.RunID, "status", final.Status)
-		} else {
-			a.log.Info("run left for another worker", "run_id", final.RunID, "status", final.Status)
-		}
 	}
-	a.log.Info("worker stopped")
+	a.log.Info("worker stopping: waiting for the runs in hand")
 	return nil
 }
 
-// freeSlots is how many runs a worker claims at once: it executes one run
-// at a time (the run in hand, with its grace period on SIGTERM), so it has
-// one slot, free whenever it claims.
-const freeSlots = 1
+// executeClaimed executes a claimed run and logs how it ended.
+func (a *app) executeClaimed(ctx context.Context, cl claimedRun, grace time.Duration) {
+	claimedAs := cl.Run.Status
+	if cl.Started {
+		claimedAs = runstate.StatusQueued
+	}
+	a.log.Info("claimed run", "run_id", cl.Run.RunID, "token", cl.Lease.Token, "status", claimedAs, "priority", cl.Run.Priority,
+		"started", cl.Started)
+	final, err := a.execute(ctx, executeParams{Run: cl.Run, Token: cl.Lease.Token, Started: cl.Started, Grace: grace})
+	switch {
+	case err != nil:
+		a.log.Error("run stopped", "run_id", cl.Run.RunID, "error", err)
+	case final.Status.Terminal():
+		a.log.Info("run done", "run_id", final.RunID, "status", final.Status)
+	default:
+		a.log.Info("run left for another worker", "run_id", final.RunID, "status", final.Status)
+	}
+}
+
+// slots counts a worker's runs in hand.
+type slots struct {
+	mu    sync.Mutex
+	busy  int
+	size  int
+	freed chan struct{} // a value each time a run ends
+	runs  sync.WaitGroup
+}
+
+func newSlots(n int) *slots { return &slots{size: n, freed: make(chan struct{}, n)} }
+
+func (s *slots) free() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size - s.busy
+}
+
+func (s *slots) take() {
+	s.mu.Lock()
+	s.busy++
+	s.mu.Unlock()
+	s.runs.Add(1)
+}
+
+func (s *slots) release() {
+	s.mu.Lock()
+	s.busy--
+	s.mu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+	s.runs.Done()
+}
+
+// waitForOne waits until a run ends or ctx does.
+func (s *slots) waitForOne(ctx context.Context) {
+	select {
+	case <-s.freed:
+	case <-ctx.Done():
+	}
+}
+
+// wait waits for every run in hand to end.
+func (s *slots) wait() { s.runs.Wait() }
 
 // claimedRun is a run this worker claimed.
 type claimedRun struct {
@@ -139,14 +212,17 @@ type startRefused struct {
 func (e startRefused) Error() string { return e.err.Error() }
 func (e startRefused) Unwrap() error { return e.err }
 
-// claimNext claims the next run for this worker, in the store's claim order
-// over statuses, or answers runstate.ErrNotFound. A queued run is claimed
-// and moved to running in one write (runstate.ClaimRuns with Start). Only
-// queued runs are started so: a waiting run waits for its signal, and a
-// running one is taken over as it is. When the worker also claims those,
-// the next runnable run decides, so that claim order holds across statuses.
-func (a *app) claimNext(ctx context.Context, statuses []string) (claimedRun, error) {
-	plain := runstate.ClaimRunsParams{Owner: a.owner, TTL: a.g.lease, Filter: runstate.RunnableFilter{Statuses: statuses}, Max: freeSlots}
+// claimNext claims up to max runs for this worker, in the store's claim
+// order over statuses, or answers runstate.ErrNotFound. Queued runs are
+// claimed and moved to running in one write (runstate.ClaimRuns with
+// Start). Only queued runs are started so: a waiting run waits for its
+// signal, and a running one is taken over as it is. When the worker also
+// claims those, the runnable runs decide: the queued ones at the head of
+// the order are claimed started, and otherwise the claim takes the next
+// runs whatever their status (a queued one is begun by its tracker), so
+// that claim order holds across statuses.
+func (a *app) claimNext(ctx context.Context, statuses []string, max int) ([]claimedRun, error) {
+	plain := runstate.ClaimRunsParams{Owner: a.owner, TTL: a.g.lease, Filter: runstate.RunnableFilter{Statuses: statuses}, Max: max}
 	if !slices.Contains(statuses, string(runstate.StatusQueued)) {
 		return a.claim(ctx, plain)
 	}
@@ -156,37 +232,48 @@ func (a *app) claimNext(ctx context.Context, statuses []string) (claimedRun, err
 	if len(statuses) == 1 {
 		return a.claim(ctx, starting)
 	}
-	next, err := a.leases.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: plain.Filter, Limit: 1})
+	next, err := a.leases.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: plain.Filter, Limit: max})
 	switch {
 	case err != nil:
-		return claimedRun{}, err
+		return nil, err
 	case len(next.Runs) == 0:
-		return claimedRun{}, runstate.ErrNotFound
-	case next.Runs[0].Status != runstate.StatusQueued:
+		return nil, runstate.ErrNotFound
+	}
+	queued := 0 // the queued runs at the head of the order
+	for queued < len(next.Runs) && next.Runs[queued].Status == runstate.StatusQueued {
+		queued++
+	}
+	if queued == 0 {
 		return a.claim(ctx, plain)
 	}
+	starting.Max = queued
 	cl, err := a.claim(ctx, starting)
 	if errors.Is(err, runstate.ErrNotFound) {
-		// Another worker took the queued run first; whatever is next may be
-		// waiting or running. A queued run claimed so is begun by its tracker.
+		// Other workers took the queued runs first; whatever is next may
+		// be waiting or running. A queued run claimed so is begun by its
+		// tracker.
 		return a.claim(ctx, plain)
 	}
 	return cl, err
 }
 
-// claim makes one batch claim of freeSlots runs.
-func (a *app) claim(ctx context.Context, p runstate.ClaimRunsParams) (claimedRun, error) {
+// claim makes one batch claim; the claims made before an error are the
+// worker's, returned with it.
+func (a *app) claim(ctx context.Context, p runstate.ClaimRunsParams) ([]claimedRun, error) {
 	res, err := runstate.ClaimRuns(ctx, a.leases, p)
+	out := make([]claimedRun, len(res.Claims))
+	for i, c := range res.Claims {
+		out[i] = claimedRun{Claim: c, Started: p.Start}
+	}
 	switch {
-	case len(res.Claims) > 0:
-		// One slot, one claim: an error after it concerns no run of ours.
-		return claimedRun{Claim: res.Claims[0], Started: p.Start}, nil
 	case err != nil:
 		var failed *runstate.Error
 		if p.Start && errors.As(err, &failed) && failed.RunID != "" {
-			return claimedRun{}, startRefused{runID: failed.RunID, err: err}
+			return out, startRefused{runID: failed.RunID, err: err}
 		}
-		return claimedRun{}, err
+		return out, err
+	case len(out) == 0:
+		return nil, runstate.ErrNotFound
 	}
-	return claimedRun{}, runstate.ErrNotFound
+	return out, nil
 }
