@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	register("CTX-001", "Every call whose context is already canceled returns an error matching context.Canceled and changes nothing.", none, checkCanceledContext)
+	register("CTX-001", "Every call whose context is already canceled, batch calls included, returns an error matching context.Canceled and changes nothing.", none, checkCanceledContext)
 }
 
 func checkCanceledContext(c *checkState) {
@@ -31,6 +31,12 @@ func checkCanceledContext(c *checkState) {
 	expect(err, "ListRuns")
 	_, err = c.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
 	expect(err, "ListAuditEvents")
+	// The batch calls too, through the package functions: a store's own
+	// batch methods where it has them, its single calls otherwise.
+	_, err = runstate.CreateRuns(ctx, c.store, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{{RunID: "canceled", WorkflowName: workflow}}})
+	expect(err, "CreateRuns")
+	_, err = runstate.UpdateRuns(ctx, c.store, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{transition(run, runstate.StatusSuccess)}})
+	expect(err, "UpdateRuns")
 	if c.target.Capabilities.Leases {
 		ls := c.leases()
 		held := c.claim(c.runIn(runstate.StatusRunning, runstate.CreateRunParams{RunID: "held"}).RunID, owner("w0"))
@@ -46,6 +52,9 @@ func checkCanceledContext(c *checkState) {
 		expect(err, "ReleaseLease")
 		_, err = ls.ListRunnableRuns(ctx, runstate.ListRunnableParams{})
 		expect(err, "ListRunnableRuns")
+		_, err = runstate.ClaimRuns(ctx, ls, runstate.ClaimRunsParams{Owner: owner("w1"), TTL: c.ttl(), Max: 2,
+			Filter: runstate.RunnableFilter{Statuses: []string{"running"}}})
+		expect(err, "ClaimRuns")
 		c.expectUnchanged(heldBefore, "after lease calls with a canceled context")
 		// The lease stands: neither renewed (nothing to see) nor released.
 		_, err = ls.ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: held.Run.RunID, Owner: owner("w2"), TTL: c.ttl(), Statuses: anyLive})

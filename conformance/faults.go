@@ -399,7 +399,7 @@ func (w *faultWriter) writeUntilBack(endedAt func() time.Time) {
 		switch {
 		case w.stale[k]:
 			call = w.readBack(k)
-		case i%3 == 2 && !slices.Contains(w.stale, true) && isStore(w.handle):
+		case i%3 == 2 && !slices.Contains(w.stale, true):
 			call = w.writeBatch(i)
 		default:
 			call = w.write(k, i)
@@ -480,7 +480,7 @@ func (w *faultWriter) writeBatch(i int) writerCall {
 	}
 	var res runstate.UpdateRunsResult
 	err, ok := w.c.faultCall("UpdateRuns", w.f, func(ctx context.Context) (err error) {
-		res, err = runstate.UpdateRuns(ctx, w.handle.(runstate.Store), runstate.UpdateRunsParams{Updates: updates})
+		res, err = runstate.UpdateRuns(ctx, w.handle, runstate.UpdateRunsParams{Updates: updates})
 		return
 	})
 	if !ok {

@@ -590,9 +590,9 @@ func (w *linWorker) do(c *checkState, in linInput) (linOutput, error) {
 		switch {
 		case in.Kind == "claim":
 			cl, err = ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: in.Run, Owner: owner, TTL: time.Hour, Statuses: anyLive})
-		case in.Batch && isStore(w.store):
+		case in.Batch:
 			var res runstate.ClaimRunsResult
-			res, err = runstate.ClaimRuns(ctx, w.store.(runstate.Store), runstate.ClaimRunsParams{Owner: owner, TTL: time.Hour, Max: 1, Filter: filter})
+			res, err = runstate.ClaimRuns(ctx, ls, runstate.ClaimRunsParams{Owner: owner, TTL: time.Hour, Max: 1, Filter: filter})
 			if err == nil && len(res.Claims) == 0 {
 				err = &runstate.Error{Code: runstate.CodeNotFound, RunID: in.Run}
 			} else if err == nil {
@@ -635,11 +635,4 @@ func (w *linWorker) learn(in linInput, out linOutput, runs *linRuns) {
 	case out.Code == runstate.CodeNotClaimable:
 		runs.replace(in.Run)
 	}
-}
-
-// isStore reports whether a handle has the batch functions' whole
-// interface (runstate.ClaimRuns takes a runstate.Store).
-func isStore(s runstate.RunStateStore) bool {
-	_, ok := s.(runstate.Store)
-	return ok
 }
