@@ -113,9 +113,15 @@ func endToEndCalls(ctx context.Context, st runstate.Store, level int) (*latencie
 // lease in the same write (ReleaseLease). P50 and P99 are a run's
 // completing write.
 func endToEndPool(ctx context.Context, st runstate.Store, level int) (*latencies, map[string]int, error) {
-	pool := workerPool{store: st, slots: level, claimed: map[string]int{}}
-	err := pool.run(ctx)
-	return &pool.lat, pool.claimed, err
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	res, err := WorkerPool{Store: st, Slots: level, OnClaim: func(c runstate.Claim) error {
+		mu.Lock()
+		defer mu.Unlock()
+		claimed[c.Run.RunID]++
+		return nil
+	}}.Run(ctx)
+	return &latencies{all: res.Completions}, claimed, err
 }
 
 // enqueue creates n runs in batches of 100.
@@ -131,87 +137,4 @@ func enqueue(ctx context.Context, st runstate.RunStateStore, n int) error {
 		done += len(batch.Runs)
 	}
 	return nil
-}
-
-// workerPool is one worker process of slots slots.
-type workerPool struct {
-	store   runstate.Store
-	slots   int
-	lat     latencies
-	mu      sync.Mutex
-	claimed map[string]int // claims of each run
-}
-
-// run claims and completes runs until the queue is empty.
-func (p *workerPool) run(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	owner := runstate.Owner{Worker: "bench-pool", Incarnation: "1"}
-	actor := runstate.Actor{Kind: runstate.ActorWorker, ID: owner.String()}
-	free := make(chan struct{}, p.slots)
-	for range p.slots {
-		free <- struct{}{}
-	}
-	claimed := make(chan runstate.Claim, p.slots)
-	var slots sync.WaitGroup
-	for range p.slots {
-		slots.Go(func() {
-			for c := range claimed {
-				t0 := time.Now()
-				_, err := p.store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: c.Run.RunID, ExpectedVersion: c.Run.Version,
-					LeaseToken: c.Lease.Token, Status: string(runstate.StatusSuccess), Actor: actor, ReleaseLease: true})
-				if err != nil {
-					cancel(fmt.Errorf("complete run %s: %w", c.Run.RunID, err))
-				} else {
-					p.lat.add([]time.Duration{time.Since(t0)})
-				}
-				free <- struct{}{}
-			}
-		})
-	}
-	err := p.claimUntilEmpty(ctx, owner, actor, free, claimed)
-	close(claimed)
-	slots.Wait()
-	return errors.Join(err, context.Cause(ctx))
-}
-
-// claimUntilEmpty claims, whenever slots are free, as many runs as there
-// are free slots, started in the claim, until a claim finds none.
-func (p *workerPool) claimUntilEmpty(ctx context.Context, owner runstate.Owner, actor runstate.Actor, free chan struct{},
-	claimed chan<- runstate.Claim) error {
-	for {
-		select {
-		case <-free:
-		case <-ctx.Done():
-			return nil // the cause is the pool's error
-		}
-		n := 1
-		for more := true; more && n < p.slots; {
-			select {
-			case <-free:
-				n++
-			default:
-				more = false
-			}
-		}
-		res, err := runstate.ClaimRuns(ctx, p.store, runstate.ClaimRunsParams{Owner: owner, TTL: time.Hour, Max: n, Start: true, Actor: actor,
-			Filter: runstate.RunnableFilter{Statuses: []string{string(runstate.StatusQueued)}}})
-		if err != nil {
-			return fmt.Errorf("claim %d runs: %w", n, err)
-		}
-		p.mu.Lock()
-		for _, c := range res.Claims {
-			p.claimed[c.Run.RunID]++
-		}
-		p.mu.Unlock()
-		for _, c := range res.Claims {
-			claimed <- c
-		}
-		for range n - len(res.Claims) {
-			free <- struct{}{}
-		}
-		if len(res.Claims) == 0 {
-			return nil
-		}
-	}
 }
