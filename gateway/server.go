@@ -344,10 +344,12 @@ func denied(p Principal, format string, args ...any) error {
 	return &runstate.Error{Code: runstate.CodePermissionDenied, Message: fmt.Sprintf("principal %s (%s): ", p.Name, p.Role) + fmt.Sprintf(format, args...)}
 }
 
-// stampActor records who wrote. A worker's writes are recorded as its
-// own, whatever actor the call named. An operator acts for others (crash
-// recovery, a scheduler) and is trusted with the actor it names; one it
-// leaves without an id is recorded under its principal name.
+// stampActor records who wrote: every write's actor carries the caller's
+// principal name (AUD-009), whatever principal the call sent. A worker's
+// writes are also recorded as its own, whatever actor the call named. An
+// operator acts for others (crash recovery, a scheduler): the actor it
+// names is kept as whom it acted on behalf of, beside its principal, and
+// one it leaves without an id is recorded under its principal name.
 // Every item of a batch is stamped as its single call would be, and a
 // batch claim's actor (that of the starts it records) too.
 func stampActor(p Principal, req any) {
@@ -374,6 +376,7 @@ func stamp(p Principal, a **pb.Actor) {
 	if *a == nil {
 		*a = &pb.Actor{}
 	}
+	(*a).Principal = p.Name
 	switch {
 	case p.Role == RoleWorker:
 		(*a).Kind, (*a).Id = string(runstate.ActorWorker), p.Name

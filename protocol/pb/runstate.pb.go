@@ -307,9 +307,13 @@ func (x *ErrorDetail) GetContext() string {
 }
 
 type Actor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// principal is the authenticated identity that made the write (AUD-009);
+	// kind and id are whom it acted for. A gateway sets it from the caller's
+	// token, whatever the call sends; a peer older than it drops it.
+	Principal     string `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +358,13 @@ func (x *Actor) GetKind() string {
 func (x *Actor) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *Actor) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
 	}
 	return ""
 }
@@ -2624,10 +2635,11 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\vbatch_index\x18\f \x01(\x03H\x00R\n" +
 	"batchIndex\x88\x01\x01\x12\x18\n" +
 	"\acontext\x18\r \x01(\tR\acontextB\x0e\n" +
-	"\f_batch_index\"+\n" +
+	"\f_batch_index\"I\n" +
 	"\x05Actor\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xa8\x02\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\"\xa8\x02\n" +
 	"\n" +
 	"Diagnostic\x12\x1d\n" +
 	"\n" +
