@@ -50,8 +50,8 @@ func (a *app) worker(ctx context.Context, statuses []string, poll, grace time.Du
 	// still polls, for leases that expire and notices that get lost.
 	var wake <-chan struct{}
 	wakeups := "poll"
-	if w, ok := a.leases.(runstate.RunnableWatcher); ok && !once {
-		ch, err := w.WatchRunnable(ctx, runstate.WatchRunnableParams{})
+	if a.watcher != nil && !once {
+		ch, err := a.watcher.WatchRunnable(ctx, runstate.WatchRunnableParams{})
 		if err != nil {
 			a.log.Warn("cannot watch the store for runnable runs; polling only", "error", err)
 		} else {
