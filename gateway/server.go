@@ -189,7 +189,12 @@ func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
 	s.log.Debug("gateway watch", "method", method, "principal", p.Name)
-	return handler(srv, stoppableStream{ss, ctx})
+	err = handler(srv, stoppableStream{ss, ctx})
+	if s.stopping.Err() != nil {
+		// Not the caller's cancellation: it may watch again, elsewhere or later.
+		return protocol.Status(runstate.Unavailable("the gateway is stopping", nil))
+	}
+	return err
 }
 
 // stoppableStream is a server stream whose context also ends when the

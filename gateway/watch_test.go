@@ -145,3 +145,72 @@ func dialPlaintext(t *testing.T, addr, principal string) *gateway.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// A watch outlives a gateway restart: the stop ends the stream, the
+// client wakes its caller once (a notice may have been missed) and
+// watches the new gateway, whose notices then arrive; a reader may watch.
+func TestAWatchSurvivesAGatewayRestart(t *testing.T) {
+	srv := sqltest.Postgres.Find(t)
+	ctx := context.Background()
+	store, err := postgres.Open(ctx, postgres.Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true, NotifyRunnable: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tokens, err := gateway.ParseTokens(tokensFile(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(addr string) (*gateway.Server, string) {
+		s, err := gateway.NewServer(gateway.ServerOptions{Store: store, Tokens: tokens, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(lis)
+		return s, lis.Addr().String()
+	}
+	stop := func(s *gateway.Server) {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		began := time.Now()
+		s.Stop(stopCtx)
+		if took := time.Since(began); took > 2*time.Second {
+			t.Errorf("the stop waited %v: a watch held it", took)
+		}
+	}
+	first, addr := start("127.0.0.1:0")
+	reader, operator := dialPlaintext(t, addr, "reader-r"), dialPlaintext(t, addr, "operator-o")
+	watchCtx, endWatch := context.WithCancel(ctx)
+	wake, err := reader.Watcher().WatchRunnable(watchCtx, runstate.WatchRunnableParams{})
+	if err != nil {
+		t.Fatalf("a reader watches: %v", err)
+	}
+	woken := func(what string) {
+		t.Helper()
+		select {
+		case _, ok := <-wake:
+			if !ok {
+				t.Fatalf("%s: the watch ended", what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no notice", what)
+		}
+	}
+	stop(first)
+	woken("the stream broke")
+	second, _ := start(addr)
+	defer stop(second)
+	woken("watching again")
+	if _, err := operator.Store().CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	woken("a run submitted to the new gateway")
+	endWatch()
+	for range wake { // the watch ends with its context
+	}
+}

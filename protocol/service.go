@@ -56,6 +56,9 @@ func NewService(opts ServiceOptions) *Service {
 		s.store = opts.Store
 		s.leases, _ = opts.Store.(runstate.LeaseStore)
 		s.watcher = opts.Watcher
+		if s.watcher == nil {
+			s.watcher, _ = opts.Store.(runstate.RunnableWatcher)
+		}
 	}
 	return s
 }
@@ -95,9 +98,7 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 		}
 		s.store = store
 		s.leases, _ = store.(runstate.LeaseStore)
-	}
-	if s.watcher == nil {
-		s.watcher, _ = s.store.(runstate.RunnableWatcher)
+		s.watcher, _ = store.(runstate.RunnableWatcher)
 	}
 	resp := batchCalls(s.store)
 	resp.Name, resp.Version, resp.Leases = s.info.Name, s.info.Version, s.leases != nil
