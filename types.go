@@ -72,9 +72,18 @@ const (
 )
 
 // Actor identifies who caused a change. An empty Kind is stored as operator.
+//
+// Principal, when set, is the authenticated identity that made the write
+// (a gateway's token, a console's login), recorded beside Kind and ID in
+// every audit event the write causes (AUD-010). Kind and ID are then who
+// the principal acted on behalf of, as the call named them: an operator
+// that recovers a worker's runs names the worker, and the trail still
+// shows which principal did it. Empty: the writer was not authenticated
+// (an in-process store), and the event has no principal.
 type Actor struct {
-	Kind ActorKind `json:"kind"`
-	ID   string    `json:"id,omitempty"`
+	Kind      ActorKind `json:"kind"`
+	ID        string    `json:"id,omitempty"`
+	Principal string    `json:"principal,omitempty"`
 }
 
 // AuditKind classifies an audit event.

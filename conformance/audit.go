@@ -20,6 +20,7 @@ func init() {
 	register("AUD-007", "Every audit event records the lease token its write carried (0 for an unfenced write), also for rejected transitions.", leases, checkEventLeaseToken)
 	register("AUD-008", "An actor given without a kind is recorded as operator, with its id, on create and update.", none, checkUnnamedActors)
 	register("AUD-009", "Writes refused at once on a terminal run each record one rejected event; the trail stays numbered 1, 2, 3, … without repeats or gaps.", none, checkConcurrentRefusals)
+	register("AUD-010", "A write's principal is recorded, exactly as given, beside its actor in every event the write causes (created, transition, rejected); a write without one records none.", none, checkPrincipals)
 }
 
 func checkCreateEvent(c *checkState) {
@@ -32,7 +33,7 @@ func checkCreateEvent(c *checkState) {
 	}
 	e := evs[0]
 	if e.RunID != run.RunID || e.Seq != 1 || e.Kind != runstate.AuditCreated || e.From != "" || e.To != runstate.StatusQueued ||
-		e.Version != 1 || e.Actor != actor || e.Reason != "nightly build" || !e.Time.Equal(run.CreatedAt) {
+		e.Version != 1 || e.Actor != c.recorded(actor) || e.Reason != "nightly build" || !e.Time.Equal(run.CreatedAt) {
 		c.Errorf("seq 1, created, to queued, version 1, actor operator/alice, reason, time = created_at", "%s", jsonOf(e))
 	}
 	if !c.target.Capabilities.ControlledClock && e.Time.Before(before) {
@@ -59,7 +60,7 @@ func checkTransitionEvents(c *checkState) {
 		if p.Diagnostic != nil {
 			wantCode = p.Diagnostic.ErrorCode
 		}
-		if e.Seq != int64(i+2) || e.Kind != runstate.AuditTransition || e.From != from || e.To != to || e.Actor != p.Actor ||
+		if e.Seq != int64(i+2) || e.Kind != runstate.AuditTransition || e.From != from || e.To != to || e.Actor != c.recorded(p.Actor) ||
 			e.Reason != p.Reason || e.ErrorCode != wantCode || e.Version != run.Version || !e.Time.Equal(run.UpdatedAt) {
 			c.Errorf(fmt.Sprintf("event seq %d: transition %s -> %s by %s, version %d, error_code %q, time = updated_at", i+2, from, to, p.Actor.ID, run.Version, wantCode), "%s", jsonOf(e))
 		}
@@ -241,7 +242,7 @@ func checkUnnamedActors(c *checkState) {
 	evs := c.events(run.RunID)
 	want := []runstate.Actor{{Kind: runstate.ActorOperator, ID: "cron"}, {Kind: runstate.ActorOperator, ID: "alice"}}
 	for i, w := range want {
-		if i >= len(evs) || evs[i].Actor != w {
+		if i >= len(evs) || evs[i].Actor != c.recorded(w) {
 			c.Errorf(fmt.Sprintf("event %d by %s/%s", i+1, w.Kind, w.ID), "%s", jsonOf(evs))
 			return
 		}
@@ -249,7 +250,7 @@ func checkUnnamedActors(c *checkState) {
 	// A retry is a create like any other.
 	done := c.runIn(runstate.StatusFailed, runstate.CreateRunParams{})
 	retry := c.create(runstate.CreateRunParams{RetryOf: done.RunID, Actor: runstate.Actor{ID: "bob"}})
-	if evs := c.events(retry.RunID); len(evs) != 1 || evs[0].Actor != (runstate.Actor{Kind: runstate.ActorOperator, ID: "bob"}) {
+	if evs := c.events(retry.RunID); len(evs) != 1 || evs[0].Actor != c.recorded(runstate.Actor{Kind: runstate.ActorOperator, ID: "bob"}) {
 		c.Errorf("a retry's created event by operator/bob", "%s", jsonOf(evs))
 	}
 }
@@ -289,6 +290,36 @@ func checkConcurrentRefusals(c *checkState) {
 		}
 		if got := c.get(run.RunID); got.Version != run.Version || got.Status != runstate.StatusSuccess {
 			c.Errorf("the terminal run unchanged by the refused writes", "%s", jsonOf(got))
+		}
+	}
+}
+
+// checkPrincipals: AUD-010.
+func checkPrincipals(c *checkState) {
+	// An operator token acting on behalf of a scheduler creates the run;
+	// a worker runs it; an unauthenticated writer fails it; the operator's
+	// late write to the failed run is rejected, and still names it.
+	onBehalf := runstate.Actor{Kind: runstate.ActorOperator, ID: "cron", Principal: "ops-token"}
+	run := c.create(runstate.CreateRunParams{Actor: onBehalf, Reason: "nightly"})
+	p := transition(run, runstate.StatusRunning)
+	p.Actor = runstate.Actor{Kind: runstate.ActorWorker, ID: "w1", Principal: "worker-w1"}
+	run = c.update(p)
+	p = transition(run, runstate.StatusFailed)
+	p.Actor = runstate.Actor{Kind: runstate.ActorWorker, ID: "w1"}
+	run = c.update(p)
+	late := transition(run, runstate.StatusRunning)
+	late.Actor = onBehalf
+	if _, err := c.store.UpdateRun(c.ctx, late); !errors.Is(err, runstate.ErrInvalidTransition) {
+		c.Errorf("INVALID_TRANSITION for a write to a failed run", "%v", err)
+	}
+	want := []runstate.Actor{onBehalf, {Kind: runstate.ActorWorker, ID: "w1", Principal: "worker-w1"}, {Kind: runstate.ActorWorker, ID: "w1"}, onBehalf}
+	evs := c.events(run.RunID)
+	if len(evs) != len(want) {
+		c.Fatalf(fmt.Sprintf("%d events (created, two transitions, rejected)", len(want)), "%s", jsonOf(evs))
+	}
+	for i, w := range want {
+		if w = c.recorded(w); evs[i].Actor != w {
+			c.Errorf(fmt.Sprintf("event %d (%s) by %s/%s with principal %q", i+1, evs[i].Kind, w.Kind, w.ID, w.Principal), "%s", jsonOf(evs[i]))
 		}
 	}
 }

@@ -186,6 +186,7 @@ func oversizeCreates(labels map[string]string) map[string]runstate.CreateRunPara
 		"hosts of a step":          {Steps: []runstate.StepSpec{{Name: "s", Hosts: manyNames("h", runstate.MaxHostsPerStep+1)}}},
 		"reason":                   {Reason: long(runstate.MaxReasonLen + 1)},
 		"actor id":                 {Actor: runstate.Actor{ID: long(runstate.MaxActorIDLen + 1)}},
+		"actor principal":          {Actor: runstate.Actor{Principal: long(runstate.MaxActorIDLen + 1)}},
 		"priority above the max":   {Priority: runstate.MaxPriority + 1},
 		"priority below the min":   {Priority: runstate.MinPriority - 1},
 		"a label key '='":          {Labels: map[string]string{"a=b": "v"}},
@@ -245,6 +246,7 @@ func oversizeUpdates(labels map[string]string) map[string]runstate.UpdateRunPara
 		"labels":             {Labels: labels},
 		"reason":             {Status: "waiting", Reason: long(runstate.MaxReasonLen + 1)},
 		"actor id":           {Status: "waiting", Actor: runstate.Actor{ID: long(runstate.MaxActorIDLen + 1)}},
+		"actor principal":    {Status: "waiting", Actor: runstate.Actor{Principal: long(runstate.MaxActorIDLen + 1)}},
 		"priority":           {Priority: ptr(runstate.MaxPriority + 1)},
 	}
 }

@@ -135,7 +135,7 @@ func checkCreateRunsAsCreateRun(c *checkState) {
 		}
 		events := c.events(run.RunID)
 		if len(events) != 1 || events[0].Seq != 1 || events[0].Kind != runstate.AuditCreated || events[0].To != runstate.StatusQueued ||
-			events[0].Version != 1 || events[0].Actor != actor || events[0].Reason != "batch" {
+			events[0].Version != 1 || events[0].Actor != c.recorded(actor) || events[0].Reason != "batch" {
 			c.Errorf(fmt.Sprintf("item %d's trail: one created event, seq 1, to queued, version 1, with the actor and reason", i), "%s", jsonOf(events))
 		}
 	}
@@ -387,7 +387,7 @@ func checkClaimRunsStart(c *checkState) {
 		events := c.events(cl.Run.RunID)
 		last := events[len(events)-1]
 		if last.Kind != runstate.AuditTransition || last.From != was.Status || last.To != runstate.StatusRunning ||
-			last.Version != cl.Run.Version || last.LeaseToken != cl.Lease.Token || last.Actor != actor || last.Reason != "batch start" {
+			last.Version != cl.Run.Version || last.LeaseToken != cl.Lease.Token || last.Actor != c.recorded(actor) || last.Reason != "batch start" {
 			c.Errorf("the start's transition event, with the claim's token, actor and reason", "%s", jsonOf(last))
 		}
 		if hasReader {

@@ -112,6 +112,10 @@ type Target struct {
 	// whose store is not empty ends with Error before it writes: the
 	// harness may have been pointed at a real database.
 	AllowStoredRuns bool
+	// Principal, when set, is the principal the target records on every
+	// write whatever principal the call names (AUD-010): a gateway sets it
+	// from the caller's credentials. Checks then expect it in every event.
+	Principal string
 }
 
 // ErrStoreNotEmpty reports a harness whose store holds runs already;

@@ -155,7 +155,7 @@ func checkForbiddenAudit(c *checkState) {
 		}
 		rej := evs[0]
 		if rej.Kind != runstate.AuditRejected || rej.From != p.from || rej.To != p.to || rej.ErrorCode != string(runstate.CodeInvalidTransition) ||
-			rej.Version != p.before.snap.Version || !sameWriter(rej) {
+			rej.Version != p.before.snap.Version || !c.sameWriter(rej) {
 			c.Errorf(p.String()+": a rejected event from "+string(p.from)+" to "+string(p.to)+
 				" with error_code INVALID_STATE_TRANSITION, the version refused at and the write's actor and reason", "%s", jsonOf(rej))
 		}
@@ -166,7 +166,7 @@ func checkForbiddenAudit(c *checkState) {
 		if want == 2 {
 			ev := evs[1]
 			if ev.Kind != runstate.AuditTransition || ev.From != p.from || ev.To != runstate.StatusFailed ||
-				ev.ErrorCode != string(runstate.CodeInvalidTransition) || ev.Version != p.after.snap.Version || !sameWriter(ev) {
+				ev.ErrorCode != string(runstate.CodeInvalidTransition) || ev.Version != p.after.snap.Version || !c.sameWriter(ev) {
 				c.Errorf(p.String()+": then a transition event to failed at the new version, with the write's actor and reason", "%s", jsonOf(ev))
 			}
 		}
@@ -174,8 +174,8 @@ func checkForbiddenAudit(c *checkState) {
 }
 
 // sameWriter reports whether e carries the actor and reason transition() writes with.
-func sameWriter(e runstate.AuditEvent) bool {
-	return e.Actor == worker && e.Reason == "conformance check"
+func (c *checkState) sameWriter(e runstate.AuditEvent) bool {
+	return e.Actor == c.recorded(worker) && e.Reason == "conformance check"
 }
 
 func checkAliases(c *checkState) {

@@ -307,3 +307,12 @@ func jsonOf(v any) string {
 func ptr[T any](v T) *T { return &v }
 
 var worker = runstate.Actor{Kind: runstate.ActorWorker, ID: "conformance"}
+
+// recorded is actor a as the target records it: with the principal the
+// target sets on every write, when it sets one (Target.Principal).
+func (c *checkState) recorded(a runstate.Actor) runstate.Actor {
+	if c.target.Principal != "" {
+		a.Principal = c.target.Principal
+	}
+	return a
+}

@@ -549,6 +549,20 @@ func (s unnamedWritersAreWorkers) UpdateRun(ctx context.Context, p runstate.Upda
 	return s.Store.UpdateRun(ctx, p)
 }
 
+// principalsDropped forgets who wrote, keeping whom for: the fault of a
+// store that records the actor's kind and id in columns of their own.
+type principalsDropped struct{ base }
+
+func (s principalsDropped) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
+	p.Actor.Principal = ""
+	return s.Store.CreateRun(ctx, p)
+}
+
+func (s principalsDropped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	p.Actor.Principal = ""
+	return s.Store.UpdateRun(ctx, p)
+}
+
 // ---- RUN ----
 
 type sequentialIDs struct {
@@ -1271,6 +1285,7 @@ func mutants() []mutant {
 		{"AUD-006", "more reported on a full last page", b(func(s base) runstate.RunStateStore { return moreOnAFullLastPage{s} })},
 		{"AUD-007", "lease tokens not recorded", b(func(s base) runstate.RunStateStore { return tokensNotAudited{s} })},
 		{"AUD-008", "unnamed writers recorded as workers", b(func(s base) runstate.RunStateStore { return unnamedWritersAreWorkers{s} })},
+		{"AUD-010", "principals dropped", b(func(s base) runstate.RunStateStore { return principalsDropped{s} })},
 		{"RUN-001", "sequential run ids", b(func(s base) runstate.RunStateStore { return &sequentialIDs{base: s} })},
 		{"RUN-002", "run ids lowercased", b(func(s base) runstate.RunStateStore { return idsLowercased{s} })},
 		{"RUN-003", "creating an existing id returns it", b(func(s base) runstate.RunStateStore { return createIsIdempotent{s} })},

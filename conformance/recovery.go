@@ -68,7 +68,7 @@ func checkRecoverInterrupt(c *checkState) {
 	}
 	evs := c.events(run.RunID)
 	if last := evs[len(evs)-1]; last.Kind != runstate.AuditTransition || last.From != runstate.StatusRunning || last.To != runstate.StatusInterrupted ||
-		last.Actor != (runstate.Actor{Kind: runstate.ActorRecovery, ID: recoverer.String()}) {
+		last.Actor != c.recorded(runstate.Actor{Kind: runstate.ActorRecovery, ID: recoverer.String()}) {
 		c.Errorf("a running -> interrupted audit event by actor recovery, named after the recovering owner "+recoverer.String(), "%s", jsonOf(last))
 	}
 }

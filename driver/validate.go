@@ -358,7 +358,10 @@ func prepareActor(a *runstate.Actor) error {
 	default:
 		return runstate.InvalidArgument("actor.kind", "unknown actor kind %q (want worker, recovery or operator)", a.Kind)
 	}
-	return validateText("actor.id", a.ID, runstate.MaxActorIDLen, false)
+	if err := validateText("actor.id", a.ID, runstate.MaxActorIDLen, false); err != nil {
+		return err
+	}
+	return validateText("actor.principal", a.Principal, runstate.MaxActorIDLen, false)
 }
 
 // validateText checks free text: valid UTF-8 without NUL bytes (BAD-006), at

@@ -143,7 +143,7 @@ func TestTheGatewayAuthorizesBatchesAsTheirSingleCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range page.Events {
-			if e.Actor != (runstate.Actor{Kind: runstate.ActorWorker, ID: "worker-a"}) {
+			if e.Actor != (runstate.Actor{Kind: runstate.ActorWorker, ID: "worker-a", Principal: "worker-a"}) {
 				t.Fatalf("run %s: the %s event is recorded as %+v", id, e.Kind, e.Actor)
 			}
 		}

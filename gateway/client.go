@@ -109,6 +109,16 @@ func (o Options) token() (string, error) {
 // Store returns the gateway's store: a runstate.Store when it has leases.
 func (c *Client) Store() runstate.RunStateStore { return c.store.Checked() }
 
+// Watcher returns the gateway's store as a runstate.RunnableWatcher when
+// the gateway offers watching (its store announces runnable runs), else
+// nil: then workers poll.
+func (c *Client) Watcher() runstate.RunnableWatcher {
+	if !c.store.Info().WatchRunnable {
+		return nil
+	}
+	return c.store
+}
+
 // Close ends the connection.
 func (c *Client) Close() error {
 	c.store.Close()

@@ -150,6 +150,7 @@ func (w *world) dial(t testing.TB, principal string) runstate.Store {
 func TestConformanceThroughTheGateway(t *testing.T) {
 	conformance.Run(t, conformance.Target{
 		Name:         "memory through the gateway",
+		Principal:    "operator-o", // the gateway names its caller in every event
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			w := newWorld(t)
@@ -364,7 +365,7 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	}
 	page, _ := operator.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: "r1"})
 	last := page.Events[len(page.Events)-1]
-	if last.Actor != (runstate.Actor{Kind: runstate.ActorWorker, ID: "worker-a"}) || last.Version != updated.Version {
+	if last.Actor != (runstate.Actor{Kind: runstate.ActorWorker, ID: "worker-a", Principal: "worker-a"}) || last.Version != updated.Version {
 		t.Fatalf("the write is recorded as %+v", last.Actor)
 	}
 
@@ -379,6 +380,53 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	}
 	if _, err := workerB.GetRun(ctx, "r1"); err != nil {
 		t.Fatalf("a token the reload kept: %v", err)
+	}
+}
+
+// An operator's writes name its principal in the trail whatever actor, and
+// whatever principal, the call names: the actor it names is kept as whom
+// it acted for, never instead of the principal. Single writes and batches
+// alike.
+func TestTheTrailNamesTheOperatorsPrincipal(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	operator := w.dial(t, "operator-o")
+	forged := runstate.Actor{Kind: runstate.ActorWorker, ID: "worker-b", Principal: "worker-b"}
+	run, err := operator.CreateRun(ctx, runstate.CreateRunParams{RunID: "r1", WorkflowName: "w", Actor: forged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err = operator.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "running",
+		Actor: runstate.Actor{Kind: runstate.ActorRecovery, ID: "recovery-of-worker-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "waiting", Reason: "by hand"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.(runstate.BatchCreator).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{{RunID: "r2", WorkflowName: "w", Actor: forged}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]runstate.Actor{
+		"r1": {
+			{Kind: runstate.ActorWorker, ID: "worker-b", Principal: "operator-o"},
+			{Kind: runstate.ActorRecovery, ID: "recovery-of-worker-a", Principal: "operator-o"},
+			{Kind: runstate.ActorOperator, ID: "operator-o", Principal: "operator-o"},
+		},
+		"r2": {{Kind: runstate.ActorWorker, ID: "worker-b", Principal: "operator-o"}},
+	}
+	for id, actors := range want {
+		page, err := w.store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []runstate.Actor
+		for _, e := range page.Events {
+			got = append(got, e.Actor)
+		}
+		if !reflect.DeepEqual(got, actors) {
+			t.Errorf("run %s's trail names %+v, want %+v", id, got, actors)
+		}
 	}
 }
 

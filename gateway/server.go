@@ -49,6 +49,10 @@ type ServerOptions struct {
 	Logger *slog.Logger
 	// MaxMessageBytes bounds a message; defaults to DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// Watcher announces the store's runnable runs to watching workers; it
+	// defaults to Store when that is a runstate.RunnableWatcher. Without
+	// one, workers poll.
+	Watcher runstate.RunnableWatcher
 	// Metrics, when set, receives the gateway's Prometheus series:
 	// requests by method and code, latency, refusals and calls in flight.
 	Metrics prometheus.Registerer
@@ -63,6 +67,10 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	health  *health.Server
+	// stopping ends when Stop begins: watches end with it, so that a
+	// graceful stop does not wait for them.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // NewServer returns a gateway for opts.Store.
@@ -74,6 +82,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, runstate.InvalidArgument("tokens", "the gateway needs tokens: nobody may use it without credentials")
 	}
 	s := &Server{log: opts.Logger, metrics: newMetrics(opts.Metrics), health: health.NewServer()}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -87,7 +96,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		limit = DefaultMaxMessageBytes
 	}
 	serverOpts := []grpc.ServerOption{
-		grpc.InTapHandle(s.tap), grpc.ChainUnaryInterceptor(s.metrics.observe, s.authorize), grpc.StreamInterceptor(onlyHealthStreams),
+		grpc.InTapHandle(s.tap), grpc.ChainUnaryInterceptor(s.metrics.observe, s.authorize), grpc.StreamInterceptor(s.authorizeStream),
 		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit),
 		grpc.MaxConcurrentStreams(maxStreamsPerConn), grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
@@ -98,7 +107,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		serverOpts = append(serverOpts, grpc.Creds(loggedHandshakes{credentials.NewTLS(opts.TLS), s.log}))
 	}
 	s.grpc = grpc.NewServer(serverOpts...)
-	protocol.NewService(protocol.ServiceOptions{Name: "gateway", Version: "1", Store: opts.Store}).Register(s.grpc)
+	protocol.NewService(protocol.ServiceOptions{Name: "gateway", Version: "1", Store: opts.Store, Watcher: opts.Watcher}).Register(s.grpc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
 }
@@ -114,6 +123,7 @@ func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 // ctx ends; then it ends them.
 func (s *Server) Stop(ctx context.Context) {
 	s.health.Shutdown() // NOT_SERVING: balancers stop sending calls
+	s.stop()            // watching workers watch again, elsewhere or later
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {
@@ -157,14 +167,44 @@ const badToken = "the gateway knows no principal with this bearer token (missing
 
 func isHealth(method string) bool { return strings.HasPrefix(method, "/grpc.health.v1.Health/") }
 
-// onlyHealthStreams admits health Watch, the one streaming method served;
-// the store's protocol is unary.
-func onlyHealthStreams(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !isHealth(info.FullMethod) {
-		return protocol.Status(&runstate.Error{Code: runstate.CodePermissionDenied, Message: info.FullMethod + " is not an operation of the gateway"})
+// authorizeStream admits the streaming methods: health Watch without a
+// token, and WatchRunnable for a principal whose role may read; a watch
+// ends when the gateway stops.
+func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if isHealth(info.FullMethod) {
+		return handler(srv, ss)
 	}
-	return handler(srv, ss)
+	method := path.Base(info.FullMethod)
+	p, ok := ss.Context().Value(principalKey{}).(Principal)
+	err := permit(p, method, nil)
+	if !ok { // cannot happen: tap authenticated every call but health probes
+		err = &runstate.Error{Code: runstate.CodeUnauthenticated, Message: badToken}
+	}
+	if err != nil {
+		s.log.Warn("gateway refused a call", "method", method, "principal", p.Name, "remote", remote(ss.Context()), "code", runstate.CodeOf(err), "error", err)
+		s.metrics.refused.WithLabelValues(string(runstate.CodeOf(err))).Inc()
+		return protocol.Status(err)
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)()
+	s.log.Debug("gateway watch", "method", method, "principal", p.Name)
+	err = handler(srv, stoppableStream{ss, ctx})
+	if s.stopping.Err() != nil {
+		// Not the caller's cancellation: it may watch again, elsewhere or later.
+		return protocol.Status(runstate.Unavailable("the gateway is stopping", nil))
+	}
+	return err
 }
+
+// stoppableStream is a server stream whose context also ends when the
+// gateway stops.
+type stoppableStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s stoppableStream) Context() context.Context { return s.ctx }
 
 // remote is the caller's address, for logs.
 func remote(ctx context.Context) string {
@@ -182,6 +222,7 @@ var need = map[string]Role{
 	"ListRuns":         RoleReader,
 	"ListAuditEvents":  RoleReader,
 	"ListRunnableRuns": RoleReader,
+	"WatchRunnable":    RoleReader, // a stream of empty notices
 	"CreateRun":        RoleWorker,
 	"UpdateRun":        RoleWorker,
 	"ClaimRun":         RoleWorker,
@@ -344,10 +385,12 @@ func denied(p Principal, format string, args ...any) error {
 	return &runstate.Error{Code: runstate.CodePermissionDenied, Message: fmt.Sprintf("principal %s (%s): ", p.Name, p.Role) + fmt.Sprintf(format, args...)}
 }
 
-// stampActor records who wrote. A worker's writes are recorded as its
-// own, whatever actor the call named. An operator acts for others (crash
-// recovery, a scheduler) and is trusted with the actor it names; one it
-// leaves without an id is recorded under its principal name.
+// stampActor records who wrote: every write's actor carries the caller's
+// principal name (AUD-010), whatever principal the call sent. A worker's
+// writes are also recorded as its own, whatever actor the call named. An
+// operator acts for others (crash recovery, a scheduler): the actor it
+// names is kept as whom it acted on behalf of, beside its principal, and
+// one it leaves without an id is recorded under its principal name.
 // Every item of a batch is stamped as its single call would be, and a
 // batch claim's actor (that of the starts it records) too.
 func stampActor(p Principal, req any) {
@@ -374,6 +417,7 @@ func stamp(p Principal, a **pb.Actor) {
 	if *a == nil {
 		*a = &pb.Actor{}
 	}
+	(*a).Principal = p.Name
 	switch {
 	case p.Role == RoleWorker:
 		(*a).Kind, (*a).Id = string(runstate.ActorWorker), p.Name

@@ -46,10 +46,11 @@ type Options struct {
 // Close stops the plugin process. A supervisor keeps the process, and with
 // Options.Relaunch starts it again after a crash.
 type Client struct {
-	info  protocol.StoreInfo // what the first process said of its store
-	peer  string             // the other side, in messages: "plugin memory"
-	sup   *supervisor
-	store runstate.RunStateStore // what Store returns
+	info   protocol.StoreInfo // what the first process said of its store
+	peer   string             // the other side, in messages: "plugin memory"
+	sup    *supervisor
+	store  runstate.RunStateStore // what Store returns
+	remote *protocol.RemoteStore  // behind store; it watches
 }
 
 // session is one plugin process, or the in-process connection.
@@ -220,8 +221,8 @@ func (c *Client) begin(name string, s *session) {
 	if c.info.Name == "" {
 		c.info.Name = name
 	}
-	remote := protocol.NewRemoteStore(protocol.RemoteOptions{Peer: c.peer, Info: c.info, Route: c.route})
-	c.store = remote.Checked()
+	c.remote = protocol.NewRemoteStore(protocol.RemoteOptions{Peer: c.peer, Info: c.info, Route: c.route})
+	c.store = c.remote.Checked()
 	c.sup.begin(s)
 }
 
@@ -252,8 +253,21 @@ func (c *Client) Store() runstate.RunStateStore { return c.store }
 // Close stops the plugin process (gracefully, so that it closes its store)
 // and ends the client; later calls return runstate.ErrUnavailable.
 func (c *Client) Close() error {
+	if c.remote != nil {
+		c.remote.Close() // ends its watches; the calls end with the process
+	}
 	c.sup.close()
 	return nil
+}
+
+// Watcher returns the plugin's store as a runstate.RunnableWatcher when the
+// plugin's store is one (it announces runnable runs), else nil: then
+// workers poll.
+func (c *Client) Watcher() runstate.RunnableWatcher {
+	if c.remote == nil || !c.info.WatchRunnable {
+		return nil
+	}
+	return c.remote
 }
 
 // Kill ends the plugin process and every process it started at once

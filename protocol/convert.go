@@ -34,10 +34,12 @@ func fromDuration(d *durationpb.Duration) time.Duration {
 	return d.AsDuration()
 }
 
-func actorPB(a runstate.Actor) *pb.Actor { return &pb.Actor{Kind: string(a.Kind), Id: a.ID} }
+func actorPB(a runstate.Actor) *pb.Actor {
+	return &pb.Actor{Kind: string(a.Kind), Id: a.ID, Principal: a.Principal}
+}
 
 func fromActor(a *pb.Actor) runstate.Actor {
-	return runstate.Actor{Kind: runstate.ActorKind(a.GetKind()), ID: a.GetId()}
+	return runstate.Actor{Kind: runstate.ActorKind(a.GetKind()), ID: a.GetId(), Principal: a.GetPrincipal()}
 }
 
 func ownerPB(o runstate.Owner) *pb.Owner {

@@ -19,6 +19,9 @@ type StoreInfo struct {
 	// Batches are the batch calls the server offers; a server older than
 	// them offers none.
 	Batches BatchCalls
+	// WatchRunnable: the server streams runnable notices (its store is a
+	// runstate.RunnableWatcher); a server older than them does not.
+	WatchRunnable bool
 }
 
 // BatchCalls names the batch interfaces a server's store implements.
@@ -55,7 +58,8 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 		return StoreInfo{}, callError(ctx, p.Peer, p.Route, err)
 	}
 	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases,
-		Batches: BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases}}, nil
+		Batches:       BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases},
+		WatchRunnable: resp.WatchRunnable}, nil
 }
 
 // RemoteOptions configure NewRemoteStore.
@@ -78,6 +82,9 @@ type RemoteStore struct {
 	route func() (Route, error)
 	info  StoreInfo
 	close context.CancelFunc // set by Connect
+	// done ends when the store is closed: watches end with it.
+	done    context.Context
+	release context.CancelFunc
 }
 
 var (
@@ -88,7 +95,8 @@ var (
 // NewRemoteStore returns the store served over the connections opts.Route
 // picks, each opened already.
 func NewRemoteStore(opts RemoteOptions) *RemoteStore {
-	return &RemoteStore{peer: opts.Peer, route: opts.Route, info: opts.Info}
+	done, release := context.WithCancel(context.Background())
+	return &RemoteStore{peer: opts.Peer, route: opts.Route, info: opts.Info, done: done, release: release}
 }
 
 // ConnectParams are the input of Connect.
@@ -136,8 +144,10 @@ func (r *RemoteStore) Checked() runstate.RunStateStore {
 
 // Close ends a store Connect returned: calls in flight end, later calls
 // fail with runstate.ErrUnavailable. The connection stays open. A store
-// NewRemoteStore returned is closed by whoever gives its routes.
+// NewRemoteStore returned is closed by whoever gives its routes; Close
+// ends its watches (WatchRunnable).
 func (r *RemoteStore) Close() error {
+	r.release()
 	if r.close != nil {
 		r.close()
 	}

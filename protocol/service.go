@@ -29,6 +29,9 @@ type ServiceOptions struct {
 	// it and closes it, and a client's Open only reports it (its
 	// configuration is ignored).
 	Store runstate.RunStateStore
+	// Watcher announces the store's runnable runs (WatchRunnable); it
+	// defaults to the store when that is a runstate.RunnableWatcher.
+	Watcher runstate.RunnableWatcher
 }
 
 // Service is the protocol's gRPC service over one store.
@@ -37,9 +40,10 @@ type Service struct {
 	open Opener // nil for a shared store
 	info StoreInfo
 
-	mu     sync.RWMutex
-	store  runstate.RunStateStore
-	leases runstate.LeaseStore
+	mu      sync.RWMutex
+	store   runstate.RunStateStore
+	leases  runstate.LeaseStore
+	watcher runstate.RunnableWatcher // nil: the store announces nothing
 }
 
 // NewService returns the service of the store opts describes.
@@ -51,6 +55,10 @@ func NewService(opts ServiceOptions) *Service {
 	if s.open == nil {
 		s.store = opts.Store
 		s.leases, _ = opts.Store.(runstate.LeaseStore)
+		s.watcher = opts.Watcher
+		if s.watcher == nil {
+			s.watcher, _ = opts.Store.(runstate.RunnableWatcher)
+		}
 	}
 	return s
 }
@@ -72,7 +80,7 @@ func (s *Service) Close() {
 			slog.Error("closing the store", "error", err)
 		}
 	}
-	s.store, s.leases = nil, nil
+	s.store, s.leases, s.watcher = nil, nil, nil
 }
 
 // Open implements the protocol's Open: it opens the store (a shared one is
@@ -90,9 +98,11 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 		}
 		s.store = store
 		s.leases, _ = store.(runstate.LeaseStore)
+		s.watcher, _ = store.(runstate.RunnableWatcher)
 	}
 	resp := batchCalls(s.store)
 	resp.Name, resp.Version, resp.Leases = s.info.Name, s.info.Version, s.leases != nil
+	resp.WatchRunnable = s.watcher != nil
 	return resp, nil
 }
 

@@ -176,12 +176,27 @@ type Opened struct {
 	Runs runstate.RunStateStore
 	// Close closes it.
 	Close func() error
+	// Watch, when set, announces runnable runs for a store that is not a
+	// runstate.RunnableWatcher itself (one across a plugin or a gateway
+	// that offers it); see Watcher.
+	Watch runstate.RunnableWatcher
 }
 
 // Leases returns the same store with its leases, nil when it has none.
 func (o *Opened) Leases() runstate.Store {
 	s, _ := o.Runs.(runstate.Store)
 	return s
+}
+
+// Watcher returns what announces the store's runnable runs (Watch, else
+// the store when it is a runstate.RunnableWatcher), nil when nothing
+// does: then workers poll.
+func (o *Opened) Watcher() runstate.RunnableWatcher {
+	if o.Watch != nil {
+		return o.Watch
+	}
+	w, _ := o.Runs.(runstate.RunnableWatcher)
+	return w
 }
 
 var schemes = struct {

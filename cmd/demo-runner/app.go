@@ -172,7 +172,8 @@ type app struct {
 	g          globals
 	log        *slog.Logger
 	runs       runstate.RunStateStore
-	leases     runstate.Store // the same store with its leases; nil when it has none
+	leases     runstate.Store           // the same store with its leases; nil when it has none
+	watcher    runstate.RunnableWatcher // announces runnable runs; nil: workers poll
 	owner      runstate.Owner
 	tracker    *tracker.Tracker
 	operator   tracker.Operator
@@ -236,7 +237,7 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	if err != nil {
 		return nil, storeError(err)
 	}
-	a.runs, a.leases = st.Runs, st.Leases()
+	a.runs, a.leases, a.watcher = st.Runs, st.Leases(), st.Watcher()
 	a.closers = append([]func() error{st.Close}, a.closers...) // the worker id lock goes last
 	if r.recover {
 		if a.recovery, err = a.recoverRuns(ctx); err != nil {

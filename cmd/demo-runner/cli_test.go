@@ -418,3 +418,27 @@ func fencesOf(md string) []fence {
 	}
 	return out
 }
+
+// audit shows who wrote: the principal beside the actor it acted for.
+func TestAuditShowsThePrincipal(t *testing.T) {
+	a := apiApp(t)
+	var out strings.Builder
+	a.stdout = &out
+	run, err := a.runs.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "w",
+		Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "cron", Principal: "ops-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.printResult(a.auditTrail(context.Background(), run.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	var trail []struct {
+		Actor map[string]string `json:"actor"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &trail); err != nil {
+		t.Fatal(err)
+	}
+	if len(trail) != 1 || trail[0].Actor["principal"] != "ops-token" || trail[0].Actor["id"] != "cron" {
+		t.Errorf("audit printed %s, want the created event by cron with principal ops-token", out.String())
+	}
+}

@@ -259,8 +259,9 @@ func TestConsoleCancelsWithAReasonAndShowsRefusals(t *testing.T) {
 	do(t, ctx, "reload", chromedp.Reload())
 	until(t, ctx, "the run shows canceled", statusIs("canceled"))
 	until(t, ctx, "the reason is in the trail", `document.querySelector("#audit").textContent.includes("wrong branch")`)
+	until(t, ctx, "the trail names the principal", `document.querySelector("#audit tbody tr:last-child").textContent.includes("olivia as operator")`)
 	trail, _ := srv.a.auditTrail(bg, first.RunID)
-	if last := trail[len(trail)-1]; last.Reason != "wrong branch" || last.Actor.ID != "olivia" {
+	if last := trail[len(trail)-1]; last.Reason != "wrong branch" || last.Actor.ID != "olivia" || last.Actor.Principal != "olivia" {
 		t.Errorf("the store's trail ends with %+v", last)
 	}
 

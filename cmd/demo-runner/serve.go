@@ -207,11 +207,12 @@ func (a *app) guardedHandler(g *guard) http.Handler {
 }
 
 // operatorFor is the operator acting in r: the authenticated principal
-// when serve has credentials, else the user running serve.
+// when serve has credentials, recorded as the writes' principal too
+// (AUD-010), else the user running serve, without a principal.
 func (a *app) operatorFor(r *http.Request) tracker.Operator {
 	op := a.operator
 	if p, ok := principalOf(r); ok {
-		op.Actor.ID = p.Name
+		op.Actor.ID, op.Actor.Principal = p.Name, p.Name
 	}
 	return op
 }

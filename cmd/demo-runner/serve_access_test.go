@@ -166,8 +166,8 @@ func TestServeOffLoopbackRefusesWhatCredentialsDoNotAllow(t *testing.T) {
 		t.Fatalf("the operator's cancel: HTTP %d %+v", status, p)
 	}
 	trail, _ := a.auditTrail(ctx, run.RunID)
-	if last := trail[len(trail)-1]; last.To != runstate.StatusCanceled || last.Actor.ID != "olivia" || last.Reason != "wrong branch" {
-		t.Errorf("the cancel is in the trail as %+v, want olivia's with her reason", last)
+	if last := trail[len(trail)-1]; last.To != runstate.StatusCanceled || last.Actor != (runstate.Actor{Kind: runstate.ActorOperator, ID: "olivia", Principal: "olivia"}) || last.Reason != "wrong branch" {
+		t.Errorf("the cancel is in the trail as %+v, want olivia's, as her principal, with her reason", last)
 	}
 
 	// Plain HTTP gets no answer from a TLS port.

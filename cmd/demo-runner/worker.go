@@ -66,8 +66,8 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 	// still polls, for leases that expire and notices that get lost.
 	var wake <-chan struct{}
 	wakeups := "poll"
-	if w, ok := a.leases.(runstate.RunnableWatcher); ok && !p.Once {
-		ch, err := w.WatchRunnable(ctx, runstate.WatchRunnableParams{})
+	if a.watcher != nil && !p.Once {
+		ch, err := a.watcher.WatchRunnable(ctx, runstate.WatchRunnableParams{})
 		if err != nil {
 			a.log.Warn("cannot watch the store for runnable runs; polling only", "error", err)
 		} else {

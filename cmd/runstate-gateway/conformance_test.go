@@ -26,10 +26,11 @@ func TestConformanceThroughAGatewayProcess(t *testing.T) {
 	cert, key := testtls.WritePair(t, f.ca.Issue(t, x509.ExtKeyUsageServerAuth, time.Now().Add(time.Hour)), dir, "gateway")
 	client := f.ca.Issue(t, x509.ExtKeyUsageClientAuth, time.Now().Add(time.Hour))
 	setup := gatewaytest.Setup{
-		Bin:     binaries.Path(t, "github.com/runstate/runstate/cmd/runstate-gateway"),
-		Args:    []string{"--tokens", f.tokens, "--tls-cert", cert, "--tls-key", key, "--client-ca", f.ca.WriteCA(t, dir, "ca.pem")},
-		Dial:    gateway.Options{Token: fleetTokens["operator-o"].token, TLS: &tls.Config{RootCAs: f.ca.Pool, Certificates: []tls.Certificate{client}}},
-		LogPath: filepath.Join(dir, "gateway.log"),
+		Bin:       binaries.Path(t, "github.com/runstate/runstate/cmd/runstate-gateway"),
+		Args:      []string{"--tokens", f.tokens, "--tls-cert", cert, "--tls-key", key, "--client-ca", f.ca.WriteCA(t, dir, "ca.pem")},
+		Dial:      gateway.Options{Token: fleetTokens["operator-o"].token, TLS: &tls.Config{RootCAs: f.ca.Pool, Certificates: []tls.Certificate{client}}},
+		Principal: "operator-o",
+		LogPath:   filepath.Join(dir, "gateway.log"),
 	}
 	t.Run("badger", func(t *testing.T) {
 		conformance.Run(t, gatewaytest.ProcessTarget("badger", setup, func(context.Context) (string, func(), error) {

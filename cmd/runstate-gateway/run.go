@@ -82,13 +82,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	// The gateway is the store's one user on this machine: a Badger
 	// directory is held, not shared; a plugin that dies is started again.
-	opened, err := stores.Open(ctx, f.storeName, stores.Options{Logger: log,
+	// On PostgreSQL its clients' submissions and releases wake watching
+	// workers (LISTEN/NOTIFY), its own clients' and any other handle's.
+	opened, err := stores.Open(ctx, f.storeName, stores.Options{Logger: log, NotifyRunnable: true,
 		Plugin: stores.PluginOptions{Relaunch: true}})
 	if err != nil {
 		return err
 	}
 	defer opened.Close()
-	opts.Store = opened.Runs
+	opts.Store, opts.Watcher = opened.Runs, opened.Watcher()
 	if f.metricsListen != "" {
 		stopMetrics, err := serveMetrics(f.metricsListen, &opts, log)
 		if err != nil {

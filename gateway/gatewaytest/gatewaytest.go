@@ -29,6 +29,9 @@ type Setup struct {
 	Args []string
 	// Dial reaches it with an operator's credentials.
 	Dial gateway.Options
+	// Principal is the name Dial's token has in the tokens file: the
+	// gateway records it in every audit event (AUD-010).
+	Principal string
 	// LogPath collects the gateways' logs.
 	LogPath string
 }
@@ -46,7 +49,7 @@ func Plaintext(bin, dir string) (Setup, error) {
 	if err := os.WriteFile(tokens, []byte(file), 0o600); err != nil {
 		return Setup{}, err
 	}
-	return Setup{Bin: bin, Args: []string{"--tokens", tokens, "--plaintext"}, Dial: gateway.Options{Token: token, Plaintext: true},
+	return Setup{Bin: bin, Args: []string{"--tokens", tokens, "--plaintext"}, Dial: gateway.Options{Token: token, Plaintext: true}, Principal: "conformance",
 		LogPath: filepath.Join(dir, "gateway.log")}, nil
 }
 
@@ -96,6 +99,7 @@ func ProcessTarget(name string, s Setup, newStore Store) conformance.Target {
 		Name:         name + " (through a gateway process)",
 		StoreVersion: "gateway",
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true},
+		Principal:    s.Principal,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			store, drop, err := newStore(ctx)
 			if err != nil {

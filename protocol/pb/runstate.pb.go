@@ -82,9 +82,11 @@ type OpenResponse struct {
 	Leases bool `protobuf:"varint,3,opt,name=leases,proto3" json:"leases,omitempty"`
 	// The batch calls the server offers; a server older than them sends
 	// none, and the client uses single calls.
-	CreateRuns    bool `protobuf:"varint,4,opt,name=create_runs,json=createRuns,proto3" json:"create_runs,omitempty"`
-	UpdateRuns    bool `protobuf:"varint,5,opt,name=update_runs,json=updateRuns,proto3" json:"update_runs,omitempty"`
-	ClaimRuns     bool `protobuf:"varint,6,opt,name=claim_runs,json=claimRuns,proto3" json:"claim_runs,omitempty"`
+	CreateRuns bool `protobuf:"varint,4,opt,name=create_runs,json=createRuns,proto3" json:"create_runs,omitempty"`
+	UpdateRuns bool `protobuf:"varint,5,opt,name=update_runs,json=updateRuns,proto3" json:"update_runs,omitempty"`
+	ClaimRuns  bool `protobuf:"varint,6,opt,name=claim_runs,json=claimRuns,proto3" json:"claim_runs,omitempty"`
+	// watch_runnable: the server offers WatchRunnable.
+	WatchRunnable bool `protobuf:"varint,7,opt,name=watch_runnable,json=watchRunnable,proto3" json:"watch_runnable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,6 +159,13 @@ func (x *OpenResponse) GetUpdateRuns() bool {
 func (x *OpenResponse) GetClaimRuns() bool {
 	if x != nil {
 		return x.ClaimRuns
+	}
+	return false
+}
+
+func (x *OpenResponse) GetWatchRunnable() bool {
+	if x != nil {
+		return x.WatchRunnable
 	}
 	return false
 }
@@ -307,9 +316,13 @@ func (x *ErrorDetail) GetContext() string {
 }
 
 type Actor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// principal is the authenticated identity that made the write (AUD-010);
+	// kind and id are whom it acted for. A gateway sets it from the caller's
+	// token, whatever the call sends; a peer older than it drops it.
+	Principal     string `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +367,13 @@ func (x *Actor) GetKind() string {
 func (x *Actor) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *Actor) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
 	}
 	return ""
 }
@@ -2588,6 +2608,80 @@ func (x *ClaimRunsResponse) GetError() *ErrorDetail {
 	return nil
 }
 
+type WatchRunnableRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRunnableRequest) Reset() {
+	*x = WatchRunnableRequest{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRunnableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRunnableRequest) ProtoMessage() {}
+
+func (x *WatchRunnableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRunnableRequest.ProtoReflect.Descriptor instead.
+func (*WatchRunnableRequest) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{36}
+}
+
+// RunnableNotice says that a run may have become runnable: claim, and
+// expect nothing more of it.
+type RunnableNotice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnableNotice) Reset() {
+	*x = RunnableNotice{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnableNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnableNotice) ProtoMessage() {}
+
+func (x *RunnableNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnableNotice.ProtoReflect.Descriptor instead.
+func (*RunnableNotice) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{37}
+}
+
 var File_protocol_pb_runstate_proto protoreflect.FileDescriptor
 
 const file_protocol_pb_runstate_proto_rawDesc = "" +
@@ -2597,7 +2691,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdc\x01\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
@@ -2607,7 +2701,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\vupdate_runs\x18\x05 \x01(\bR\n" +
 	"updateRuns\x12\x1d\n" +
 	"\n" +
-	"claim_runs\x18\x06 \x01(\bR\tclaimRuns\"\xee\x02\n" +
+	"claim_runs\x18\x06 \x01(\bR\tclaimRuns\x12%\n" +
+	"\x0ewatch_runnable\x18\a \x01(\bR\rwatchRunnable\"\xee\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x15\n" +
@@ -2624,10 +2719,11 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\vbatch_index\x18\f \x01(\x03H\x00R\n" +
 	"batchIndex\x88\x01\x01\x12\x18\n" +
 	"\acontext\x18\r \x01(\tR\acontextB\x0e\n" +
-	"\f_batch_index\"+\n" +
+	"\f_batch_index\"I\n" +
 	"\x05Actor\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xa8\x02\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\"\xa8\x02\n" +
 	"\n" +
 	"Diagnostic\x12\x1d\n" +
 	"\n" +
@@ -2844,7 +2940,10 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x06reason\x18\a \x01(\tR\x06reason\"}\n" +
 	"\x11ClaimRunsResponse\x121\n" +
 	"\x06claims\x18\x01 \x03(\v2\x19.runstate.plugin.v1.ClaimR\x06claims\x125\n" +
-	"\x05error\x18\x02 \x01(\v2\x1f.runstate.plugin.v1.ErrorDetailR\x05error2\xf3\t\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.runstate.plugin.v1.ErrorDetailR\x05error\"\x16\n" +
+	"\x14WatchRunnableRequest\"\x10\n" +
+	"\x0eRunnableNotice2\xd4\n" +
+	"\n" +
 	"\rRunStateStore\x12I\n" +
 	"\x04Open\x12\x1f.runstate.plugin.v1.OpenRequest\x1a .runstate.plugin.v1.OpenResponse\x12J\n" +
 	"\tCreateRun\x12$.runstate.plugin.v1.CreateRunRequest\x1a\x17.runstate.plugin.v1.Run\x12J\n" +
@@ -2863,7 +2962,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"CreateRuns\x12%.runstate.plugin.v1.CreateRunsRequest\x1a&.runstate.plugin.v1.CreateRunsResponse\x12[\n" +
 	"\n" +
 	"UpdateRuns\x12%.runstate.plugin.v1.UpdateRunsRequest\x1a&.runstate.plugin.v1.UpdateRunsResponse\x12X\n" +
-	"\tClaimRuns\x12$.runstate.plugin.v1.ClaimRunsRequest\x1a%.runstate.plugin.v1.ClaimRunsResponseB*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
+	"\tClaimRuns\x12$.runstate.plugin.v1.ClaimRunsRequest\x1a%.runstate.plugin.v1.ClaimRunsResponse\x12_\n" +
+	"\rWatchRunnable\x12(.runstate.plugin.v1.WatchRunnableRequest\x1a\".runstate.plugin.v1.RunnableNotice0\x01B*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
 
 var (
 	file_protocol_pb_runstate_proto_rawDescOnce sync.Once
@@ -2877,7 +2977,7 @@ func file_protocol_pb_runstate_proto_rawDescGZIP() []byte {
 	return file_protocol_pb_runstate_proto_rawDescData
 }
 
-var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_protocol_pb_runstate_proto_goTypes = []any{
 	(*OpenRequest)(nil),             // 0: runstate.plugin.v1.OpenRequest
 	(*OpenResponse)(nil),            // 1: runstate.plugin.v1.OpenResponse
@@ -2915,58 +3015,60 @@ var file_protocol_pb_runstate_proto_goTypes = []any{
 	(*UpdateRunsResponse)(nil),      // 33: runstate.plugin.v1.UpdateRunsResponse
 	(*ClaimRunsRequest)(nil),        // 34: runstate.plugin.v1.ClaimRunsRequest
 	(*ClaimRunsResponse)(nil),       // 35: runstate.plugin.v1.ClaimRunsResponse
-	nil,                             // 36: runstate.plugin.v1.OpenRequest.ConfigEntry
-	nil,                             // 37: runstate.plugin.v1.Diagnostic.DetailsEntry
-	nil,                             // 38: runstate.plugin.v1.Run.LabelsEntry
-	nil,                             // 39: runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	nil,                             // 40: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	nil,                             // 41: runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	nil,                             // 42: runstate.plugin.v1.RunnableFilter.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
+	(*WatchRunnableRequest)(nil),    // 36: runstate.plugin.v1.WatchRunnableRequest
+	(*RunnableNotice)(nil),          // 37: runstate.plugin.v1.RunnableNotice
+	nil,                             // 38: runstate.plugin.v1.OpenRequest.ConfigEntry
+	nil,                             // 39: runstate.plugin.v1.Diagnostic.DetailsEntry
+	nil,                             // 40: runstate.plugin.v1.Run.LabelsEntry
+	nil,                             // 41: runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	nil,                             // 42: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	nil,                             // 43: runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	nil,                             // 44: runstate.plugin.v1.RunnableFilter.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 46: google.protobuf.Duration
 }
 var file_protocol_pb_runstate_proto_depIdxs = []int32{
-	36, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
-	37, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
-	43, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
-	43, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
-	43, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
-	43, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
+	38, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
+	39, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
+	45, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
+	45, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
+	45, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
+	45, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
 	5,  // 6: runstate.plugin.v1.Step.hosts:type_name -> runstate.plugin.v1.HostState
-	38, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
-	43, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	43, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	43, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	43, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	40, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
+	45, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	45, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	45, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
 	4,  // 12: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
 	6,  // 13: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
-	43, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	45, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
 	3,  // 15: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
 	9,  // 16: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
-	43, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	43, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	39, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	45, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	45, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	41, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
 	11, // 20: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
 	3,  // 21: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
 	13, // 22: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
 	4,  // 23: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	40, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	42, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
 	14, // 25: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
 	3,  // 26: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	41, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	43, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
-	43, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
+	43, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	45, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
+	45, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
 	7,  // 30: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
 	8,  // 31: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
-	42, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
+	44, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
 	9,  // 33: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	44, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
 	9,  // 35: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	44, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 37: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
 	10, // 38: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
 	7,  // 39: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
-	44, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 41: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
 	12, // 42: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
 	7,  // 43: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
@@ -2975,7 +3077,7 @@ var file_protocol_pb_runstate_proto_depIdxs = []int32{
 	2,  // 46: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
 	32, // 47: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
 	9,  // 48: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
-	44, // 49: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 49: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 50: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
 	3,  // 51: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
 	24, // 52: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
@@ -2995,23 +3097,25 @@ var file_protocol_pb_runstate_proto_depIdxs = []int32{
 	29, // 66: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
 	31, // 67: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
 	34, // 68: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
-	1,  // 69: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
-	7,  // 70: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 71: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 72: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
-	18, // 73: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
-	20, // 74: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
-	24, // 75: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
-	24, // 76: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
-	10, // 77: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
-	27, // 78: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
-	18, // 79: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
-	10, // 80: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
-	30, // 81: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
-	33, // 82: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
-	35, // 83: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
-	69, // [69:84] is the sub-list for method output_type
-	54, // [54:69] is the sub-list for method input_type
+	36, // 69: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
+	1,  // 70: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
+	7,  // 71: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 72: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 73: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
+	18, // 74: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
+	20, // 75: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
+	24, // 76: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
+	24, // 77: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
+	10, // 78: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
+	27, // 79: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
+	18, // 80: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
+	10, // 81: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
+	30, // 82: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
+	33, // 83: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
+	35, // 84: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
+	37, // 85: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
+	70, // [70:86] is the sub-list for method output_type
+	54, // [54:70] is the sub-list for method input_type
 	54, // [54:54] is the sub-list for extension type_name
 	54, // [54:54] is the sub-list for extension extendee
 	0,  // [0:54] is the sub-list for field type_name
@@ -3031,7 +3135,7 @@ func file_protocol_pb_runstate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_runstate_proto_rawDesc), len(file_protocol_pb_runstate_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

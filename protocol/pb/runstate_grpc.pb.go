@@ -40,6 +40,7 @@ const (
 	RunStateStore_CreateRuns_FullMethodName       = "/runstate.plugin.v1.RunStateStore/CreateRuns"
 	RunStateStore_UpdateRuns_FullMethodName       = "/runstate.plugin.v1.RunStateStore/UpdateRuns"
 	RunStateStore_ClaimRuns_FullMethodName        = "/runstate.plugin.v1.RunStateStore/ClaimRuns"
+	RunStateStore_WatchRunnable_FullMethodName    = "/runstate.plugin.v1.RunStateStore/WatchRunnable"
 )
 
 // RunStateStoreClient is the client API for RunStateStore service.
@@ -70,6 +71,14 @@ type RunStateStoreClient interface {
 	// ClaimRuns claims up to max runs. An error after some claims answers
 	// those claims with the error beside them, since they are held.
 	ClaimRuns(ctx context.Context, in *ClaimRunsRequest, opts ...grpc.CallOption) (*ClaimRunsResponse, error)
+	// WatchRunnable (runstate.RunnableWatcher) streams a notice soon after a
+	// run may have become runnable. The first notice comes at once and says
+	// that the watch stands; each later one stands for one or more changes,
+	// or none (wake-ups are at least once; the store stays the truth). A
+	// server offers it when its store announces runnable runs, as
+	// OpenResponse says; it answers UNIMPLEMENTED otherwise, as a server
+	// older than it does, and the client polls.
+	WatchRunnable(ctx context.Context, in *WatchRunnableRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnableNotice], error)
 }
 
 type runStateStoreClient struct {
@@ -230,6 +239,25 @@ func (c *runStateStoreClient) ClaimRuns(ctx context.Context, in *ClaimRunsReques
 	return out, nil
 }
 
+func (c *runStateStoreClient) WatchRunnable(ctx context.Context, in *WatchRunnableRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnableNotice], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RunStateStore_ServiceDesc.Streams[0], RunStateStore_WatchRunnable_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRunnableRequest, RunnableNotice]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RunStateStore_WatchRunnableClient = grpc.ServerStreamingClient[RunnableNotice]
+
 // RunStateStoreServer is the server API for RunStateStore service.
 // All implementations must embed UnimplementedRunStateStoreServer
 // for forward compatibility.
@@ -258,6 +286,14 @@ type RunStateStoreServer interface {
 	// ClaimRuns claims up to max runs. An error after some claims answers
 	// those claims with the error beside them, since they are held.
 	ClaimRuns(context.Context, *ClaimRunsRequest) (*ClaimRunsResponse, error)
+	// WatchRunnable (runstate.RunnableWatcher) streams a notice soon after a
+	// run may have become runnable. The first notice comes at once and says
+	// that the watch stands; each later one stands for one or more changes,
+	// or none (wake-ups are at least once; the store stays the truth). A
+	// server offers it when its store announces runnable runs, as
+	// OpenResponse says; it answers UNIMPLEMENTED otherwise, as a server
+	// older than it does, and the client polls.
+	WatchRunnable(*WatchRunnableRequest, grpc.ServerStreamingServer[RunnableNotice]) error
 	mustEmbedUnimplementedRunStateStoreServer()
 }
 
@@ -312,6 +348,9 @@ func (UnimplementedRunStateStoreServer) UpdateRuns(context.Context, *UpdateRunsR
 }
 func (UnimplementedRunStateStoreServer) ClaimRuns(context.Context, *ClaimRunsRequest) (*ClaimRunsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ClaimRuns not implemented")
+}
+func (UnimplementedRunStateStoreServer) WatchRunnable(*WatchRunnableRequest, grpc.ServerStreamingServer[RunnableNotice]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchRunnable not implemented")
 }
 func (UnimplementedRunStateStoreServer) mustEmbedUnimplementedRunStateStoreServer() {}
 func (UnimplementedRunStateStoreServer) testEmbeddedByValue()                       {}
@@ -604,6 +643,17 @@ func _RunStateStore_ClaimRuns_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RunStateStore_WatchRunnable_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRunnableRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RunStateStoreServer).WatchRunnable(m, &grpc.GenericServerStream[WatchRunnableRequest, RunnableNotice]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RunStateStore_WatchRunnableServer = grpc.ServerStreamingServer[RunnableNotice]
+
 // RunStateStore_ServiceDesc is the grpc.ServiceDesc for RunStateStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -672,6 +722,12 @@ var RunStateStore_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RunStateStore_ClaimRuns_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchRunnable",
+			Handler:       _RunStateStore_WatchRunnable_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "protocol/pb/runstate.proto",
 }

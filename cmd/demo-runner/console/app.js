@@ -367,6 +367,15 @@ function stepsTable(run) {
         hs.output_summary ? h("pre", { "aria-label": "Output of " + hs.host }, hs.output_summary) : null))))))));
 }
 
+// byWhom names who wrote: the authenticated principal first, when the
+// write had one, and the actor it named as whom it acted on behalf of.
+function byWhom(actor) {
+  const named = actor.kind + (actor.id ? " " + actor.id : "");
+  if (!actor.principal) return named;
+  if (actor.id === actor.principal) return h("span", {}, h("strong", {}, actor.principal), " as " + actor.kind);
+  return h("span", {}, h("strong", {}, actor.principal), " on behalf of " + named);
+}
+
 function auditTable(events) {
   return h("div", { class: "scroll" }, h("table", { class: "cards", id: "audit" },
     h("caption", { class: "sr-only" }, "Audit trail, oldest first"),
@@ -376,7 +385,7 @@ function auditTable(events) {
       h("td", { "data-label": "When" }, when(e.time)),
       h("td", { "data-label": "Change" }, e.kind === "created" ? "created " : e.kind === "rejected" ? "rejected " : "",
         e.from ? [statusBadge(e.from), " → "] : null, statusBadge(e.to), e.error_code ? " " + e.error_code : ""),
-      h("td", { "data-label": "By" }, e.actor.kind + (e.actor.id ? " " + e.actor.id : "") + (e.lease_token ? " (lease " + e.lease_token + ")" : "")),
+      h("td", { "data-label": "By" }, byWhom(e.actor), e.lease_token ? " (lease " + e.lease_token + ")" : ""),
       h("td", { "data-label": "Reason" }, e.reason || ""),
       h("td", { "data-label": "Version" }, e.version))))));
 }
