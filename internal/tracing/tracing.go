@@ -87,6 +87,12 @@ func Setup(ctx context.Context, p SetupParams) (Tracing, error) {
 		if err != nil {
 			return off, err
 		}
+		if name == "console" {
+			// Console spans are for a person watching: each is written as
+			// it ends, and a plugin's before its host stops reading them.
+			opts = append(opts, sdktrace.WithSyncer(exp))
+			continue
+		}
 		opts = append(opts, sdktrace.WithBatcher(exp))
 	}
 	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName(p.Service)), resource.WithFromEnv(), resource.WithTelemetrySDK())
