@@ -155,15 +155,23 @@ func newExporter(ctx context.Context, name string, p SetupParams, getenv func(st
 // standard I/O stream lives as long as the plugin).
 var storeService = "/" + pb.RunStateStore_ServiceDesc.ServiceName + "/"
 
+// defaultProvider is the global tracer provider before anyone installs
+// one: a no-op.
+var defaultProvider = otel.GetTracerProvider()
+
+// storeCalls says which calls the handlers trace: the store's, and only
+// once a tracer provider is installed (by Setup or by the program that
+// embeds a plugin host or a gateway client), so that a process without
+// tracing spends nothing on the handlers beyond this test.
 func storeCalls(info *stats.RPCTagInfo) bool {
-	return strings.HasPrefix(info.FullMethodName, storeService)
+	return otel.GetTracerProvider() != defaultProvider && strings.HasPrefix(info.FullMethodName, storeService)
 }
 
 // ServerOption is the stats handler a store's gRPC server (a plugin, the
 // gateway) continues the caller's trace with: a server span per store
 // call, the child of the caller's client span. It uses the global tracer
-// provider and propagators, no-ops until Setup or the embedding program
-// installs others.
+// provider and propagators, and does nothing until Setup or the embedding
+// program installs a tracer provider.
 func ServerOption() grpc.ServerOption {
 	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(storeCalls)))
 }
