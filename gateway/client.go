@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/protocol"
 )
 
@@ -59,7 +60,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		limit = DefaultMaxMessageBytes
 	}
 	dial := []grpc.DialOption{grpc.WithPerRPCCredentials(bearer{token: token, secure: !opts.Plaintext}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit))}
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)), tracing.DialOption()}
 	if opts.Plaintext {
 		dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	} else {

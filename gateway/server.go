@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -102,6 +103,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WaitForHandlers(true), // a stop returns after every handler, before the store closes
+		tracing.ServerOption(),
 	}
 	if opts.TLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(loggedHandshakes{credentials.NewTLS(opts.TLS), s.log}))

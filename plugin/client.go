@@ -14,6 +14,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/internal/redact"
+	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -140,7 +141,7 @@ func (c *Client) start(ctx context.Context, path string, opts Options) (*session
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           hclogger,
 		StartTimeout:     timeout,
-		GRPCDialOptions:  []grpc.DialOption{grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize)},
+		GRPCDialOptions:  []grpc.DialOption{grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize), tracing.DialOption()},
 	})
 	rpcClient, err := proc.Client()
 	if err != nil {

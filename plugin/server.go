@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/tracing"
+	"github.com/runstate/runstate/otelstore"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -53,6 +55,7 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 	// The host parses stderr lines of this shape as log entries.
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
 	defer profileCPU()()
+	defer traceStore(&open, opts)()
 	srv := newService("plugin", open, opts)
 	go watchHost(os.Getppid(), time.Second/5, func() {
 		// A host that was killed cannot stop its plugin: the plugin stops
@@ -70,6 +73,37 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 		GRPCServer: grpcServer,
 	})
 	srv.Close()
+}
+
+// traceStore turns tracing on as the OTEL_* environment (which plugins
+// inherit from their host) says (docs/tracing.md) and then traces the
+// store *open makes, its calls the children of the host's calls; it
+// returns what exports the spans left when the plugin ends.
+func traceStore(open *Opener, opts []ServeOption) (shutdown func()) {
+	cfg := serveConfig{name: "plugin"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	t, err := tracing.Setup(context.Background(), tracing.SetupParams{Service: "runstate-plugin-" + cfg.name})
+	if err != nil {
+		slog.Error("tracing stays off", "error", err)
+	}
+	if !t.Enabled {
+		return func() {}
+	}
+	inner := *open
+	*open = func(ctx context.Context, config map[string]string) (runstate.RunStateStore, error) {
+		s, err := inner(ctx, config)
+		if err != nil {
+			return nil, err
+		}
+		return otelstore.Wrap(s, otelstore.Options{System: cfg.name}), nil
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		t.Shutdown(ctx)
+	}
 }
 
 // ProfileEnv names a directory where every plugin process writes a CPU
@@ -152,7 +186,7 @@ const windowSize = 4 << 20
 // handoff on every call.
 func grpcServer(opts []grpc.ServerOption) *grpc.Server {
 	return goplugin.DefaultGRPCServer(append(opts, grpc.NumStreamWorkers(uint32(max(runtime.GOMAXPROCS(0), 2))),
-		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize)))
+		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize), tracing.ServerOption()))
 }
 
 // newPluginLogHandler writes slog records as the JSON lines go-plugin's

@@ -16,6 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/runstate/runstate"
 )
 
@@ -52,12 +55,17 @@ type Options struct {
 	// OnRenewFailure, when set, is told of every lease renewal that failed
 	// (refused or not answered), for metrics.
 	OnRenewFailure func(error)
+	// TracerProvider makes the tracer of the run, step and host spans
+	// (docs/tracing.md); nil means the global one, a no-op until a
+	// program installs an SDK.
+	TracerProvider trace.TracerProvider
 }
 
 // Tracker writes runs to a store and notifies.
 type Tracker struct {
-	store runstate.RunStateStore
-	opts  Options
+	store  runstate.RunStateStore
+	opts   Options
+	tracer trace.Tracer
 }
 
 // New returns a tracker over store.
@@ -68,7 +76,10 @@ func New(store runstate.RunStateStore, opts Options) *Tracker {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Tracker{store: store, opts: opts}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = otel.GetTracerProvider()
+	}
+	return &Tracker{store: store, opts: opts, tracer: opts.TracerProvider.Tracer(ScopeName)}
 }
 
 // ErrRunEnded: the run reached a terminal status by someone else's write
@@ -117,7 +128,7 @@ func (t *Tracker) Attach(run runstate.RunSnapshot, lease Lease) (*Run, error) {
 			return nil, err
 		}
 	}
-	return &Run{t: t, id: run.RunID, snap: run, lease: lease, changed: make(chan struct{})}, nil
+	return &Run{t: t, id: run.RunID, snap: run, lease: lease, changed: make(chan struct{}), spans: newSpans(t.tracer, run, lease)}, nil
 }
 
 // AttachStarted is Attach for a run that its claim moved to running in the
@@ -139,6 +150,7 @@ type Run struct {
 	t     *Tracker
 	id    string // the run's ID, which never changes
 	lease Lease
+	spans *spans
 
 	mu   sync.Mutex
 	snap runstate.RunSnapshot
@@ -184,6 +196,7 @@ type patch func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) (skip boo
 // calls a tracker method is about to act on the run, and another worker may
 // have written the very state this one wanted (after taking the run over).
 func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) error {
+	ctx = r.spans.context(ctx, step, host, true)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for attempt := 0; ; attempt++ {
@@ -207,6 +220,9 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 		if err == nil {
 			r.snap = next
 			r.t.notify(next, step, host, errText)
+			if next.Status.Terminal() {
+				r.spans.endAll(next.Status)
+			}
 			return nil
 		}
 		if !errors.Is(err, runstate.ErrVersionConflict) || attempt > 0 {
@@ -220,6 +236,7 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 
 // Refresh re-reads the run from the store.
 func (r *Run) Refresh(ctx context.Context) (runstate.RunSnapshot, error) {
+	ctx = r.spans.context(ctx, "", "", false)
 	s, err := r.t.store.GetRun(ctx, r.id)
 	if err != nil {
 		return s, err
@@ -242,7 +259,7 @@ func (r *Run) Confirm(ctx context.Context) error {
 	if r.lease.Token == 0 {
 		return nil
 	}
-	return r.renew(ctx)
+	return r.renew(r.spans.context(ctx, "", "", false))
 }
 
 // renew extends the lease and records how long it is valid for certain.
@@ -297,7 +314,7 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 		case <-t.C:
 		}
 		// Renewals do not wait for the run's writes, nor writes for them.
-		err := r.renew(ctx)
+		err := r.renew(r.spans.context(ctx, "", "", false))
 		if err != nil && ctx.Err() == nil && r.t.opts.OnRenewFailure != nil {
 			r.t.opts.OnRenewFailure(err)
 		}
@@ -315,7 +332,7 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 			}
 			continue
 		}
-		if cur, err := r.t.store.GetRun(ctx, r.id); err == nil && cur.Status.Terminal() {
+		if cur, err := r.t.store.GetRun(r.spans.context(ctx, "", "", false), r.id); err == nil && cur.Status.Terminal() {
 			stop(fmt.Errorf("%w: it is %s", ErrRunEnded, cur.Status))
 			return
 		}
@@ -324,6 +341,7 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 
 // Begin moves the run to running.
 func (r *Run) Begin(ctx context.Context) error {
+	r.spans.context(ctx, "", "", true)
 	if r.announceStarted() {
 		return nil
 	}
@@ -356,6 +374,14 @@ func (r *Run) Wait(ctx context.Context, why string) error {
 // same write. On a run that is already running only stepDone is marked, or,
 // with nothing to write, the lease is checked.
 func (r *Run) Resume(ctx context.Context, stepDone string) error {
+	err := r.resume(ctx, stepDone)
+	if stepDone != "" {
+		r.spans.endStep(stepDone, runstate.StepSuccess, err)
+	}
+	return err
+}
+
+func (r *Run) resume(ctx context.Context, stepDone string) error {
 	return r.write(ctx, stepDone, "", "", func(cur runstate.RunSnapshot, p *runstate.UpdateRunParams) bool {
 		if st, ok := cur.Step(stepDone); stepDone != "" && (!ok || st.Status != runstate.StepSuccess) {
 			p.Steps = []runstate.StepPatch{{Name: stepDone, Status: string(runstate.StepSuccess)}}
@@ -427,12 +453,15 @@ func (r *Run) moveWith(ctx context.Context, to runstate.RunStatus, diag *runstat
 
 // StepStarted marks a step running.
 func (r *Run) StepStarted(ctx context.Context, step string) error {
+	r.spans.startStep(ctx, step)
 	return r.stepTo(ctx, step, runstate.StepRunning)
 }
 
 // StepFinished marks a step success, failed, skipped, canceled or interrupted.
 func (r *Run) StepFinished(ctx context.Context, step string, status runstate.StepStatus) error {
-	return r.stepTo(ctx, step, status)
+	err := r.stepTo(ctx, step, status)
+	r.spans.endStep(step, status, err)
+	return err
 }
 
 func (r *Run) stepTo(ctx context.Context, step string, to runstate.StepStatus) error {
@@ -447,6 +476,7 @@ func (r *Run) stepTo(ctx context.Context, step string, to runstate.StepStatus) e
 
 // HostStarted marks a step's host running.
 func (r *Run) HostStarted(ctx context.Context, step, host string) error {
+	r.spans.startHost(ctx, step, host)
 	return r.hostTo(ctx, step, host, runstate.StepRunning, nil, nil)
 }
 
@@ -455,7 +485,17 @@ func (r *Run) HostStarted(ctx context.Context, step, host string) error {
 func (r *Run) HostFinished(ctx context.Context, step, host string, status runstate.StepStatus, output, errText string) error {
 	out := Truncate(output, runstate.MaxHostOutputBytes)
 	errOut := Truncate(errText, runstate.MaxHostErrorLen)
-	return r.hostTo(ctx, step, host, status, &out, &errOut)
+	err := r.hostTo(ctx, step, host, status, &out, &errOut)
+	r.spans.endHost(step, host, status, err)
+	return err
+}
+
+// End ends the run's spans (docs/tracing.md), as they are when the run
+// reaches a terminal status: the engine calls it when it stops working on
+// the run otherwise (left waiting, lease lost, shutdown). Once ended, the
+// run's calls make no more spans but the store's.
+func (r *Run) End() {
+	r.spans.endAll(r.Snapshot().Status)
 }
 
 func (r *Run) hostTo(ctx context.Context, step, host string, to runstate.StepStatus, output, errText *string) error {

@@ -22,6 +22,8 @@ import (
 	"github.com/runstate/runstate/cmd/demo-runner/internal/workflow"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/cli"
+	"github.com/runstate/runstate/internal/tracing"
+	"github.com/runstate/runstate/otelstore"
 	"github.com/runstate/runstate/stores"
 	"github.com/runstate/runstate/tracker"
 )
@@ -233,12 +235,23 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 		a.closers = append(a.closers, lock.release)
 		a.owner.Worker = id
 	}
+	traces, err := tracing.Setup(ctx, tracing.SetupParams{Service: "demo-runner", Console: stderr})
+	if err != nil {
+		a.close()
+		return nil, usageError("%v", err)
+	}
+	a.closers = append(a.closers, func() error { return shutdownTracing(traces) })
 	st, err := openStore(ctx, g, log, r.hold)
 	if err != nil {
+		a.close()
 		return nil, storeError(err)
 	}
-	a.runs, a.leases, a.watcher = st.Runs, st.Leases(), st.Watcher()
-	a.closers = append([]func() error{st.Close}, a.closers...) // the worker id lock goes last
+	a.watcher = st.Watcher() // of the store as opened: the spans' wrapper keeps no watch
+	if traces.Enabled {
+		st.Runs = otelstore.Wrap(st.Runs, otelstore.Options{System: tracing.DBSystem(stores.Parse(g.storeName).Scheme)})
+	}
+	a.runs, a.leases = st.Runs, st.Leases()
+	a.closers = append([]func() error{st.Close}, a.closers...) // the worker id lock goes last, then the spans
 	if r.recover {
 		if a.recovery, err = a.recoverRuns(ctx); err != nil {
 			a.close()
@@ -264,6 +277,13 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	a.operator = tracker.Operator{Store: a.runs, Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
 	a.metrics.storeGauges(a.runs, a.dead)
 	return a, nil
+}
+
+// shutdownTracing exports the spans still buffered, for at most 5s.
+func shutdownTracing(t tracing.Tracing) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return t.Shutdown(ctx)
 }
 
 // operatorName names the person behind operator commands: user@host.

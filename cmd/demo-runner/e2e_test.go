@@ -185,7 +185,16 @@ func (p *proc) logs() string {
 // demo runs demo-runner to completion and returns stdout, stderr and the exit code.
 func demo(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return demoWithEnv(t, nil, args...)
+}
+
+// demoWithEnv is demo with env added to the test's environment.
+func demoWithEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(binaries.Path(t, demoPkg), args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -37,6 +37,7 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	if err != nil {
 		return run, exitError{Code: exitFailure, Msg: err.Error()}
 	}
+	defer tr.End() // the run's spans, when it did not end here
 	wf, err := workflow.Load(run.Labels[labelWorkflowFile])
 	if err != nil {
 		return a.unreadable(ctx, tr, token, err)

@@ -22,6 +22,8 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/cli"
+	"github.com/runstate/runstate/internal/tracing"
+	"github.com/runstate/runstate/otelstore"
 	"github.com/runstate/runstate/stores"
 	_ "github.com/runstate/runstate/stores/all" // every store kind --store names
 )
@@ -80,6 +82,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	traces, err := tracing.Setup(ctx, tracing.SetupParams{Service: "runstate-gateway", Console: stderr})
+	if err != nil {
+		return cli.ExitError{Code: exitUsage, Msg: err.Error()}
+	}
+	defer shutdownTracing(traces, log)
 	// The gateway is the store's one user on this machine: a Badger
 	// directory is held, not shared; a plugin that dies is started again.
 	// On PostgreSQL its clients' submissions and releases wake watching
@@ -91,6 +98,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	defer opened.Close()
 	opts.Store, opts.Watcher = opened.Runs, opened.Watcher()
+	if traces.Enabled {
+		// The store calls the gateway makes for its callers, as children
+		// of their calls' server spans.
+		opts.Store = otelstore.Wrap(opened.Runs, otelstore.Options{System: tracing.DBSystem(stores.Parse(f.storeName).Scheme)})
+	}
 	if f.metricsListen != "" {
 		stopMetrics, err := serveMetrics(f.metricsListen, &opts, log)
 		if err != nil {
@@ -112,6 +124,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	log.Info("gateway serving", "listen", lis.Addr().String(), "store", stores.Redact(f.storeName),
 		"principals", opts.Tokens.Len(), "tls", opts.TLS != nil)
 	return serveUntilStopped(ctx, serving{srv: srv, served: served, reload: reload, tokensPath: f.tokensPath, log: log})
+}
+
+// shutdownTracing exports the spans still buffered, for at most 5s.
+func shutdownTracing(t tracing.Tracing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("exporting the last spans failed", "error", err)
+	}
 }
 
 // flags are the gateway's command line.

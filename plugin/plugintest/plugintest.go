@@ -23,6 +23,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/plugin"
 )
 
@@ -229,12 +230,12 @@ type InProcess struct {
 // ServeInProcess serves store over an in-memory gRPC connection.
 func ServeInProcess(ctx context.Context, store runstate.RunStateStore) (*InProcess, error) {
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(tracing.ServerOption()) // the handlers of a plugin's server and host
 	closeStore := plugin.RegisterGRPC(srv, func(context.Context, map[string]string) (runstate.RunStateStore, error) { return store, nil })
 	go srv.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.DialOption())
 	if err != nil {
 		srv.Stop()
 		return nil, err

@@ -27,6 +27,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 	"github.com/runstate/runstate/internal/privatedir"
+	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/protocol"
 )
 
@@ -197,7 +198,8 @@ func (s *Store) dial(ctx context.Context) (*backend, error) {
 		}
 		return c, err
 	}
-	conn, err := grpc.NewClient("passthrough:///"+s.sock, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer))
+	conn, err := grpc.NewClient("passthrough:///"+s.sock, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer),
+		tracing.DialOption())
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +247,7 @@ func (s *Store) serve(b *backend) error {
 		lis.Close()
 		return err
 	}
-	b.server = grpc.NewServer()
+	b.server = grpc.NewServer(tracing.ServerOption())
 	protocol.NewService(protocol.ServiceOptions{Name: "badger", Version: "shared by pid " + fmt.Sprint(os.Getpid()), Store: b.local}).Register(b.server)
 	go b.server.Serve(sameUser{lis})
 	s.opts.Logger.Debug("sharing the store with other processes", "socket", s.sock)
