@@ -77,7 +77,14 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", p.Statuses,
 		"poll", p.Poll, "wakeups", wakeups, "slots", p.Slots)
 	s := newSlots(p.Slots)
-	defer s.wait() // the runs in hand finish (or are interrupted) before the worker returns
+	defer func() {
+		// The runs in hand finish, or are interrupted, before the worker returns.
+		if s.free() < p.Slots {
+			a.log.Info("worker stopping: waiting for the runs in hand", "runs", p.Slots-s.free())
+		}
+		s.wait()
+		a.log.Info("worker stopped")
+	}()
 	idle := func() {
 		select {
 		case <-ctx.Done():
@@ -127,7 +134,6 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 			return storeError(err)
 		}
 	}
-	a.log.Info("worker stopping: waiting for the runs in hand")
 	return nil
 }
 
