@@ -121,7 +121,7 @@ proto:
 
 # Plugin binaries of the reference adapters, in bin/.
 plugins:
-	$(GO) build -o bin/ ./cmd/runstate-plugin-memory ./cmd/runstate-plugin-badger ./cmd/runstate-plugin-mysql ./cmd/runstate-plugin-postgres
+	$(GO) build -o bin/ ./cmd/runstate-plugin-memory ./cmd/runstate-plugin-badger ./cmd/runstate-plugin-mysql ./cmd/runstate-plugin-postgres ./cmd/runstate-plugin-etcd
 
 # The gateway binary, in bin/.
 gateway:

@@ -29,7 +29,7 @@ func Target(endpoints []string, manualClock bool) conformance.Target {
 		StoreVersion: "etcd/client-v3",
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock},
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
-			h := &harness{opts: etcd.Options{Endpoints: endpoints, Prefix: "runstate-test/" + randomName() + "/"}}
+			h := &harness{opts: etcd.Options{Endpoints: endpoints, Prefix: NewPrefix()}}
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 				h.opts.Clock = h.clock
@@ -44,10 +44,11 @@ func Target(endpoints []string, manualClock bool) conformance.Target {
 	}
 }
 
-func randomName() string {
+// NewPrefix returns a key prefix no other check uses.
+func NewPrefix() string {
 	b := make([]byte, 8)
 	rand.Read(b)
-	return hex.EncodeToString(b)
+	return "runstate-test/" + hex.EncodeToString(b) + "/"
 }
 
 type harness struct {
@@ -76,11 +77,12 @@ func (h *harness) Close(ctx context.Context) error {
 	for _, s := range h.handles {
 		errs = append(errs, s.Close())
 	}
-	errs = append(errs, h.store.Close(), deletePrefix(ctx, h.opts.Endpoints, h.opts.Prefix))
+	errs = append(errs, h.store.Close(), DeletePrefix(ctx, h.opts.Endpoints, h.opts.Prefix))
 	return errors.Join(errs...)
 }
 
-func deletePrefix(ctx context.Context, endpoints []string, prefix string) error {
+// DeletePrefix deletes every key under prefix: a check's, when it ends.
+func DeletePrefix(ctx context.Context, endpoints []string, prefix string) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
