@@ -1,7 +1,9 @@
 package etcd_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/runstate/runstate/adapters/etcd/etcdtest"
 	"github.com/runstate/runstate/conformance"
@@ -19,4 +21,27 @@ func TestConformanceRealClock(t *testing.T) {
 	}
 	endpoints, _ := etcdcluster.Require(t, t.TempDir())
 	conformance.Run(t, etcdtest.Target(endpoints, false))
+}
+
+// TestConformanceWithAMemberDown runs the suite on a cluster that has lost
+// one member of three, its leader: the others elect a new one, a quorum
+// serves every rule, and the client moves off the dead member's endpoint.
+func TestConformanceWithAMemberDown(t *testing.T) {
+	endpoints, cluster := etcdcluster.Require(t, t.TempDir())
+	if cluster == nil {
+		t.Skip("the cluster is " + etcdcluster.EnvEndpoints + "'s, which the test must not disturb")
+	}
+	leader, err := cluster.Leader(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cluster.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conformance.Run(t, etcdtest.Target(endpoints, true))
 }
