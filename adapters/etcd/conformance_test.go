@@ -10,9 +10,15 @@ import (
 	"github.com/runstate/runstate/internal/testsupport/etcdcluster"
 )
 
+// TestConformance runs the suite, and on a cluster of the test's own the
+// FAULT rules with members killed: one, the leader, all three.
 func TestConformance(t *testing.T) {
-	endpoints, _ := etcdcluster.Require(t, t.TempDir())
-	conformance.Run(t, etcdtest.Target(endpoints, true))
+	endpoints, cluster := etcdcluster.Require(t, t.TempDir())
+	var members etcdtest.Cluster
+	if cluster != nil {
+		members = cluster
+	}
+	conformance.Run(t, etcdtest.Target(endpoints, true, members))
 }
 
 func TestConformanceRealClock(t *testing.T) {
@@ -20,7 +26,7 @@ func TestConformanceRealClock(t *testing.T) {
 		t.Skip("sleeps through real lease TTLs; the manual-clock run covers the same rules")
 	}
 	endpoints, _ := etcdcluster.Require(t, t.TempDir())
-	conformance.Run(t, etcdtest.Target(endpoints, false))
+	conformance.Run(t, etcdtest.Target(endpoints, false, nil))
 }
 
 // TestConformanceWithAMemberDown runs the suite on a cluster that has lost
@@ -43,5 +49,6 @@ func TestConformanceWithAMemberDown(t *testing.T) {
 	if err := cluster.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	conformance.Run(t, etcdtest.Target(endpoints, true))
+	// No faults: killing another member would leave no quorum.
+	conformance.Run(t, etcdtest.Target(endpoints, true, nil))
 }

@@ -71,6 +71,10 @@ const (
 	defaultDialTimeout = 5 * time.Second
 )
 
+// maxSendBytes is the largest request the client sends: above etcd's
+// hard limit of --max-request-bytes, so that the cluster refuses instead.
+const maxSendBytes = 64 << 20
+
 // maxConflictRetries bounds the retries of a write that lost a race: each
 // retry reads afresh, and of racing writers one wins every round, so a
 // write retries about as often as writers race for its run.
@@ -129,12 +133,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if dial <= 0 {
 		dial = defaultDialTimeout
 	}
+	// The client holds every endpoint and moves to another member when one
+	// fails, so that the store serves while a minority is down (FAULT-008).
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: endpoints, DialTimeout: dial, TLS: opts.TLS,
 		Username: opts.Username, Password: opts.Password,
 		Logger:            zap.NewNop(),
 		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
-		Context: context.WithoutCancel(ctx),
+		// The cluster's --max-request-bytes decides what is too large, with
+		// an error that says so, rather than the client's 2 MiB default.
+		MaxCallSendMsgSize: maxSendBytes,
+		Context:            context.WithoutCancel(ctx),
 	})
 	if err != nil {
 		return nil, runstate.Unavailable("cannot connect to "+s.where, err)
@@ -264,9 +273,13 @@ func (s *storage) interpret(ctx context.Context, err error) error {
 		return err
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isCode(err, codes.Canceled, codes.DeadlineExceeded)):
 		return ctx.Err()
+	case errors.Is(err, rpctypes.ErrTooManyRequests):
+		return runstate.Unavailable(s.where+" is overloaded (too many requests); try again", err)
+	case errors.Is(err, rpctypes.ErrNoSpace):
+		return runstate.Unavailable(s.where+" is out of space (--quota-backend-bytes): compact and defragment it, then disarm the NOSPACE alarm (docs/etcd.md)", err)
 	case errors.Is(err, rpctypes.ErrTooManyOps):
 		return runstate.InvalidArgument("batch", "the write needs more operations in one etcd transaction than the cluster allows (--max-txn-ops, Options.MaxTxnOps %d); send fewer items at a time", s.maxTxnOps)
-	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), isCode(err, codes.ResourceExhausted):
 		return runstate.InvalidArgument("batch", "the write is larger than the cluster's request limit (--max-request-bytes); send fewer or smaller items at a time")
 	case errors.Is(err, rpctypes.ErrCompacted):
 		return runstate.Unavailable(s.where+": a read's revision was compacted while it read; try again", err)

@@ -387,7 +387,7 @@ func (o options) builtinTarget() (conformance.Target, error) {
 		if endpoints == "" {
 			return conformance.Target{}, usageError("--adapter etcd needs --config endpoints=host:2379[,host:2379…]")
 		}
-		return etcdtest.Target(strings.Split(endpoints, ","), !o.realClock), nil
+		return etcdtest.Target(strings.Split(endpoints, ","), !o.realClock, nil), nil
 	}
 	return memorytest.Target(!o.realClock), nil
 }

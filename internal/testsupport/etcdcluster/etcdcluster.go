@@ -212,6 +212,45 @@ func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 	return nil, errors.New("no running etcd member says it leads")
 }
 
+// KillLeader kills the member that leads, as a crash does.
+func (c *Cluster) KillLeader(ctx context.Context) error {
+	m, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	return m.Kill()
+}
+
+// KillFollower kills a running member that does not lead, as a crash does.
+func (c *Cluster) KillFollower(ctx context.Context) error {
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range c.Members {
+		if m != leader && m.Running() {
+			return m.Kill()
+		}
+	}
+	return errors.New("no running etcd member but the leader")
+}
+
+// KillAll kills every member, as a crash of every machine would.
+func (c *Cluster) KillAll(context.Context) error { return c.Close() }
+
+// StartKilled starts every member that is not running on its data, and
+// returns once the cluster is healthy.
+func (c *Cluster) StartKilled(ctx context.Context) error {
+	for _, m := range c.Members {
+		if !m.Running() {
+			if err := m.Start(ctx); err != nil {
+				return fmt.Errorf("etcd member %s: %w", m.Name, err)
+			}
+		}
+	}
+	return c.WaitHealthy(ctx)
+}
+
 // Close kills every member.
 func (c *Cluster) Close() error {
 	var errs []error
