@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -30,12 +31,18 @@ func TestOpen(t *testing.T) {
 	})
 
 	t.Run("by name, shared by prefix", func(t *testing.T) {
-		name := "etcd:" + strings.Join(endpoints, ",")
-		a, err := stores.Open(ctx, name, stores.Options{Settings: map[string]string{"prefix": prefix("shared")}})
+		name := "etcd:" + strings.Join(endpoints, ",") + "?prefix=" + url.QueryEscape(prefix("shared"))
+		a, err := stores.Open(ctx, name, stores.Options{})
 		if err != nil {
 			t.Fatalf("stores.Open(%s): %v", name, err)
 		}
 		defer a.Close()
+		// A plugin's configuration gives the prefix as a setting.
+		c, err := stores.Open(ctx, "etcd:"+strings.Join(endpoints, ","), stores.Options{Settings: map[string]string{"prefix": prefix("shared")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
 		b, err := etcd.Open(ctx, etcd.Options{Endpoints: endpoints, Prefix: prefix("shared")})
 		if err != nil {
 			t.Fatal(err)
@@ -50,8 +57,10 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := b.GetRun(ctx, run.RunID); err != nil || got.Version != run.Version {
-			t.Errorf("another handle on the prefix: GetRun = %+v, %v; want the run", got, err)
+		for _, h := range []runstate.RunStateStore{b, c.Runs} {
+			if got, err := h.GetRun(ctx, run.RunID); err != nil || got.Version != run.Version {
+				t.Errorf("another handle on the prefix: GetRun = %+v, %v; want the run", got, err)
+			}
 		}
 		if _, err := other.GetRun(ctx, run.RunID); !errors.Is(err, runstate.ErrNotFound) {
 			t.Errorf("a handle on another prefix: GetRun = %v, want NOT_FOUND", err)
@@ -59,8 +68,14 @@ func TestOpen(t *testing.T) {
 	})
 
 	t.Run("bad name", func(t *testing.T) {
-		if err := stores.Check("etcd:127.0.0.1:2379,,127.0.0.1:2380"); err == nil || !strings.Contains(err.Error(), "empty endpoint") {
-			t.Errorf("Check of an empty endpoint: %v, want an error naming it", err)
+		for name, want := range map[string]string{
+			"etcd:127.0.0.1:2379,,127.0.0.1:2380":   "empty endpoint",
+			"etcd:127.0.0.1:2379?schema=x":          `"schema"`,
+			"etcd:127.0.0.1:2379?prefix=a&prefix=b": `"prefix"`,
+		} {
+			if err := stores.Check(name); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Check(%s): %v, want an error naming %s", name, err, want)
+			}
 		}
 	})
 
