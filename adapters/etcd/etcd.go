@@ -166,7 +166,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 const schemaVersion = "1"
 
 func (s *storage) checkSchema(ctx context.Context) error {
-	key := s.k.key('m', "schema")
+	key := s.k.key(tagMeta, "schema")
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, schemaVersion)).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {

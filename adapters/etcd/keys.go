@@ -26,6 +26,7 @@ import (
 //	P q 0 <status> 0 <inverted priority> <created> <run_id> index: unleased non-terminal runs, claim order
 //	P x 0 <status> 0 <expires> <run_id>               index: leased non-terminal runs, by lease expiry
 //	P o 0 <worker> 0 <incarnation> 0 <run_id>         index: leased non-terminal runs, by lease owner
+//	P m 0 schema                                      layout version
 //
 // Index keys have empty values and are a function of a run's snapshot and
 // lease (indexKeys): every write of a run moves them in the transaction
@@ -42,6 +43,7 @@ const (
 	tagQueue    = 'q'
 	tagExpiry   = 'x'
 	tagOwner    = 'o'
+	tagMeta     = 'm'
 )
 
 // keys builds the store's keys under one prefix.
@@ -63,10 +65,6 @@ func u64(v uint64) string { return string(binary.BigEndian.AppendUint64(nil, v))
 // micros orders times, including any before 1970, as unsigned integers.
 func micros(t time.Time) string { return u64(uint64(t.UnixMicro()) ^ 1<<63) }
 
-func parseMicros(b string) time.Time {
-	return time.UnixMicro(int64(binary.BigEndian.Uint64([]byte(b)) ^ 1<<63)).UTC()
-}
-
 // invPriority sorts higher priorities first.
 func invPriority(p int) string { return u64(uint64(runstate.MaxPriority - p)) }
 
@@ -85,9 +83,6 @@ func (k keys) owner(worker string) string { return k.key(tagOwner, text(worker))
 func (k keys) ownerIncarnation(o runstate.Owner) string {
 	return k.owner(o.Worker) + text(o.Incarnation)
 }
-
-// all is the prefix of every key of the store.
-func (k keys) all() string { return k.prefix }
 
 // indexKeys returns every index key of a run with snapshot s and lease l.
 func (k keys) indexKeys(s runstate.RunSnapshot, l driver.LeaseState) []string {
