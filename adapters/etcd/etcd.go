@@ -158,7 +158,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		cli.Close()
 		return nil, err
 	}
-	return &Store{Store: driver.Wrap(s), data: s}, nil
+	// No group commit: a shared write would be one transaction, bounded by
+	// --max-txn-ops however many callers it carries, and one run changed
+	// by another writer would send every caller's change again. etcd
+	// batches concurrent proposals into its log by itself.
+	return &Store{Store: driver.WrapWith(s, driver.WrapOptions{GroupCommit: driver.GroupCommit{Off: true}}), data: s}, nil
 }
 
 // schemaVersion is stored under the key P m 0 schema; Open refuses a

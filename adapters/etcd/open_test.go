@@ -107,6 +107,33 @@ func TestOpen(t *testing.T) {
 		}
 	})
 
+	t.Run("concurrent writes of many runs each fit a transaction", func(t *testing.T) {
+		s, err := etcd.Open(ctx, etcd.Options{Endpoints: endpoints, Prefix: prefix("concurrent")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const writers = 64 // many more than 128 operations together
+		runs := make([]runstate.RunSnapshot, writers)
+		for i := range runs {
+			if runs[i], err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := make(chan error, writers)
+		for _, r := range runs {
+			go func() {
+				_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: "running"})
+				errs <- err
+			}()
+		}
+		for range writers {
+			if err := <-errs; err != nil {
+				t.Errorf("a concurrent UpdateRun: %v", err)
+			}
+		}
+	})
+
 	t.Run("a prefix of another layout is refused", func(t *testing.T) {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
 		if err != nil {
