@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -126,25 +127,37 @@ func (s *storage) ClaimNextMany(ctx context.Context, q driver.RunnableQuery, max
 	return s.claim(ctx, q, max, take)
 }
 
-// claim claims up to want runs in one transaction. When the transaction
-// finds a run changed, it reads the runs again in the same round trip, and
-// the next attempt claims them at once if they are still admitted at the
-// same place in claim order (a writer rewrote, say, a message): a claim
-// then races a writer with one round trip, as a writer races it, instead
-// of a whole search. Otherwise it searches afresh.
+// claimCandidates is how many runs a search for one claim keeps: when
+// another claimer takes the first, the next is tried without a search.
+const claimCandidates = 8
+
+// claim claims up to want runs in one transaction. A search keeps the
+// runs it found admitted, in claim order. When the transaction finds a
+// run changed, it reads the runs again in the same round trip: if they
+// are still admitted at the same place in claim order (a writer changed
+// a message, say), the next attempt claims them at once; if a single
+// claim's run was taken, the next attempt tries another of the runs the
+// search found, picked at random so that racing claimers spread over
+// them, and only when none is left does it search again. A claim thus
+// races a writer or another claimer with one round trip, not a search.
 func (s *storage) claim(ctx context.Context, q driver.RunnableQuery, want int, take func(driver.Current) driver.Change) (int, error) {
-	q.Limit = max(1, min(want, s.maxTxnOps/opsPerClaim))
+	perTxn := max(1, min(want, s.maxTxnOps/opsPerClaim))
+	q.Limit = perTxn
+	if perTxn == 1 {
+		q.Limit = claimCandidates
+	}
 	var n int
-	var best []record
+	var found []record // admitted at the search, the ones to claim first
 	err := s.retry(ctx, func() error {
 		n = 0
 		now := s.now()
-		if best == nil {
+		if len(found) == 0 {
 			var err error
-			if best, err = s.runnable(&snapshot{s: s, ctx: ctx}, q, now); err != nil || len(best) == 0 {
+			if found, err = s.runnable(&snapshot{s: s, ctx: ctx}, q, now); err != nil || len(found) == 0 {
 				return err
 			}
 		}
+		best := found[:min(perTxn, len(found))]
 		cmps := make([]clientv3.Cmp, len(best))
 		ids := make([]string, len(best))
 		var ops []clientv3.Op
@@ -160,7 +173,16 @@ func (s *storage) claim(ctx context.Context, q driver.RunnableQuery, want int, t
 			n = len(best)
 			return nil
 		}
-		best = stillClaimable(q, best, fresh, s.now())
+		switch again := stillClaimable(q, best, fresh, s.now()); {
+		case again != nil:
+			found = append(again, found[len(best):]...)
+		case perTxn == 1 && len(found) > 1:
+			found = found[1:]
+			pick := rand.IntN(len(found))
+			found[0], found[pick] = found[pick], found[0]
+		default:
+			found = nil
+		}
 		return err
 	})
 	return n, err

@@ -33,7 +33,6 @@ var (
 	_ driver.Driver           = (*storage)(nil)
 	_ driver.NextClaimer      = (*storage)(nil)
 	_ driver.BatchInserter    = (*storage)(nil)
-	_ driver.BatchModifier    = (*storage)(nil)
 	_ driver.BatchNextClaimer = (*storage)(nil)
 )
 
