@@ -25,7 +25,8 @@ const expiryPage = 64
 // that q admits at now, read at one revision. It reads the head of each
 // status's claim-order index, the expired part of its expiry index and,
 // for a claimant, the leases held by the claimant's worker under other
-// incarnations (which do not bind it, LEASE-012).
+// incarnations (which do not bind it, LEASE-012): all of them in one
+// round trip, and their runs in a second.
 func (s *storage) runnable(snap *snapshot, q driver.RunnableQuery, now time.Time) ([]record, error) {
 	limit := q.Limit
 	var out []record
@@ -41,12 +42,14 @@ func (s *storage) runnable(snap *snapshot, q driver.RunnableQuery, now time.Time
 		out = append(out, r)
 		return true
 	}
+	considerAll := func(r record) bool { consider(r); return true }
 	var statuses []runstate.RunStatus
 	for _, st := range q.Statuses {
 		if !slices.Contains(statuses, st) {
 			statuses = append(statuses, st)
 		}
 	}
+	var ranges []indexRange
 	for _, st := range statuses {
 		prefix := s.k.queue(st)
 		from := prefix
@@ -54,25 +57,19 @@ func (s *storage) runnable(snap *snapshot, q driver.RunnableQuery, now time.Time
 			from = queuePosAfter(prefix, *q.After)
 		}
 		taken := 0
-		err := snap.walk(from, prefixEnd(prefix), limit, func(k string) string { return k[len(prefix)+16:] }, func(r record) bool {
-			if consider(r) {
-				taken++
-			}
-			return taken < limit
-		})
-		if err != nil {
-			return nil, err
-		}
+		ranges = append(ranges, indexRange{from: from, end: prefixEnd(prefix), page: limit,
+			idOf: func(k string) string { return k[len(prefix)+16:] },
+			visit: func(r record) bool {
+				if consider(r) {
+					taken++
+				}
+				return taken < limit
+			}})
 		// Expired leases come in expiry order, not claim order: take them
 		// all. A lease has expired from its ExpiresAt on (LEASE-018).
 		xp := s.k.expiry(st)
-		err = snap.walk(xp, xp+micros(now.Add(time.Microsecond)), expiryPage, func(k string) string { return k[len(xp)+8:] }, func(r record) bool {
-			consider(r)
-			return true
-		})
-		if err != nil {
-			return nil, err
-		}
+		ranges = append(ranges, indexRange{from: xp, end: xp + micros(now.Add(time.Microsecond)), page: expiryPage,
+			idOf: func(k string) string { return k[len(xp)+8:] }, visit: considerAll})
 	}
 	if q.Claimant != nil {
 		worker, own := s.k.owner(q.Claimant.Worker), s.k.ownerIncarnation(*q.Claimant)
@@ -80,14 +77,13 @@ func (s *storage) runnable(snap *snapshot, q driver.RunnableQuery, now time.Time
 			rest := k[len(worker):] // incarnation 0 run_id
 			return rest[strings.IndexByte(rest, 0)+1:]
 		}
-		visit := func(r record) bool { consider(r); return true }
 		// The worker's keys before its own incarnation's, then after them.
-		if err := snap.walk(worker, own, expiryPage, idOf, visit); err != nil {
-			return nil, err
-		}
-		if err := snap.walk(prefixEnd(own), prefixEnd(worker), expiryPage, idOf, visit); err != nil {
-			return nil, err
-		}
+		ranges = append(ranges,
+			indexRange{from: worker, end: own, page: expiryPage, idOf: idOf, visit: considerAll},
+			indexRange{from: prefixEnd(own), end: prefixEnd(worker), page: expiryPage, idOf: idOf, visit: considerAll})
+	}
+	if err := snap.walkAll(ranges); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b record) int {
 		return driver.RunnablePositionOf(a.Run).Compare(driver.RunnablePositionOf(b.Run))

@@ -269,6 +269,73 @@ func (r *snapshot) walk(from, end string, page int, id func(key string) string, 
 	}
 }
 
+// indexRange is one range of index keys a search walks: the keys in
+// [from, end), page at a time, each naming a run (idOf) that visit is
+// offered, in key order, until it says stop.
+type indexRange struct {
+	from, end string
+	page      int
+	idOf      func(key string) string
+	visit     func(record) bool
+}
+
+// walkAll walks ranges at the snapshot's revision: the first page of
+// every range in one transaction and their runs in another, so that a
+// search of several indexes costs two round trips; a range whose visit
+// wants more than its first page walks on alone.
+func (r *snapshot) walkAll(ranges []indexRange) error {
+	ops := make([]clientv3.Op, len(ranges))
+	for i, g := range ranges {
+		g.page = min(max(g.page, 1), r.s.maxTxnOps)
+		ranges[i] = g
+		opts := []clientv3.OpOption{clientv3.WithRange(g.end), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(g.page))}
+		if r.rev > 0 {
+			opts = append(opts, clientv3.WithRev(r.rev))
+		}
+		ops[i] = clientv3.OpGet(g.from, opts...)
+	}
+	resp, err := r.s.cli.Txn(r.ctx).Then(ops...).Commit()
+	if err != nil {
+		return err
+	}
+	if r.rev == 0 {
+		r.rev = resp.Header.Revision
+	}
+	pages := make([][]string, len(ranges))
+	var ids []string
+	for i, res := range resp.Responses {
+		for _, kv := range res.GetResponseRange().Kvs {
+			k := string(kv.Key)
+			pages[i] = append(pages[i], k)
+			if id := ranges[i].idOf(k); !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	recs, err := r.runs(ids)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]record, len(recs))
+	for _, rec := range recs {
+		byID[rec.Run.RunID] = rec
+	}
+	for i, g := range ranges {
+		more := true
+		for _, k := range pages[i] {
+			if more = g.visit(byID[g.idOf(k)]); !more {
+				break
+			}
+		}
+		if more && len(pages[i]) == g.page {
+			if err := r.walk(pages[i][len(pages[i])-1]+"\x00", g.end, g.page, g.idOf, g.visit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // ListRuns implements driver.Driver. It walks the most selective index
 // the filter allows (status, else workflow, else a label, else all runs by
 // creation), from the cursor on, at one revision, and stops once it has
