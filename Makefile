@@ -42,13 +42,15 @@ bench-river:
 	cd benchmarks/river && $(GO) test -run '^$$' -bench . -count 3 -timeout 60m
 
 # The portable benchmark (conformance-runner bench) of the Badger plugin,
-# the MySQL store and a store behind the gateway, each beside the memory
+# the MySQL, PostgreSQL and etcd stores and a store behind the gateway, each beside the memory
 # and Badger reference stores: JSON, Markdown and a chart per target, in
 # PERF_DIR. MYSQL_DSN names a server where scratch databases may be made,
 # POSTGRES_DSN a database where scratch schemas may be.
 PERF_DIR  ?= docs/perf
 MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 POSTGRES_DSN ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+# ETCD_ENDPOINTS names an etcd cluster where scratch key prefixes may be made.
+ETCD_ENDPOINTS ?= 127.0.0.1:2379
 perf-report: plugins gateway
 	mkdir -p $(PERF_DIR)
 	$(GO) build -o bin/ ./cmd/conformance-runner
@@ -58,6 +60,8 @@ perf-report: plugins gateway
 		--markdown $(PERF_DIR)/mysql.md --chart $(PERF_DIR)/mysql.svg > $(PERF_DIR)/mysql.json
 	bin/conformance-runner bench --adapter postgres --config 'dsn=$(POSTGRES_DSN)' --format json \
 		--markdown $(PERF_DIR)/postgres.md --chart $(PERF_DIR)/postgres.svg > $(PERF_DIR)/postgres.json
+	bin/conformance-runner bench --adapter etcd --config 'endpoints=$(ETCD_ENDPOINTS)' --format json \
+		--markdown $(PERF_DIR)/etcd.md --chart $(PERF_DIR)/etcd.svg > $(PERF_DIR)/etcd.json
 	bin/conformance-runner bench --gateway bin/runstate-gateway --config 'store=badger:{{tempdir}}/s' --format json \
 		--markdown $(PERF_DIR)/gateway-badger.md --chart $(PERF_DIR)/gateway-badger.svg > $(PERF_DIR)/gateway-badger.json
 
@@ -121,7 +125,7 @@ proto:
 
 # Plugin binaries of the reference adapters, in bin/.
 plugins:
-	$(GO) build -o bin/ ./cmd/runstate-plugin-memory ./cmd/runstate-plugin-badger ./cmd/runstate-plugin-mysql ./cmd/runstate-plugin-postgres
+	$(GO) build -o bin/ ./cmd/runstate-plugin-memory ./cmd/runstate-plugin-badger ./cmd/runstate-plugin-mysql ./cmd/runstate-plugin-postgres ./cmd/runstate-plugin-etcd
 
 # The gateway binary, in bin/.
 gateway:

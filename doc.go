@@ -14,7 +14,7 @@
 // and the errors.
 //
 // A program opens a store by name with package stores (stores.Open) —
-// memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH,
+// memory, badger:PATH, mysql:DSN, postgres:DSN, etcd:ENDPOINTS, plugin:PATH,
 // gateway:HOST:PORT — once the packages of the kinds it offers are
 // imported: each registers its scheme (stores.Register), as database/sql
 // drivers register themselves.

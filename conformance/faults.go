@@ -30,7 +30,18 @@ const (
 	// FaultRestart: the backend stops as a crash stops it (killed, no clean
 	// shutdown) and comes back at EndFault with the data it had committed.
 	FaultRestart Fault = "restart"
+	// FaultMemberRestart: one member of a replicated backend, not its
+	// leader, stops as a crash stops it and comes back at EndFault; the
+	// others, a quorum, go on serving.
+	FaultMemberRestart Fault = "member-restart"
+	// FaultLeaderRestart: as FaultMemberRestart, of the member that leads:
+	// the others elect a new leader.
+	FaultLeaderRestart Fault = "leader-restart"
 )
+
+// cutsOff reports whether f leaves the backend unreachable while it
+// lasts, so that writes during it must fail.
+func (f Fault) cutsOff() bool { return f == FaultPartition || f == FaultRestart }
 
 // FaultParams says which fault to start.
 type FaultParams struct {
@@ -59,13 +70,17 @@ func init() {
 	register("FAULT-002", "While the backend restarts every call returns UNAVAILABLE or the context's error by its deadline.", Capabilities{Faults: []Fault{FaultRestart}}, func(c *checkState) { checkCallsReturnDuring(c, FaultRestart) })
 	register("FAULT-003", "A write acknowledged before or during a fault is present after it, with its audit event.", anyFault, checkAcknowledgedWritesSurvive)
 	register("FAULT-004", "A write that fails because of a fault, alone or in a batch, fails with UNAVAILABLE or the context's error and is applied wholly or not at all: snapshot and audit trail agree, without a version gap or a repeated event.", anyFault, checkWritesWhollyOrNot)
-	register("FAULT-005", "Claim-next never hands one run to two owners across a fault, and a claim cut off by a fault leaves no lease but a whole one of its TTL.", Capabilities{Leases: true, Faults: []Fault{FaultPartition, FaultReset, FaultRestart}}, checkClaimsAcrossFaults)
+	register("FAULT-005", "Claim-next never hands one run to two owners across a fault, and a claim cut off by a fault leaves no lease but a whole one of its TTL.", Capabilities{Leases: true, Faults: anyFault.Faults}, checkClaimsAcrossFaults)
 	register("FAULT-006", "Once a fault ends, the same handle works again within "+recoveryLimit.String()+", without being reopened.", anyFault, checkWorksAfterFault)
 	register("FAULT-007", "Over a slow link calls succeed, only slower; a call whose deadline is shorter than a round trip returns by it, its write applied wholly or not at all.", Capabilities{Faults: []Fault{FaultDelay}}, checkSlowLink)
+	register("FAULT-008", "While one member of a replicated backend is down, its leader included, every call succeeds again within "+recoveryLimit.String()+" of the loss, before the member is back.", Capabilities{Faults: memberFaults}, checkServesWithoutAMember)
 }
 
+// memberFaults are the losses of one member of a replicated backend.
+var memberFaults = []Fault{FaultMemberRestart, FaultLeaderRestart}
+
 // anyFault: the check runs under each of these the target declares.
-var anyFault = Capabilities{Faults: []Fault{FaultPartition, FaultReset, FaultRestart}}
+var anyFault = Capabilities{Faults: []Fault{FaultPartition, FaultReset, FaultRestart, FaultMemberRestart, FaultLeaderRestart}}
 
 const (
 	// callDeadline bounds each call the fault checks make while a fault lasts.
@@ -336,7 +351,7 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 	for endedAt().IsZero() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if l.failed == 0 && f != FaultReset {
+	if l.failed == 0 && f.cutsOff() {
 		// A reset may meet no call in flight; a partition or a restart of
 		// 1.5 s cannot miss every write of four writers.
 		c.Errorf(fmt.Sprintf("some writes during %s to fail: the backend cannot be reached", f.a()),
@@ -829,4 +844,71 @@ func checkSlowLink(c *checkState) {
 	}
 	c.trailAgrees(run.RunID, "a slow link")
 	c.note(fmt.Sprintf("GetRun took %v over a link with a %v round trip", took.Round(time.Millisecond), delay))
+}
+
+// checkServesWithoutAMember: FAULT-008. With a member down, each call of
+// callsDuringFault is made until it succeeds; each must within
+// recoveryLimit of the loss, and fail meanwhile only as a fault's call
+// may. UpdateRun reads the run afresh each time, so that a write whose
+// answer a leader's loss cut off is not mistaken for a refusal.
+func checkServesWithoutAMember(c *checkState) {
+	for _, f := range c.faultsToRun() {
+		calls := c.callsWithoutAMember()
+		c.startFault(FaultParams{Fault: f})
+		lost := time.Now()
+		took := make([]time.Duration, len(calls))
+		c.parallel(len(calls), func(i int) { took[i] = c.callUntilServed(f, calls[i], lost) })
+		c.endFault(f)
+		c.note(fmt.Sprintf("%s: every call served %v after the loss at the latest", f, slices.Max(took).Round(time.Millisecond)))
+	}
+}
+
+// callsWithoutAMember are FAULT-008's calls: those of callsDuringFault,
+// with an update that may be made again, and queued runs enough for
+// claim-next to succeed after a claim whose answer was lost.
+func (c *checkState) callsWithoutAMember() []timedCall {
+	calls := c.callsDuringFault()
+	target := c.newRun()
+	for range 3 {
+		c.newRun()
+	}
+	for i, call := range calls {
+		if call.name == "UpdateRun" {
+			calls[i].call = func(ctx context.Context) error {
+				cur, err := c.store.GetRun(ctx, target.RunID)
+				if err != nil {
+					return err
+				}
+				msg := "written while a member is down"
+				_, err = c.store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: cur.RunID, ExpectedVersion: cur.Version, Message: &msg})
+				return err
+			}
+		}
+	}
+	return calls
+}
+
+// callUntilServed makes call until it succeeds and returns how long after
+// the loss it did; a call that fails otherwise than a fault's, hangs, or
+// is not served within recoveryLimit breaks the rule.
+func (c *checkState) callUntilServed(f Fault, call timedCall, lost time.Time) time.Duration {
+	for {
+		o, _ := c.within(callDeadline, call.call)
+		switch {
+		case o.panicked:
+			return 0
+		case !o.returned:
+			c.Errorf(fmt.Sprintf("%s during %s to return by its deadline of %v", call.name, f.a(), callDeadline), "still running %v after it", deadlineGrace)
+			return 0
+		case o.err == nil:
+			return time.Since(lost)
+		case !faultError(o.err):
+			c.Errorf(fmt.Sprintf("%s during %s to succeed, or fail with UNAVAILABLE or the context's error", call.name, f.a()), "%s", describeErr(o.err))
+			return 0
+		case time.Since(lost) > recoveryLimit:
+			c.Errorf(fmt.Sprintf("%s to succeed within %v of %s, with the member still down", call.name, recoveryLimit, f.a()), "%s", describeErr(o.err))
+			return 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

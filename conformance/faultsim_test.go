@@ -156,7 +156,14 @@ type simHarness struct {
 	store runstate.RunStateStore
 	m     *memory.Store
 	link  *simLink
+	// needsEveryMember: the backend stops serving while any member is
+	// down, as one that waits for every replica would (broken).
+	needsEveryMember bool
 }
+
+// simElection is how long the simulated backend is down when its leader
+// is lost.
+const simElection = 200 * time.Millisecond
 
 var _ conformance.FaultInjector = (*simHarness)(nil)
 
@@ -176,6 +183,15 @@ func (h *simHarness) StartFault(_ context.Context, p conformance.FaultParams) er
 	case conformance.FaultRestart:
 		// The backend's committed data outlives it: the memory store stays.
 		h.link.set(func() { h.link.down = true; h.link.resets++ })
+	case conformance.FaultMemberRestart, conformance.FaultLeaderRestart:
+		// A replicated backend: a quorum serves on, after an election when
+		// the leader was lost.
+		if h.needsEveryMember || p.Fault == conformance.FaultLeaderRestart {
+			h.link.set(func() { h.link.down = true; h.link.resets++ })
+		}
+		if !h.needsEveryMember && p.Fault == conformance.FaultLeaderRestart {
+			time.AfterFunc(simElection, func() { h.link.set(func() { h.link.down = false }) })
+		}
 	default:
 		return errors.New("unknown fault " + string(p.Fault))
 	}
@@ -193,7 +209,8 @@ func (h *simHarness) EndFault(context.Context) error {
 	return nil
 }
 
-var allFaults = []conformance.Fault{conformance.FaultPartition, conformance.FaultReset, conformance.FaultDelay, conformance.FaultRestart}
+var allFaults = []conformance.Fault{conformance.FaultPartition, conformance.FaultReset, conformance.FaultDelay, conformance.FaultRestart,
+	conformance.FaultMemberRestart, conformance.FaultLeaderRestart}
 
 // faultTarget serves a fresh memory store across a simulated link per
 // check; wrap may break the handle the checks use.
@@ -236,7 +253,7 @@ func TestFaultRulesNeedTheCapability(t *testing.T) {
 	target := faultTarget(func(s simStore) runstate.RunStateStore { return s })
 	target.Capabilities.Faults = []conformance.Fault{conformance.FaultReset}
 	for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {
-		needsReset := res.Rule.ID != "FAULT-001" && res.Rule.ID != "FAULT-002" && res.Rule.ID != "FAULT-007"
+		needsReset := res.Rule.ID != "FAULT-001" && res.Rule.ID != "FAULT-002" && res.Rule.ID != "FAULT-007" && res.Rule.ID != "FAULT-008"
 		switch {
 		case needsReset && res.Outcome != conformance.Pass:
 			t.Errorf("%s with reset declared: %s %s", res.Rule.ID, res.Outcome, res.Detail)
@@ -417,6 +434,18 @@ func faultMutants() []targetMutant {
 		}},
 		{"FAULT-006", "a handle that stays broken after a reset until reopened", func() conformance.Target {
 			return faultTarget(func(s simStore) runstate.RunStateStore { return brokenAfterReset{s} })
+		}},
+		{"FAULT-008", "a backend that serves only with every member up", func() conformance.Target {
+			t := faultTarget(func(s simStore) runstate.RunStateStore { return s })
+			newHarness := t.NewHarness
+			t.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
+				h, err := newHarness(ctx)
+				if err == nil {
+					h.(*simHarness).needsEveryMember = true
+				}
+				return h, err
+			}
+			return t
 		}},
 		{"FAULT-007", "a write over a slow link that ignores its deadline", func() conformance.Target {
 			return faultTarget(func(s simStore) runstate.RunStateStore { return slowWriteIgnoresDeadline{s} })

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/etcd/etcdtest"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/testsupport/etcdcluster"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/internal/testsupport/testlog"
 	"github.com/runstate/runstate/plugin"
@@ -26,11 +28,12 @@ const (
 	badgerPkg = "github.com/runstate/runstate/cmd/runstate-plugin-badger"
 	mysqlPkg  = "github.com/runstate/runstate/cmd/runstate-plugin-mysql"
 	pgPkg     = "github.com/runstate/runstate/cmd/runstate-plugin-postgres"
+	etcdPkg   = "github.com/runstate/runstate/cmd/runstate-plugin-etcd"
 	testPkg   = "github.com/runstate/runstate/plugin/internal/testplugin"
 	floorPkg  = "github.com/runstate/runstate/plugin/internal/floorserver"
 )
 
-var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, pgPkg, testPkg, floorPkg)
+var binaries = plugintest.NewBinaries(memoryPkg, badgerPkg, mysqlPkg, pgPkg, etcdPkg, testPkg, floorPkg)
 
 func bin(t testing.TB, pkg string) string { return binaries.Path(t, pkg) }
 
@@ -93,6 +96,17 @@ func TestConformancePostgresPlugin(t *testing.T) {
 		// check's end drops it.
 		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8"},
 			func() { srv.DropSchema(context.Background(), schema) }, nil
+	}))
+}
+
+func TestConformanceEtcdPlugin(t *testing.T) {
+	endpoints, _ := etcdcluster.Require(t, t.TempDir())
+	path := bin(t, etcdPkg)
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
+	conformance.Run(t, plugintest.ProcessTarget("etcd", "etcd/client-v3", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+		prefix := etcdtest.NewPrefix()
+		return map[string]string{"endpoints": strings.Join(endpoints, ","), "prefix": prefix},
+			func() { etcdtest.DeletePrefix(context.Background(), endpoints, prefix) }, nil
 	}))
 }
 

@@ -1,5 +1,5 @@
 // Package stores opens a runstate store by its name, "scheme:arg" —
-// memory, badger:PATH, mysql:DSN, postgres:DSN, plugin:PATH,
+// memory, badger:PATH, mysql:DSN, postgres:DSN, etcd:ENDPOINTS, plugin:PATH,
 // gateway:HOST:PORT — in the manner of database/sql.Open and Go CDK's URL
 // openers: every kind of store registers its scheme with Register in its
 // package's init, and a program imports the kinds it offers. Commands take

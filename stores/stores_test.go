@@ -37,7 +37,7 @@ func TestStoreNamesAreRedacted(t *testing.T) {
 // Every shipped scheme is registered, and a bad name is refused with an
 // ErrInvalidArgument that says what to give, without a secret.
 func TestStoreNamesAreChecked(t *testing.T) {
-	if got, want := stores.Forms(), "memory, badger:PATH, gateway:HOST:PORT, mysql:DSN, plugin:PATH or postgres:DSN"; got != want {
+	if got, want := stores.Forms(), "memory, badger:PATH, etcd:ENDPOINTS, gateway:HOST:PORT, mysql:DSN, plugin:PATH or postgres:DSN"; got != want {
 		t.Errorf("forms %q, want %q", got, want)
 	}
 	for _, good := range []string{"memory", "badger:/tmp/s", "mysql:u:p@tcp(db:3306)/runs", "postgres:postgres://u@db/runs",

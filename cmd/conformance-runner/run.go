@@ -16,6 +16,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger/badgertest"
+	"github.com/runstate/runstate/adapters/etcd/etcdtest"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/adapters/mysql/mysqltest"
 	"github.com/runstate/runstate/adapters/mysql/scratch"
@@ -70,6 +71,8 @@ Stores:
   --adapter mysql            the MySQL store, a fresh database per check (--config dsn=user:pass@tcp(host:3306)/)
   --adapter postgres         the PostgreSQL store, a fresh schema per check in the database
                              --config dsn=postgres://user:pass@host:5432/database names
+  --adapter etcd             the etcd store, a fresh key prefix per check on the cluster
+                             --config endpoints=host:2379[,host:2379…] names
   --plugin PATH              a store plugin binary, started afresh for every check. Its store must
                              start empty: give each check its own place with {{tempdir}} (a new
                              directory) or {{unique}} (a new token) in --config values
@@ -344,10 +347,10 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 
 // builtinTarget is the target of a built-in store, --adapter.
 func (o options) builtinTarget() (conformance.Target, error) {
-	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}, "postgres": {"dsn"}}
+	known := map[string][]string{"memory": nil, "badger": {"dir", "nosync"}, "mysql": {"dsn"}, "postgres": {"dsn"}, "etcd": {"endpoints"}}
 	keys, ok := known[o.adapter]
 	if !ok {
-		return conformance.Target{}, usageError("--adapter %q: want memory, badger, mysql or postgres", o.adapter)
+		return conformance.Target{}, usageError("--adapter %q: want memory, badger, mysql, postgres or etcd", o.adapter)
 	}
 	for k := range o.config {
 		if !slices.Contains(keys, k) {
@@ -381,6 +384,12 @@ func (o options) builtinTarget() (conformance.Target, error) {
 			return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("postgres server: %v", err)}
 		}
 		return pgtest.Target(srv, !o.realClock), nil
+	case "etcd":
+		endpoints := o.config["endpoints"]
+		if endpoints == "" {
+			return conformance.Target{}, usageError("--adapter etcd needs --config endpoints=host:2379[,host:2379…]")
+		}
+		return etcdtest.Target(strings.Split(endpoints, ","), !o.realClock, nil), nil
 	}
 	return memorytest.Target(!o.realClock), nil
 }

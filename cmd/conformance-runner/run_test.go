@@ -24,6 +24,7 @@ import (
 	"github.com/runstate/runstate/adapters/mysql/scratch"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/docs"
+	"github.com/runstate/runstate/internal/testsupport/etcdcluster"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
@@ -186,7 +187,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--adapter", "oracle"}, {"--run", "NOPE-999"}, {"--format", "xml"}, {"--bogus"}, {"extra"},
 		{"--adapter", "memory", "--plugin", "x"}, {"--plugin", "/no/such/plugin"}, {"--config", "novalue"},
-		{"--adapter", "mysql"}, {"--adapter", "badger", "--config", "dsn=x"},
+		{"--adapter", "mysql"}, {"--adapter", "badger", "--config", "dsn=x"}, {"--adapter", "etcd"},
 	} {
 		if _, _, code := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
@@ -217,6 +218,17 @@ func TestBuiltInAdapters(t *testing.T) {
 	out, _, code := runCLI(t, "--adapter", "badger", "--run", "CAS,CAP")
 	if code != exitPass || summary(t, out)[0] != 6 {
 		t.Errorf("badger: exit %d\n%s", code, out)
+	}
+}
+
+// The etcd store is certified on a cluster, each check under a prefix of
+// its own.
+func TestEtcdAdapter(t *testing.T) {
+	endpoints, _ := etcdcluster.Require(t, t.TempDir())
+	out, _, code := runCLI(t, "--adapter", "etcd", "--config", "endpoints="+strings.Join(endpoints, ","), "--run", "CAS,CAP")
+	// Every CAP rule runs: the target declares a second handle and a clock.
+	if code != exitPass || summary(t, out)[0] != 7 {
+		t.Errorf("etcd: exit %d\n%s", code, out)
 	}
 }
 

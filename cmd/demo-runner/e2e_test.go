@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/etcd"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/tracker"
@@ -37,8 +38,9 @@ var binaries = plugintest.NewBinaries(demoPkg, mysqlPluginPkg)
 type sharedStore struct {
 	name     string
 	args     []string
-	dsn      string // the database behind it
-	postgres bool   // dsn is PostgreSQL's, not MySQL's
+	dsn      string        // the database behind it
+	postgres bool          // dsn is PostgreSQL's, not MySQL's
+	etcd     *etcd.Options // the etcd store behind it
 }
 
 // sharedStores returns MySQL, directly and through the MySQL plugin, each

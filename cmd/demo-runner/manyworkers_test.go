@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,9 +16,12 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/etcd"
+	"github.com/runstate/runstate/adapters/etcd/etcdtest"
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/cmd/demo-runner/internal/badgershare"
+	"github.com/runstate/runstate/internal/testsupport/etcdcluster"
 )
 
 // chaosConfig sizes a many-workers test.
@@ -52,14 +56,14 @@ func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
 	}
 	// The default Badger store too, shared through the socket of whichever
 	// worker holds its directory (and handed on when that one is killed).
-	stores := append(sharedStores(t), sharedStore{name: "badger"})
+	stores := append(sharedStores(t), sharedStore{name: "badger"}, etcdStore(t))
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			// One policy for the whole fleet (docs/requirements.md#d-recovery): takeover on MySQL
-			// and PostgreSQL, interrupt through the plugin and on Badger, so both are exercised.
+			// One policy for the whole fleet (docs/requirements.md#d-recovery): takeover on MySQL,
+			// PostgreSQL and etcd, interrupt through the plugin and on Badger, so both are exercised.
 			policy := "takeover"
-			if st.name != "mysql" && st.name != "postgres" {
+			if st.name != "mysql" && st.name != "postgres" && st.name != "etcd" {
 				policy = "interrupt"
 			}
 			runChaos(t, st, policy, cfg)
@@ -71,6 +75,14 @@ func TestManyWorkersShareOneStoreUnderChaos(t *testing.T) {
 // read what the fleet did.
 func inspect(ctx context.Context, t *testing.T, st sharedStore, dir string) runstate.Store {
 	t.Helper()
+	if st.etcd != nil {
+		s, err := etcd.Open(ctx, *st.etcd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 	if st.postgres {
 		s, err := postgres.Open(ctx, postgres.Options{DSN: st.dsn, MaxOpenConns: 2})
 		if err != nil {
@@ -95,6 +107,16 @@ func inspect(ctx context.Context, t *testing.T, st sharedStore, dir string) runs
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// etcdStore is the etcd store on a cluster of the test's own (or
+// RUNSTATE_ETCD_ENDPOINTS's), under a prefix of the test's.
+func etcdStore(t *testing.T) sharedStore {
+	endpoints, _ := etcdcluster.Require(t, t.TempDir())
+	opts := &etcd.Options{Endpoints: endpoints, Prefix: etcdtest.NewPrefix()}
+	t.Cleanup(func() { etcdtest.DeletePrefix(context.Background(), opts.Endpoints, opts.Prefix) })
+	name := "etcd:" + strings.Join(endpoints, ",") + "?prefix=" + url.QueryEscape(opts.Prefix)
+	return sharedStore{name: "etcd", args: []string{"--store", name}, etcd: opts}
 }
 
 // workerLife is one worker process's life, as the chaos loop saw it.

@@ -60,7 +60,7 @@ func TestEveryCommandTakesTheSameStoreNames(t *testing.T) {
 	}
 
 	for _, bad := range []struct{ name, says string }{
-		{"oracle:hunter2", `--store "oracle:…": want memory, badger:PATH, gateway:HOST:PORT, mysql:DSN, plugin:PATH or postgres:DSN`},
+		{"oracle:hunter2", `--store "oracle:…": want memory, badger:PATH, etcd:ENDPOINTS, gateway:HOST:PORT, mysql:DSN, plugin:PATH or postgres:DSN`},
 		{"memory:extra", `--store "memory:extra": memory takes nothing after it; want memory, badger:PATH`},
 		{"badger:", "--store badger:PATH needs a directory, e.g. badger:.runstate/store"},
 		{"mysql:", "--store mysql:DSN needs a DSN, e.g. mysql:user:password@tcp(host:3306)/database"},

@@ -95,6 +95,13 @@ func (s *Server) Kill() error {
 	return err
 }
 
+// Running reports whether the server was started and not killed since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
 // Lookup finds the first of names on PATH or in dirs.
 func Lookup(names []string, dirs ...string) (string, error) {
 	for _, n := range names {
