@@ -123,8 +123,12 @@ func (s *storage) claimNextMany(ctx context.Context, q driver.RunnableQuery, max
 		for _, c := range best {
 			id := c.run.Run.RunID
 			if !locked[id] {
-				if s.locks.tryLock(id) != nil {
-					continue // taken between the look and the lock
+				if held := s.locks.tryLock(id); held != nil {
+					// Taken between the look and the lock: passed over as
+					// one held at the look, so that a claim that finds
+					// nothing else waits for it (BATCH-007), never 0.
+					busy = append(busy, held)
+					continue
 				}
 				locked[id] = true
 			}
