@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +79,93 @@ func TestTransactionsAreReadCommitted(t *testing.T) {
 		return err
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A batch's UPDATE reads the runs table by primary key, one row per row of
+// the batch, never by a scan: InnoDB locks the rows an UPDATE examines, so
+// a scan would wait on the rows other batches hold.
+func TestBatchUpdateReadsRunsByKey(t *testing.T) {
+	s := openInternal(t)
+	ctx := context.Background()
+	for i := range 32 {
+		if _, err := s.CreateRun(ctx, runstate.CreateRunParams{RunID: fmt.Sprintf("run-%02d", i), WorkflowName: "explain"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A batch of most of the table: a scan then looks as cheap as lookups.
+	b := bulkUpdateRuns
+	query := "EXPLAIN " + b.Head
+	var args []any
+	for i := range 30 {
+		if i > 0 {
+			query += b.Sep
+		}
+		query += b.Row
+		args = append(args, fmt.Sprintf("run-%02d", i), "explain", "running", 0, 2, 2, "{}", 1, 0, "", "", nil, nil, 0, 1, 0)
+	}
+	query += b.Tail
+	rows, err := s.runs.DB().QueryxContext(ctx, query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		row := map[string]any{}
+		if err := rows.MapScan(row); err != nil {
+			t.Fatal(err)
+		}
+		table, access := fmt.Sprintf("%s", row["table"]), fmt.Sprintf("%s", row["type"])
+		if table == "r" && (access != "eq_ref" || fmt.Sprintf("%s", row["key"]) != "PRIMARY") {
+			t.Errorf("the batch UPDATE reads runstate_runs with %s on key %s, want eq_ref on PRIMARY", access, row["key"])
+		}
+	}
+}
+
+// Writers each moving their own run, twice as many as the pool has
+// connections, share writes (group commit, several in flight): shared
+// writes of disjoint runs never fail.
+func TestConcurrentWritersOfTheirOwnRunsNeverDeadlock(t *testing.T) {
+	ctx := context.Background()
+	srv := sqltest.MySQL.Find(t)
+	name, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Options{DSN: srv.DSN(name), MaxOpenConns: 16, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
+	const writers, writes = 32, 100
+	runs := make([]runstate.RunSnapshot, writers)
+	for i := range runs {
+		if runs[i], err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "deadlock",
+			Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			run := runs[w]
+			for i := range writes {
+				to := runstate.StatusRunning
+				if i%2 == 1 {
+					to = runstate.StatusWaiting
+				}
+				var err error
+				if run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(to)}); err != nil {
+					errs[w] = fmt.Errorf("writer %d, write %d: %w", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -140,20 +140,23 @@ const (
 )
 
 // Statements of many rows (sqlkit.Bulk). One UPDATE writes a batch's
-// rows, joined by key to a derived table of one SELECT per row, checking
+// rows, joined by key to a derived table of one SELECT per row, the
+// derived table first (STRAIGHT_JOIN) and the runs by primary key: with
+// the runs table first, 32 writers of their own runs (conformance-runner
+// bench, cas-update at 32) deadlocked through every retry. It checks
 // each row's locked version and lease token as qUpdateRun does. Its
 // run_id is cast to the column's character set and binary collation, so
 // that the join compares bytes whatever the connection's collation.
 var (
 	bulkUpdateRuns = sqlkit.Bulk{
-		Head: `UPDATE runstate_runs r JOIN (`,
+		Head: `UPDATE (`,
 		Row: `SELECT CAST(? AS CHAR(128) CHARACTER SET ascii) COLLATE ascii_bin AS run_id, ? AS workflow_name, ? AS status,
 		CAST(? AS SIGNED) AS priority, CAST(? AS SIGNED) AS version, CAST(? AS SIGNED) AS last_seq, ? AS snapshot, CAST(? AS SIGNED) AS queue,
 		CAST(? AS SIGNED) AS lease_token, ? AS lease_worker, ? AS lease_incarnation, CAST(? AS DATETIME(6)) AS lease_acquired_at,
 		CAST(? AS DATETIME(6)) AS lease_expires_at, CAST(? AS SIGNED) AS lease_released, CAST(? AS SIGNED) AS locked_version,
 		CAST(? AS SIGNED) AS locked_token`,
 		Sep: ` UNION ALL `,
-		Tail: `) v ON r.run_id = v.run_id AND r.version = v.locked_version AND r.lease_token = v.locked_token
+		Tail: `) v STRAIGHT_JOIN runstate_runs r FORCE INDEX (PRIMARY) ON r.run_id = v.run_id AND r.version = v.locked_version AND r.lease_token = v.locked_token
 		SET r.workflow_name = v.workflow_name, r.status = v.status, r.priority = v.priority, r.version = v.version,
 		r.last_seq = v.last_seq, r.snapshot = v.snapshot, r.queue = v.queue, r.lease_token = v.lease_token,
 		r.lease_worker = v.lease_worker, r.lease_incarnation = v.lease_incarnation, r.lease_acquired_at = v.lease_acquired_at,
