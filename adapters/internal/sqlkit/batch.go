@@ -106,14 +106,14 @@ func (k *Driver) insertMany(ctx context.Context, tx *sqlx.Tx, runs []driver.Inse
 	return k.announceBatch(ctx, tx, runnable)
 }
 
-// existingRuns reads which of ids are runs.
-func (k *Driver) existingRuns(ctx context.Context, tx *sqlx.Tx, ids []string) (map[string]bool, error) {
+// existingRuns reads which of ids are runs, in tx or on the pool.
+func (k *Driver) existingRuns(ctx context.Context, tx sqlx.QueryerContext, ids []string) (map[string]bool, error) {
 	query, args, err := k.dialect.Bind(k.sql.ExistingRuns, []any{ids})
 	if err != nil {
 		return nil, err
 	}
 	var found []string
-	if err := tx.SelectContext(ctx, &found, query, args...); err != nil {
+	if err := sqlx.SelectContext(ctx, tx, &found, query, args...); err != nil {
 		return nil, err
 	}
 	out := make(map[string]bool, len(found))

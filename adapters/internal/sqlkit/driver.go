@@ -101,6 +101,13 @@ const MaxRetries = 8
 // all, never twice (FAULT-004, FAULT-005), and it is acknowledged only
 // once committed (FAULT-003). Errors come back interpreted.
 func (k *Driver) InTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return k.retried(ctx, func() error { return k.try(ctx, fn) })
+}
+
+// retried runs write, a transaction or a statement committed alone, again
+// while Dialect.Retryable says the server rolled it back, up to MaxRetries
+// times with a short random pause, and returns its error interpreted.
+func (k *Driver) retried(ctx context.Context, write func() error) error {
 	if err := k.CheckOpen(); err != nil {
 		return err
 	}
@@ -108,7 +115,7 @@ func (k *Driver) InTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		if err := ctx.Err(); err != nil { // CTX-001
 			return err
 		}
-		err := k.try(ctx, fn)
+		err := write()
 		if !k.dialect.Retryable(err) || attempt == MaxRetries {
 			return k.dialect.Interpret(err)
 		}

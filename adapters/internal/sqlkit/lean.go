@@ -125,7 +125,7 @@ func timeOrNil(t time.Time) *time.Time {
 
 // leanDecision is one item of a lean round: its row as read and its change.
 type leanDecision struct {
-	item  int // index in the round's items
+	item  int // index in the round's items (ModifyMany)
 	write rowWrite
 	cur   driver.Current
 	c     driver.Change
@@ -134,26 +134,24 @@ type leanDecision struct {
 // modifyLean is ModifyMany the lean way. Items it could not write the
 // lean way (lost leanAttempts times, or relabelling) are returned, to go
 // the locking way; the others have their outcome in Err (nil: written, or
-// nothing to write). A failure before anything was stored is the call's
-// error; after, it is the Err of every item not written.
+// nothing to write). A failure of the first round stored nothing and is the
+// call's error; a later one is the Err of every item not written.
 func (k *Driver) modifyLean(ctx context.Context, items []driver.ModifyItem) (rest []int, err error) {
 	pending := make([]int, len(items))
 	for i := range pending {
 		pending[i] = i
 	}
-	stored := false
 	for attempt := 0; attempt < leanAttempts && len(pending) > 0; attempt++ {
 		lost, locking, err := k.modifyLeanRound(ctx, items, pending)
-		if err != nil && !stored {
+		switch {
+		case err != nil && attempt == 0: // nothing was stored
 			return nil, err
-		}
-		if err != nil {
+		case err != nil: // the first round may have stored some
 			for _, p := range append(rest, pending...) {
 				items[p].Err = err
 			}
 			return nil, nil
 		}
-		stored = stored || len(lost)+len(locking) < len(pending)
 		pending, rest = lost, append(rest, locking...)
 	}
 	return append(rest, pending...), nil
@@ -244,15 +242,12 @@ func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[str
 		}
 	}
 	var ids []string
-	for attempt := 0; ; attempt++ {
+	err := k.retried(ctx, func() error {
 		ids = ids[:0]
-		err := k.db.SelectContext(ctx, &ids, k.sql.Lean.WriteRuns, cols.args()...)
-		if err == nil {
-			break
-		}
-		if !k.dialect.Retryable(err) || attempt == MaxRetries {
-			return nil, k.dialect.Interpret(err)
-		}
+		return k.db.SelectContext(ctx, &ids, k.sql.Lean.WriteRuns, cols.args()...)
+	})
+	if err != nil {
+		return nil, err
 	}
 	written := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -302,9 +297,9 @@ func (k *Driver) claimLean(ctx context.Context, q driver.RunnableQuery, max int,
 		return 0, false, err
 	}
 	decided := make([]leanDecision, 0, len(found))
-	for i, c := range found {
+	for _, c := range found {
 		if change := take(c.cur); !change.Empty() { // empty: q admits a run take refuses; it is not claimed
-			decided = append(decided, leanDecision{item: i, write: newRowWrite(c.row, c.cur, change), cur: c.cur, c: change})
+			decided = append(decided, leanDecision{write: newRowWrite(c.row, c.cur, change), cur: c.cur, c: change})
 		}
 	}
 	written, err := k.writeLean(ctx, decided)
@@ -377,12 +372,6 @@ func (l *leanInserts) args() []any {
 // exists fails it whole, with nothing stored; the caller then names the
 // item. A statement the server rolled back is sent again, as writeLean's.
 func (k *Driver) insertLean(ctx context.Context, runs []driver.InsertParams) error {
-	if err := k.CheckOpen(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	var cols leanInserts
 	runnable := false
 	for _, r := range runs {
@@ -391,14 +380,12 @@ func (k *Driver) insertLean(ctx context.Context, runs []driver.InsertParams) err
 		}
 		runnable = runnable || becameRunnable(nil, r.Run, driver.LeaseState{})
 	}
-	for attempt := 0; ; attempt++ {
+	err := k.retried(ctx, func() error {
 		_, err := k.db.ExecContext(ctx, k.sql.Lean.InsertRuns, cols.args()...)
-		if err == nil {
-			break
-		}
-		if !k.dialect.Retryable(err) || attempt == MaxRetries {
-			return k.dialect.Interpret(err)
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	return k.announceAfter(ctx, runnable)
 }
@@ -410,13 +397,9 @@ func (k *Driver) existingIndex(ctx context.Context, runs []driver.InsertParams) 
 	for i, r := range runs {
 		ids[i] = r.Run.RunID
 	}
-	query, args, err := k.dialect.Bind(k.sql.ExistingRuns, []any{ids})
+	existing, err := k.existingRuns(ctx, k.db, ids)
 	if err != nil {
-		return -1, err
-	}
-	var found []string
-	if err := k.db.SelectContext(ctx, &found, query, args...); err != nil {
 		return -1, k.dialect.Interpret(err)
 	}
-	return slices.IndexFunc(ids, func(id string) bool { return slices.Contains(found, id) }), nil
+	return slices.IndexFunc(ids, func(id string) bool { return existing[id] }), nil
 }
