@@ -135,9 +135,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 
 func (s *storage) checkSchema() error {
 	return interpretError(s.db.Update(func(txn *bdb.Txn) error {
-		item, err := txn.Get(metaKey("schema"))
+		item, err := txn.Get(layout.Meta("schema"))
 		if errors.Is(err, bdb.ErrKeyNotFound) {
-			return txn.Set(metaKey("schema"), []byte(schemaVersion))
+			return txn.Set(layout.Meta("schema"), []byte(schemaVersion))
 		}
 		if err != nil {
 			return err

@@ -144,7 +144,7 @@ func (s *storage) claimNextMany(ctx context.Context, q driver.RunnableQuery, max
 		return 0, busy, err
 	}
 	for _, st := range slices.Compact(statuses) {
-		s.head.advance(s.db, queuePrefix(st))
+		s.head.advance(s.db, layout.Queue(st))
 	}
 	return n, busy, nil
 }

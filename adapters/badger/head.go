@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	bdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/runstate/runstate/adapters/internal/kvindex"
 )
 
 // queueHead lets claim-order scans start past the deletion markers that
@@ -83,7 +85,7 @@ type tx struct {
 
 // setIndex writes an index key, keeping the queue head correct.
 func (t *tx) setIndex(k []byte) error {
-	if k[0] == tagQueue {
+	if k[0] == kvindex.TagQueue {
 		if !t.inserting {
 			t.head.inserting.RLock()
 			t.inserting = true

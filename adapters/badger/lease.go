@@ -9,6 +9,7 @@ import (
 	bdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/kvindex"
 	"github.com/runstate/runstate/driver"
 )
 
@@ -54,16 +55,16 @@ func runnableRuns(txn *bdb.Txn, head *queueHead, q driver.RunnableQuery, now tim
 		}
 	}
 	for _, st := range statuses {
-		prefix := queuePrefix(st)
+		prefix := layout.Queue(st)
 		seek := head.seek(prefix)
 		if q.After != nil {
-			if after := queuePosAfter(prefix, *q.After); bytes.Compare(after, seek) > 0 {
+			if after := kvindex.QueuePosAfter(prefix, *q.After); bytes.Compare(after, seek) > 0 {
 				seek = after
 			}
 		}
 		taken := 0
 		err := scanKeys(txn, prefix, seek, func(k []byte) (bool, error) {
-			ok, err := consider(runIDOf(k, len(prefix)+16))
+			ok, err := consider(kvindex.RunIDOf(k, len(prefix)+16))
 			if ok {
 				taken++
 			}
@@ -73,12 +74,12 @@ func runnableRuns(txn *bdb.Txn, head *queueHead, q driver.RunnableQuery, now tim
 			return nil, err
 		}
 		// Expired leases come in expiry order, not claim order: take them all.
-		xp := expiryPrefix(st)
+		xp := layout.Expiry(st)
 		err = scanKeys(txn, xp, xp, func(k []byte) (bool, error) {
-			if now.Before(parseMicros(k[len(xp) : len(xp)+8])) {
+			if now.Before(kvindex.ParseMicros(k[len(xp) : len(xp)+8])) {
 				return false, nil // the rest are live
 			}
-			_, err := consider(runIDOf(k, len(xp)+8))
+			_, err := consider(kvindex.RunIDOf(k, len(xp)+8))
 			return true, err
 		})
 		if err != nil {
@@ -102,7 +103,7 @@ func runnableRuns(txn *bdb.Txn, head *queueHead, q driver.RunnableQuery, now tim
 // otherIncarnations visits the runs leased to owner's worker under any
 // incarnation but owner's own, seeking past the owner's own leases.
 func otherIncarnations(txn *bdb.Txn, owner runstate.Owner, visit func(runID string) error) error {
-	worker, own := ownerPrefix(owner.Worker), ownerIncarnationPrefix(owner)
+	worker, own := layout.Owner(owner.Worker), layout.OwnerIncarnation(owner)
 	it := txn.NewIterator(bdb.IteratorOptions{Prefix: worker})
 	defer it.Close()
 	for it.Seek(worker); it.Valid(); {
@@ -190,7 +191,7 @@ func (s *storage) claimNext(ctx context.Context, q driver.RunnableQuery, take fu
 		}
 	})
 	if err == nil && found {
-		s.head.advance(s.db, queuePrefix(status))
+		s.head.advance(s.db, layout.Queue(status))
 	}
 	return found, busy, err
 }

@@ -12,6 +12,7 @@ import (
 	bdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/kvindex"
 	"github.com/runstate/runstate/driver"
 )
 
@@ -52,7 +53,7 @@ func setJSON(txn writer, k []byte, v any) error {
 
 func getRun(txn reader, id string) (storedRun, bool, error) {
 	var r storedRun
-	ok, err := getJSON(txn, runKey(id), &r)
+	ok, err := getJSON(txn, layout.Run(id), &r)
 	return r, ok, err
 }
 
@@ -68,13 +69,13 @@ func mustGetRun(txn reader, id string) (storedRun, error) {
 
 func getLease(txn reader, id string) (driver.LeaseState, error) {
 	var l driver.LeaseState
-	_, err := getJSON(txn, leaseKey(id), &l)
+	_, err := getJSON(txn, layout.Lease(id), &l)
 	return l, err
 }
 
 // moveIndexes moves a run's index keys from old (nil: a new run) to new.
-func moveIndexes(txn *tx, old *indexed, new indexed) error {
-	del, set := indexChanges(old, new)
+func moveIndexes(txn *tx, old *kvindex.Indexed, new kvindex.Indexed) error {
+	del, set := layout.IndexChanges(old, new)
 	for _, k := range del {
 		if err := txn.Delete(k); err != nil {
 			return err
@@ -101,27 +102,27 @@ func write(txn *tx, cur storedRun, lease driver.LeaseState, c driver.Change) err
 	if c.Lease != nil {
 		nextLease = *c.Lease
 	}
-	if err := moveIndexes(txn, &indexed{cur.Run, lease}, indexed{next.Run, nextLease}); err != nil {
+	if err := moveIndexes(txn, &kvindex.Indexed{Run: cur.Run, Lease: lease}, kvindex.Indexed{Run: next.Run, Lease: nextLease}); err != nil {
 		return err
 	}
 	if err := appendEvents(txn, c.Events, &next.LastSeq); err != nil {
 		return err
 	}
 	if c.Lease != nil {
-		if err := setJSON(txn, leaseKey(next.Run.RunID), nextLease); err != nil {
+		if err := setJSON(txn, layout.Lease(next.Run.RunID), nextLease); err != nil {
 			return err
 		}
 	}
 	if c.Run == nil && len(c.Events) == 0 {
 		return nil
 	}
-	return setJSON(txn, runKey(next.Run.RunID), next)
+	return setJSON(txn, layout.Run(next.Run.RunID), next)
 }
 
 // appendEvents stores numbered events and moves *lastSeq to the last one's.
 func appendEvents(txn *tx, events []runstate.AuditEvent, lastSeq *int64) error {
 	for _, ev := range events {
-		if err := setJSON(txn, auditKey(ev.RunID, ev.Seq), ev); err != nil {
+		if err := setJSON(txn, layout.Audit(ev.RunID, ev.Seq), ev); err != nil {
 			return err
 		}
 		*lastSeq = ev.Seq
@@ -146,13 +147,13 @@ func insert(txn *tx, r driver.InsertParams) error {
 		return err
 	}
 	next := storedRun{Run: r.Run}
-	if err := moveIndexes(txn, nil, indexed{r.Run, driver.LeaseState{}}); err != nil {
+	if err := moveIndexes(txn, nil, kvindex.Indexed{Run: r.Run}); err != nil {
 		return err
 	}
 	if err := appendEvents(txn, []runstate.AuditEvent{r.Created}, &next.LastSeq); err != nil {
 		return err
 	}
-	return setJSON(txn, runKey(r.Run.RunID), next)
+	return setJSON(txn, layout.Run(r.Run.RunID), next)
 }
 
 // current reads run id with its lease for a write; runstate.ErrNotFound when missing.
@@ -200,7 +201,7 @@ func (s *storage) Get(ctx context.Context, runID string) (runstate.RunSnapshot, 
 func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
 	var found []runstate.RunSnapshot
 	err := s.view(ctx, func(txn *bdb.Txn) error {
-		for _, prefix := range listPrefixes(q.Filter) {
+		for _, prefix := range layout.ListPrefixes(q.Filter) {
 			runs, err := scanCreated(txn, prefix, q)
 			if err != nil {
 				return err
@@ -214,49 +215,24 @@ func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]runstate.R
 	return found[:min(len(found), q.Limit)], err
 }
 
-// listPrefixes picks the index prefixes a filtered listing walks; each is
-// ordered by (created, run_id) and the filter is applied to what they yield.
-func listPrefixes(f driver.RunFilter) [][]byte {
-	switch {
-	case len(f.Statuses) > 0:
-		var out [][]byte
-		for _, st := range f.Statuses {
-			if pre := statusPrefix(st); !slices.ContainsFunc(out, func(x []byte) bool { return bytes.Equal(x, pre) }) {
-				out = append(out, pre)
-			}
-		}
-		return out
-	case f.WorkflowName != "":
-		return [][]byte{workflowPrefix(f.WorkflowName)}
-	case len(f.Labels) > 0:
-		keys := make([]string, 0, len(f.Labels))
-		for k := range f.Labels {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		return [][]byte{labelPrefix(keys[0], f.Labels[keys[0]])}
-	}
-	return [][]byte{createdPrefix()}
-}
-
 // scanCreated returns up to q.Limit runs matching q from one index whose
 // keys are prefix, created, run_id.
 func scanCreated(txn *bdb.Txn, prefix []byte, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
 	seek := prefix
 	if q.After != nil {
-		seek = runPosAfter(prefix, *q.After)
+		seek = kvindex.RunPosAfter(prefix, *q.After)
 	}
 	if !q.Filter.CreatedFrom.IsZero() {
-		if from := append(slices.Clone(prefix), micros(q.Filter.CreatedFrom)...); bytes.Compare(from, seek) > 0 {
+		if from := append(slices.Clone(prefix), kvindex.Micros(q.Filter.CreatedFrom)...); bytes.Compare(from, seek) > 0 {
 			seek = from
 		}
 	}
 	var out []runstate.RunSnapshot
 	err := scanKeys(txn, prefix, seek, func(k []byte) (bool, error) {
-		if created := parseMicros(k[len(prefix) : len(prefix)+8]); !q.Filter.CreatedBefore.IsZero() && !created.Before(q.Filter.CreatedBefore) {
+		if created := kvindex.ParseMicros(k[len(prefix) : len(prefix)+8]); !q.Filter.CreatedBefore.IsZero() && !created.Before(q.Filter.CreatedBefore) {
 			return false, nil
 		}
-		r, err := mustGetRun(txn, runIDOf(k, len(prefix)+8))
+		r, err := mustGetRun(txn, kvindex.RunIDOf(k, len(prefix)+8))
 		if err != nil {
 			return false, err
 		}
@@ -292,10 +268,10 @@ func (s *storage) ListAudit(ctx context.Context, q driver.AuditQuery) ([]runstat
 			}
 			return err
 		}
-		it := txn.NewIterator(bdb.IteratorOptions{Prefix: auditPrefix(q.RunID), PrefetchValues: true, PrefetchSize: min(q.Limit, 100)})
+		it := txn.NewIterator(bdb.IteratorOptions{Prefix: layout.AuditPrefix(q.RunID), PrefetchValues: true, PrefetchSize: min(q.Limit, 100)})
 		defer it.Close()
 		// Seq order from after_seq on, without gaps or repeats (AUD-006).
-		for it.Seek(auditKey(q.RunID, q.AfterSeq+1)); it.Valid() && len(events) < q.Limit; it.Next() {
+		for it.Seek(layout.Audit(q.RunID, q.AfterSeq+1)); it.Valid() && len(events) < q.Limit; it.Next() {
 			var ev runstate.AuditEvent
 			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &ev) }); err != nil {
 				return err

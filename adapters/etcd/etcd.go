@@ -117,17 +117,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MaxTxnOps < 0 {
 		return nil, runstate.InvalidArgument("max_txn_ops", "is %d; leave it 0 for etcd's default of %d", opts.MaxTxnOps, DefaultMaxTxnOps)
 	}
-	s := &storage{k: keys{prefix: opts.Prefix}, clock: opts.Clock, maxTxnOps: opts.MaxTxnOps}
-	if s.k.prefix == "" {
-		s.k.prefix = DefaultPrefix
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
 	}
+	s := &storage{k: newKeys(prefix), clock: opts.Clock, maxTxnOps: opts.MaxTxnOps}
 	if s.clock == nil {
 		s.clock = driver.SystemClock{}
 	}
 	if s.maxTxnOps == 0 {
 		s.maxTxnOps = DefaultMaxTxnOps
 	}
-	s.where = fmt.Sprintf("etcd %s (prefix %q)", strings.Join(endpoints, ","), s.k.prefix)
+	s.where = fmt.Sprintf("etcd %s (prefix %q)", strings.Join(endpoints, ","), s.k.prefix())
 	dial := opts.DialTimeout
 	if dial <= 0 {
 		dial = defaultDialTimeout
@@ -169,7 +170,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 const schemaVersion = "1"
 
 func (s *storage) checkSchema(ctx context.Context) error {
-	key := s.k.key(tagMeta, "schema")
+	key := s.k.meta("schema")
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, schemaVersion)).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {

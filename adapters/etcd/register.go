@@ -75,6 +75,6 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 	if err != nil {
 		return nil, err
 	}
-	opts.Log().Info("using store", "store", "etcd", "endpoints", strings.Join(endpoints, ","), "prefix", s.data.k.prefix)
+	opts.Log().Info("using store", "store", "etcd", "endpoints", strings.Join(endpoints, ","), "prefix", s.data.k.prefix())
 	return &stores.Opened{Runs: s, Close: s.Close}, nil
 }

@@ -345,7 +345,7 @@ func (s *storage) ListRuns(ctx context.Context, q driver.RunQuery) ([]runstate.R
 	err := s.read(ctx, func() error {
 		found = nil
 		snap := &snapshot{s: s, ctx: ctx}
-		for _, prefix := range s.listPrefixes(q.Filter) {
+		for _, prefix := range s.k.listPrefixes(q.Filter) {
 			if err := s.listFrom(snap, prefix, q, &found); err != nil {
 				return err
 			}
@@ -384,31 +384,6 @@ func (s *storage) listFrom(snap *snapshot, prefix string, q driver.RunQuery, fou
 		}
 		return taken < q.Limit
 	})
-}
-
-// listPrefixes picks the index prefixes a filtered listing walks; each is
-// ordered by (created, run_id) and the filter is applied to what they yield.
-func (s *storage) listPrefixes(f driver.RunFilter) []string {
-	switch {
-	case len(f.Statuses) > 0:
-		var out []string
-		for _, st := range f.Statuses {
-			if p := s.k.status(st); !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
-		return out
-	case f.WorkflowName != "":
-		return []string{s.k.workflow(f.WorkflowName)}
-	case len(f.Labels) > 0:
-		names := make([]string, 0, len(f.Labels))
-		for k := range f.Labels {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		return []string{s.k.label(names[0], f.Labels[names[0]])}
-	}
-	return []string{s.k.created()}
 }
 
 // ListAudit implements driver.Driver: the run and its events after
