@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -144,6 +145,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// an error that says so, rather than the client's 2 MiB default.
 		MaxCallSendMsgSize: maxSendBytes,
 		Context:            context.WithoutCancel(ctx),
+		// A member without a leader refuses the call at once rather than
+		// holding it until a leader is back: with a quorum lost, calls
+		// fail fast with UNAVAILABLE instead of waiting out the caller's
+		// deadline (docs/etcd.md, Failures).
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(requireLeader)},
 	})
 	if err != nil {
 		return nil, runstate.Unavailable("cannot connect to "+s.where, err)
@@ -285,10 +291,17 @@ func (s *storage) interpret(ctx context.Context, err error) error {
 		return runstate.InvalidArgument("batch", "the write needs more operations in one etcd transaction than the cluster allows (--max-txn-ops, Options.MaxTxnOps %d); send fewer items at a time", s.maxTxnOps)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), isCode(err, codes.ResourceExhausted):
 		return runstate.InvalidArgument("batch", "the write is larger than the cluster's request limit (--max-request-bytes); send fewer or smaller items at a time")
+	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrTimeout):
+		return runstate.Unavailable(s.where+" has no leader or lost it during the call: a quorum of its members is down or cut off; try again once they are back", err)
 	case errors.Is(err, rpctypes.ErrCompacted):
 		return runstate.Unavailable(s.where+": a read's revision was compacted while it read; try again", err)
 	}
 	return runstate.Unavailable(s.where+" failed", err)
+}
+
+// requireLeader asks the member to refuse a call while it has no leader.
+func requireLeader(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(clientv3.WithRequireLeader(ctx), method, req, reply, cc, opts...)
 }
 
 func isCode(err error, cs ...codes.Code) bool {
