@@ -357,8 +357,8 @@ type faultLedger struct {
 	lost     []string
 	afterEnd []time.Duration // per writer: from the fault's end to its first write
 	span     *faultSpan
-	notBack  []string        // writers with no write within recoveryLimit of the end, and why
-	late     []string        // errors other than a fault's after the end
+	notBack  []string // writers with no write within recoveryLimit of the end, and why
+	late     []string // errors other than a fault's after the end
 }
 
 func (l *faultLedger) add(list *[]string, format string, args ...any) {
