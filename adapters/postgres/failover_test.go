@@ -47,8 +47,8 @@ func TestFailoverRulesHoldOverTwentyFailovers(t *testing.T) {
 		t.Logf("%s %v: %s", res.Rule.ID, res.Duration.Round(time.Millisecond), res.Detail)
 	}
 	claims.stopAndCheck(t)
-	if len(pair.Failovers) < 20 {
-		t.Errorf("%d failovers, want at least 20", len(pair.Failovers))
+	if n := len(pair.Timings().Failovers); n < 20 {
+		t.Errorf("%d failovers, want at least 20", n)
 	}
 	logFailovers(t, pair)
 }
@@ -188,7 +188,8 @@ func logFailovers(t *testing.T, pair *sqltest.PostgresPair) {
 		}
 		return sum / time.Duration(max(len(ds), 1))
 	}
+	tm := pair.Timings()
 	t.Logf("%d failovers (stall, kill, promotion): mean %v, slowest %v; %d standbys rebuilt: mean %v, slowest %v",
-		len(pair.Failovers), mean(pair.Failovers).Round(time.Millisecond), slices.Max(append(pair.Failovers, 0)).Round(time.Millisecond),
-		len(pair.Rebuilds), mean(pair.Rebuilds).Round(time.Millisecond), slices.Max(append(pair.Rebuilds, 0)).Round(time.Millisecond))
+		len(tm.Failovers), mean(tm.Failovers).Round(time.Millisecond), slices.Max(append(tm.Failovers, 0)).Round(time.Millisecond),
+		len(tm.Rebuilds), mean(tm.Rebuilds).Round(time.Millisecond), slices.Max(append(tm.Rebuilds, 0)).Round(time.Millisecond))
 }

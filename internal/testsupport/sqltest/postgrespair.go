@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -60,9 +61,20 @@ type PostgresPair struct {
 	nodes   [2]*pgNode
 	primary int  // the index of the primary in nodes
 	rebuild bool // a failover left the old primary down
-	// Failovers and Rebuilds are how long each failover (from the stall
-	// to the standby promoted) and each rebuild of a standby took.
+	timings PairTimings
+}
+
+// PairTimings are how long each failover (from the stall to the standby
+// promoted) and each rebuild of a standby took.
+type PairTimings struct {
 	Failovers, Rebuilds []time.Duration
+}
+
+// Timings returns how long the failovers and rebuilds so far took.
+func (p *PostgresPair) Timings() PairTimings {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PairTimings{Failovers: slices.Clone(p.timings.Failovers), Rebuilds: slices.Clone(p.timings.Rebuilds)}
 }
 
 // pgNode is one server of a pair.
@@ -269,7 +281,7 @@ func (p *PostgresPair) failover(ctx context.Context) error {
 		return fmt.Errorf("promoting %s: %v (promoted %v); its log %s ends: %s", next.name, err, promoted, next.Log, serverproc.TailFile(next.Log))
 	}
 	p.primary = 1 - p.primary
-	p.Failovers = append(p.Failovers, time.Since(began))
+	p.timings.Failovers = append(p.timings.Failovers, time.Since(began))
 	return nil
 }
 
@@ -286,7 +298,7 @@ func (p *PostgresPair) EndFault(ctx context.Context) error {
 		return err
 	}
 	p.rebuild = false
-	p.Rebuilds = append(p.Rebuilds, time.Since(began))
+	p.timings.Rebuilds = append(p.timings.Rebuilds, time.Since(began))
 	return nil
 }
 
