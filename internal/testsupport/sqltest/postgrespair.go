@@ -112,7 +112,7 @@ func StartPostgresPair(t testing.TB, opts PairOptions) *PostgresPair {
 
 // startPair initialises the primary with initdb, starts it, and makes the
 // standby from it with pg_basebackup.
-func startPair(ctx context.Context, dir string, opts PairOptions) (*PostgresPair, error) {
+func startPair(ctx context.Context, dir string, opts PairOptions) (_ *PostgresPair, err error) {
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	initdb, err := serverproc.Lookup([]string{"initdb"}, bins...)
 	if err != nil {
@@ -126,6 +126,11 @@ func startPair(ctx context.Context, dir string, opts PairOptions) (*PostgresPair
 		opts.Lag = DefaultLag
 	}
 	p := &PostgresPair{opts: opts, bin: filepath.Dir(initdb)}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
 	if p.runAs, err = postgresUser(dir); err != nil {
 		return nil, err
 	}
@@ -136,7 +141,6 @@ func startPair(ctx context.Context, dir string, opts PairOptions) (*PostgresPair
 			return nil, err
 		}
 		if n.relay, err = faultproxy.Start("127.0.0.1:" + n.port); err != nil {
-			p.Close()
 			return nil, err
 		}
 		n.Server = p.server(n, dir)
@@ -145,20 +149,16 @@ func startPair(ctx context.Context, dir string, opts PairOptions) (*PostgresPair
 	}
 	p.Scratch, err = scratch.FromDSNUnchecked(fmt.Sprintf("postgres://postgres@%s,%s/postgres?sslmode=disable&target_session_attrs=read-write", hosts[0], hosts[1]), "private pair")
 	if err != nil {
-		p.Close()
 		return nil, err
 	}
 	first := p.nodes[0]
 	if out, err := p.run(initdb, "-D", first.data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"); err != nil {
-		p.Close()
 		return nil, fmt.Errorf("initdb: %v: %s", err, serverproc.Tail(out))
 	}
 	if err := first.Start(ctx); err != nil {
-		p.Close()
 		return nil, err
 	}
 	if err := p.makeStandby(ctx, p.nodes[1], first); err != nil {
-		p.Close()
 		return nil, err
 	}
 	return p, nil
@@ -169,16 +169,16 @@ func startPair(ctx context.Context, dir string, opts PairOptions) (*PostgresPair
 // loss is what replication did or did not carry, not what a disk kept.
 func (p *PostgresPair) server(n *pgNode, dir string) *serverproc.Server {
 	direct, _ := scratch.FromDSNUnchecked("postgres://postgres@127.0.0.1:"+n.port+"/postgres?sslmode=disable", "private")
-	sync := ""
+	standbys := "" // asynchronous
 	if p.opts.Synchronous {
-		sync = "*"
+		standbys = "*"
 	}
 	return &serverproc.Server{RunAs: p.runAs, Log: filepath.Join(n.data, "log", "server.log"), Ready: direct.Ping,
 		Command: func() *exec.Cmd {
 			return exec.Command(filepath.Join(p.bin, "postgres"), "-D", n.data, "-p", n.port, "-k", dir,
 				"-c", "listen_addresses=127.0.0.1", "-c", "logging_collector=on", "-c", "log_directory=log", "-c", "log_filename=server.log",
 				"-c", "fsync=off", "-c", "shared_buffers=16MB", "-c", "max_connections=300",
-				"-c", "synchronous_standby_names="+sync, "-c", "synchronous_commit=on",
+				"-c", "synchronous_standby_names="+standbys, "-c", "synchronous_commit=on",
 				"-c", "wal_receiver_status_interval=1s", "-c", "wal_retrieve_retry_interval=200ms")
 		}}
 }
