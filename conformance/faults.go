@@ -37,11 +37,19 @@ const (
 	// FaultLeaderRestart: as FaultMemberRestart, of the member that leads:
 	// the others elect a new leader.
 	FaultLeaderRestart Fault = "leader-restart"
+	// FaultFailover: the primary of a replicated backend stops as a crash
+	// stops it and a standby is promoted in its place, which the handles
+	// reach by the addresses they were given (a DSN naming every host).
+	// When StartFault returns the standby is promoted; EndFault makes the
+	// old primary a standby of the new one, so that failovers can repeat.
+	FaultFailover Fault = "failover"
 )
 
 // cutsOff reports whether f leaves the backend unreachable while it
 // lasts, so that writes during it must fail.
-func (f Fault) cutsOff() bool { return f == FaultPartition || f == FaultRestart }
+func (f Fault) cutsOff() bool {
+	return f == FaultPartition || f == FaultRestart || f == FaultFailover
+}
 
 // FaultParams says which fault to start.
 type FaultParams struct {
@@ -74,7 +82,16 @@ func init() {
 	register("FAULT-006", "Once a fault ends, the same handle works again within "+recoveryLimit.String()+", without being reopened.", anyFault, checkWorksAfterFault)
 	register("FAULT-007", "Over a slow link calls succeed, only slower; a call whose deadline is shorter than a round trip returns by it, its write applied wholly or not at all.", Capabilities{Faults: []Fault{FaultDelay}}, checkSlowLink)
 	register("FAULT-008", "While one member of a replicated backend is down, its leader included, every call succeeds again within "+recoveryLimit.String()+" of the loss, before the member is back.", Capabilities{Faults: memberFaults}, checkServesWithoutAMember)
+	// A failover's rules are FAULT-003…006's, checked apart: a target that
+	// passes them certifies its replication, not only its connections.
+	register("FAULT-009", "A write acknowledged before or during a failover is present on the promoted primary, with its audit event.", onFailover, checkAcknowledgedWritesSurvive)
+	register("FAULT-010", "A write that fails because of a failover fails with UNAVAILABLE or the context's error and is applied wholly or not at all on the promoted primary.", onFailover, checkWritesWhollyOrNot)
+	register("FAULT-011", "Claim-next never hands one run to two owners across a failover, and a claim cut off by it leaves no lease but a whole one of its TTL.", Capabilities{Leases: true, Faults: onFailover.Faults}, checkClaimsAcrossFaults)
+	register("FAULT-012", "Within "+failoverLimit.String()+" of the primary's loss every handle held through a failover writes again on the promoted primary, without being reopened.", onFailover, checkWritesAgainAfterFailover)
 }
+
+// onFailover: the check runs under a failover, where the target declares it.
+var onFailover = Capabilities{Faults: []Fault{FaultFailover}}
 
 // memberFaults are the losses of one member of a replicated backend.
 var memberFaults = []Fault{FaultMemberRestart, FaultLeaderRestart}
@@ -95,6 +112,10 @@ const (
 	writeDeadline = callDeadline / 2
 	// recoveryLimit is how soon a handle must work again after a fault.
 	recoveryLimit = 10 * time.Second
+	// failoverLimit is how soon after the primary's loss a handle must
+	// write again on the promoted one: the kill, the promotion, and, with
+	// synchronous replication, a standby back to acknowledge commits.
+	failoverLimit = 30 * time.Second
 )
 
 // injector returns the harness's FaultInjector; a harness that declares
@@ -268,26 +289,38 @@ func checkCallsReturnDuring(c *checkState, f Fault) {
 	c.note(fmt.Sprintf("%d calls during %s, slowest returned after %v", len(calls), f.a(), slowest.Round(time.Millisecond)))
 }
 
+// faultSpan is when a fault of faultWhile started and ended: the zero
+// time until it did.
+type faultSpan struct {
+	mu             sync.Mutex
+	started, ended time.Time
+}
+
+func (s *faultSpan) set(at *time.Time) { s.mu.Lock(); defer s.mu.Unlock(); *at = time.Now() }
+
+// endedAt is when the fault ended, the zero time until it has.
+func (s *faultSpan) endedAt() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return s.ended }
+
+func (s *faultSpan) startedAt() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return s.started }
+
 // faultWhile starts fault f after a while, in the background, ends it
-// faultHold later, and returns when it ended: the zero time until then.
-func (c *checkState) faultWhile(f Fault, after time.Duration) (endedAt func() time.Time) {
-	var (
-		mu    sync.Mutex
-		ended time.Time
-	)
+// faultHold later, and returns at once: the span says when it did.
+func (c *checkState) faultWhile(f Fault, after time.Duration) *faultSpan {
+	span := &faultSpan{}
 	go func() {
-		defer func() { mu.Lock(); defer mu.Unlock(); ended = time.Now() }()
+		defer span.set(&span.ended)
 		defer func() {
 			if p := recover(); p != nil {
 				c.broke(fmt.Sprintf("panic while causing %s: %v\n%s", f.a(), p, debug.Stack()))
 			}
 		}()
 		time.Sleep(after)
+		span.set(&span.started)
 		c.startFault(FaultParams{Fault: f})
 		defer c.endFault(f)
 		time.Sleep(faultHold)
 	}()
-	return func() time.Time { mu.Lock(); defer mu.Unlock(); return ended }
+	return span
 }
 
 // faultCall makes one call of a writer or claimer with the writers'
@@ -323,8 +356,9 @@ type faultLedger struct {
 	// lost: a run read back older than a write acknowledged on it.
 	lost     []string
 	afterEnd []time.Duration // per writer: from the fault's end to its first write
-	notBack  []string        // writers with no write within recoveryLimit of the end, and why
-	late     []string        // errors other than a fault's after the end
+	span     *faultSpan
+	notBack  []string // writers with no write within recoveryLimit of the end, and why
+	late     []string // errors other than a fault's after the end
 }
 
 func (l *faultLedger) add(list *[]string, format string, args ...any) {
@@ -342,13 +376,13 @@ func (c *checkState) writeThroughFault(f Fault) *faultLedger {
 	const writers, runsEach = 4, 2
 	l, start := c.newFaultLedger(writers, runsEach)
 	handles := c.handles(writers)
-	endedAt := c.faultWhile(f, 200*time.Millisecond)
+	l.span = c.faultWhile(f, 200*time.Millisecond)
 	c.parallel(writers, func(w int) {
 		fw := &faultWriter{c: c, f: f, l: l, id: w, handle: handles[w], runs: start[w],
 			stale: make([]bool, runsEach), acked: make([]int64, runsEach), conflicted: make([]int64, runsEach)}
-		fw.writeUntilBack(endedAt)
+		fw.writeUntilBack(l.span.endedAt)
 	})
-	for endedAt().IsZero() {
+	for l.span.endedAt().IsZero() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if l.failed == 0 && f.cutsOff() {
@@ -636,20 +670,42 @@ func (c *checkState) trailAgrees(id, across string) {
 func checkWorksAfterFault(c *checkState) {
 	for _, f := range c.faultsToRun() {
 		l := c.writeThroughFault(f)
-		for _, w := range l.notBack {
-			c.Errorf(fmt.Sprintf("every writer to write again within %v of the end of %s, on the handle it held through it", recoveryLimit, f.a()), "%s", w)
-		}
-		for _, e := range l.late {
-			c.Errorf(fmt.Sprintf("calls after %s ended to succeed or fail with UNAVAILABLE until the handle works again", f.a()), "%s", e)
-		}
-		var slowest time.Duration
-		for _, d := range l.afterEnd {
-			slowest = max(slowest, d)
-		}
-		c.note(fmt.Sprintf("%s: every writer wrote again within %v of its end", f, slowest.Round(time.Millisecond)))
+		c.expectWritersBack(f, l)
+		c.note(fmt.Sprintf("%s: every writer wrote again within %v of its end", f, slices.Max(append(l.afterEnd, 0)).Round(time.Millisecond)))
 		// The same handle answers reads and creates too.
 		run := c.newRun()
 		c.trailAgrees(run.RunID, f.a())
+	}
+}
+
+// expectWritersBack: every writer of l wrote again within recoveryLimit
+// of the end of f, and failed meanwhile only as a fault's call may.
+func (c *checkState) expectWritersBack(f Fault, l *faultLedger) {
+	for _, w := range l.notBack {
+		c.Errorf(fmt.Sprintf("every writer to write again within %v of the end of %s, on the handle it held through it", recoveryLimit, f.a()), "%s", w)
+	}
+	for _, e := range l.late {
+		c.Errorf(fmt.Sprintf("calls after %s ended to succeed or fail with UNAVAILABLE until the handle works again", f.a()), "%s", e)
+	}
+}
+
+// checkWritesAgainAfterFailover: FAULT-012. The bound runs from the
+// primary's loss: the end of a failover is the harness's (a standby
+// rebuilt), the loss is what a deployment's users see.
+func checkWritesAgainAfterFailover(c *checkState) {
+	for _, f := range c.faultsToRun() {
+		l := c.writeThroughFault(f)
+		c.expectWritersBack(f, l)
+		held := l.span.endedAt().Sub(l.span.startedAt())
+		var slowest time.Duration
+		for _, d := range l.afterEnd {
+			slowest = max(slowest, held+d)
+		}
+		if slowest > failoverLimit {
+			c.Errorf(fmt.Sprintf("every writer to write again on the promoted primary within %v of the primary's loss", failoverLimit),
+				"the last wrote again %v after it (the failover took %v, with the standby rebuilt)", slowest.Round(time.Millisecond), held.Round(time.Millisecond))
+		}
+		c.note(fmt.Sprintf("%s: the harness's failover took %v; every writer wrote again within %v of the primary's loss", f, held.Round(time.Millisecond), slowest.Round(time.Millisecond)))
 	}
 }
 
@@ -698,11 +754,11 @@ func (c *checkState) claimThroughFault(f Fault, handles []runstate.RunStateStore
 	for range faultPool {
 		l.ids = append(l.ids, c.create(runstate.CreateRunParams{WorkflowName: l.queue}).RunID)
 	}
-	endedAt := c.faultWhile(f, 100*time.Millisecond)
+	span := c.faultWhile(f, 100*time.Millisecond)
 	c.parallel(faultClaimers, func(w int) {
-		c.claimUntilDrained(f, l, handles[w], owner(fmt.Sprintf("claimer-%d", w)), endedAt)
+		c.claimUntilDrained(f, l, handles[w], owner(fmt.Sprintf("claimer-%d", w)), span.endedAt)
 	})
-	for endedAt().IsZero() {
+	for span.endedAt().IsZero() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return l

@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,6 +193,11 @@ func (h *simHarness) StartFault(_ context.Context, p conformance.FaultParams) er
 		if !h.needsEveryMember && p.Fault == conformance.FaultLeaderRestart {
 			time.AfterFunc(simElection, func() { h.link.set(func() { h.link.down = false }) })
 		}
+	case conformance.FaultFailover:
+		// The standby holds every acknowledged write (the memory store
+		// stays): the backend is down until it is promoted.
+		h.link.set(func() { h.link.down = true; h.link.resets++ })
+		time.AfterFunc(simElection, func() { h.link.set(func() { h.link.down = false }) })
 	default:
 		return errors.New("unknown fault " + string(p.Fault))
 	}
@@ -210,7 +216,7 @@ func (h *simHarness) EndFault(context.Context) error {
 }
 
 var allFaults = []conformance.Fault{conformance.FaultPartition, conformance.FaultReset, conformance.FaultDelay, conformance.FaultRestart,
-	conformance.FaultMemberRestart, conformance.FaultLeaderRestart}
+	conformance.FaultMemberRestart, conformance.FaultLeaderRestart, conformance.FaultFailover}
 
 // faultTarget serves a fresh memory store across a simulated link per
 // check; wrap may break the handle the checks use.
@@ -253,7 +259,7 @@ func TestFaultRulesNeedTheCapability(t *testing.T) {
 	target := faultTarget(func(s simStore) runstate.RunStateStore { return s })
 	target.Capabilities.Faults = []conformance.Fault{conformance.FaultReset}
 	for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {
-		needsReset := res.Rule.ID != "FAULT-001" && res.Rule.ID != "FAULT-002" && res.Rule.ID != "FAULT-007" && res.Rule.ID != "FAULT-008"
+		needsReset := !slices.Contains([]string{"FAULT-001", "FAULT-002", "FAULT-007", "FAULT-008", "FAULT-009", "FAULT-010", "FAULT-011", "FAULT-012"}, res.Rule.ID)
 		switch {
 		case needsReset && res.Outcome != conformance.Pass:
 			t.Errorf("%s with reset declared: %s %s", res.Rule.ID, res.Outcome, res.Detail)
@@ -413,7 +419,8 @@ type conflictsOnCutOff struct {
 
 func (s conflictsOnCutOff) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	run, err := s.simStore.UpdateRun(ctx, p)
-	if errors.Is(err, context.DeadlineExceeded) && s.n.Add(1)%2 == 0 {
+	cutOff := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, runstate.ErrUnavailable)
+	if cutOff && s.n.Add(1)%2 == 0 {
 		return run, &runstate.Error{Code: runstate.CodeVersionConflict, RunID: p.RunID, Message: "the run has moved on"}
 	}
 	return run, err
@@ -460,6 +467,20 @@ func faultMutants() []targetMutant {
 			return faultTarget(func(s simStore) runstate.RunStateStore {
 				return retriesAndDoubles{s, &overrides[[]runstate.AuditEvent]{}}
 			})
+		}},
+		{"FAULT-009", "a write acknowledged before it reaches the backend", func() conformance.Target {
+			return faultTarget(func(s simStore) runstate.RunStateStore { return acksBeforeCommit{s} })
+		}},
+		{"FAULT-010", "a write cut off answered VERSION_CONFLICT, applied or not", func() conformance.Target {
+			return faultTarget(func(s simStore) runstate.RunStateStore { return conflictsOnCutOff{s, new(atomic.Int64)} })
+		}},
+		{"FAULT-011", "a claim replayed to another owner after a failover", func() conformance.Target {
+			return faultTarget(func(s simStore) runstate.RunStateStore {
+				return replaysClaims{simStore: s, mu: &sync.Mutex{}, last: &runstate.Claim{}, seen: new(int)}
+			})
+		}},
+		{"FAULT-012", "a handle that stays broken after a failover until reopened", func() conformance.Target {
+			return faultTarget(func(s simStore) runstate.RunStateStore { return brokenAfterReset{s} })
 		}},
 	}
 }

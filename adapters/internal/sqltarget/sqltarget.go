@@ -56,11 +56,37 @@ type Check interface {
 // Only a server of the test's own may be given with r.
 func Target(e Engine, manualClock bool, r faultproxy.Restarter) conformance.Target {
 	addr, proxyErr := e.ProxyAddr()
-	t := conformance.Target{
+	t := target(e, manualClock, faultproxy.FaultsFor(proxyErr, r), func(ctx context.Context, h *harness) error { return h.connect(ctx, addr, proxyErr, r) })
+	if r != nil {
+		t.Name += " (private server)"
+	}
+	return t
+}
+
+// TargetFailingOver is e's conformance target on a replicated server
+// whose harness fails over (conformance.FaultFailover): every handle
+// connects by the check's DSN, which must name every server the primary
+// may be, and no proxy stands between them, so that failover is the only
+// fault. Only a server of the test's own may be given.
+func TargetFailingOver(e Engine, manualClock bool, failover conformance.FaultInjector) conformance.Target {
+	t := target(e, manualClock, []conformance.Fault{conformance.FaultFailover}, func(ctx context.Context, h *harness) (err error) {
+		h.FaultInjector = failover
+		if h.dsn, err = h.check.DSN(""); err != nil {
+			return err
+		}
+		h.store, err = h.check.Open(ctx, h.dsn, h.storeClock(), true)
+		return err
+	})
+	t.Name += " (primary and standby)"
+	return t
+}
+
+// target is e's target declaring faults, each harness connected by connect.
+func target(e Engine, manualClock bool, faults []conformance.Fault, connect func(context.Context, *harness) error) conformance.Target {
+	return conformance.Target{
 		Name:         e.Name,
 		StoreVersion: e.Name + "/" + e.Source,
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock,
-			Faults: faultproxy.FaultsFor(proxyErr, r)},
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: manualClock, Faults: faults},
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			check, err := e.NewCheck(ctx)
 			if err != nil {
@@ -70,7 +96,7 @@ func Target(e Engine, manualClock bool, r faultproxy.Restarter) conformance.Targ
 			if manualClock {
 				h.clock = conformance.NewManualClock(time.Now())
 			}
-			if err := h.connect(ctx, addr, proxyErr, r); err != nil {
+			if err := connect(ctx, h); err != nil {
 				h.closeProxy()
 				check.Drop(ctx, nil)
 				return nil, err
@@ -78,10 +104,6 @@ func Target(e Engine, manualClock bool, r faultproxy.Restarter) conformance.Targ
 			return h, nil
 		},
 	}
-	if r != nil {
-		t.Name += " (private server)"
-	}
-	return t
 }
 
 type harness struct {

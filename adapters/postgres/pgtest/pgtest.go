@@ -32,6 +32,13 @@ func TargetRestarting(s *scratch.Server, manualClock bool, r faultproxy.Restarte
 	return sqltarget.Target(engine(s), manualClock, r)
 }
 
+// TargetFailingOver is Target on a primary with a standby of the test's
+// own (sqltest.StartPostgresPair), which failover kills and promotes
+// (FAULT-009…012); s's DSN names both servers. It declares no other fault.
+func TargetFailingOver(s *scratch.Server, manualClock bool, failover conformance.FaultInjector) conformance.Target {
+	return sqltarget.TargetFailingOver(engine(s), manualClock, failover)
+}
+
 func engine(s *scratch.Server) sqltarget.Engine {
 	return sqltarget.Engine{Name: "postgres", Source: s.Source, ProxyAddr: s.ProxyAddr,
 		NewCheck: func(context.Context) (sqltarget.Check, error) { return schema{s, s.NewSchemaName()}, nil }}

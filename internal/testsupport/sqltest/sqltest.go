@@ -1,7 +1,8 @@
 // Package sqltest is the SQL test environment of both engines, MySQL
 // (MariaDB) and PostgreSQL: the shared server tests find (Find: from the
 // environment, on this machine, or started in Docker) and servers of a
-// test's own that it may kill and start again (StartPrivate). What differs
+// test's own that it may kill and start again (StartPrivate), or, for
+// PostgreSQL, a primary with a standby that fails over (StartPostgresPair). What differs
 // between the engines is an Engine value: MySQL and Postgres.
 package sqltest
 
