@@ -1,0 +1,318 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runstate/runstate"
+)
+
+// Scale operations, each timed at two store sizes.
+const (
+	ScaleClaimNext    = "claim-next"
+	ScaleListRunnable = "list-runnable"
+	ScaleListRunsDeep = "list-runs-deep"
+)
+
+// ScaleOptions size MeasureScale. Zero values take the defaults.
+type ScaleOptions struct {
+	// Small and Large are how many runs that no claim may take (half
+	// leased to another worker, half finished) the store holds when the
+	// operations are timed (default 100 and 10,000).
+	Small, Large int
+	// Samples is how many times each operation is timed at each size
+	// (default 30); the median is compared.
+	Samples int
+	// Reads, when set, returns how many runs the store has read so far, as
+	// a counting driver can tell: each measurement then also compares runs
+	// read per operation, a figure load on the machine cannot blur.
+	Reads func() int64
+	// Progress, when set, is told what is being done.
+	Progress func(string)
+}
+
+func (o ScaleOptions) withDefaults() ScaleOptions {
+	if o.Small <= 0 {
+		o.Small = 100
+	}
+	if o.Large <= 0 {
+		o.Large = 10000
+	}
+	if o.Samples <= 0 {
+		o.Samples = 30
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	return o
+}
+
+// ScaleMeasurement is one operation timed with Small and with Large
+// non-claimable runs in the store.
+type ScaleMeasurement struct {
+	Operation string `json:"operation"`
+	SmallRuns int    `json:"small_runs"`
+	LargeRuns int    `json:"large_runs"`
+	// SmallSeconds and LargeSeconds are the median time of one operation.
+	SmallSeconds float64 `json:"small_seconds"`
+	LargeSeconds float64 `json:"large_seconds"`
+	// Ratio is LargeSeconds / SmallSeconds.
+	Ratio float64 `json:"ratio"`
+	// SmallReads and LargeReads are the runs read per operation, and
+	// ReadsRatio their ratio, when ScaleOptions.Reads counts them.
+	SmallReads float64 `json:"small_reads,omitempty"`
+	LargeReads float64 `json:"large_reads,omitempty"`
+	ReadsRatio float64 `json:"reads_ratio,omitempty"`
+	// Bound is the largest ratio that is not flagged: the square root of
+	// the growth (10 for 100 times the runs), far below the growth itself,
+	// which a cost linear in the store's size reaches, and far above the
+	// logarithm an index costs.
+	Bound float64 `json:"bound"`
+	// Flagged: Ratio (or ReadsRatio) exceeds Bound; the operation's cost
+	// grows with the runs no claim may take, linearly or worse.
+	Flagged bool `json:"flagged"`
+	// Skipped says why the operation was not measured.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// String is the measurement as reports print it.
+func (m ScaleMeasurement) String() string {
+	if m.Skipped != "" {
+		return fmt.Sprintf("%s: not measured (%s)", m.Operation, m.Skipped)
+	}
+	verdict := "ok"
+	if m.Flagged {
+		verdict = "FLAGGED: grows linearly or worse"
+	}
+	s := fmt.Sprintf("%s: %v with %d runs, %v with %d runs: ×%.1f (bound ×%.1f)",
+		m.Operation, seconds(m.SmallSeconds), m.SmallRuns, seconds(m.LargeSeconds), m.LargeRuns, m.Ratio, m.Bound)
+	if m.ReadsRatio > 0 {
+		s += fmt.Sprintf("; runs read %.0f → %.0f: ×%.1f", m.SmallReads, m.LargeReads, m.ReadsRatio)
+	}
+	return s + ": " + verdict
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond / 10)
+}
+
+// MeasureScale measures, on one fresh store of target, how claim-next,
+// the runnable listing and a ListRuns page deep in the store cost with
+// opts.Small and then opts.Large runs that no claim may take, and flags
+// each whose cost grew beyond the bound. Measured in one run on one
+// machine, the ratios do not depend on how fast the machine is. Claim-next
+// and the runnable listing need leases; without them only the deep page
+// is measured.
+func MeasureScale(ctx context.Context, target Target, opts ScaleOptions) ([]ScaleMeasurement, error) {
+	opts = opts.withDefaults()
+	if opts.Large <= opts.Small {
+		return nil, fmt.Errorf("scale: Large (%d) must exceed Small (%d)", opts.Large, opts.Small)
+	}
+	h, err := target.NewHarness(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scale: open a fresh store: %w", err)
+	}
+	defer h.Close(context.WithoutCancel(ctx))
+	s := scaler{st: h.Store(), opts: opts}
+	s.leases, _ = s.st.(runstate.LeaseStore)
+	if !target.Capabilities.Leases {
+		s.leases = nil
+	}
+	var small, large map[string]sample
+	for _, size := range []struct {
+		runs int
+		into *map[string]sample
+	}{{opts.Small, &small}, {opts.Large, &large}} {
+		opts.Progress(fmt.Sprintf("scale: filling the store to %d runs no claim may take", size.runs))
+		if err := s.fillTo(ctx, size.runs); err != nil {
+			return nil, err
+		}
+		opts.Progress(fmt.Sprintf("scale: timing with %d runs", size.runs))
+		if *size.into, err = s.timeAll(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bound := math.Sqrt(float64(opts.Large) / float64(opts.Small))
+	var out []ScaleMeasurement
+	for _, op := range []string{ScaleClaimNext, ScaleListRunnable, ScaleListRunsDeep} {
+		m := ScaleMeasurement{Operation: op, SmallRuns: opts.Small, LargeRuns: opts.Large, Bound: bound}
+		a, b := small[op], large[op]
+		if a.skipped != "" {
+			m.Skipped = a.skipped
+			out = append(out, m)
+			continue
+		}
+		m.SmallSeconds, m.LargeSeconds = a.median.Seconds(), b.median.Seconds()
+		m.Ratio = m.LargeSeconds / max(m.SmallSeconds, 1e-9)
+		m.Flagged = m.Ratio > bound
+		if opts.Reads != nil {
+			m.SmallReads, m.LargeReads = a.reads, b.reads
+			m.ReadsRatio = m.LargeReads / max(m.SmallReads, 1)
+			m.Flagged = m.Flagged || m.ReadsRatio > bound
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// scaler fills one store and times operations on it.
+type scaler struct {
+	st     runstate.RunStateStore
+	leases runstate.LeaseStore // nil: the store has no leases
+	opts   ScaleOptions
+	// held counts the runs no claim may take; created every run created.
+	held, created int
+}
+
+// sample is one operation timed at one size.
+type sample struct {
+	median  time.Duration
+	reads   float64 // runs read per operation, with ScaleOptions.Reads
+	skipped string
+}
+
+var (
+	scaleOwner  = runstate.Owner{Worker: "scale-holder", Incarnation: "1"}
+	scaleTaker  = runstate.Owner{Worker: "scale-taker", Incarnation: "1"}
+	scaleLabels = map[string]string{"conformance": "scale"}
+)
+
+// fillTo adds runs no claim may take until the store holds n: leased to
+// scaleOwner for MaxLeaseTTL (finished instead, without leases), and
+// finished, alternately, from 8 goroutines.
+func (s *scaler) fillTo(ctx context.Context, n int) error {
+	add := n - s.held
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < add && errs[w] == nil; i = int(next.Add(1) - 1) {
+				errs[w] = s.addHeld(ctx, i%2 == 0 && s.leases != nil)
+			}
+		}()
+	}
+	wg.Wait()
+	s.held, s.created = n, s.created+add
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("scale: filling the store to %d runs: %w", n, err)
+	}
+	return nil
+}
+
+// addHeld creates one run and leases it, or runs it to success.
+func (s *scaler) addHeld(ctx context.Context, leased bool) error {
+	r, err := s.st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow, Labels: scaleLabels})
+	if err != nil {
+		return err
+	}
+	if leased {
+		_, err = s.leases.ClaimRun(ctx, runstate.ClaimRunParams{RunID: r.RunID, Owner: scaleOwner, TTL: runstate.MaxLeaseTTL})
+		return err
+	}
+	r, err = s.st.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: string(runstate.StatusRunning)})
+	if err != nil {
+		return err
+	}
+	_, err = s.st.UpdateRun(ctx, runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: string(runstate.StatusSuccess)})
+	return err
+}
+
+// timeAll times each operation opts.Samples times at the current size.
+// Claimable runs are added first, so that the listing finds them and each
+// claim-next takes one; claimed, they join the runs no claim may take.
+func (s *scaler) timeAll(ctx context.Context) (map[string]sample, error) {
+	out := map[string]sample{}
+	n := s.opts.Samples
+	if s.leases == nil {
+		out[ScaleClaimNext] = sample{skipped: "the store has no leases"}
+		out[ScaleListRunnable] = sample{skipped: "the store has no leases"}
+	} else {
+		for range n {
+			if _, err := s.st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow, Labels: scaleLabels}); err != nil {
+				return nil, fmt.Errorf("scale: create a claimable run: %w", err)
+			}
+		}
+		s.created += n
+		var err error
+		if out[ScaleListRunnable], err = s.time(n, func() error {
+			page, err := s.leases.ListRunnableRuns(ctx, runstate.ListRunnableParams{Limit: 10})
+			if err == nil && len(page.Runs) == 0 {
+				err = errors.New("the runnable listing is empty while claimable runs are queued")
+			}
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("scale: %s: %w", ScaleListRunnable, err)
+		}
+		if out[ScaleClaimNext], err = s.time(n, func() error {
+			_, err := s.leases.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: scaleTaker, TTL: runstate.MaxLeaseTTL})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("scale: %s: %w", ScaleClaimNext, err)
+		}
+		s.held += n
+	}
+	cursor, err := s.cursorAt(ctx, s.created*9/10)
+	if err != nil {
+		return nil, fmt.Errorf("scale: %s: %w", ScaleListRunsDeep, err)
+	}
+	out[ScaleListRunsDeep], err = s.time(n, func() error {
+		page, err := s.st.ListRuns(ctx, runstate.ListRunsParams{Limit: 10, Cursor: cursor})
+		if err == nil && len(page.Runs) == 0 {
+			err = errors.New("the page nine tenths into the store is empty")
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scale: %s: %w", ScaleListRunsDeep, err)
+	}
+	return out, nil
+}
+
+// time runs op n times and returns the median duration and runs read.
+func (s *scaler) time(n int, op func() error) (sample, error) {
+	durations := make([]time.Duration, n)
+	var before int64
+	if s.opts.Reads != nil {
+		before = s.opts.Reads()
+	}
+	for i := range durations {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			return sample{}, err
+		}
+		durations[i] = time.Since(t0)
+	}
+	smp := sample{}
+	if s.opts.Reads != nil {
+		smp.reads = float64(s.opts.Reads()-before) / float64(n)
+	}
+	slices.Sort(durations)
+	smp.median = durations[n/2]
+	return smp, nil
+}
+
+// cursorAt pages through ListRuns to the cursor after depth runs.
+func (s *scaler) cursorAt(ctx context.Context, depth int) (string, error) {
+	cursor := ""
+	for depth > 0 {
+		limit := min(depth, runstate.MaxPageLimit)
+		page, err := s.st.ListRuns(ctx, runstate.ListRunsParams{Limit: limit, Cursor: cursor})
+		if err != nil {
+			return "", err
+		}
+		if page.NextCursor == "" {
+			return "", fmt.Errorf("ListRuns ended %d runs short of depth", depth)
+		}
+		cursor, depth = page.NextCursor, depth-len(page.Runs)
+	}
+	return cursor, nil
+}
