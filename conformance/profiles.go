@@ -209,8 +209,11 @@ func (v *ProfileVerdict) judgeRules(rules []Rule, modes []ModeResults) {
 	switch {
 	case len(v.Failed) > 0:
 		ids := []string{}
-		for _, f := range v.Failed {
+		for _, f := range v.Failed[:min(len(v.Failed), 5)] {
 			ids = append(ids, f.Rule+" in "+f.Mode)
+		}
+		if more := len(v.Failed) - len(ids); more > 0 {
+			ids = append(ids, fmt.Sprintf("and %d more", more))
 		}
 		v.Status, v.Verdict = Failed, fmt.Sprintf("%s (%s)", Failed, strings.Join(ids, ", "))
 	case len(v.Unproven) > 0:

@@ -152,31 +152,36 @@ func certifyProfiles(ctx context.Context, o certifyOptions, stdout, stderr io.Wr
 	if err != nil {
 		return usageError("--profile: %v", err)
 	}
-	modes, notRun, base, cleanup, err := o.modes(ctx, selected)
+	controlled, real, cleanup, err := o.clockTargets(ctx)
 	defer cleanup()
 	if err != nil {
 		return err
 	}
-	if err := o.refuseStoredRuns(ctx, base); err != nil {
+	return o.certifyPlan(ctx, planModes(controlled, real, selected), selected, stdout, stderr)
+}
+
+// certifyPlan runs the plan's modes, measures scale when selected, and
+// writes the certificate.
+func (o certifyOptions) certifyPlan(ctx context.Context, p plan, selected []conformance.Profile, stdout, stderr io.Writer) error {
+	if err := o.refuseStoredRuns(ctx, p.base); err != nil {
 		return err
 	}
-	cert := certificate{Suite: conformance.Version, Target: base.Name, StoreVersion: base.StoreVersion,
-		Capabilities: base.Capabilities, Config: o.reportedConfig(), Environment: environment(),
-		Started: time.Now().UTC(), NotRun: notRun}
+	cert := certificate{Suite: conformance.Version, Target: p.base.Name, StoreVersion: p.base.StoreVersion,
+		Capabilities: p.base.Capabilities, Config: o.reportedConfig(), Environment: environment(),
+		Started: time.Now().UTC(), NotRun: p.notRun}
 	var runs []conformance.ModeResults
-	for _, m := range modes {
+	for _, m := range p.modes {
 		fmt.Fprintf(stderr, "%s: %d rules, capabilities %s\n", m.name, len(m.rules), m.target.Capabilities)
 		results := conformance.RunRules(ctx, m.target, m.rules, func(r conformance.Result) {
 			fmt.Fprintf(stderr, "%-5s %-10s %-16s %v\n", strings.ToUpper(string(r.Outcome)), r.Rule.ID, m.name, r.Duration.Round(time.Millisecond))
 		})
-		mr := conformance.ModeResults{Mode: m.name, Capabilities: m.target.Capabilities, Results: results}
-		runs = append(runs, mr)
+		runs = append(runs, conformance.ModeResults{Mode: m.name, Capabilities: m.target.Capabilities, Results: results})
 		cert.Modes = append(cert.Modes, modeReport{Mode: m.name, Capabilities: m.target.Capabilities, Counts: tally(results), Results: results})
 	}
 	var scale []conformance.ScaleMeasurement
 	var scaleErr error
 	if slices.ContainsFunc(selected, func(p conformance.Profile) bool { return p.ID == conformance.ProfileScale }) {
-		scale, scaleErr = conformance.MeasureScale(ctx, base, conformance.ScaleOptions{Small: o.scaleSmall, Large: o.scaleLarge,
+		scale, scaleErr = conformance.MeasureScale(ctx, p.base, conformance.ScaleOptions{Small: o.scaleSmall, Large: o.scaleLarge,
 			Progress: func(s string) { fmt.Fprintln(stderr, s) }})
 	}
 	cert.Profiles = conformance.Verdicts(selected, runs, scale)
@@ -219,11 +224,20 @@ func certificateExit(cert certificate, scaleErr error) error {
 	return nil
 }
 
-// modes builds the target of every mode the selected profiles need and
-// the target supports, and says why each other mode is not run. base is
-// the target scale is measured on and the reports name: the
-// controlled-clock one when there is one.
-func (o certifyOptions) modes(ctx context.Context, selected []conformance.Profile) (modes []certifyMode, notRun []modeNotRun, base conformance.Target, cleanup func(), err error) {
+// plan is what a certification runs: the modes with their targets and
+// rules, the modes it does not run and why, and the base target, which
+// scale is measured on and the reports name: the controlled-clock one
+// when there is one.
+type plan struct {
+	modes  []certifyMode
+	notRun []modeNotRun
+	base   conformance.Target
+}
+
+// clockTargets builds the target the options name with a controlled clock
+// where the target has one, and with the real clock; they are the same
+// target when it has only one form.
+func (o certifyOptions) clockTargets(ctx context.Context) (controlled, real conformance.Target, cleanup func(), err error) {
 	var cleanups []func()
 	cleanup = func() {
 		for _, c := range cleanups {
@@ -238,20 +252,21 @@ func (o certifyOptions) modes(ctx context.Context, selected []conformance.Profil
 		t.LeaseTTL, t.CheckTimeout, t.AllowStoredRuns = o.ttl, o.timeout, o.allowStoredRuns
 		return t, err
 	}
-	controlled, err := build(false)
-	if err != nil {
-		return nil, nil, base, cleanup, err
+	if controlled, err = build(false); err != nil || !controlled.Capabilities.ControlledClock {
+		return controlled, controlled, cleanup, err
 	}
-	real := controlled
-	if controlled.Capabilities.ControlledClock {
-		if real, err = build(true); err != nil {
-			return nil, nil, base, cleanup, err
-		}
-	}
-	base = controlled
+	real, err = build(true)
+	return controlled, real, cleanup, err
+}
+
+// planModes plans every mode the selected profiles need and the targets
+// support: rules needing no fault in the controlled-clock and real-clock
+// modes, rules needing one in the faults and restarts modes.
+func planModes(controlled, real conformance.Target, selected []conformance.Profile) plan {
+	p := plan{base: controlled}
 	var plain, faulty []conformance.Rule
-	for _, p := range selected {
-		for _, r := range conformance.ProfileRules(p.ID) {
+	for _, prof := range selected {
+		for _, r := range conformance.ProfileRules(prof.ID) {
 			if len(r.Requires.Faults) > 0 {
 				faulty = append(faulty, r)
 			} else {
@@ -262,11 +277,11 @@ func (o certifyOptions) modes(ctx context.Context, selected []conformance.Profil
 	add := func(name string, t conformance.Target, rules []conformance.Rule, why string) {
 		switch {
 		case len(rules) == 0:
-			notRun = append(notRun, modeNotRun{name, "no rule of the selected profiles runs in it"})
+			p.notRun = append(p.notRun, modeNotRun{name, "no rule of the selected profiles runs in it"})
 		case why != "":
-			notRun = append(notRun, modeNotRun{name, why})
+			p.notRun = append(p.notRun, modeNotRun{name, why})
 		default:
-			modes = append(modes, certifyMode{name, t, rules})
+			p.modes = append(p.modes, certifyMode{name, t, rules})
 		}
 	}
 	withFaults := func(t conformance.Target, keep func(conformance.Fault) bool) conformance.Target {
@@ -278,10 +293,10 @@ func (o certifyOptions) modes(ctx context.Context, selected []conformance.Profil
 	add("real-clock", withFaults(real, noFaults), plain, cond(real.Capabilities.ControlledClock, "the target has no real-clock form"))
 	// The faults mode runs even when the target declares no fault, so that
 	// each FAULT rule skips saying which fault it needs.
-	add("faults", withFaults(base, func(f conformance.Fault) bool { return !isRestart(f) }), faulty, "")
-	restarts := withFaults(base, isRestart)
+	add("faults", withFaults(p.base, func(f conformance.Fault) bool { return !isRestart(f) }), faulty, "")
+	restarts := withFaults(p.base, isRestart)
 	add("restarts", restarts, faulty, cond(len(restarts.Capabilities.Faults) == 0, "the target declares no restart fault (a plugin: --kill-plugin)"))
-	return modes, notRun, base, cleanup, nil
+	return p
 }
 
 func isRestart(f conformance.Fault) bool {
