@@ -102,47 +102,46 @@ func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond / 10)
 }
 
-// MeasureScale measures, on one fresh store of target, how claim-next,
+// MeasureScale measures, on two fresh stores of target, how claim-next,
 // the runnable listing and a ListRuns page deep in the store cost with
-// opts.Small and then opts.Large runs that no claim may take, and flags
-// each whose cost grew beyond the bound. Measured in one run on one
-// machine, the ratios do not depend on how fast the machine is. Claim-next
-// and the runnable listing need leases; without them only the deep page
-// is measured.
+// opts.Small runs that no claim may take in one and opts.Large in the
+// other, and flags each whose cost grew beyond the bound. The samples
+// alternate between the stores, so that load on the machine weighs on
+// both sizes alike, and the ratios do not depend on how fast the machine
+// is. Claim-next and the runnable listing need leases; without them only
+// the deep page is measured.
 func MeasureScale(ctx context.Context, target Target, opts ScaleOptions) ([]ScaleMeasurement, error) {
 	opts = opts.withDefaults()
 	if opts.Large <= opts.Small {
 		return nil, fmt.Errorf("scale: Large (%d) must exceed Small (%d)", opts.Large, opts.Small)
 	}
-	h, err := target.NewHarness(ctx)
+	var pair [2]*scaler
+	for i, size := range []int{opts.Small, opts.Large} {
+		h, err := target.NewHarness(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("scale: open a fresh store: %w", err)
+		}
+		defer h.Close(context.WithoutCancel(ctx))
+		s := &scaler{st: h.Store()}
+		if target.Capabilities.Leases {
+			s.leases, _ = s.st.(runstate.LeaseStore)
+		}
+		opts.Progress(fmt.Sprintf("scale: filling a store with %d runs no claim may take", size))
+		if err := s.fill(ctx, size); err != nil {
+			return nil, err
+		}
+		pair[i] = s
+	}
+	opts.Progress("scale: timing both stores, samples alternating")
+	samples, err := timePair(ctx, pair, opts)
 	if err != nil {
-		return nil, fmt.Errorf("scale: open a fresh store: %w", err)
-	}
-	defer h.Close(context.WithoutCancel(ctx))
-	s := scaler{st: h.Store(), opts: opts}
-	s.leases, _ = s.st.(runstate.LeaseStore)
-	if !target.Capabilities.Leases {
-		s.leases = nil
-	}
-	var small, large map[string]sample
-	for _, size := range []struct {
-		runs int
-		into *map[string]sample
-	}{{opts.Small, &small}, {opts.Large, &large}} {
-		opts.Progress(fmt.Sprintf("scale: filling the store to %d runs no claim may take", size.runs))
-		if err := s.fillTo(ctx, size.runs); err != nil {
-			return nil, err
-		}
-		opts.Progress(fmt.Sprintf("scale: timing with %d runs", size.runs))
-		if *size.into, err = s.timeAll(ctx); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	bound := math.Sqrt(float64(opts.Large) / float64(opts.Small))
 	var out []ScaleMeasurement
 	for _, op := range []string{ScaleClaimNext, ScaleListRunnable, ScaleListRunsDeep} {
 		m := ScaleMeasurement{Operation: op, SmallRuns: opts.Small, LargeRuns: opts.Large, Bound: bound}
-		a, b := small[op], large[op]
+		a, b := samples[op][0], samples[op][1]
 		if a.skipped != "" {
 			m.Skipped = a.skipped
 			out = append(out, m)
@@ -161,16 +160,15 @@ func MeasureScale(ctx context.Context, target Target, opts ScaleOptions) ([]Scal
 	return out, nil
 }
 
-// scaler fills one store and times operations on it.
+// scaler is one store of the pair MeasureScale compares.
 type scaler struct {
 	st     runstate.RunStateStore
 	leases runstate.LeaseStore // nil: the store has no leases
-	opts   ScaleOptions
-	// held counts the runs no claim may take; created every run created.
-	held, created int
+	// created counts every run created, claimable ones included.
+	created int
 }
 
-// sample is one operation timed at one size.
+// sample is one operation timed on one store.
 type sample struct {
 	median  time.Duration
 	reads   float64 // runs read per operation, with ScaleOptions.Reads
@@ -183,11 +181,10 @@ var (
 	scaleLabels = map[string]string{"conformance": "scale"}
 )
 
-// fillTo adds runs no claim may take until the store holds n: leased to
+// fill creates n runs no claim may take, from 8 goroutines: leased to
 // scaleOwner for MaxLeaseTTL (finished instead, without leases), and
-// finished, alternately, from 8 goroutines.
-func (s *scaler) fillTo(ctx context.Context, n int) error {
-	add := n - s.held
+// finished, alternately.
+func (s *scaler) fill(ctx context.Context, n int) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
@@ -195,15 +192,15 @@ func (s *scaler) fillTo(ctx context.Context, n int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < add && errs[w] == nil; i = int(next.Add(1) - 1) {
+			for i := int(next.Add(1) - 1); i < n && errs[w] == nil; i = int(next.Add(1) - 1) {
 				errs[w] = s.addHeld(ctx, i%2 == 0 && s.leases != nil)
 			}
 		}()
 	}
 	wg.Wait()
-	s.held, s.created = n, s.created+add
+	s.created += n
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("scale: filling the store to %d runs: %w", n, err)
+		return fmt.Errorf("scale: filling a store with %d runs: %w", n, err)
 	}
 	return nil
 }
@@ -226,24 +223,34 @@ func (s *scaler) addHeld(ctx context.Context, leased bool) error {
 	return err
 }
 
-// timeAll times each operation opts.Samples times at the current size.
-// Claimable runs are added first, so that the listing finds them and each
-// claim-next takes one; claimed, they join the runs no claim may take.
-func (s *scaler) timeAll(ctx context.Context) (map[string]sample, error) {
-	out := map[string]sample{}
-	n := s.opts.Samples
-	if s.leases == nil {
-		out[ScaleClaimNext] = sample{skipped: "the store has no leases"}
-		out[ScaleListRunnable] = sample{skipped: "the store has no leases"}
+// addClaimable creates n runs a claim may take.
+func (s *scaler) addClaimable(ctx context.Context, n int) error {
+	for range n {
+		if _, err := s.st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow, Labels: scaleLabels}); err != nil {
+			return fmt.Errorf("scale: create a claimable run: %w", err)
+		}
+	}
+	s.created += n
+	return nil
+}
+
+// timePair times each operation opts.Samples times on each store of the
+// pair. Claimable runs are added first, so that the listing finds them
+// and each claim-next takes one; claimed, they join the runs no claim may
+// take, a few beside the many.
+func timePair(ctx context.Context, pair [2]*scaler, opts ScaleOptions) (map[string][2]sample, error) {
+	out := map[string][2]sample{}
+	if pair[0].leases == nil {
+		skipped := sample{skipped: "the store has no leases"}
+		out[ScaleClaimNext], out[ScaleListRunnable] = [2]sample{skipped, skipped}, [2]sample{skipped, skipped}
 	} else {
-		for range n {
-			if _, err := s.st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow, Labels: scaleLabels}); err != nil {
-				return nil, fmt.Errorf("scale: create a claimable run: %w", err)
+		for _, s := range pair {
+			if err := s.addClaimable(ctx, opts.Samples); err != nil {
+				return nil, err
 			}
 		}
-		s.created += n
 		var err error
-		if out[ScaleListRunnable], err = s.time(n, func() error {
+		if out[ScaleListRunnable], err = timeAlternating(pair, opts, func(_ int, s *scaler) error {
 			page, err := s.leases.ListRunnableRuns(ctx, runstate.ListRunnableParams{Limit: 10})
 			if err == nil && len(page.Runs) == 0 {
 				err = errors.New("the runnable listing is empty while claimable runs are queued")
@@ -252,20 +259,24 @@ func (s *scaler) timeAll(ctx context.Context) (map[string]sample, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("scale: %s: %w", ScaleListRunnable, err)
 		}
-		if out[ScaleClaimNext], err = s.time(n, func() error {
+		if out[ScaleClaimNext], err = timeAlternating(pair, opts, func(_ int, s *scaler) error {
 			_, err := s.leases.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: scaleTaker, TTL: runstate.MaxLeaseTTL})
 			return err
 		}); err != nil {
 			return nil, fmt.Errorf("scale: %s: %w", ScaleClaimNext, err)
 		}
-		s.held += n
 	}
-	cursor, err := s.cursorAt(ctx, s.created*9/10)
-	if err != nil {
-		return nil, fmt.Errorf("scale: %s: %w", ScaleListRunsDeep, err)
+	var cursors [2]string
+	for i, s := range pair {
+		c, err := s.cursorAt(ctx, s.created*9/10)
+		if err != nil {
+			return nil, fmt.Errorf("scale: %s: %w", ScaleListRunsDeep, err)
+		}
+		cursors[i] = c
 	}
-	out[ScaleListRunsDeep], err = s.time(n, func() error {
-		page, err := s.st.ListRuns(ctx, runstate.ListRunsParams{Limit: 10, Cursor: cursor})
+	var err error
+	out[ScaleListRunsDeep], err = timeAlternating(pair, opts, func(i int, s *scaler) error {
+		page, err := s.st.ListRuns(ctx, runstate.ListRunsParams{Limit: 10, Cursor: cursors[i]})
 		if err == nil && len(page.Runs) == 0 {
 			err = errors.New("the page nine tenths into the store is empty")
 		}
@@ -277,27 +288,35 @@ func (s *scaler) timeAll(ctx context.Context) (map[string]sample, error) {
 	return out, nil
 }
 
-// time runs op n times and returns the median duration and runs read.
-func (s *scaler) time(n int, op func() error) (sample, error) {
-	durations := make([]time.Duration, n)
-	var before int64
-	if s.opts.Reads != nil {
-		before = s.opts.Reads()
-	}
-	for i := range durations {
-		t0 := time.Now()
-		if err := op(); err != nil {
-			return sample{}, err
+// timeAlternating runs op opts.Samples times on each store of the pair,
+// one store then the other, so that a change of load on the machine
+// weighs on both alike, and returns each store's median duration and
+// runs read per operation.
+func timeAlternating(pair [2]*scaler, opts ScaleOptions, op func(i int, s *scaler) error) ([2]sample, error) {
+	var durations [2][]time.Duration
+	var reads [2]int64
+	for range opts.Samples {
+		for i, s := range pair {
+			var before int64
+			if opts.Reads != nil {
+				before = opts.Reads()
+			}
+			t0 := time.Now()
+			if err := op(i, s); err != nil {
+				return [2]sample{}, err
+			}
+			durations[i] = append(durations[i], time.Since(t0))
+			if opts.Reads != nil {
+				reads[i] += opts.Reads() - before
+			}
 		}
-		durations[i] = time.Since(t0)
 	}
-	smp := sample{}
-	if s.opts.Reads != nil {
-		smp.reads = float64(s.opts.Reads()-before) / float64(n)
+	var out [2]sample
+	for i := range out {
+		slices.Sort(durations[i])
+		out[i] = sample{median: durations[i][len(durations[i])/2], reads: float64(reads[i]) / float64(opts.Samples)}
 	}
-	slices.Sort(durations)
-	smp.median = durations[n/2]
-	return smp, nil
+	return out, nil
 }
 
 // cursorAt pages through ListRuns to the cursor after depth runs.
