@@ -122,7 +122,9 @@ type ProfileVerdict struct {
 	// Verdict is Status with its reason, as reports print it:
 	// "not certified (lacks leases)".
 	Verdict string `json:"verdict"`
-	// Lacks names what the target lacks for the rules that passed in no mode.
+	// Lacks names what the target lacks for the rules that passed in no
+	// mode: a capability ("leases"), a fault ("fault restart"), or an
+	// optional interface ("runstate.BatchCreator").
 	Lacks []string `json:"lacks,omitempty"`
 	// Proven are the rules that passed in at least one mode and failed in none.
 	Proven []string `json:"proven"`
@@ -200,8 +202,10 @@ func (v *ProfileVerdict) judgeRules(rules []Rule, modes []ModeResults) {
 			}
 			v.Unproven = append(v.Unproven, skips...)
 			for _, s := range skips {
-				if lack := lackOf(modes, r, s); lack != "" && !slices.Contains(v.Lacks, lack) {
-					v.Lacks = append(v.Lacks, lack)
+				for _, lack := range lackOf(modes, r, s) {
+					if !slices.Contains(v.Lacks, lack) {
+						v.Lacks = append(v.Lacks, lack)
+					}
 				}
 			}
 		}
@@ -220,7 +224,7 @@ func (v *ProfileVerdict) judgeRules(rules []Rule, modes []ModeResults) {
 		v.Status = NotCertified
 		why := fmt.Sprintf("%d of %d rules proven in no mode", len(rules)-len(v.Proven), len(rules))
 		if len(v.Lacks) > 0 {
-			why = "lacks " + strings.Join(v.Lacks, ", ") + "; " + why
+			why = "lacks " + lacksText(v.Lacks) + "; " + why
 		}
 		v.Verdict = fmt.Sprintf("%s (%s)", NotCertified, why)
 	default:
@@ -229,26 +233,48 @@ func (v *ProfileVerdict) judgeRules(rules []Rule, modes []ModeResults) {
 }
 
 // lackOf names what the target lacked for rule r to skip as s: the
-// capabilities the mode did not declare, or the optional interface the
-// check asked of the store ("runstate.LeaseReader"); "" when the skip
-// says neither.
-func lackOf(modes []ModeResults, r Rule, s ModeOutcome) string {
+// capabilities the mode did not declare, each fault by itself ("fault
+// restart"), or the optional interface the check asked of the store
+// ("runstate.LeaseReader"); none when the skip says neither.
+func lackOf(modes []ModeResults, r Rule, s ModeOutcome) []string {
 	i := slices.IndexFunc(modes, func(m ModeResults) bool { return m.Mode == s.Mode })
 	if i >= 0 {
 		if miss := modes[i].Capabilities.missing(r.Requires); len(miss) > 0 {
-			// "faults (partition or reset)" is named "faults" here; the
-			// rule's own skip says which.
-			for j, m := range miss {
-				miss[j], _, _ = strings.Cut(m, " (")
+			var out []string
+			for _, m := range miss {
+				if strings.HasPrefix(m, "faults (") {
+					for _, f := range r.Requires.Faults {
+						out = append(out, "fault "+string(f))
+					}
+					continue
+				}
+				out = append(out, m)
 			}
-			return strings.Join(miss, ", ")
+			return out
 		}
 	}
 	if what, ok := strings.CutPrefix(s.Detail, "needs "); ok {
 		what, _, _ = strings.Cut(what, ", which")
-		return what
+		return []string{what}
 	}
-	return ""
+	return nil
+}
+
+// lacksText joins lacks as verdicts print them, the faults in one:
+// "second_handle, faults (partition, restart)".
+func lacksText(lacks []string) string {
+	var out, faults []string
+	for _, l := range lacks {
+		if f, ok := strings.CutPrefix(l, "fault "); ok {
+			faults = append(faults, f)
+		} else {
+			out = append(out, l)
+		}
+	}
+	if len(faults) > 0 {
+		out = append(out, "faults ("+strings.Join(faults, ", ")+")")
+	}
+	return strings.Join(out, ", ")
 }
 
 func (v *ProfileVerdict) judgeScale(scale []ScaleMeasurement) {

@@ -99,3 +99,22 @@ func TestProfileVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// A fault rule that ran in no mode names the faults that would have let
+// it run, each once.
+func TestProfileVerdictNamesLackingFaults(t *testing.T) {
+	caps := conformance.Capabilities{Faults: []conformance.Fault{conformance.FaultPartition}}
+	var results []conformance.Result
+	for _, r := range conformance.ProfileRules(conformance.ProfileFaults) {
+		o := conformance.Pass
+		if !slices.Contains(r.Requires.Faults, conformance.FaultPartition) {
+			o = conformance.Skip
+		}
+		results = append(results, conformance.Result{Rule: r, Outcome: o, Detail: "needs capability faults"})
+	}
+	v := conformance.Verdicts([]conformance.Profile{{ID: conformance.ProfileFaults}}, []conformance.ModeResults{{Mode: "faults", Capabilities: caps, Results: results}}, nil)[0]
+	if v.Status != conformance.NotCertified || !slices.Contains(v.Lacks, "fault restart") || slices.Contains(v.Lacks, "fault partition") ||
+		!strings.Contains(v.Verdict, "lacks faults (restart") {
+		t.Errorf("faults with a partition only: %s, lacks %v", v.Verdict, v.Lacks)
+	}
+}
