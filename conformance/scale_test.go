@@ -61,8 +61,8 @@ func TestScaleFlagsClaimNextThatReadsEveryRun(t *testing.T) {
 func TestScaleBadgerPasses(t *testing.T) {
 	if raceDetector {
 		// Under it, Badger's runnable listing grows ×20 here: it steps over
-		// the deletion markers runs leave in its claim index until
-		// compaction, Go work that costs ×3 without the detector.
+		// the deletion markers ClaimRun and status changes leave in its
+		// claim index, Go work that costs ×3 without the detector.
 		t.Skip("timings under the race detector measure its instrumentation; run without -race")
 	}
 	ms, err := conformance.MeasureScale(context.Background(), badgertest.Target(t.TempDir(), true), scaleTestOptions)
