@@ -25,22 +25,27 @@ const exitNotCertified = 4
 const certifyLong = `certify runs every mode the target supports and prints one verdict per profile.
 
 Modes (each a fresh store per check, as the root command):
-  controlled-clock  every rule without a fault, the checks moving the store's clock
-                    (built-in stores; catches time kept at the wrong precision, expiry off by a tick)
-  real-clock        the same rules with real time and real lease TTLs, as a plugin or a
-                    distant worker lives (catches leases judged by the worker's clock, deadlines ignored)
-  faults            the FAULT rules under the partition, reset and delay faults the target declares
-  restarts          the FAULT rules under the restart faults the target declares
-                    (a plugin with --kill-plugin, a cluster member or leader)
+  controlled-clock  every rule without a fault, the checks moving the store's clock (built-in
+                    stores; catches times cut to milliseconds, the exact expiry boundary, a
+                    lease judged by the worker's clock instead of the store's)
+  real-clock        the same rules with real time and real lease TTLs (catches what does not
+                    survive time passing: a cursor that skips runs sharing a created_at)
+  faults            the FAULT rules under the partition, reset and delay faults the target
+                    declares (catches calls that ignore their deadline, writes acknowledged
+                    before they are committed)
+  restarts          the FAULT rules under the restart faults the target declares: a plugin
+                    with --kill-plugin, a cluster member or leader (catches acknowledged
+                    writes lost, a handle that must be reopened)
 
 Profiles:
   core    runs, status machine, versions, audit, listings, recovery, batches, bad input, context
   leases  leases, fencing, claims, the runnable listing, the controlled clock
   shared  many handles at once: LIN and a second handle
   faults  faults at the backend
-  scale   claim-next, the runnable listing and a deep ListRuns page timed with --scale-small
-          and then --scale-large runs no claim may take; an operation whose time grows more
-          than the square root of the growth (×10 for 100 times the runs) is flagged
+  scale   claim-next, the runnable listing and a deep ListRuns page timed on two stores, one
+          holding --scale-small runs no claim may take, the other --scale-large; an operation
+          whose time grows more than the square root of the growth (×10 for 100 times the
+          runs) is flagged
 
 A profile is certified when every rule in it passed in at least one mode and none failed or
 broke in any; a rule that passed in no mode, because the target lacks a capability or an
@@ -77,8 +82,8 @@ func newCertifyCommand() *cobra.Command {
 	fs := cmd.Flags()
 	addTargetFlags(fs, &o.options)
 	fs.Var(&o.profiles, "profile", "profiles to certify, comma-separated: core, leases, shared, faults, scale (default all)")
-	fs.IntVar(&o.scaleSmall, "scale-small", 100, "scale: runs no claim may take at the first measurement")
-	fs.IntVar(&o.scaleLarge, "scale-large", 10000, "scale: runs no claim may take at the second measurement")
+	fs.IntVar(&o.scaleSmall, "scale-small", 100, "scale: runs no claim may take in the small store")
+	fs.IntVar(&o.scaleLarge, "scale-large", 10000, "scale: runs no claim may take in the large store")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms)")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
 	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
@@ -96,7 +101,7 @@ func (o *certifyOptions) check() error {
 		return usageError("--profile: %v", err)
 	}
 	if o.scaleSmall < 1 || o.scaleLarge <= o.scaleSmall {
-		return usageError("--scale-small %d and --scale-large %d: want 1 or more, and more at the second", o.scaleSmall, o.scaleLarge)
+		return usageError("--scale-small %d and --scale-large %d: want 1 or more, and more in the large store", o.scaleSmall, o.scaleLarge)
 	}
 	return o.options.check()
 }
