@@ -290,13 +290,15 @@ func (v *ProfileVerdict) judgeScale(scale []ScaleMeasurement) {
 			v.Proven = append(v.Proven, m.Operation)
 		}
 	}
+	if len(skipped) > 0 {
+		v.Lacks = []string{"leases"}
+	}
 	switch {
 	case len(flagged) > 0:
 		v.Status, v.Verdict = Failed, fmt.Sprintf("%s (grows linearly or worse: %s)", Failed, strings.Join(flagged, "; "))
 	case len(scale) == 0:
 		v.Status, v.Verdict = NotCertified, NotCertified+" (not measured)"
 	case len(skipped) > 0:
-		v.Lacks = []string{"leases"}
 		v.Status, v.Verdict = NotCertified, fmt.Sprintf("%s (lacks leases; %s)", NotCertified, strings.Join(skipped, "; "))
 	default:
 		v.Status, v.Verdict = Certified, fmt.Sprintf("%s (%d operations)", Certified, len(scale))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -194,6 +195,58 @@ func TestCertifyUsageErrors(t *testing.T) {
 	} {
 		if _, errOut, code := runCLI(t, args...); code != exitUsage || errOut == "" {
 			t.Errorf("%v: exit %d (%q), want %d with a message", args, code, errOut, exitUsage)
+		}
+	}
+}
+
+// The scale profile through the command line: three operations measured
+// at both sizes, the verdict and the exit code agreeing with the flags,
+// and each measurement a JUnit testcase.
+func TestCertifyScaleReportsItsFigures(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "scale.xml")
+	out, errOut, code := runCLI(t, "certify", "--profile", "scale", "--scale-small", "20", "--scale-large", "400", "--format", "json", "--junit", junit)
+	c := decodeCertificate(t, out)
+	v := verdictOf(t, c, conformance.ProfileScale)
+	if len(v.Scale) != 3 {
+		t.Fatalf("scale: %d measurements, want 3\n%s", len(v.Scale), errOut)
+	}
+	flagged := false
+	for _, m := range v.Scale {
+		if m.SmallRuns != 20 || m.LargeRuns != 400 || m.SmallSeconds <= 0 || m.LargeSeconds <= 0 || m.GetRunSeconds <= 0 || m.Bound != math.Sqrt(20) {
+			t.Errorf("measurement without its figures: %+v", m)
+		}
+		flagged = flagged || m.Flagged
+	}
+	wantStatus, wantCode := conformance.Certified, exitPass
+	if flagged {
+		wantStatus, wantCode = conformance.Failed, exitFail
+	}
+	if v.Status != wantStatus || code != wantCode {
+		t.Errorf("flagged %v: verdict %q, exit %d; want %s, exit %d", flagged, v.Verdict, code, wantStatus, wantCode)
+	}
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), `classname="runstate.scale"`); n != 3 {
+		t.Errorf("junit: %d scale testcases, want 3", n)
+	}
+}
+
+// Without leases, scale measures the deep page alone and is never
+// certified: it lacks leases.
+func TestCertifyScaleWithoutLeases(t *testing.T) {
+	o := certifyOptions{options: options{format: "json"}, scaleSmall: 20, scaleLarge: 200}
+	selected, _ := conformance.SelectProfiles([]string{"scale"})
+	var out, errOut bytes.Buffer
+	err := o.certifyPlan(context.Background(), planModes(noLeases(), noLeases(), selected), selected, &out, &errOut)
+	v := verdictOf(t, decodeCertificate(t, out.String()), conformance.ProfileScale)
+	if v.Status == conformance.Certified || !slices.Equal(v.Lacks, []string{"leases"}) || exitCode(err) == exitPass {
+		t.Errorf("scale without leases: %s, lacks %v, exit %d", v.Verdict, v.Lacks, exitCode(err))
+	}
+	for _, m := range v.Scale {
+		if measured := m.Skipped == ""; measured != (m.Operation == conformance.ScaleListRunsDeep) {
+			t.Errorf("without leases only the deep page is measured: %+v", m)
 		}
 	}
 }
