@@ -11,10 +11,11 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-// scanningClaims is a driver whose claim-next reads every run the store
-// holds to find the first claimable one, as a key-value store without a
-// claim index would: correct, so every rule passes, but its cost grows
-// with the runs no claim may take. It counts the runs it reads.
+// scanningClaims is the catalogue's correct mapDriver, whose claim-next
+// reads every run the store holds to find the first claimable one, as a
+// key-value store without a claim index would: every rule passes, but its
+// cost grows with the runs no claim may take. The wrapper counts the runs
+// each claim reads.
 type scanningClaims struct {
 	*mapDriver
 	reads *atomic.Int64
