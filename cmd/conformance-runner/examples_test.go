@@ -45,8 +45,8 @@ func TestHelpExamplesParse(t *testing.T) {
 			}
 		}
 	}
-	if commands < 2 {
-		t.Fatalf("examples of %d commands found, want the root's and bench's", commands)
+	if commands < 3 {
+		t.Fatalf("examples of %d commands found, want the root's, bench's and certify's", commands)
 	}
 }
 

@@ -139,7 +139,7 @@ func newRoot() *cobra.Command {
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
 	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
 	root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
-	root.AddCommand(newBenchCommand())
+	root.AddCommand(newBenchCommand(), newCertifyCommand())
 	return root
 }
 

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/memory/memorytest"
+	"github.com/runstate/runstate/conformance"
+)
+
+// certificateJSON is the JSON certificate as a reader sees it.
+type certificateJSON struct {
+	Suite        string                   `json:"suite_version"`
+	Target       string                   `json:"target"`
+	StoreVersion string                   `json:"target_version"`
+	Capabilities conformance.Capabilities `json:"capabilities"`
+	Duration     float64                  `json:"duration_seconds"`
+	Modes        []struct {
+		Mode         string                      `json:"mode"`
+		Capabilities conformance.Capabilities    `json:"capabilities"`
+		Counts       map[conformance.Outcome]int `json:"counts"`
+		Results      []json.RawMessage           `json:"results"`
+	} `json:"modes"`
+	NotRun   []modeNotRun                 `json:"modes_not_run"`
+	Profiles []conformance.ProfileVerdict `json:"profiles"`
+}
+
+func decodeCertificate(t *testing.T, out string) certificateJSON {
+	t.Helper()
+	var c certificateJSON
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("stdout is not a JSON certificate: %v\n%s", err, out)
+	}
+	return c
+}
+
+func verdictOf(t *testing.T, c certificateJSON, profile string) conformance.ProfileVerdict {
+	t.Helper()
+	for _, v := range c.Profiles {
+		if v.Profile == profile {
+			return v
+		}
+	}
+	t.Fatalf("no verdict for profile %s in %+v", profile, c.Profiles)
+	return conformance.ProfileVerdict{}
+}
+
+// The help example, as written, certifies the memory store's core and
+// leases profiles in both clock modes, and every report says so.
+func TestCertifyMemoryCoreAndLeases(t *testing.T) {
+	dir := t.TempDir()
+	junit, markdown := filepath.Join(dir, "cert.xml"), filepath.Join(dir, "cert.md")
+	out, errOut, code := runCLI(t, "certify", "--profile", "core,leases", "--format", "json", "--junit", junit, "--markdown", markdown)
+	if code != exitPass {
+		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
+	}
+	c := decodeCertificate(t, out)
+	if c.Suite != conformance.Version || c.Target != "memory" || c.StoreVersion != "builtin" || !c.Capabilities.Leases || !c.Capabilities.ControlledClock || c.Duration <= 0 {
+		t.Errorf("stamp: %+v", c)
+	}
+	var modes []string
+	for _, m := range c.Modes {
+		modes = append(modes, m.Mode)
+		if m.Counts[conformance.Fail]+m.Counts[conformance.Error] > 0 || len(m.Results) == 0 {
+			t.Errorf("mode %s: %v over %d results", m.Mode, m.Counts, len(m.Results))
+		}
+	}
+	if !slices.Equal(modes, []string{"controlled-clock", "real-clock"}) || c.Modes[1].Capabilities.ControlledClock {
+		t.Errorf("modes run: %v, want controlled-clock then real-clock without the controlled clock", modes)
+	}
+	if len(c.NotRun) != 2 || c.NotRun[0].Mode != "faults" || c.NotRun[0].Why == "" {
+		t.Errorf("modes not run: %+v, want faults and restarts, each with why", c.NotRun)
+	}
+	if len(c.Profiles) != 2 {
+		t.Fatalf("profiles: %+v, want core and leases", c.Profiles)
+	}
+	for _, p := range []string{conformance.ProfileCore, conformance.ProfileLeases} {
+		v := verdictOf(t, c, p)
+		if v.Status != conformance.Certified || len(v.Proven) != len(conformance.ProfileRules(p)) || len(v.Unproven)+len(v.Failed) > 0 {
+			t.Errorf("%s: %s, %d of %d rules proven", p, v.Verdict, len(v.Proven), len(conformance.ProfileRules(p)))
+		}
+	}
+	// LEASE-018 needs the controlled clock: proven in that mode, and the
+	// real-clock mode says it skipped it and why.
+	leases := verdictOf(t, c, conformance.ProfileLeases)
+	i := slices.IndexFunc(leases.Skipped["real-clock"], func(o conformance.ModeOutcome) bool { return o.Rule == "LEASE-018" })
+	if i < 0 || !strings.Contains(leases.Skipped["real-clock"][i].Detail, "controlled_clock") {
+		t.Errorf("leases skipped in real-clock: %+v, want LEASE-018 for the controlled clock", leases.Skipped["real-clock"])
+	}
+
+	var suites junitSuites
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(data, &suites); err != nil {
+		t.Fatal(err)
+	}
+	if len(suites.Suites) != 2 || suites.Failures+suites.Errors != 0 || !slices.Contains(suites.Properties, junitProperty{"suite_version", conformance.Version}) {
+		t.Errorf("junit: %d suites, %d failures, %d errors, properties %v", len(suites.Suites), suites.Failures, suites.Errors, suites.Properties)
+	}
+	md, err := os.ReadFile(markdown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| suite | " + conformance.Version, "| leases | certified (", "Skipped in real-clock:", "controlled-clock ("} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// noLeases is the memory store with only runstate.RunStateStore: a store
+// without leases, as a target that declares none.
+func noLeases() conformance.Target {
+	t := memorytest.Target(true)
+	t.Name, t.Capabilities.Leases = "memory without leases", false
+	newHarness := t.NewHarness
+	t.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
+		h, err := newHarness(ctx)
+		return plainHarness{h}, err
+	}
+	return t
+}
+
+type plainHarness struct{ conformance.Harness }
+
+type plainStore struct{ runstate.RunStateStore }
+
+func (h plainHarness) Store() runstate.RunStateStore { return plainStore{h.Harness.Store()} }
+
+func certifyTarget(t *testing.T, target conformance.Target, profiles ...string) (certificateJSON, int) {
+	t.Helper()
+	o := certifyOptions{options: options{format: "json"}, profiles: profiles, scaleSmall: 100, scaleLarge: 10000}
+	selected, err := conformance.SelectProfiles(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err = o.certifyPlan(context.Background(), planModes(target, target, selected), selected, &out, &errOut)
+	return decodeCertificate(t, out.String()), exitCode(err)
+}
+
+// A target without leases is never certified for leases: every lease rule
+// skips for the capability it lacks, and the verdict names it.
+func TestCertifyTargetLackingLeases(t *testing.T) {
+	c, code := certifyTarget(t, noLeases(), "leases")
+	if code != exitNotCertified {
+		t.Errorf("exit %d, want %d (not certified, nothing failed)", code, exitNotCertified)
+	}
+	v := verdictOf(t, c, conformance.ProfileLeases)
+	if v.Status != conformance.NotCertified || !slices.Equal(v.Lacks, []string{"leases"}) || !strings.Contains(v.Verdict, "lacks leases") {
+		t.Errorf("leases without leases: %s, lacks %v", v.Verdict, v.Lacks)
+	}
+	for _, r := range conformance.ProfileRules(conformance.ProfileLeases) {
+		i := slices.IndexFunc(v.Unproven, func(o conformance.ModeOutcome) bool { return o.Rule == r.ID })
+		if r.Requires.Leases && (i < 0 || v.Unproven[i].Detail != "needs capability leases") {
+			t.Errorf("%s needs leases: want it unproven for that, got %+v", r.ID, v.Unproven)
+		}
+	}
+}
+
+// A rule that fails in a mode fails its profile, and certify exits 1.
+func TestCertifyFailedProfileExits1(t *testing.T) {
+	lying := memorytest.Target(true)
+	lying.Capabilities.Leases = false // the store has leases: CAP-001 fails
+	c, code := certifyTarget(t, lying, "core")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d", code, exitFail)
+	}
+	v := verdictOf(t, c, conformance.ProfileCore)
+	capFailed := slices.ContainsFunc(v.Failed, func(o conformance.ModeOutcome) bool { return o.Rule == "CAP-001" && o.Outcome == conformance.Fail })
+	if v.Status != conformance.Failed || !capFailed || !strings.Contains(v.Verdict, "failed (") {
+		t.Errorf("core with a false declaration: %s, failed %v", v.Verdict, v.Failed)
+	}
+}
+
+func TestCertifyUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"certify", "--profile", "nope"},
+		{"certify", "--scale-small", "0"},
+		{"certify", "--scale-small", "100", "--scale-large", "100"},
+		{"certify", "--adapter", "memory", "--plugin", "x"},
+		{"certify", "--format", "yaml"},
+		{"certify", "extra"},
+	} {
+		if _, errOut, code := runCLI(t, args...); code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d (%q), want %d with a message", args, code, errOut, exitUsage)
+		}
+	}
+}
+
+// The scale profile through the command line: three operations measured
+// at both sizes, the verdict and the exit code agreeing with the flags,
+// and each measurement a JUnit testcase.
+func TestCertifyScaleReportsItsFigures(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "scale.xml")
+	out, errOut, code := runCLI(t, "certify", "--profile", "scale", "--scale-small", "20", "--scale-large", "400", "--format", "json", "--junit", junit)
+	c := decodeCertificate(t, out)
+	v := verdictOf(t, c, conformance.ProfileScale)
+	if len(v.Scale) != 3 {
+		t.Fatalf("scale: %d measurements, want 3\n%s", len(v.Scale), errOut)
+	}
+	flagged := false
+	for _, m := range v.Scale {
+		if m.SmallRuns != 20 || m.LargeRuns != 400 || m.SmallSeconds <= 0 || m.LargeSeconds <= 0 || m.GetRunSeconds <= 0 || m.Bound != math.Sqrt(20) {
+			t.Errorf("measurement without its figures: %+v", m)
+		}
+		flagged = flagged || m.Flagged
+	}
+	wantStatus, wantCode := conformance.Certified, exitPass
+	if flagged {
+		wantStatus, wantCode = conformance.Failed, exitFail
+	}
+	if v.Status != wantStatus || code != wantCode {
+		t.Errorf("flagged %v: verdict %q, exit %d; want %s, exit %d", flagged, v.Verdict, code, wantStatus, wantCode)
+	}
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), `classname="runstate.scale"`); n != 3 {
+		t.Errorf("junit: %d scale testcases, want 3", n)
+	}
+}
+
+// Without leases, scale measures the deep page alone and is never
+// certified: it lacks leases.
+func TestCertifyScaleWithoutLeases(t *testing.T) {
+	o := certifyOptions{options: options{format: "json"}, scaleSmall: 20, scaleLarge: 200}
+	selected, _ := conformance.SelectProfiles([]string{"scale"})
+	var out, errOut bytes.Buffer
+	err := o.certifyPlan(context.Background(), planModes(noLeases(), noLeases(), selected), selected, &out, &errOut)
+	v := verdictOf(t, decodeCertificate(t, out.String()), conformance.ProfileScale)
+	if v.Status == conformance.Certified || !slices.Equal(v.Lacks, []string{"leases"}) || exitCode(err) == exitPass {
+		t.Errorf("scale without leases: %s, lacks %v, exit %d", v.Verdict, v.Lacks, exitCode(err))
+	}
+	for _, m := range v.Scale {
+		if measured := m.Skipped == ""; measured != (m.Operation == conformance.ScaleListRunsDeep) {
+			t.Errorf("without leases only the deep page is measured: %+v", m)
+		}
+	}
+}
