@@ -56,40 +56,28 @@ func TestScaleFlagsClaimNextThatReadsEveryRun(t *testing.T) {
 	t.Log(v.Verdict)
 }
 
-// TestScaleBadgerPasses: Badger's claims and listings read an index, so
-// their cost stays far below the bound. Only time can be measured here,
-// so the bound, not the figures, is asserted; the figures are logged.
-func TestScaleBadgerPasses(t *testing.T) {
-	if raceDetector {
-		// Under it, Badger's runnable listing grows ×20 here: it steps over
-		// the deletion markers ClaimRun and status changes leave in its
-		// claim index, Go work that costs ×3 without the detector.
-		t.Skip("timings under the race detector measure its instrumentation; run without -race")
-	}
-	ms, err := conformance.MeasureScale(context.Background(), badgertest.Target(t.TempDir(), true), scaleTestOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		t.Log(m)
-		if m.Flagged || m.Skipped != "" {
-			t.Errorf("badger: want every operation measured and under the bound, got %v", m)
+// TestScaleMeasuresTheReferenceStores: every operation is measured on
+// the Badger and memory stores, with figures on both sizes. Whether a
+// store's growth is under the bound is the certification run's verdict on
+// the machine it runs on (conformance-runner certify), never a timing
+// threshold in a test; the figures are logged.
+func TestScaleMeasuresTheReferenceStores(t *testing.T) {
+	for name, target := range map[string]conformance.Target{
+		"badger": badgertest.Target(t.TempDir(), true),
+		"memory": memorytest.Target(true),
+	} {
+		ms, err := conformance.MeasureScale(context.Background(), target, scaleTestOptions)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-}
-
-// TestScaleMemoryMeasured: the memory store is plain on purpose: it reads
-// every run for each claim and listing. Its figures are measured and
-// logged; each is either under the bound or flagged, never unmeasured.
-func TestScaleMemoryMeasured(t *testing.T) {
-	ms, err := conformance.MeasureScale(context.Background(), memorytest.Target(true), scaleTestOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		t.Log(m)
-		if m.Skipped != "" || m.SmallSeconds <= 0 || m.LargeSeconds <= 0 {
-			t.Errorf("memory: want every operation measured, got %v", m)
+		if len(ms) != 3 {
+			t.Errorf("%s: want claim-next, the runnable listing and a deep page measured, got %v", name, ms)
+		}
+		for _, m := range ms {
+			t.Logf("%s: %v", name, m)
+			if m.Skipped != "" || m.SmallSeconds <= 0 || m.LargeSeconds <= 0 {
+				t.Errorf("%s: want every operation measured, got %v", name, m)
+			}
 		}
 	}
 }

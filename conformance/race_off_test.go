@@ -1,5 +1,0 @@
-//go:build !race
-
-package conformance_test
-
-const raceDetector = false
