@@ -313,6 +313,27 @@ func (s partialCreates) CreateRuns(ctx context.Context, p runstate.CreateRunsPar
 	return runstate.CreateRuns(ctx, struct{ runstate.RunStateStore }{s.Store}, p)
 }
 
+// reordersCreates returns a batch's runs by run id, not in item order.
+type reordersCreates struct{ *memory.Store }
+
+func (s reordersCreates) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	res, err := s.Store.CreateRuns(ctx, p)
+	slices.SortFunc(res.Runs, func(a, b runstate.RunSnapshot) int { return strings.Compare(a.RunID, b.RunID) })
+	return res, err
+}
+
+// trimsBatches takes an empty batch as nothing to do, and cuts a batch
+// over the limit to its first MaxBatchItems runs instead of refusing it.
+type trimsBatches struct{ *memory.Store }
+
+func (s trimsBatches) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
+	if len(p.Runs) == 0 {
+		return runstate.CreateRunsResult{}, nil
+	}
+	p.Runs = p.Runs[:min(len(p.Runs), runstate.MaxBatchItems)]
+	return s.Store.CreateRuns(ctx, p)
+}
+
 // blockingUpdates applies a batch only when every item would apply, and
 // otherwise refuses every item with the first refusal it foresees.
 type blockingUpdates struct{ *memory.Store }

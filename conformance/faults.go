@@ -239,6 +239,15 @@ func (c *checkState) callsDuringFault() []timedCall {
 			return err
 		}},
 	}
+	// Each read once before the fault: a store that caches what it read
+	// must not answer from the cache while the backend is out of reach.
+	for _, read := range calls {
+		if read.name == "GetRun" || read.name == "ListRuns" || read.name == "ListAuditEvents" {
+			if err := read.call(c.ctx); err != nil {
+				c.Fatalf(read.name+" to succeed before the fault", "%s", describeErr(err))
+			}
+		}
+	}
 	if c.target.Capabilities.Leases {
 		ls := c.leases()
 		cl := c.claim(running.RunID, owner("holder"))

@@ -426,8 +426,33 @@ func (s conflictsOnCutOff) UpdateRun(ctx context.Context, p runstate.UpdateRunPa
 	return run, err
 }
 
+// answersFromCache keeps every run it has read and answers a read from
+// that copy when the backend cannot be reached: a cache that serves
+// stale state through an outage instead of saying the store is down.
+type answersFromCache struct {
+	simStore
+	cache *overrides[runstate.RunSnapshot]
+}
+
+func (s answersFromCache) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
+	run, err := s.simStore.GetRun(ctx, id)
+	if err == nil {
+		s.cache.set(id, run)
+		return run, nil
+	}
+	if cached, ok := s.cache.get(id); ok {
+		return cached, nil
+	}
+	return run, err
+}
+
 func faultMutants() []targetMutant {
 	return []targetMutant{
+		{"FAULT-001", "a read answered from a cache during a partition", func() conformance.Target {
+			return faultTarget(func(s simStore) runstate.RunStateStore {
+				return answersFromCache{s, &overrides[runstate.RunSnapshot]{}}
+			})
+		}},
 		{"FAULT-001", "a read that waits out a partition past its deadline", func() conformance.Target {
 			return faultTarget(func(s simStore) runstate.RunStateStore { return hangsPastDeadline{s} })
 		}},

@@ -1364,6 +1364,8 @@ func mutants() []mutant {
 		{"CTX-001", "release ignores its context", b(func(s base) runstate.RunStateStore { return releaseIgnoresContext{s} })},
 		{"BATCH-001", "a batch created one run at a time", b(func(s base) runstate.RunStateStore { return partialCreates{s.Store} })},
 		{"BATCH-003", "bad items dropped from a batch", b(func(s base) runstate.RunStateStore { return skipsBadItems{s.Store} })},
+		{"BATCH-002", "a batch's runs returned in an order of their own", b(func(s base) runstate.RunStateStore { return reordersCreates{s.Store} })},
+		{"BATCH-009", "an empty batch accepted, an oversized one cut to the limit", b(func(s base) runstate.RunStateStore { return trimsBatches{s.Store} })},
 		{"BATCH-005", "a run updated twice in one batch", b(func(s base) runstate.RunStateStore { return updatesTwice{s.Store} })},
 		{"BATCH-004", "one refused update blocks the batch", b(func(s base) runstate.RunStateStore { return blockingUpdates{s.Store} })},
 		{"BATCH-006", "a batch claim handed out again", b(func(s base) runstate.RunStateStore { return &reissuesBatchClaims{Store: s.Store} })},
