@@ -101,6 +101,7 @@ func write(txn *tx, cur storedRun, lease driver.LeaseState, c driver.Change) err
 	if c.Lease != nil {
 		nextLease = *c.Lease
 	}
+	txn.written = append(txn.written, next.Run.RunID)
 	if err := moveIndexes(txn, &indexed{cur.Run, lease}, indexed{next.Run, nextLease}); err != nil {
 		return err
 	}
@@ -146,6 +147,7 @@ func insert(txn *tx, r driver.InsertParams) error {
 		return err
 	}
 	next := storedRun{Run: r.Run}
+	txn.written = append(txn.written, r.Run.RunID)
 	if err := moveIndexes(txn, nil, indexed{r.Run, driver.LeaseState{}}); err != nil {
 		return err
 	}

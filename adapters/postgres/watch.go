@@ -8,13 +8,25 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
-var _ runstate.RunnableWatcher = (*Store)(nil)
+var (
+	_ runstate.RunnableWatcher = (*Store)(nil)
+	_ runstate.RunWatcher      = (*Store)(nil)
+)
 
 // runnableChannel is the channel of LISTEN/NOTIFY on which writers with
 // Options.NotifyRunnable announce runs that became runnable.
 const runnableChannel = "runstate_runnable"
+
+// runChannel is the channel on which writers with Options.NotifyRuns
+// announce each write of a run (migration 003's trigger).
+const runChannel = "runstate_run"
+
+// notifyRunsSetting is the session setting that turns migration 003's
+// trigger on (Options.NotifyRuns).
+const notifyRunsSetting = "runstate.notify_runs"
 
 // WatchRunnable implements runstate.RunnableWatcher with LISTEN/NOTIFY, on a
 // connection of its own, outside the pool: it hears the announcements of
@@ -22,10 +34,38 @@ const runnableChannel = "runstate_runnable"
 // that connection is lost it sends a value (a notice may have been missed
 // meanwhile) and connects again, as long as ctx lasts.
 func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParams) (<-chan struct{}, error) {
+	return s.watch(ctx, listening{channel: runnableChannel, what: "runnable runs",
+		wakes: func(schema, payload string) bool { return payload == schema }})
+}
+
+// WatchRun implements runstate.RunWatcher as WatchRunnable does, on a
+// connection of its own: it hears the writes of the run by every handle
+// of the same schema that has Options.NotifyRuns.
+func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	if err := driver.ValidateWatchRun(p); err != nil {
+		return nil, err
+	}
+	return s.watch(ctx, listening{channel: runChannel, what: "run " + p.RunID,
+		wakes: func(schema, payload string) bool { return payload == schema+" "+p.RunID }})
+}
+
+// listening is what a watch listens to.
+type listening struct {
+	channel string
+	// wakes reports whether a notice's payload is for the watch, in the
+	// store's schema.
+	wakes func(schema, payload string) bool
+	// what names the watch in the log.
+	what string
+}
+
+// watch is the body of both watches: a connection that listens to l's
+// channel, relaying its notices until ctx ends or the store closes.
+func (s *Store) watch(ctx context.Context, l listening) (<-chan struct{}, error) {
 	if err := s.runs.CheckOpen(); err != nil {
 		return nil, err
 	}
-	conn, schema, err := s.listen(ctx)
+	conn, schema, err := s.listen(ctx, l.channel)
 	if err != nil {
 		return nil, s.runs.OpenError(err)
 	}
@@ -36,14 +76,14 @@ func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParam
 		defer close(wake)
 		defer stopWithStore()
 		defer cancel()
-		s.relay(ctx, conn, schema, wake)
+		s.relay(ctx, conn, schema, l, wake)
 	}()
 	return wake, nil
 }
 
-// listen connects, listens on runnableChannel, and returns the connection
-// with the schema whose announcements are this store's.
-func (s *Store) listen(ctx context.Context) (*pgx.Conn, string, error) {
+// listen connects, listens on channel, and returns the connection with
+// the schema whose announcements are this store's.
+func (s *Store) listen(ctx context.Context, channel string) (*pgx.Conn, string, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.conn.Copy())
 	if err != nil {
 		return nil, "", err
@@ -53,16 +93,16 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, string, error) {
 		conn.Close(context.Background())
 		return nil, "", err
 	}
-	if _, err := conn.Exec(ctx, qListen); err != nil {
+	if _, err := conn.Exec(ctx, qListen+channel); err != nil {
 		conn.Close(context.Background())
 		return nil, "", err
 	}
 	return conn, schema, nil
 }
 
-// relay passes the announcements of schema on to wake until ctx ends,
+// relay passes l's announcements of schema on to wake until ctx ends,
 // connecting again when the connection is lost.
-func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, wake chan<- struct{}) {
+func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, l listening, wake chan<- struct{}) {
 	send := func() {
 		select {
 		case wake <- struct{}{}:
@@ -76,13 +116,13 @@ func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, wake c
 			return
 		}
 		if err == nil {
-			if n.Payload == schema {
+			if l.wakes(schema, n.Payload) {
 				send()
 			}
 			continue
 		}
 		conn.Close(context.Background())
-		s.log.Warn("the connection that listens for runnable runs was lost; connecting again", "store", s.runs.Where(), "error", interpretError(err))
+		s.log.Warn("the connection that listens for "+l.what+" was lost; connecting again", "store", s.runs.Where(), "error", interpretError(err))
 		send()
 		for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
 			select {
@@ -90,7 +130,7 @@ func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, wake c
 				return
 			case <-time.After(pause):
 			}
-			if conn, schema, err = s.listen(ctx); err == nil {
+			if conn, schema, err = s.listen(ctx, l.channel); err == nil {
 				send() // announcements made while away were lost
 				break
 			}

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -139,5 +140,56 @@ func TestOnlyRunnableChangesAreAnnounced(t *testing.T) {
 	case <-wake:
 		t.Fatal("a notice for a write that changed nothing claimable")
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// A run's watcher on one handle hears the writes of that run by another
+// handle with NotifyRuns (a create, an update, a claim), and ends with its
+// context; a writer without NotifyRuns announces nothing, and the same
+// run id in another schema is another run.
+func TestWatchRunHearsTheRunsWrites(t *testing.T) {
+	srv, schema := freshSchema(t)
+	_, other := freshSchema(t)
+	ctx := context.Background()
+	writer := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema, NotifyRuns: true})
+	elsewhere := open(t, postgres.Options{DSN: srv.DSN(), Schema: other, NotifyRuns: true})
+	quiet := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
+	watcher := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
+	if _, err := watcher.WatchRun(ctx, runstate.WatchRunParams{RunID: "not a run id"}); !errors.Is(err, runstate.ErrInvalidArgument) {
+		t.Fatalf("a malformed run id: %v, want INVALID_ARGUMENT", err)
+	}
+	const id = "watched-run"
+	watchCtx, stop := context.WithCancel(ctx)
+	wake, err := watcher.WatchRun(watchCtx, runstate.WatchRunParams{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := elsewhere.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := writer.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "the run created by another handle")
+	drain(wake)
+	if _, err := quiet.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: string(runstate.StatusRunning), Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+		t.Error("a writer without NotifyRuns woke the watcher")
+	case <-time.After(300 * time.Millisecond):
+	}
+	run, err = writer.GetRun(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: string(runstate.StatusWaiting), Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "the run updated by another handle")
+	stop()
+	for range wake {
 	}
 }
