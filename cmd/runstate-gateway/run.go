@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	defer opened.Close()
-	opts.Store, opts.Watcher = opened.Runs, opened.Watcher()
+	opts.Store, opts.Watcher, opts.RunWatcher = opened.Runs, opened.Watcher(), opened.RunWatcher()
 	if traces.Enabled {
 		// The store calls the gateway makes for its callers, as children
 		// of their calls' server spans.
