@@ -311,8 +311,18 @@ func (a *app) serveListener(ctx context.Context, o serveOptions, lis net.Listene
 	}
 	a.liveEvery = o.liveEvery
 	a.log.Info("serving", "addr", lis.Addr().String(), "console", scheme+"://"+lis.Addr().String()+"/ui/",
-		"credentials", g.tokens != nil)
+		"credentials", g.tokens != nil, "live_runs", liveMode(a.runWatcher != nil), "live_list", liveMode(a.watcher != nil), "live_every", a.liveEvery)
 	return a.serveOn(ctx, lis, a.guardedHandler(g))
+}
+
+// liveMode says how the console's live pages follow the store: "watch"
+// when it announces changes (and polling too, as a safety net), else
+// "poll".
+func liveMode(watching bool) string {
+	if watching {
+		return "watch"
+	}
+	return "poll"
 }
 
 // serveOn answers h on lis until ctx ends.
