@@ -46,7 +46,7 @@ func (n *RunNotices) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<
 // every store checks it.
 func ValidateWatchRun(p runstate.WatchRunParams) error { return validateRunID(p.RunID) }
 
-// end closes wake, unless Close did.
+// end closes wake, unless Close did: the watch's context ended (WATCH-002).
 func (n *RunNotices) end(runID string, wake chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -60,7 +60,7 @@ func (n *RunNotices) end(runID string, wake chan struct{}) {
 	close(wake)
 }
 
-// Notify wakes the watchers of each run; it never blocks.
+// Notify wakes the watchers of each run (WATCH-001); it never blocks.
 func (n *RunNotices) Notify(runIDs ...string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -95,7 +95,7 @@ func TestConformancePostgresPlugin(t *testing.T) {
 		schema := srv.NewSchemaName()
 		// Every handle names the schema; the first creates it, and the
 		// check's end drops it.
-		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8"},
+		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8", "notify_runs": "true"},
 			func() { srv.DropSchema(context.Background(), schema) }, nil
 	}))
 }

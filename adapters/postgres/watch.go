@@ -40,7 +40,8 @@ func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParam
 
 // WatchRun implements runstate.RunWatcher as WatchRunnable does, on a
 // connection of its own: it hears the writes of the run by every handle
-// of the same schema that has Options.NotifyRuns.
+// of the same schema that has Options.NotifyRuns (WATCH-001), until ctx
+// ends (WATCH-002).
 func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
 	if err := driver.ValidateWatchRun(p); err != nil {
 		return nil, err
