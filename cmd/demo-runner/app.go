@@ -188,6 +188,8 @@ type app struct {
 	stdout     io.Writer
 	closers    []func() error
 	liveEvery  time.Duration // how often serve's live streams read the store
+	// livePollOnly: serve's live streams ignore the store's change streams.
+	livePollOnly bool
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {

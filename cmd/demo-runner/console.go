@@ -199,6 +199,9 @@ func (a *app) stream(w http.ResponseWriter, r *http.Request, lw liveWatch, read 
 	if every <= 0 {
 		every = time.Second
 	}
+	if a.livePollOnly {
+		lw.watch = nil
+	}
 	following := runstate.Follow(r.Context(), runstate.FollowParams{Watch: lw.watch, Poll: every})
 	live := "polling every " + every.String()
 	switch {
