@@ -206,11 +206,11 @@ func (a *app) stream(w http.ResponseWriter, r *http.Request, lw liveWatch, read 
 	live := "polling every " + every.String()
 	switch {
 	case following.Watching:
-		live = "watching " + lw.what + ", and " + live
+		live = "watching" // and polling, as a safety net
 	case following.WatchErr != nil:
 		a.log.Warn("cannot watch the store; the console polls", "watch", lw.what, "every", every, "error", following.WatchErr)
 	}
-	a.log.Debug("console live stream", "path", r.URL.Path, "live", live)
+	a.log.Debug("console live stream", "path", r.URL.Path, "live", live, "watch", lw.what, "every", every)
 	h.Set("Runstate-Live", live)
 	w.WriteHeader(http.StatusOK)
 	var last []byte

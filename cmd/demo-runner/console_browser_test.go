@@ -244,7 +244,9 @@ func TestConsoleCancelsWithAReasonAndShowsRefusals(t *testing.T) {
 	ctx := browser(t)
 	// The page is refreshed once an hour: an out-of-band change stays
 	// unseen, so that the page offers an action the store then refuses.
-	srv := startConsole(t, time.Hour)
+	// The page must stay as it was when someone else cancels, to offer the
+	// cancel the store then refuses: an hour's poll, and no watch.
+	srv := startConsoleWith(t, serveOptions{liveEvery: time.Hour, livePollOnly: true})
 	bg := context.Background()
 	wf := writeWorkflow(t, "name: deploy\nsteps:\n  - name: build\n    type: shell\n    command: echo built\n")
 	first, err := srv.a.tracker.Create(bg, runstate.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"team": "web", labelWorkflowFile: wf}})
@@ -557,7 +559,7 @@ func TestConsoleRunPageUpdatesByWatching(t *testing.T) {
 			do(t, ctx, "open the run", goTo("#/runs/"+run.RunID))
 			until(t, ctx, "the run shows queued", statusIs("queued"))
 			live := get(t, ctx, "read the live status", chromedp.Evaluate[string](`document.querySelector("#live").textContent`))
-			if want := map[bool]string{true: "watching run", false: "polling every 10m0s"}[watching]; !strings.Contains(live, want) ||
+			if want := map[bool]string{true: "live, watching", false: "polling every 10m0s"}[watching]; !strings.Contains(live, want) ||
 				(!watching && strings.Contains(live, "watching")) {
 				t.Fatalf("the page's live status says %q, want it to say %q", live, want)
 			}

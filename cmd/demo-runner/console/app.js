@@ -138,7 +138,7 @@ async function follow(path, signal, onEvent) {
       // The server says how it follows the store: its change stream, or
       // polling alone.
       const how = res.headers.get("Runstate-Live");
-      setLive(true, how ? "live: " + how : "live");
+      setLive(true, how ? "live, " + how : "live");
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = "";
       for (;;) {
