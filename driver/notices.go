@@ -65,12 +65,27 @@ func (n *RunNotices) Notify(runIDs ...string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, id := range runIDs {
-		for wake := range n.watchers[id] {
-			select {
-			case wake <- struct{}{}:
-			default: // one is waiting already: they coalesce
-			}
+		wakeAll(n.watchers[id])
+	}
+}
+
+// wakeAll sends to each channel of set that has no value waiting.
+func wakeAll(set map[chan struct{}]struct{}) {
+	for wake := range set {
+		select {
+		case wake <- struct{}{}:
+		default: // one is waiting already: they coalesce
 		}
+	}
+}
+
+// NotifyAll wakes every watcher: a notice of any run may have been
+// missed (a lost connection).
+func (n *RunNotices) NotifyAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, set := range n.watchers {
+		wakeAll(set)
 	}
 }
 

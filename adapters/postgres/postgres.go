@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -104,6 +105,13 @@ type Store struct {
 	// closing ends when the store is closed, and with it every watch.
 	closing context.Context
 	stop    context.CancelFunc
+	// runNotices hands the writes of runs that runListener hears to the
+	// watches of WatchRun.
+	runNotices  driver.RunNotices
+	runListener struct {
+		sync.Mutex
+		started bool
+	}
 }
 
 // schemaName is what Options.Schema may be: a name that needs no quoting

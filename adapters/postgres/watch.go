@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,52 +35,90 @@ const notifyRunsSetting = "runstate.notify_runs"
 // that connection is lost it sends a value (a notice may have been missed
 // meanwhile) and connects again, as long as ctx lasts.
 func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParams) (<-chan struct{}, error) {
-	return s.watch(ctx, listening{channel: runnableChannel, what: "runnable runs",
-		wakes: func(schema, payload string) bool { return payload == schema }})
-}
-
-// WatchRun implements runstate.RunWatcher as WatchRunnable does, on a
-// connection of its own: it hears the writes of the run by every handle
-// of the same schema that has Options.NotifyRuns (WATCH-001), until ctx
-// ends (WATCH-002).
-func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
-	if err := driver.ValidateWatchRun(p); err != nil {
-		return nil, err
-	}
-	return s.watch(ctx, listening{channel: runChannel, what: "run " + p.RunID,
-		wakes: func(schema, payload string) bool { return payload == schema+" "+p.RunID }})
-}
-
-// listening is what a watch listens to.
-type listening struct {
-	channel string
-	// wakes reports whether a notice's payload is for the watch, in the
-	// store's schema.
-	wakes func(schema, payload string) bool
-	// what names the watch in the log.
-	what string
-}
-
-// watch is the body of both watches: a connection that listens to l's
-// channel, relaying its notices until ctx ends or the store closes.
-func (s *Store) watch(ctx context.Context, l listening) (<-chan struct{}, error) {
 	if err := s.runs.CheckOpen(); err != nil {
 		return nil, err
 	}
-	conn, schema, err := s.listen(ctx, l.channel)
+	conn, schema, err := s.listen(ctx, runnableChannel)
 	if err != nil {
 		return nil, s.runs.OpenError(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stopWithStore := context.AfterFunc(s.closing, cancel)
 	wake := make(chan struct{}, 1)
+	send := func() {
+		select {
+		case wake <- struct{}{}:
+		default: // one is waiting already: they coalesce
+		}
+	}
 	go func() {
 		defer close(wake)
 		defer stopWithStore()
 		defer cancel()
-		s.relay(ctx, conn, schema, l, wake)
+		s.relay(ctx, conn, schema, listening{channel: runnableChannel, what: "runnable runs", lost: send,
+			notice: func(schema, payload string) {
+				if payload == schema {
+					send()
+				}
+			}})
 	}()
 	return wake, nil
+}
+
+// WatchRun implements runstate.RunWatcher with LISTEN/NOTIFY: it hears the
+// writes of the run by every handle of the same schema that has
+// Options.NotifyRuns (WATCH-001), until ctx ends (WATCH-002). The store's
+// watches of runs share one connection, outside the pool, made by the
+// first and kept until the store closes: a console with many open pages
+// holds one. When it is lost, every watch wakes (a notice may have been
+// missed) and it connects again.
+func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	if err := driver.ValidateWatchRun(p); err != nil {
+		return nil, err
+	}
+	if err := s.runs.CheckOpen(); err != nil {
+		return nil, err
+	}
+	if err := s.listenForRuns(ctx); err != nil {
+		return nil, err
+	}
+	return s.runNotices.WatchRun(ctx, p)
+}
+
+// listenForRuns starts the connection that hears the writes of runs for
+// every WatchRun, unless it runs already.
+func (s *Store) listenForRuns(ctx context.Context) error {
+	s.runListener.Lock()
+	defer s.runListener.Unlock()
+	if s.runListener.started {
+		return nil
+	}
+	conn, schema, err := s.listen(ctx, runChannel)
+	if err != nil {
+		return s.runs.OpenError(err)
+	}
+	s.runListener.started = true
+	go func() {
+		defer s.runNotices.Close()
+		s.relay(s.closing, conn, schema, listening{channel: runChannel, what: "the writes of runs", lost: s.runNotices.NotifyAll,
+			notice: func(schema, payload string) {
+				if where, runID, ok := strings.Cut(payload, " "); ok && where == schema {
+					s.runNotices.Notify(runID)
+				}
+			}})
+	}()
+	return nil
+}
+
+// listening is what a relay listens to.
+type listening struct {
+	channel string
+	// notice takes a notice's payload, in the store's schema.
+	notice func(schema, payload string)
+	// lost is called when notices may have been missed.
+	lost func()
+	// what names the watch in the log.
+	what string
 }
 
 // listen connects, listens on channel, and returns the connection with
@@ -101,15 +140,9 @@ func (s *Store) listen(ctx context.Context, channel string) (*pgx.Conn, string, 
 	return conn, schema, nil
 }
 
-// relay passes l's announcements of schema on to wake until ctx ends,
+// relay passes the announcements on l's channel to l until ctx ends,
 // connecting again when the connection is lost.
-func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, l listening, wake chan<- struct{}) {
-	send := func() {
-		select {
-		case wake <- struct{}{}:
-		default: // one is waiting already: they coalesce
-		}
-	}
+func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, l listening) {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if ctx.Err() != nil {
@@ -117,14 +150,12 @@ func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, l list
 			return
 		}
 		if err == nil {
-			if l.wakes(schema, n.Payload) {
-				send()
-			}
+			l.notice(schema, n.Payload)
 			continue
 		}
 		conn.Close(context.Background())
 		s.log.Warn("the connection that listens for "+l.what+" was lost; connecting again", "store", s.runs.Where(), "error", interpretError(err))
-		send()
+		l.lost()
 		for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
 			select {
 			case <-ctx.Done():
@@ -132,7 +163,7 @@ func (s *Store) relay(ctx context.Context, conn *pgx.Conn, schema string, l list
 			case <-time.After(pause):
 			}
 			if conn, schema, err = s.listen(ctx, l.channel); err == nil {
-				send() // announcements made while away were lost
+				l.lost() // announcements made while away were lost
 				break
 			}
 			if errors.Is(err, context.Canceled) {

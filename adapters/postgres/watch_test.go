@@ -189,7 +189,48 @@ func TestWatchRunHearsTheRunsWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	woken(t, wake, "the run updated by another handle")
+
+	// A second watch of the same run shares the listening connection.
+	second, err := watcher.WatchRun(watchCtx, runstate.WatchRunParams{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listening int
+	if err := writer.DB().GetContext(ctx, &listening, `SELECT COUNT(*) FROM pg_stat_activity
+		WHERE application_name = 'runstate' AND query = 'LISTEN runstate_run'`); err != nil || listening != 1 {
+		t.Fatalf("%d connections listen for the writes of runs (%v), want the one the watches share", listening, err)
+	}
+	// The listening connection is ended: both watches wake, and the
+	// listener connects again and hears the next write.
+	drain(wake)
+	var ended int
+	if err := writer.DB().GetContext(ctx, &ended, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'runstate' AND query = 'LISTEN runstate_run'`); err != nil || ended == 0 {
+		t.Fatalf("ended %d listening sessions: %v", ended, err)
+	}
+	woken(t, wake, "the lost connection")
+	woken(t, second, "the lost connection, the second watch")
+	deadline := time.Now().Add(20 * time.Second)
+	for heard := false; !heard; {
+		drain(second)
+		if run, err = writer.GetRun(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := writer.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Message: ptr("again")}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-second:
+			heard = true
+		case <-time.After(500 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the listener never listened again")
+			}
+		}
+	}
 	stop()
 	for range wake {
+	}
+	for range second {
 	}
 }
