@@ -33,6 +33,36 @@ func drain(wake <-chan struct{}) {
 	}
 }
 
+// endListening ends the sessions that listen on channel, as a lost
+// connection would.
+func endListening(t *testing.T, s *postgres.Store, channel string) {
+	t.Helper()
+	var ended int
+	if err := s.DB().GetContext(context.Background(), &ended, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'runstate' AND query = $1`, "LISTEN "+channel); err != nil || ended == 0 {
+		t.Fatalf("ended %d listening sessions: %v", ended, err)
+	}
+}
+
+// hearsAgain writes until wake hears a write: the watch listens again
+// after its connection was lost (reconnecting takes a pause).
+func hearsAgain(t *testing.T, wake <-chan struct{}, write func()) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		drain(wake)
+		write()
+		select {
+		case <-wake:
+			return
+		case <-time.After(500 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the watch never listened again")
+			}
+		}
+	}
+}
+
 // A watcher on one handle hears the runs another handle creates and
 // releases, and nothing of another schema; it survives the loss of its
 // connection and ends with its context.
@@ -82,27 +112,13 @@ func TestWatchRunnableHearsOtherHandles(t *testing.T) {
 
 	// The listening connection is ended: the watcher says so with a notice,
 	// connects again, and hears the next run.
-	var ended int
-	if err := writer.DB().GetContext(ctx, &ended, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = 'runstate' AND query = 'LISTEN runstate_runnable'`); err != nil || ended == 0 {
-		t.Fatalf("ended %d listening sessions: %v", ended, err)
-	}
+	endListening(t, writer, "runstate_runnable")
 	woken(t, wake, "the lost connection")
-	deadline := time.Now().Add(20 * time.Second)
-	for heard := false; !heard; {
-		drain(wake)
+	hearsAgain(t, wake, func() {
 		if _, err := writer.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-wake:
-			heard = true
-		case <-time.After(500 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the watcher never listened again")
-			}
-		}
-	}
+	})
 
 	stop()
 	for range wake { // closed when its context ends
@@ -203,31 +219,17 @@ func TestWatchRunHearsTheRunsWrites(t *testing.T) {
 	// The listening connection is ended: both watches wake, and the
 	// listener connects again and hears the next write.
 	drain(wake)
-	var ended int
-	if err := writer.DB().GetContext(ctx, &ended, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = 'runstate' AND query = 'LISTEN runstate_run'`); err != nil || ended == 0 {
-		t.Fatalf("ended %d listening sessions: %v", ended, err)
-	}
+	endListening(t, writer, "runstate_run")
 	woken(t, wake, "the lost connection")
 	woken(t, second, "the lost connection, the second watch")
-	deadline := time.Now().Add(20 * time.Second)
-	for heard := false; !heard; {
-		drain(second)
+	hearsAgain(t, second, func() {
 		if run, err = writer.GetRun(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := writer.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Message: ptr("again")}); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-second:
-			heard = true
-		case <-time.After(500 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the listener never listened again")
-			}
-		}
-	}
+	})
 	stop()
 	for range wake {
 	}
