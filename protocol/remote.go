@@ -148,7 +148,7 @@ func (r *RemoteStore) Checked() runstate.RunStateStore {
 // Close ends a store Connect returned: calls in flight end, later calls
 // fail with runstate.ErrUnavailable. The connection stays open. A store
 // NewRemoteStore returned is closed by whoever gives its routes; Close
-// ends its watches (WatchRunnable).
+// ends its watches (WatchRunnable, WatchRun).
 func (r *RemoteStore) Close() error {
 	r.release()
 	if r.close != nil {
