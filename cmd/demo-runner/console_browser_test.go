@@ -542,8 +542,8 @@ func TestConsoleRunPageWeightAndFirstPaint(t *testing.T) {
 // With polling every 10 minutes, a run page follows the run's writes
 // only through the store's watch (Badger's in-process notices): each
 // update shows on the page within seconds, and the page's status says it
-// watches. With watching off (--live-poll-only) the same page stays as
-// it was. The time from each update's call to the page's change is
+// watches, and so does a cancel by another demo-runner process. With
+// watching off (--live-poll-only) the same page stays as it was. The time from each update's call to the page's change is
 // measured in the page and logged.
 func TestConsoleRunPageUpdatesByWatching(t *testing.T) {
 	for _, watching := range []bool{true, false} {
@@ -592,6 +592,13 @@ func TestConsoleRunPageUpdatesByWatching(t *testing.T) {
 				shownAt := get(t, ctx, "read when", chromedp.Evaluate[int64](`window.shownAt`))
 				latencies = append(latencies, time.UnixMilli(shownAt).Sub(began))
 			}
+			// Another process's write (a demo-runner command, through the
+			// socket of serve, which holds the directory) wakes it too.
+			do(t, ctx, "await canceled", chromedp.Evaluate[chromedp.Void](`window.awaited = "canceled"; window.shownAt = 0; undefined`))
+			if _, errOut, code := demo(t, append(srv.global(), "cancel", run.RunID, "--reason", "from another process")...); code != 0 {
+				t.Fatalf("cancel: exit %d\n%s", code, errOut)
+			}
+			until(t, ctx, "the run shows canceled", statusIs("canceled"))
 			if !get(t, ctx, "check the page was not reloaded", chromedp.Evaluate[bool](`window.sameDocument === true`)) {
 				t.Error("the page was reloaded")
 			}
