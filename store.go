@@ -122,6 +122,32 @@ type RunnableWatcher interface {
 // nothing to configure yet.
 type WatchRunnableParams struct{}
 
+// RunWatcher is optional: a store that tells whoever follows one run (an
+// operator's page) soon after the run changed, so that it reads the run
+// again at once rather than at its next poll. It is the per-run sibling of
+// RunnableWatcher and makes the same promise: wake-ups are at least once
+// and carry nothing, and the store stays the truth (the follower reads
+// the run). Without it, followers poll (Follow does both); with it, they
+// may poll at a long interval, since a notice may be lost with a
+// connection.
+type RunWatcher interface {
+	// WatchRun returns a channel that receives a value soon after a write
+	// to the run p.RunID (a create, an update, a rejected update's audit
+	// event, a lease taken, renewed or released) by a handle that sends
+	// such notices. Values coalesce: one may stand for many changes, and
+	// one may come with no change (for instance after a lost connection),
+	// or for another run. The run need not exist yet. A malformed RunID is
+	// an ErrInvalidArgument. The channel is closed when ctx ends or the
+	// store is closed.
+	WatchRun(ctx context.Context, p WatchRunParams) (<-chan struct{}, error)
+}
+
+// WatchRunParams configure RunWatcher.WatchRun.
+type WatchRunParams struct {
+	// RunID is the run to watch.
+	RunID string
+}
+
 // Clock tells the time. Adapters take one so that tests can control time.
 type Clock interface {
 	Now() time.Time

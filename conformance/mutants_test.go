@@ -1370,6 +1370,8 @@ func mutants() []mutant {
 		{"BATCH-004", "one refused update blocks the batch", b(func(s base) runstate.RunStateStore { return blockingUpdates{s.Store} })},
 		{"BATCH-006", "a batch claim handed out again", b(func(s base) runstate.RunStateStore { return &reissuesBatchClaims{Store: s.Store} })},
 		{"BATCH-008", "Start ignored", b(func(s base) runstate.RunStateStore { return claimsWithoutStart{s.Store} })},
+		{"WATCH-001", "a malformed run id watched", b(func(s base) runstate.RunStateStore { return watchesAnyID{s} })},
+		{"WATCH-002", "a watch outlives its context", b(func(s base) runstate.RunStateStore { return watchOutlivesContext{s} })},
 	}
 }
 
@@ -1460,4 +1462,23 @@ func TestLinearizabilityAllowsUnavailableAnswers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// watchesAnyID watches a malformed run id as if it were one.
+type watchesAnyID struct{ base }
+
+func (s watchesAnyID) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	if strings.ContainsAny(p.RunID, " !") {
+		p.RunID = "stand-in"
+	}
+	return s.Store.WatchRun(ctx, p)
+}
+
+// watchOutlivesContext wakes as the store's watch does but never closes
+// the channel.
+type watchOutlivesContext struct{ base }
+
+func (s watchOutlivesContext) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	inner, err := s.Store.WatchRun(context.WithoutCancel(ctx), p)
+	return inner, err
 }

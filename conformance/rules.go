@@ -44,6 +44,7 @@ var areas = []Area{
 	{"LIN", "Linearizability"},
 	{"FAULT", "Faults at the backend"},
 	{"BATCH", "Batches"},
+	{"WATCH", "Watching"},
 	{"CAP", "Declared capabilities"},
 }
 

@@ -120,6 +120,16 @@ func (c *Client) Watcher() runstate.RunnableWatcher {
 	return c.store
 }
 
+// RunWatcher returns the gateway's store as a runstate.RunWatcher when the
+// gateway offers watching a run (its store announces the writes of a
+// run), else nil: then followers of a run poll.
+func (c *Client) RunWatcher() runstate.RunWatcher {
+	if !c.store.Info().WatchRun {
+		return nil
+	}
+	return c.store
+}
+
 // Close ends the connection.
 func (c *Client) Close() error {
 	c.store.Close()

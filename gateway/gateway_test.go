@@ -137,12 +137,18 @@ func (w *world) rawConn(t testing.TB) *grpc.ClientConn {
 
 func (w *world) dial(t testing.TB, principal string) runstate.Store {
 	t.Helper()
+	return w.dialClient(t, principal).Store().(runstate.Store)
+}
+
+// dialClient dials the gateway as principal.
+func (w *world) dialClient(t testing.TB, principal string) *gateway.Client {
+	t.Helper()
 	c, err := gateway.Dial(context.Background(), w.addr, gateway.Options{Token: tokenOf(principal), TLS: w.tlsFor()})
 	if err != nil {
 		t.Fatalf("dial as %s: %v", principal, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c.Store().(runstate.Store)
+	return c
 }
 
 // The whole suite passes through the gateway, from a client over TCP and
@@ -154,18 +160,23 @@ func TestConformanceThroughTheGateway(t *testing.T) {
 		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			w := newWorld(t)
-			return &harness{w: w, t: t, store: w.dial(t, "operator-o")}, nil
+			c := w.dialClient(t, "operator-o")
+			return &harness{w: w, t: t, store: c.Store().(runstate.Store), watcher: c.RunWatcher()}, nil
 		},
 	})
 }
 
 type harness struct {
-	w     *world
-	t     *testing.T
-	store runstate.Store
+	w       *world
+	t       *testing.T
+	store   runstate.Store
+	watcher runstate.RunWatcher
 }
 
 func (h *harness) Store() runstate.RunStateStore { return h.store }
+
+// RunWatcher implements conformance.RunWatching.
+func (h *harness) RunWatcher() runstate.RunWatcher { return h.watcher }
 func (h *harness) OpenHandle(context.Context) (runstate.RunStateStore, error) {
 	return h.w.dial(h.t, "operator-o"), nil
 }

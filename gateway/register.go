@@ -31,5 +31,5 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 		return nil, err
 	}
 	opts.Log().Info("using store", "store", "gateway", "addr", name.Arg, "tls", !g.Plaintext)
-	return &stores.Opened{Runs: c.Store(), Close: c.Close, Watch: c.Watcher()}, nil
+	return &stores.Opened{Runs: c.Store(), Close: c.Close, Watch: c.Watcher(), WatchRuns: c.RunWatcher()}, nil
 }

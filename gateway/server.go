@@ -54,6 +54,10 @@ type ServerOptions struct {
 	// defaults to Store when that is a runstate.RunnableWatcher. Without
 	// one, workers poll.
 	Watcher runstate.RunnableWatcher
+	// RunWatcher announces the writes of a run to its watchers (a
+	// console's pages); it defaults to Store when that is a
+	// runstate.RunWatcher. Without one, they poll.
+	RunWatcher runstate.RunWatcher
 	// Metrics, when set, receives the gateway's Prometheus series:
 	// requests by method and code, latency, refusals and calls in flight.
 	Metrics prometheus.Registerer
@@ -109,7 +113,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		serverOpts = append(serverOpts, grpc.Creds(loggedHandshakes{credentials.NewTLS(opts.TLS), s.log}))
 	}
 	s.grpc = grpc.NewServer(serverOpts...)
-	protocol.NewService(protocol.ServiceOptions{Name: "gateway", Version: "1", Store: opts.Store, Watcher: opts.Watcher}).Register(s.grpc)
+	protocol.NewService(protocol.ServiceOptions{Name: "gateway", Version: "1", Store: opts.Store, Watcher: opts.Watcher,
+		RunWatcher: opts.RunWatcher}).Register(s.grpc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
 }
@@ -170,7 +175,8 @@ const badToken = "the gateway knows no principal with this bearer token (missing
 func isHealth(method string) bool { return strings.HasPrefix(method, "/grpc.health.v1.Health/") }
 
 // authorizeStream admits the streaming methods: health Watch without a
-// token, and WatchRunnable for a principal whose role may read; a watch
+// token, and WatchRunnable and WatchRun for a principal whose role may
+// read; a watch
 // ends when the gateway stops.
 func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if isHealth(info.FullMethod) {
@@ -225,6 +231,7 @@ var need = map[string]Role{
 	"ListAuditEvents":  RoleReader,
 	"ListRunnableRuns": RoleReader,
 	"WatchRunnable":    RoleReader, // a stream of empty notices
+	"WatchRun":         RoleReader, // the same, for one run
 	"CreateRun":        RoleWorker,
 	"UpdateRun":        RoleWorker,
 	"ClaimRun":         RoleWorker,

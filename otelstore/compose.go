@@ -31,6 +31,10 @@ func compose(inner runstate.RunStateStore, t *tracer) runstate.RunStateStore {
 	if x, ok := inner.(runstate.RunnableWatcher); ok {
 		withWatcher, key = watcher{x, t}, key|32
 	}
+	var withRunWatcher runWatcher
+	if x, ok := inner.(runstate.RunWatcher); ok {
+		withRunWatcher, key = runWatcher{x, t}, key|64
+	}
 	if key&1 == 0 {
 		key &^= 1<<1 | 1<<4 | 1<<5
 	}
@@ -105,6 +109,78 @@ func compose(inner runstate.RunStateStore, t *tracer) runstate.RunStateStore {
 		return tracedLeasesCreatorUpdaterClaimerWatcher{base, withLeases, withCreator, withUpdater, withClaimer, withWatcher}
 	case 63:
 		return tracedLeasesReaderCreatorUpdaterClaimerWatcher{base, withLeases, withReader, withCreator, withUpdater, withClaimer, withWatcher}
+	case 64:
+		return tracedRunWatcher{base, withRunWatcher}
+	case 65:
+		return tracedLeasesRunWatcher{base, withLeases, withRunWatcher}
+	case 67:
+		return tracedLeasesReaderRunWatcher{base, withLeases, withReader, withRunWatcher}
+	case 68:
+		return tracedCreatorRunWatcher{base, withCreator, withRunWatcher}
+	case 69:
+		return tracedLeasesCreatorRunWatcher{base, withLeases, withCreator, withRunWatcher}
+	case 71:
+		return tracedLeasesReaderCreatorRunWatcher{base, withLeases, withReader, withCreator, withRunWatcher}
+	case 72:
+		return tracedUpdaterRunWatcher{base, withUpdater, withRunWatcher}
+	case 73:
+		return tracedLeasesUpdaterRunWatcher{base, withLeases, withUpdater, withRunWatcher}
+	case 75:
+		return tracedLeasesReaderUpdaterRunWatcher{base, withLeases, withReader, withUpdater, withRunWatcher}
+	case 76:
+		return tracedCreatorUpdaterRunWatcher{base, withCreator, withUpdater, withRunWatcher}
+	case 77:
+		return tracedLeasesCreatorUpdaterRunWatcher{base, withLeases, withCreator, withUpdater, withRunWatcher}
+	case 79:
+		return tracedLeasesReaderCreatorUpdaterRunWatcher{base, withLeases, withReader, withCreator, withUpdater, withRunWatcher}
+	case 81:
+		return tracedLeasesClaimerRunWatcher{base, withLeases, withClaimer, withRunWatcher}
+	case 83:
+		return tracedLeasesReaderClaimerRunWatcher{base, withLeases, withReader, withClaimer, withRunWatcher}
+	case 85:
+		return tracedLeasesCreatorClaimerRunWatcher{base, withLeases, withCreator, withClaimer, withRunWatcher}
+	case 87:
+		return tracedLeasesReaderCreatorClaimerRunWatcher{base, withLeases, withReader, withCreator, withClaimer, withRunWatcher}
+	case 89:
+		return tracedLeasesUpdaterClaimerRunWatcher{base, withLeases, withUpdater, withClaimer, withRunWatcher}
+	case 91:
+		return tracedLeasesReaderUpdaterClaimerRunWatcher{base, withLeases, withReader, withUpdater, withClaimer, withRunWatcher}
+	case 93:
+		return tracedLeasesCreatorUpdaterClaimerRunWatcher{base, withLeases, withCreator, withUpdater, withClaimer, withRunWatcher}
+	case 95:
+		return tracedLeasesReaderCreatorUpdaterClaimerRunWatcher{base, withLeases, withReader, withCreator, withUpdater, withClaimer, withRunWatcher}
+	case 97:
+		return tracedLeasesWatcherRunWatcher{base, withLeases, withWatcher, withRunWatcher}
+	case 99:
+		return tracedLeasesReaderWatcherRunWatcher{base, withLeases, withReader, withWatcher, withRunWatcher}
+	case 101:
+		return tracedLeasesCreatorWatcherRunWatcher{base, withLeases, withCreator, withWatcher, withRunWatcher}
+	case 103:
+		return tracedLeasesReaderCreatorWatcherRunWatcher{base, withLeases, withReader, withCreator, withWatcher, withRunWatcher}
+	case 105:
+		return tracedLeasesUpdaterWatcherRunWatcher{base, withLeases, withUpdater, withWatcher, withRunWatcher}
+	case 107:
+		return tracedLeasesReaderUpdaterWatcherRunWatcher{base, withLeases, withReader, withUpdater, withWatcher, withRunWatcher}
+	case 109:
+		return tracedLeasesCreatorUpdaterWatcherRunWatcher{base, withLeases, withCreator, withUpdater, withWatcher, withRunWatcher}
+	case 111:
+		return tracedLeasesReaderCreatorUpdaterWatcherRunWatcher{base, withLeases, withReader, withCreator, withUpdater, withWatcher, withRunWatcher}
+	case 113:
+		return tracedLeasesClaimerWatcherRunWatcher{base, withLeases, withClaimer, withWatcher, withRunWatcher}
+	case 115:
+		return tracedLeasesReaderClaimerWatcherRunWatcher{base, withLeases, withReader, withClaimer, withWatcher, withRunWatcher}
+	case 117:
+		return tracedLeasesCreatorClaimerWatcherRunWatcher{base, withLeases, withCreator, withClaimer, withWatcher, withRunWatcher}
+	case 119:
+		return tracedLeasesReaderCreatorClaimerWatcherRunWatcher{base, withLeases, withReader, withCreator, withClaimer, withWatcher, withRunWatcher}
+	case 121:
+		return tracedLeasesUpdaterClaimerWatcherRunWatcher{base, withLeases, withUpdater, withClaimer, withWatcher, withRunWatcher}
+	case 123:
+		return tracedLeasesReaderUpdaterClaimerWatcherRunWatcher{base, withLeases, withReader, withUpdater, withClaimer, withWatcher, withRunWatcher}
+	case 125:
+		return tracedLeasesCreatorUpdaterClaimerWatcherRunWatcher{base, withLeases, withCreator, withUpdater, withClaimer, withWatcher, withRunWatcher}
+	case 127:
+		return tracedLeasesReaderCreatorUpdaterClaimerWatcherRunWatcher{base, withLeases, withReader, withCreator, withUpdater, withClaimer, withWatcher, withRunWatcher}
 	}
 	return base
 }
@@ -363,4 +439,300 @@ type tracedLeasesReaderCreatorUpdaterClaimerWatcher struct {
 	updater
 	claimer
 	watcher
+}
+
+type tracedRunWatcher struct {
+	runs
+	runWatcher
+}
+
+type tracedLeasesRunWatcher struct {
+	runs
+	leases
+	runWatcher
+}
+
+type tracedLeasesReaderRunWatcher struct {
+	runs
+	leases
+	reader
+	runWatcher
+}
+
+type tracedCreatorRunWatcher struct {
+	runs
+	creator
+	runWatcher
+}
+
+type tracedLeasesCreatorRunWatcher struct {
+	runs
+	leases
+	creator
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	runWatcher
+}
+
+type tracedUpdaterRunWatcher struct {
+	runs
+	updater
+	runWatcher
+}
+
+type tracedLeasesUpdaterRunWatcher struct {
+	runs
+	leases
+	updater
+	runWatcher
+}
+
+type tracedLeasesReaderUpdaterRunWatcher struct {
+	runs
+	leases
+	reader
+	updater
+	runWatcher
+}
+
+type tracedCreatorUpdaterRunWatcher struct {
+	runs
+	creator
+	updater
+	runWatcher
+}
+
+type tracedLeasesCreatorUpdaterRunWatcher struct {
+	runs
+	leases
+	creator
+	updater
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorUpdaterRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	updater
+	runWatcher
+}
+
+type tracedLeasesClaimerRunWatcher struct {
+	runs
+	leases
+	claimer
+	runWatcher
+}
+
+type tracedLeasesReaderClaimerRunWatcher struct {
+	runs
+	leases
+	reader
+	claimer
+	runWatcher
+}
+
+type tracedLeasesCreatorClaimerRunWatcher struct {
+	runs
+	leases
+	creator
+	claimer
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorClaimerRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	claimer
+	runWatcher
+}
+
+type tracedLeasesUpdaterClaimerRunWatcher struct {
+	runs
+	leases
+	updater
+	claimer
+	runWatcher
+}
+
+type tracedLeasesReaderUpdaterClaimerRunWatcher struct {
+	runs
+	leases
+	reader
+	updater
+	claimer
+	runWatcher
+}
+
+type tracedLeasesCreatorUpdaterClaimerRunWatcher struct {
+	runs
+	leases
+	creator
+	updater
+	claimer
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorUpdaterClaimerRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	updater
+	claimer
+	runWatcher
+}
+
+type tracedLeasesWatcherRunWatcher struct {
+	runs
+	leases
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	watcher
+	runWatcher
+}
+
+type tracedLeasesCreatorWatcherRunWatcher struct {
+	runs
+	leases
+	creator
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	watcher
+	runWatcher
+}
+
+type tracedLeasesUpdaterWatcherRunWatcher struct {
+	runs
+	leases
+	updater
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderUpdaterWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	updater
+	watcher
+	runWatcher
+}
+
+type tracedLeasesCreatorUpdaterWatcherRunWatcher struct {
+	runs
+	leases
+	creator
+	updater
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorUpdaterWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	updater
+	watcher
+	runWatcher
+}
+
+type tracedLeasesClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	claimer
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	claimer
+	watcher
+	runWatcher
+}
+
+type tracedLeasesCreatorClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	creator
+	claimer
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	claimer
+	watcher
+	runWatcher
+}
+
+type tracedLeasesUpdaterClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	updater
+	claimer
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderUpdaterClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	updater
+	claimer
+	watcher
+	runWatcher
+}
+
+type tracedLeasesCreatorUpdaterClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	creator
+	updater
+	claimer
+	watcher
+	runWatcher
+}
+
+type tracedLeasesReaderCreatorUpdaterClaimerWatcherRunWatcher struct {
+	runs
+	leases
+	reader
+	creator
+	updater
+	claimer
+	watcher
+	runWatcher
 }

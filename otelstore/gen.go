@@ -23,6 +23,7 @@ var parts = []struct{ field, iface, name string }{
 	{"updater", "BatchUpdater", "Updater"},
 	{"claimer", "BatchClaimer", "Claimer"},
 	{"watcher", "RunnableWatcher", "Watcher"},
+	{"runWatcher", "RunWatcher", "RunWatcher"},
 }
 
 func main() {

@@ -46,8 +46,8 @@ type Options struct {
 // Wrap returns store with every call traced. The result implements
 // exactly the optional interfaces store implements among
 // runstate.LeaseStore, runstate.LeaseReader, runstate.BatchCreator,
-// runstate.BatchUpdater, runstate.BatchClaimer and
-// runstate.RunnableWatcher, so that a type assertion on it tells the
+// runstate.BatchUpdater, runstate.BatchClaimer, runstate.RunnableWatcher
+// and runstate.RunWatcher, so that a type assertion on it tells the
 // truth; of a store without leases, it hides LeaseReader, BatchClaimer
 // and RunnableWatcher, which mean nothing without them. It also has Close() error, which closes store when store has
 // such a method and else does nothing. Other methods of store are hidden:
@@ -281,6 +281,19 @@ type watcher struct {
 func (s watcher) WatchRunnable(ctx context.Context, p runstate.WatchRunnableParams) (<-chan struct{}, error) {
 	_, span := s.t.start(ctx, "WatchRunnable")
 	ch, err := s.inner.WatchRunnable(ctx, p)
+	end(span, err)
+	return ch, err
+}
+
+// runWatcher traces runstate.RunWatcher as watcher does.
+type runWatcher struct {
+	inner runstate.RunWatcher
+	t     *tracer
+}
+
+func (s runWatcher) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	_, span := s.t.start(ctx, "WatchRun", run(p.RunID)...)
+	ch, err := s.inner.WatchRun(ctx, p)
 	end(span, err)
 	return ch, err
 }

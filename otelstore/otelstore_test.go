@@ -56,6 +56,11 @@ type (
 		runstate.Store
 		runstate.RunnableWatcher
 	}
+	// A run's watcher means something without leases (a console).
+	runsRunWatcher struct {
+		runstate.RunStateStore
+		runstate.RunWatcher
+	}
 	storeReaderClaimer struct {
 		runstate.Store
 		runstate.LeaseReader
@@ -75,12 +80,13 @@ func interfaces(s runstate.RunStateStore) map[string]bool {
 	_, updater := s.(runstate.BatchUpdater)
 	_, claimer := s.(runstate.BatchClaimer)
 	_, watcher := s.(runstate.RunnableWatcher)
+	_, runWatcher := s.(runstate.RunWatcher)
 	return map[string]bool{"LeaseStore": leases, "LeaseReader": reader && leases, "BatchCreator": creator, "BatchUpdater": updater,
-		"BatchClaimer": claimer && leases, "RunnableWatcher": watcher && leases}
+		"BatchClaimer": claimer && leases, "RunnableWatcher": watcher && leases, "RunWatcher": runWatcher}
 }
 
 func TestWrapShowsTheOptionalInterfacesOfTheStore(t *testing.T) {
-	for _, s := range []runstate.RunStateStore{runsOnly{}, runsBatches{}, storeWatcher{}, storeReaderClaimer{}, runsClaimer{},
+	for _, s := range []runstate.RunStateStore{runsOnly{}, runsBatches{}, storeWatcher{}, runsRunWatcher{}, storeReaderClaimer{}, runsClaimer{},
 		memorytest.Open(t, nil)} {
 		want := interfaces(s)
 		got := interfaces(otelstore.Wrap(s, otelstore.Options{}))

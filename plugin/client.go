@@ -271,6 +271,16 @@ func (c *Client) Watcher() runstate.RunnableWatcher {
 	return c.remote
 }
 
+// RunWatcher returns the plugin's store as a runstate.RunWatcher when the
+// plugin's store is one (it announces the writes of a run), else nil:
+// then followers of a run poll.
+func (c *Client) RunWatcher() runstate.RunWatcher {
+	if c.remote == nil || !c.info.WatchRun {
+		return nil
+	}
+	return c.remote
+}
+
 // Kill ends the plugin process and every process it started at once
 // (SIGKILL on Unix), as a crash would, and returns when the client has
 // seen it die: calls fail with runstate.ErrUnavailable until, with

@@ -19,6 +19,7 @@ import (
 	"github.com/runstate/runstate/internal/testsupport/etcdcluster"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/internal/testsupport/testlog"
+	"github.com/runstate/runstate/internal/testsupport/watchtest"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
@@ -94,7 +95,7 @@ func TestConformancePostgresPlugin(t *testing.T) {
 		schema := srv.NewSchemaName()
 		// Every handle names the schema; the first creates it, and the
 		// check's end drops it.
-		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8"},
+		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8", "notify_runs": "true"},
 			func() { srv.DropSchema(context.Background(), schema) }, nil
 	}))
 }
@@ -474,4 +475,20 @@ func TestARelaunchThatFailsToOpenSaysWhy(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A watch of one run crosses a plugin process: the memory plugin offers
+// it, and an update through the host wakes the host's watch.
+func TestARunWatchCrossesAPluginProcess(t *testing.T) {
+	c, err := plugin.Open(context.Background(), bin(t, memoryPkg), plugin.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := c.RunWatcher()
+	if w == nil {
+		t.Fatal("the memory plugin offers no run watch")
+	}
+	latency := watchtest.RunWakesOnUpdate(t, w, c.Store())
+	t.Logf("update to wake-up across the plugin process: %v", latency)
 }

@@ -28,7 +28,7 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 	if c.Name() == "memory" {
 		log.Warn("the plugin keeps runs in memory: they are lost when the plugin exits")
 	}
-	return &stores.Opened{Runs: c.Store(), Close: c.Close, Watch: c.Watcher()}, nil
+	return &stores.Opened{Runs: c.Store(), Close: c.Close, Watch: c.Watcher(), WatchRuns: c.RunWatcher()}, nil
 }
 
 // SchemeOpener returns the Opener of a plugin that serves a store of a

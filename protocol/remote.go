@@ -22,6 +22,9 @@ type StoreInfo struct {
 	// WatchRunnable: the server streams runnable notices (its store is a
 	// runstate.RunnableWatcher); a server older than them does not.
 	WatchRunnable bool
+	// WatchRun: the server streams the notices of a run's writes (its
+	// store is a runstate.RunWatcher); a server older than them does not.
+	WatchRun bool
 }
 
 // BatchCalls names the batch interfaces a server's store implements.
@@ -59,7 +62,7 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 	}
 	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases,
 		Batches:       BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases},
-		WatchRunnable: resp.WatchRunnable}, nil
+		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun}, nil
 }
 
 // RemoteOptions configure NewRemoteStore.
@@ -145,7 +148,7 @@ func (r *RemoteStore) Checked() runstate.RunStateStore {
 // Close ends a store Connect returned: calls in flight end, later calls
 // fail with runstate.ErrUnavailable. The connection stays open. A store
 // NewRemoteStore returned is closed by whoever gives its routes; Close
-// ends its watches (WatchRunnable).
+// ends its watches (WatchRunnable, WatchRun).
 func (r *RemoteStore) Close() error {
 	r.release()
 	if r.close != nil {

@@ -32,6 +32,9 @@ type ServiceOptions struct {
 	// Watcher announces the store's runnable runs (WatchRunnable); it
 	// defaults to the store when that is a runstate.RunnableWatcher.
 	Watcher runstate.RunnableWatcher
+	// RunWatcher announces the writes of the store's runs (WatchRun); it
+	// defaults to the store when that is a runstate.RunWatcher.
+	RunWatcher runstate.RunWatcher
 }
 
 // Service is the protocol's gRPC service over one store.
@@ -44,6 +47,8 @@ type Service struct {
 	store   runstate.RunStateStore
 	leases  runstate.LeaseStore
 	watcher runstate.RunnableWatcher // nil: the store announces nothing
+	// runWatch announces the writes of a run; nil: it announces nothing.
+	runWatch runstate.RunWatcher
 }
 
 // NewService returns the service of the store opts describes.
@@ -58,6 +63,10 @@ func NewService(opts ServiceOptions) *Service {
 		s.watcher = opts.Watcher
 		if s.watcher == nil {
 			s.watcher, _ = opts.Store.(runstate.RunnableWatcher)
+		}
+		s.runWatch = opts.RunWatcher
+		if s.runWatch == nil {
+			s.runWatch, _ = opts.Store.(runstate.RunWatcher)
 		}
 	}
 	return s
@@ -80,7 +89,7 @@ func (s *Service) Close() {
 			slog.Error("closing the store", "error", err)
 		}
 	}
-	s.store, s.leases, s.watcher = nil, nil, nil
+	s.store, s.leases, s.watcher, s.runWatch = nil, nil, nil, nil
 }
 
 // Open implements the protocol's Open: it opens the store (a shared one is
@@ -99,10 +108,11 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 		s.store = store
 		s.leases, _ = store.(runstate.LeaseStore)
 		s.watcher, _ = store.(runstate.RunnableWatcher)
+		s.runWatch, _ = store.(runstate.RunWatcher)
 	}
 	resp := batchCalls(s.store)
 	resp.Name, resp.Version, resp.Leases = s.info.Name, s.info.Version, s.leases != nil
-	resp.WatchRunnable = s.watcher != nil
+	resp.WatchRunnable, resp.WatchRun = s.watcher != nil, s.runWatch != nil
 	return resp, nil
 }
 

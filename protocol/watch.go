@@ -22,23 +22,39 @@ func (s *Service) WatchRunnable(_ *pb.WatchRunnableRequest, stream grpc.ServerSt
 	if err != nil {
 		return err
 	}
+	return serveWatch(stream, "runnable runs", runstate.WatchRunnableOf(w), &pb.RunnableNotice{})
+}
+
+// WatchRun implements the protocol's WatchRun for a store that is a
+// runstate.RunWatcher, as WatchRunnable does.
+func (s *Service) WatchRun(r *pb.WatchRunRequest, stream grpc.ServerStreamingServer[pb.RunNotice]) error {
+	w, err := s.runWatcher()
+	if err != nil {
+		return err
+	}
+	return serveWatch(stream, "run "+r.RunId, runstate.WatchRunOf(w, runstate.WatchRunParams{RunID: r.RunId}), &pb.RunNotice{})
+}
+
+// serveWatch is the body of both watches: notice once watch stands, then
+// at each of its values.
+func serveWatch[T any](stream grpc.ServerStreamingServer[T], what string, watch func(context.Context) (<-chan struct{}, error), notice *T) error {
 	ctx := stream.Context()
-	wake, err := w.WatchRunnable(ctx, runstate.WatchRunnableParams{})
+	wake, err := watch(ctx)
 	if err != nil {
 		return toStatus(err)
 	}
-	if err := stream.Send(&pb.RunnableNotice{}); err != nil {
+	if err := stream.Send(notice); err != nil {
 		return err
 	}
 	for range wake {
-		if err := stream.Send(&pb.RunnableNotice{}); err != nil {
+		if err := stream.Send(notice); err != nil {
 			return err
 		}
 	}
 	if ctx.Err() != nil {
 		return toStatus(ctx.Err())
 	}
-	return toStatus(runstate.Unavailable("the store stopped watching for runnable runs (closed?)", nil))
+	return toStatus(runstate.Unavailable("the store stopped watching "+what+" (closed?)", nil))
 }
 
 // runnableWatcher returns what announces the open store's runnable runs;
@@ -55,7 +71,24 @@ func (s *Service) runnableWatcher() (runstate.RunnableWatcher, error) {
 	return s.watcher, nil
 }
 
-var _ runstate.RunnableWatcher = (*RemoteStore)(nil)
+// runWatcher returns what announces the writes of the open store's runs;
+// a store without it is answered UNIMPLEMENTED, as an older server would.
+func (s *Service) runWatcher() (runstate.RunWatcher, error) {
+	if _, _, err := s.get(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.runWatch == nil {
+		return nil, status.Error(codes.Unimplemented, "the store does not announce the writes of a run (runstate.RunWatcher): poll")
+	}
+	return s.runWatch, nil
+}
+
+var (
+	_ runstate.RunnableWatcher = (*RemoteStore)(nil)
+	_ runstate.RunWatcher      = (*RemoteStore)(nil)
+)
 
 // WatchRunnable implements runstate.RunnableWatcher over the server's
 // WatchRunnable stream, when the server offers it (Info().WatchRunnable);
@@ -69,9 +102,32 @@ func (r *RemoteStore) WatchRunnable(ctx context.Context, _ runstate.WatchRunnabl
 	if !r.info.WatchRunnable {
 		return nil, runstate.InvalidArgument("watch", "%s does not announce runnable runs (its store is no runstate.RunnableWatcher, or the server predates them): poll", r.peer)
 	}
+	return watchRemote(ctx, r, func(ctx context.Context, c pb.RunStateStoreClient) (grpc.ServerStreamingClient[pb.RunnableNotice], error) {
+		return c.WatchRunnable(ctx, &pb.WatchRunnableRequest{})
+	})
+}
+
+// WatchRun implements runstate.RunWatcher over the server's WatchRun
+// stream, when the server offers it (Info().WatchRun), as WatchRunnable
+// does.
+func (r *RemoteStore) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	if !r.info.WatchRun {
+		return nil, runstate.InvalidArgument("watch", "%s does not announce the writes of a run (its store is no runstate.RunWatcher, or the server predates them): poll", r.peer)
+	}
+	return watchRemote(ctx, r, func(ctx context.Context, c pb.RunStateStoreClient) (grpc.ServerStreamingClient[pb.RunNotice], error) {
+		return c.WatchRun(ctx, &pb.WatchRunRequest{RunId: p.RunID})
+	})
+}
+
+// openStream opens one watch stream on a connection.
+type openStream[T any] func(ctx context.Context, c pb.RunStateStoreClient) (grpc.ServerStreamingClient[T], error)
+
+// watchRemote is the body of both remote watches: it opens the stream and
+// relays it, as WatchRunnable says.
+func watchRemote[T any](ctx context.Context, r *RemoteStore, open openStream[T]) (<-chan struct{}, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	stopWithStore := context.AfterFunc(r.done, cancel)
-	stream, end, err := r.watch(ctx)
+	stream, end, err := watchStream(ctx, r, open)
 	if err != nil {
 		stopWithStore()
 		cancel()
@@ -81,14 +137,14 @@ func (r *RemoteStore) WatchRunnable(ctx context.Context, _ runstate.WatchRunnabl
 	go func() {
 		defer stopWithStore()
 		defer cancel()
-		r.relay(ctx, stream, end, wake)
+		relayStream(ctx, r, open, stream, end, wake)
 	}()
 	return wake, nil
 }
 
-// watch opens the stream on the route r picks and waits for its first
-// notice, which says that the server watches; end ends the stream.
-func (r *RemoteStore) watch(ctx context.Context) (stream grpc.ServerStreamingClient[pb.RunnableNotice], end func(), err error) {
+// watchStream opens the stream on the route r picks and waits for its
+// first notice, which says that the server watches; end ends the stream.
+func watchStream[T any](ctx context.Context, r *RemoteStore, open openStream[T]) (stream grpc.ServerStreamingClient[T], end func(), err error) {
 	route, err := r.route()
 	if err != nil {
 		return nil, nil, err
@@ -99,7 +155,7 @@ func (r *RemoteStore) watch(ctx context.Context) (stream grpc.ServerStreamingCli
 		stop = context.AfterFunc(route.Life, cancel)
 	}
 	end = func() { stop(); cancel() }
-	if stream, err = route.Client.WatchRunnable(streamCtx, &pb.WatchRunnableRequest{}); err == nil {
+	if stream, err = open(streamCtx, route.Client); err == nil {
 		_, err = stream.Recv()
 	}
 	if err != nil {
@@ -109,9 +165,9 @@ func (r *RemoteStore) watch(ctx context.Context) (stream grpc.ServerStreamingCli
 	return stream, end, nil
 }
 
-// relay passes the stream's notices on to wake until ctx ends, watching
-// again when the stream breaks, as WatchRunnable says.
-func (r *RemoteStore) relay(ctx context.Context, stream grpc.ServerStreamingClient[pb.RunnableNotice], end func(), wake chan<- struct{}) {
+// relayStream passes the stream's notices on to wake until ctx ends,
+// watching again when the stream breaks, as WatchRunnable says.
+func relayStream[T any](ctx context.Context, r *RemoteStore, open openStream[T], stream grpc.ServerStreamingClient[T], end func(), wake chan<- struct{}) {
 	defer close(wake)
 	send := func() {
 		select {
@@ -136,7 +192,7 @@ func (r *RemoteStore) relay(ctx context.Context, stream grpc.ServerStreamingClie
 				return
 			case <-time.After(pause):
 			}
-			if stream, end, err = r.watch(ctx); err == nil {
+			if stream, end, err = watchStream(ctx, r, open); err == nil {
 				send()
 				break
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/internal/testsupport/watchtest"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -128,3 +129,31 @@ func TestAStoreWithoutNoticesIsPolled(t *testing.T) {
 		t.Fatalf("a watch of a server without it: %v", err)
 	}
 }
+
+// A run's notices cross the connection: an update of the watched run
+// wakes the client's watch, which ends with its context. A store without
+// them is not offered, and asked anyway the client says to poll.
+func TestRunNoticesCrossTheConnection(t *testing.T) {
+	store := memoryStore(t)
+	s := serveStore(t, store)
+	if !s.remote.Info().WatchRun {
+		t.Fatal("Open did not offer watching a run of a store that announces them")
+	}
+	latency := watchtest.RunWakesOnUpdate(t, s.remote, s.remote)
+	t.Logf("update to wake-up across the connection: %v", latency)
+	if _, err := s.remote.WatchRun(context.Background(), runstate.WatchRunParams{RunID: "no such id!"}); !errors.Is(err, runstate.ErrInvalidArgument) {
+		t.Errorf("watching a malformed run id: %v, want INVALID_ARGUMENT", err)
+	}
+
+	quiet := serveStore(t, withoutRunWatcher{store})
+	if quiet.remote.Info().WatchRun {
+		t.Fatal("Open offered watching a run of a store without it")
+	}
+	if _, err := quiet.remote.WatchRun(context.Background(), runstate.WatchRunParams{RunID: "r1"}); !errors.Is(err, runstate.ErrInvalidArgument) {
+		t.Fatalf("watching a run of a store without notices: %v", err)
+	}
+}
+
+// withoutRunWatcher hides the memory store's RunWatcher, as a store that
+// never had one.
+type withoutRunWatcher struct{ runstate.Store }

@@ -96,6 +96,9 @@ type Options struct {
 	// NotifyRunnable has a PostgreSQL store announce runnable runs to
 	// workers that watch it (docs/postgres.md).
 	NotifyRunnable bool
+	// NotifyRuns has a PostgreSQL store announce every write of a run to
+	// the run's watchers (runstate.RunWatcher), such as a console's pages.
+	NotifyRuns bool
 	// Hold says the process runs for long: a scheme whose store processes
 	// can share (the demo runner's Badger) holds it and shares it.
 	Hold bool
@@ -180,6 +183,9 @@ type Opened struct {
 	// runstate.RunnableWatcher itself (one across a plugin or a gateway
 	// that offers it); see Watcher.
 	Watch runstate.RunnableWatcher
+	// WatchRuns, when set, announces the writes of a run for a store that
+	// is not a runstate.RunWatcher itself; see RunWatcher.
+	WatchRuns runstate.RunWatcher
 }
 
 // Leases returns the same store with its leases, nil when it has none.
@@ -196,6 +202,17 @@ func (o *Opened) Watcher() runstate.RunnableWatcher {
 		return o.Watch
 	}
 	w, _ := o.Runs.(runstate.RunnableWatcher)
+	return w
+}
+
+// RunWatcher returns what announces the writes of a run (WatchRuns, else
+// the store when it is a runstate.RunWatcher), nil when nothing does:
+// then followers of a run poll.
+func (o *Opened) RunWatcher() runstate.RunWatcher {
+	if o.WatchRuns != nil {
+		return o.WatchRuns
+	}
+	w, _ := o.Runs.(runstate.RunWatcher)
 	return w
 }
 

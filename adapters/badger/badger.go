@@ -84,6 +84,10 @@ type storage struct {
 	locks runLocks
 
 	head queueHead
+
+	// notices wakes the watchers of the runs each commit wrote: one
+	// process owns the directory, so every write passes here.
+	notices driver.RunNotices
 }
 
 // Open opens (or creates) the store in opts.Dir. A directory another process
@@ -150,6 +154,14 @@ func (s *storage) checkSchema() error {
 	}))
 }
 
+var _ runstate.RunWatcher = (*Store)(nil)
+
+// WatchRun implements runstate.RunWatcher: every commit of this store
+// wakes the watchers of the runs it wrote.
+func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	return s.data.notices.WatchRun(ctx, p)
+}
+
 // Close stops garbage collection and closes the database; later calls
 // return runstate.ErrUnavailable. Close waits for calls in progress.
 func (s *Store) Close() error { return s.data.close() }
@@ -161,6 +173,7 @@ func (s *storage) close() error {
 		return nil
 	}
 	s.closed = true
+	s.notices.Close()
 	if s.stopGC != nil {
 		close(s.stopGC)
 		<-s.gcDone
@@ -201,10 +214,14 @@ func (s *storage) update(ctx context.Context, fn func(t *tx) error) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		t.written = t.written[:0]
 		err := s.db.Update(func(txn *bdb.Txn) error {
 			t.Txn = txn
 			return fn(t)
 		})
+		if err == nil {
+			s.notices.Notify(t.written...)
+		}
 		if !errors.Is(err, bdb.ErrConflict) || attempt == maxConflictRetries {
 			return interpretError(err)
 		}

@@ -81,6 +81,9 @@ type tx struct {
 	*bdb.Txn
 	head      *queueHead
 	inserting bool // holds head.inserting shared
+	// written are the runs the transaction writes, whose watchers its
+	// commit wakes (RunWatcher).
+	written []string
 }
 
 // setIndex writes an index key, keeping the queue head correct.

@@ -102,6 +102,7 @@ func write(txn *tx, cur storedRun, lease driver.LeaseState, c driver.Change) err
 	if c.Lease != nil {
 		nextLease = *c.Lease
 	}
+	txn.written = append(txn.written, next.Run.RunID)
 	if err := moveIndexes(txn, &kvindex.Indexed{Run: cur.Run, Lease: lease}, kvindex.Indexed{Run: next.Run, Lease: nextLease}); err != nil {
 		return err
 	}
@@ -147,6 +148,7 @@ func insert(txn *tx, r driver.InsertParams) error {
 		return err
 	}
 	next := storedRun{Run: r.Run}
+	txn.written = append(txn.written, r.Run.RunID)
 	if err := moveIndexes(txn, nil, kvindex.Indexed{Run: r.Run}); err != nil {
 		return err
 	}

@@ -33,6 +33,14 @@ type Store struct {
 	data *storage
 }
 
+var _ runstate.RunWatcher = (*Store)(nil)
+
+// WatchRun implements runstate.RunWatcher: every write of this store
+// wakes the run's watchers, within the process.
+func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	return s.data.notices.WatchRun(ctx, p)
+}
+
 // Open returns an empty store.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
@@ -56,6 +64,7 @@ func (s *Store) Close() error {
 	s.data.mu.Lock()
 	defer s.data.mu.Unlock()
 	s.data.closed, s.data.runs = true, nil
+	s.data.notices.Close()
 	return nil
 }
 
@@ -67,6 +76,8 @@ type storage struct {
 	mu     sync.Mutex
 	runs   map[string]*record
 	closed bool
+	// notices wakes the watchers of a run at each write (RunWatcher).
+	notices driver.RunNotices
 }
 
 var (
@@ -109,6 +120,7 @@ func (d *storage) Insert(_ context.Context, r driver.InsertParams) error {
 		return runstate.ErrAlreadyExists
 	}
 	d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
+	d.notices.Notify(r.Run.RunID)
 	return nil
 }
 
@@ -126,6 +138,7 @@ func (d *storage) InsertMany(_ context.Context, runs []driver.InsertParams) erro
 	}
 	for _, r := range runs {
 		d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
+		d.notices.Notify(r.Run.RunID)
 	}
 	return nil
 }
@@ -166,7 +179,12 @@ func (d *storage) current(r *record) driver.Current {
 	return driver.Current{Run: r.run, Lease: r.lease, LastSeq: int64(len(r.events)), Now: d.now()}
 }
 
+// apply writes c under the mutex; the watchers it wakes read the run
+// after the mutex is released, so they see the write.
 func (d *storage) apply(r *record, c driver.Change) {
+	if c.Run != nil || c.Lease != nil || len(c.Events) > 0 {
+		d.notices.Notify(r.run.RunID)
+	}
 	if c.Run != nil {
 		r.run = c.Run.Clone()
 	}

@@ -15,11 +15,15 @@ import (
 )
 
 // benchStore opens the adapter on a fresh schema for one benchmark run.
-func benchStore(b *testing.B) *postgres.Store {
+func benchStore(b *testing.B) *postgres.Store { return benchStoreNotifying(b, false) }
+
+// benchStoreNotifying is benchStore, announcing every write of a run
+// when notifyRuns is set (Options.NotifyRuns).
+func benchStoreNotifying(b *testing.B, notifyRuns bool) *postgres.Store {
 	b.Helper()
 	srv := sqltest.Postgres.Find(b)
 	s, err := postgres.Open(context.Background(), postgres.Options{DSN: srv.DSN(), Schema: srv.NewSchemaName(), ScratchSchema: true,
-		MaxOpenConns: 40, Logger: quiet})
+		MaxOpenConns: 40, NotifyRuns: notifyRuns, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,6 +38,19 @@ func BenchmarkCASUpdate(b *testing.B) {
 		for _, impl := range []string{"adapter", "handwritten"} {
 			b.Run(fmt.Sprintf("%s/conc=%d", impl, par), func(b *testing.B) {
 				casUpdates(b, benchStore(b), par, impl)
+			})
+		}
+	}
+}
+
+// BenchmarkCASUpdateNotifyingRuns: the adapter's transitions without
+// and with Options.NotifyRuns, whose trigger sends a NOTIFY per write and
+// whose commits take the notification queue's lock one at a time.
+func BenchmarkCASUpdateNotifyingRuns(b *testing.B) {
+	for _, par := range []int{1, 8, 32} {
+		for _, notify := range []bool{false, true} {
+			b.Run(fmt.Sprintf("notify_runs=%v/conc=%d", notify, par), func(b *testing.B) {
+				casUpdates(b, benchStoreNotifying(b, notify), par, "adapter")
 			})
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,13 @@ type Options struct {
 	// transactions that notify one at a time; so it is off by default, and
 	// on for processes whose submissions idle workers should see at once.
 	NotifyRunnable bool
+	// NotifyRuns makes this store announce, with NOTIFY, every write of a
+	// run, to the watchers of that run in Store.WatchRun (on any handle of
+	// the same schema): an operator's console follows runs without
+	// polling. It costs what NotifyRunnable costs, on every write; so it is
+	// off by default, and on for processes whose runs someone follows. (It
+	// sets the session's runstate.notify_runs, which a trigger reads.)
+	NotifyRuns bool
 	// Logger receives the adapter's messages; defaults to slog.Default().
 	Logger *slog.Logger
 	// Clock, when set, replaces the database clock. Tests use it to move time
@@ -97,6 +105,13 @@ type Store struct {
 	// closing ends when the store is closed, and with it every watch.
 	closing context.Context
 	stop    context.CancelFunc
+	// runNotices hands the writes of runs that runListener hears to the
+	// watches of WatchRun.
+	runNotices  driver.RunNotices
+	runListener struct {
+		sync.Mutex
+		started bool
+	}
 }
 
 // schemaName is what Options.Schema may be: a name that needs no quoting
@@ -149,6 +164,9 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 	}
 	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(stalled.Milliseconds(), 10)
+	}
+	if opts.NotifyRuns {
+		cfg.RuntimeParams[notifyRunsSetting] = "on"
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 5 * time.Second // a server that is down fails fast

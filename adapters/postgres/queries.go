@@ -68,7 +68,7 @@ var (
 	// payload names the schema, so that a database's schemas stay apart.
 	// The notice is sent at commit, once per transaction.
 	qNotifyRunnable = `SELECT pg_notify('` + runnableChannel + `', current_schema())`
-	qListen         = `LISTEN ` + runnableChannel
+	qListen         = `LISTEN ` // and the channel
 	qCurrentSchema  = `SELECT current_schema()`
 
 	qDeleteLabels = numbered(`DELETE FROM runstate_labels WHERE run_id = ?`)

@@ -15,13 +15,13 @@ import (
 // A PostgreSQL store opens by the name "postgres:DSN", "postgresql:DSN" or
 // a bare postgres://… URL (stores.Open), with the settings schema,
 // max_open_conns, scratch_schema=true (the store creates the schema, which
-// must not exist, and drops it when it closes) and notify_runnable=true
-// (docs/postgres.md).
+// must not exist, and drops it when it closes), notify_runnable=true and
+// notify_runs=true (docs/postgres.md).
 func init() {
 	stores.Register(stores.Scheme{
 		Name: "postgres", Aliases: []string{"postgresql"},
 		Arg: "DSN", ArgMeans: "a DSN", Example: "postgres:postgres://user@host:5432/database",
-		Settings: []string{"schema", "max_open_conns", "scratch_schema", "notify_runnable"},
+		Settings: []string{"schema", "max_open_conns", "scratch_schema", "notify_runnable", "notify_runs"},
 		Check: func(name stores.Name) error {
 			if _, err := pgx.ParseConfig(dsnOf(name)); err != nil {
 				// Not shown: a DSN that does not parse may hide a password anywhere.
@@ -58,6 +58,9 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 		return nil, err
 	}
 	if o.NotifyRunnable, err = opts.BoolSetting("notify_runnable", opts.NotifyRunnable); err != nil {
+		return nil, err
+	}
+	if o.NotifyRuns, err = opts.BoolSetting("notify_runs", opts.NotifyRuns); err != nil {
 		return nil, err
 	}
 	s, err := Open(ctx, o)

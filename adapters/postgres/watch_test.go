@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -29,6 +30,36 @@ func drain(wake <-chan struct{}) {
 	select {
 	case <-wake:
 	default:
+	}
+}
+
+// endListening ends the sessions that listen on channel, as a lost
+// connection would.
+func endListening(t *testing.T, s *postgres.Store, channel string) {
+	t.Helper()
+	var ended int
+	if err := s.DB().GetContext(context.Background(), &ended, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'runstate' AND query = $1`, "LISTEN "+channel); err != nil || ended == 0 {
+		t.Fatalf("ended %d listening sessions: %v", ended, err)
+	}
+}
+
+// hearsAgain writes until wake hears a write: the watch listens again
+// after its connection was lost (reconnecting takes a pause).
+func hearsAgain(t *testing.T, wake <-chan struct{}, write func()) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		drain(wake)
+		write()
+		select {
+		case <-wake:
+			return
+		case <-time.After(500 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the watch never listened again")
+			}
+		}
 	}
 }
 
@@ -81,27 +112,13 @@ func TestWatchRunnableHearsOtherHandles(t *testing.T) {
 
 	// The listening connection is ended: the watcher says so with a notice,
 	// connects again, and hears the next run.
-	var ended int
-	if err := writer.DB().GetContext(ctx, &ended, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = 'runstate' AND query = 'LISTEN runstate_runnable'`); err != nil || ended == 0 {
-		t.Fatalf("ended %d listening sessions: %v", ended, err)
-	}
+	endListening(t, writer, "runstate_runnable")
 	woken(t, wake, "the lost connection")
-	deadline := time.Now().Add(20 * time.Second)
-	for heard := false; !heard; {
-		drain(wake)
+	hearsAgain(t, wake, func() {
 		if _, err := writer.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-wake:
-			heard = true
-		case <-time.After(500 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the watcher never listened again")
-			}
-		}
-	}
+	})
 
 	stop()
 	for range wake { // closed when its context ends
@@ -139,5 +156,83 @@ func TestOnlyRunnableChangesAreAnnounced(t *testing.T) {
 	case <-wake:
 		t.Fatal("a notice for a write that changed nothing claimable")
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// A run's watcher on one handle hears the writes of that run by another
+// handle with NotifyRuns (a create, an update, a claim), and ends with its
+// context; a writer without NotifyRuns announces nothing, and the same
+// run id in another schema is another run.
+func TestWatchRunHearsTheRunsWrites(t *testing.T) {
+	srv, schema := freshSchema(t)
+	_, other := freshSchema(t)
+	ctx := context.Background()
+	writer := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema, NotifyRuns: true})
+	elsewhere := open(t, postgres.Options{DSN: srv.DSN(), Schema: other, NotifyRuns: true})
+	quiet := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
+	watcher := open(t, postgres.Options{DSN: srv.DSN(), Schema: schema})
+	if _, err := watcher.WatchRun(ctx, runstate.WatchRunParams{RunID: "not a run id"}); !errors.Is(err, runstate.ErrInvalidArgument) {
+		t.Fatalf("a malformed run id: %v, want INVALID_ARGUMENT", err)
+	}
+	const id = "watched-run"
+	watchCtx, stop := context.WithCancel(ctx)
+	wake, err := watcher.WatchRun(watchCtx, runstate.WatchRunParams{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := elsewhere.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := writer.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "the run created by another handle")
+	drain(wake)
+	if _, err := quiet.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: string(runstate.StatusRunning), Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+		t.Error("a writer without NotifyRuns woke the watcher")
+	case <-time.After(300 * time.Millisecond):
+	}
+	run, err = writer.GetRun(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Status: string(runstate.StatusWaiting), Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, wake, "the run updated by another handle")
+
+	// A second watch of the same run shares the listening connection.
+	second, err := watcher.WatchRun(watchCtx, runstate.WatchRunParams{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listening int
+	if err := writer.DB().GetContext(ctx, &listening, `SELECT COUNT(*) FROM pg_stat_activity
+		WHERE application_name = 'runstate' AND query = 'LISTEN runstate_run'`); err != nil || listening != 1 {
+		t.Fatalf("%d connections listen for the writes of runs (%v), want the one the watches share", listening, err)
+	}
+	// The listening connection is ended: both watches wake, and the
+	// listener connects again and hears the next write.
+	drain(wake)
+	endListening(t, writer, "runstate_run")
+	woken(t, wake, "the lost connection")
+	woken(t, second, "the lost connection, the second watch")
+	hearsAgain(t, second, func() {
+		if run, err = writer.GetRun(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := writer.UpdateRun(ctx, runstate.UpdateRunParams{RunID: id, ExpectedVersion: run.Version, Message: ptr("again")}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	stop()
+	for range wake {
+	}
+	for range second {
 	}
 }

@@ -176,6 +176,7 @@ type app struct {
 	runs       runstate.RunStateStore
 	leases     runstate.Store           // the same store with its leases; nil when it has none
 	watcher    runstate.RunnableWatcher // announces runnable runs; nil: workers poll
+	runWatcher runstate.RunWatcher      // announces a run's writes; nil: the console polls
 	owner      runstate.Owner
 	tracker    *tracker.Tracker
 	operator   tracker.Operator
@@ -187,6 +188,8 @@ type app struct {
 	stdout     io.Writer
 	closers    []func() error
 	liveEvery  time.Duration // how often serve's live streams read the store
+	// livePollOnly: serve's live streams ignore the store's change streams.
+	livePollOnly bool
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {
@@ -247,6 +250,7 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 		return nil, storeError(err)
 	}
 	a.watcher = st.Watcher() // of the store as opened: the spans' wrapper keeps no watch
+	a.runWatcher = st.RunWatcher()
 	if traces.Enabled {
 		st.Runs = otelstore.Wrap(st.Runs, otelstore.Options{System: tracing.DBSystem(stores.Parse(g.storeName).Scheme)})
 	}

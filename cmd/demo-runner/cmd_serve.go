@@ -36,5 +36,6 @@ token sees, an operator's token also cancels, signals and retries.`,
 	f.StringVar(&o.serve.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
 	f.StringVar(&o.serve.tokensFile, "tokens-file", "", "principals and their token hashes (the gateway's tokens file); required off loopback")
 	f.DurationVar(&o.serve.liveEvery, "live-every", time.Second, "how often the console's live streams read the store")
+	f.BoolVar(&o.serve.livePollOnly, "live-poll-only", false, "the console's live streams poll every --live-every alone, without the store's change streams")
 	return cmd
 }

@@ -105,10 +105,12 @@ func (a *app) lease(ctx context.Context, runID string) (leaseView, error) {
 
 // runEvents streams a run as server-sent events: an event "run" with the
 // snapshot, its lease and the seq of its last audit event whenever one of
-// them changed, read from the store every liveEvery. (The seq moves without
-// the version when a write to a finished run is rejected.) Delivery is at
-// least once: the first event is the current state, a reconnecting client
-// gets it again, and the store stays the truth.
+// them changed, read from the store soon after each write of the run when
+// the store announces them (runstate.RunWatcher), and every liveEvery in
+// any case. (The seq moves without the version when a write to a
+// finished run is rejected.) Delivery is at least once: the first event
+// is the current state, a reconnecting client gets it again, and the
+// store stays the truth.
 func (a *app) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := a.runs.GetRun(r.Context(), id); err != nil {
@@ -116,7 +118,7 @@ func (a *app) runEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var auditSeq int64
-	a.stream(w, r, func(ctx context.Context) (string, any, error) {
+	a.stream(w, r, liveWatch{what: "run " + id, watch: runstate.WatchRunOf(a.runWatcher, runstate.WatchRunParams{RunID: id})}, func(ctx context.Context) (string, any, error) {
 		run, err := a.runs.GetRun(ctx, id)
 		if err != nil {
 			return "", nil, err
@@ -142,8 +144,9 @@ const recountEvery = 5 * time.Second
 
 // listEvents streams GET /runs's page and GET /counts's counts for the
 // same query, as an event "runs" whenever either changed. The page is read
-// every liveEvery; the counts when the page changed, else every
-// recountEvery at most.
+// every liveEvery, and at once when the store announces a run that became
+// runnable (a submission; runstate.RunnableWatcher); the counts when the
+// page changed, else every recountEvery at most.
 func (a *app) listEvents(w http.ResponseWriter, r *http.Request) {
 	p, err := listParams(r)
 	if err != nil {
@@ -153,7 +156,7 @@ func (a *app) listEvents(w http.ResponseWriter, r *http.Request) {
 	var lastPage []byte
 	var counts runCounts
 	var counted time.Time
-	a.stream(w, r, func(ctx context.Context) (string, any, error) {
+	a.stream(w, r, liveWatch{what: "runnable runs", watch: runstate.WatchRunnableOf(a.watcher)}, func(ctx context.Context) (string, any, error) {
 		page, err := a.runs.ListRuns(ctx, p)
 		if err != nil {
 			return "", nil, err
@@ -170,10 +173,19 @@ func (a *app) listEvents(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// liveWatch is the change stream a live stream follows besides polling.
+type liveWatch struct {
+	what  string                                         // in the log
+	watch func(context.Context) (<-chan struct{}, error) // nil: the store has none
+}
+
 // stream sends what read returns as server-sent events, each time it
-// differs from the last one sent, until the client goes away. A failed
-// read is sent as an event "problem" (the problem JSON) and retried.
-func (a *app) stream(w http.ResponseWriter, r *http.Request, read func(context.Context) (string, any, error)) {
+// differs from the last one sent, until the client goes away: it reads at
+// each wake-up of the store's change stream (lw) and every liveEvery
+// (runstate.Follow). The header Runstate-Live says which, for the page's
+// status. A failed read is sent as an event "problem" (the problem JSON)
+// and retried.
+func (a *app) stream(w http.ResponseWriter, r *http.Request, lw liveWatch, read func(context.Context) (string, any, error)) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		a.problem(w, r, http.StatusInternalServerError, codeInternal, "this connection cannot stream")
@@ -183,15 +195,29 @@ func (a *app) stream(w http.ResponseWriter, r *http.Request, read func(context.C
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	every := a.liveEvery
 	if every <= 0 {
 		every = time.Second
 	}
+	if a.livePollOnly {
+		lw.watch = nil
+	}
+	following := runstate.Follow(r.Context(), runstate.FollowParams{Watch: lw.watch, Poll: every})
+	live := "polling every " + every.String()
+	switch {
+	case following.Watching:
+		live = "watching" // and polling, as a safety net
+	case following.WatchErr != nil:
+		a.log.Warn("cannot watch the store; the console polls", "watch", lw.what, "every", every, "error", following.WatchErr)
+	}
+	a.log.Debug("console live stream", "path", r.URL.Path, "live", live, "watch", lw.what, "every", every)
+	h.Set("Runstate-Live", live)
+	w.WriteHeader(http.StatusOK)
 	var last []byte
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	quietSince := time.Now()
+	// A comment now and then keeps proxies from closing an idle stream,
+	// however rarely the store is read.
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
 	for {
 		event, v, err := read(r.Context())
 		var data []byte
@@ -205,25 +231,31 @@ func (a *app) stream(w http.ResponseWriter, r *http.Request, read func(context.C
 		} else {
 			data, _ = json.Marshal(v)
 		}
-		switch {
-		case !bytes.Equal(data, last):
+		if !bytes.Equal(data, last) {
 			if _, err := w.Write([]byte("event: " + event + "\ndata: " + string(data) + "\n\n")); err != nil {
 				return
 			}
-			last, quietSince = data, time.Now()
-			flusher.Flush()
-		case time.Since(quietSince) >= 15*time.Second:
-			// A comment now and then keeps proxies from closing an idle stream.
-			if _, err := w.Write([]byte(": still here\n\n")); err != nil {
-				return
-			}
-			quietSince = time.Now()
+			last = data
 			flusher.Flush()
 		}
-		select {
-		case <-r.Context().Done():
+		if !a.awaitWake(w, flusher, following.Wake, keepAlive.C) {
 			return
-		case <-tick.C:
+		}
+	}
+}
+
+// awaitWake waits for the next wake-up of a live stream, writing a comment
+// at each keepAlive meanwhile; false when the stream is over.
+func (a *app) awaitWake(w http.ResponseWriter, flusher http.Flusher, wake <-chan struct{}, keepAlive <-chan time.Time) bool {
+	for {
+		select {
+		case _, open := <-wake:
+			return open // closed: the client went away
+		case <-keepAlive:
+			if _, err := w.Write([]byte(": still here\n\n")); err != nil {
+				return false
+			}
+			flusher.Flush()
 		}
 	}
 }

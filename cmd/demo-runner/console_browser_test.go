@@ -78,6 +78,13 @@ type consoleServer struct {
 
 func startConsole(t *testing.T, liveEvery time.Duration) *consoleServer {
 	t.Helper()
+	return startConsoleWith(t, serveOptions{liveEvery: liveEvery})
+}
+
+// startConsoleWith is startConsole with serve's options; it sets the
+// address and the tokens file.
+func startConsoleWith(t *testing.T, o serveOptions) *consoleServer {
+	t.Helper()
 	dir := t.TempDir()
 	g := globals{storeName: "badger:" + filepath.Join(dir, "store"), dataDir: dir, policy: "interrupt", logLevel: "info",
 		lease: 30 * time.Second, notifyAttempts: 1, pluginConfig: kvFlag{}, workerID: "console-test"}
@@ -94,7 +101,7 @@ func startConsole(t *testing.T, liveEvery time.Duration) *consoleServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := serveOptions{addr: lis.Addr().String(), tokensFile: writeTokens(t, dir), liveEvery: liveEvery}
+	o.addr, o.tokensFile = lis.Addr().String(), writeTokens(t, dir)
 	served := make(chan error, 1)
 	go func() { served <- a.serveListener(ctx, o, lis) }()
 	t.Cleanup(func() {
@@ -237,7 +244,9 @@ func TestConsoleCancelsWithAReasonAndShowsRefusals(t *testing.T) {
 	ctx := browser(t)
 	// The page is refreshed once an hour: an out-of-band change stays
 	// unseen, so that the page offers an action the store then refuses.
-	srv := startConsole(t, time.Hour)
+	// The page must stay as it was when someone else cancels, to offer the
+	// cancel the store then refuses: an hour's poll, and no watch.
+	srv := startConsoleWith(t, serveOptions{liveEvery: time.Hour, livePollOnly: true})
 	bg := context.Background()
 	wf := writeWorkflow(t, "name: deploy\nsteps:\n  - name: build\n    type: shell\n    command: echo built\n")
 	first, err := srv.a.tracker.Create(bg, runstate.CreateRunParams{WorkflowName: "deploy", Labels: map[string]string{"team": "web", labelWorkflowFile: wf}})
@@ -528,4 +537,72 @@ func TestConsoleRunPageWeightAndFirstPaint(t *testing.T) {
 	}
 	t.Logf("run page, 50 steps and 1,000 audit events: %d requests, %.0f KiB; first paint %.0f ms, first contentful paint %.0f ms, run rendered %.0f ms",
 		m.Requests, float64(m.Bytes)/1024, m.FirstPaint, m.FirstContentfulPaint, m.Rendered)
+}
+
+// With polling every 10 minutes, a run page follows the run's writes
+// only through the store's watch (Badger's in-process notices): each
+// update shows on the page within seconds, and the page's status says it
+// watches, and so does a cancel by another demo-runner process. With
+// watching off (--live-poll-only) the same page stays as it was. The time from each update's call to the page's change is
+// measured in the page and logged.
+func TestConsoleRunPageUpdatesByWatching(t *testing.T) {
+	for _, watching := range []bool{true, false} {
+		name := map[bool]string{true: "watching", false: "watching off"}[watching]
+		t.Run(name, func(t *testing.T) {
+			ctx := browser(t)
+			srv := startConsoleWith(t, serveOptions{liveEvery: 10 * time.Minute, livePollOnly: !watching})
+			run, err := srv.a.runs.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "watched"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			signIn(t, ctx, srv.url, operatorToken)
+			do(t, ctx, "open the run", goTo("#/runs/"+run.RunID))
+			until(t, ctx, "the run shows queued", statusIs("queued"))
+			live := get(t, ctx, "read the live status", chromedp.Evaluate[string](`document.querySelector("#live").textContent`))
+			if want := map[bool]string{true: "live, watching", false: "polling every 10m0s"}[watching]; !strings.Contains(live, want) ||
+				(!watching && strings.Contains(live, "watching")) {
+				t.Fatalf("the page's live status says %q, want it to say %q", live, want)
+			}
+			// The page notes when #run-status shows the status it waits for.
+			do(t, ctx, "observe the status", chromedp.Evaluate[chromedp.Void](`window.sameDocument = true;
+				window.awaited = ""; window.shownAt = 0;
+				new MutationObserver(() => {
+					if (!window.shownAt && window.awaited && document.querySelector("#run-status")?.textContent === window.awaited) window.shownAt = Date.now();
+				}).observe(document.querySelector("main"), {subtree: true, childList: true, characterData: true}); undefined`))
+			next := map[runstate.RunStatus]runstate.RunStatus{runstate.StatusQueued: runstate.StatusRunning,
+				runstate.StatusRunning: runstate.StatusWaiting, runstate.StatusWaiting: runstate.StatusRunning}
+			var latencies []time.Duration
+			for range map[bool]int{true: 5, false: 1}[watching] {
+				to := next[run.Status]
+				do(t, ctx, "await "+string(to), chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`window.awaited = %q; window.shownAt = 0; undefined`, to)))
+				began := time.Now()
+				if run, err = srv.a.runs.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version,
+					Status: string(to), Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "console-test"}}); err != nil {
+					t.Fatal(err)
+				}
+				if !watching {
+					// Only a poll, ten minutes away, would show it.
+					time.Sleep(5 * time.Second)
+					if shown := get(t, ctx, "read the status", chromedp.Evaluate[string](`document.querySelector("#run-status").textContent`)); shown != "queued" {
+						t.Fatalf("with watching off and a 10m poll the page shows %q, want it still queued", shown)
+					}
+					return
+				}
+				until(t, ctx, "the run shows "+string(to), statusIs(string(to))+` && window.shownAt > 0`)
+				shownAt := get(t, ctx, "read when", chromedp.Evaluate[int64](`window.shownAt`))
+				latencies = append(latencies, time.UnixMilli(shownAt).Sub(began))
+			}
+			// Another process's write (a demo-runner command, through the
+			// socket of serve, which holds the directory) wakes it too.
+			do(t, ctx, "await canceled", chromedp.Evaluate[chromedp.Void](`window.awaited = "canceled"; window.shownAt = 0; undefined`))
+			if _, errOut, code := demo(t, append(srv.global(), "cancel", run.RunID, "--reason", "from another process")...); code != 0 {
+				t.Fatalf("cancel: exit %d\n%s", code, errOut)
+			}
+			until(t, ctx, "the run shows canceled", statusIs("canceled"))
+			if !get(t, ctx, "check the page was not reloaded", chromedp.Evaluate[bool](`window.sameDocument === true`)) {
+				t.Error("the page was reloaded")
+			}
+			t.Logf("update to page change, watching with a 10m poll: %v", latencies)
+		})
+	}
 }

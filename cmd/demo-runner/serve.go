@@ -309,10 +309,20 @@ func (a *app) serveListener(ctx context.Context, o serveOptions, lis net.Listene
 	if tlsConf != nil {
 		lis, scheme = tls.NewListener(lis, tlsConf), "https"
 	}
-	a.liveEvery = o.liveEvery
+	a.liveEvery, a.livePollOnly = o.liveEvery, o.livePollOnly
 	a.log.Info("serving", "addr", lis.Addr().String(), "console", scheme+"://"+lis.Addr().String()+"/ui/",
-		"credentials", g.tokens != nil)
+		"credentials", g.tokens != nil, "live_runs", a.liveMode(a.runWatcher != nil), "live_list", a.liveMode(a.watcher != nil), "live_every", a.liveEvery)
 	return a.serveOn(ctx, lis, a.guardedHandler(g))
+}
+
+// liveMode says how the console's live pages follow the store: "watch"
+// when it announces changes (and polling too, as a safety net), else
+// "poll".
+func (a *app) liveMode(announces bool) string {
+	if announces && !a.livePollOnly {
+		return "watch"
+	}
+	return "poll"
 }
 
 // serveOn answers h on lis until ctx ends.

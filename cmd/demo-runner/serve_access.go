@@ -16,6 +16,9 @@ import (
 type serveOptions struct {
 	addr, tlsCert, tlsKey, tokensFile string
 	liveEvery                         time.Duration
+	// livePollOnly: the console's live streams poll alone, even on a store
+	// that announces its changes.
+	livePollOnly bool
 }
 
 // check refuses, before anything listens, a serve that would expose the

@@ -23,8 +23,8 @@ func openStore(ctx context.Context, g globals, log *slog.Logger, hold bool) (*st
 		// max_connections (docs/mysql.md). On PostgreSQL submissions and
 		// releases wake idle workers (LISTEN/NOTIFY).
 		MaxOpenConns:   4,
-		NotifyRunnable: true,
-		Hold:           hold,
+		NotifyRunnable: true, NotifyRuns: true,
+		Hold: hold,
 		// A plugin that dies is started again, so that a worker outlives it.
 		Plugin: stores.PluginOptions{Config: g.pluginConfig, Relaunch: true},
 		// A gateway's token comes from its file or the environment, never

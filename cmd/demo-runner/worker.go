@@ -64,15 +64,17 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 	}
 	// A store that announces runnable runs wakes the worker at once; it
 	// still polls, for leases that expire and notices that get lost.
-	var wake <-chan struct{}
+	var watch func(context.Context) (<-chan struct{}, error)
+	if !p.Once {
+		watch = runstate.WatchRunnableOf(a.watcher)
+	}
+	following := runstate.Follow(ctx, runstate.FollowParams{Watch: watch, Poll: p.Poll})
 	wakeups := "poll"
-	if a.watcher != nil && !p.Once {
-		ch, err := a.watcher.WatchRunnable(ctx, runstate.WatchRunnableParams{})
-		if err != nil {
-			a.log.Warn("cannot watch the store for runnable runs; polling only", "error", err)
-		} else {
-			wake, wakeups = ch, "notify and poll"
-		}
+	switch {
+	case following.Watching:
+		wakeups = "notify and poll"
+	case following.WatchErr != nil:
+		a.log.Warn("cannot watch the store for runnable runs; polling only", "error", following.WatchErr)
 	}
 	a.log.Info("worker started", "owner", a.owner.String(), "lease", a.g.lease, "renew", a.g.renew, "statuses", p.Statuses,
 		"poll", p.Poll, "wakeups", wakeups, "slots", p.Slots)
@@ -88,12 +90,8 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 	idle := func() {
 		select {
 		case <-ctx.Done():
-		case <-time.After(p.Poll):
 		case <-s.freed:
-		case _, open := <-wake:
-			if !open {
-				wake = nil // the watch ended: poll only
-			}
+		case <-following.Wake:
 		}
 	}
 	for ctx.Err() == nil {

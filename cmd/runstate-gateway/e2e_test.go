@@ -20,6 +20,7 @@ import (
 	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
+	"github.com/runstate/runstate/internal/testsupport/watchtest"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
 
@@ -57,6 +58,7 @@ var fleetTokens = map[string]struct {
 	"worker-a":   {gateway.RoleWorker, "secret-of-worker-a"},
 	"worker-b":   {gateway.RoleWorker, "secret-of-worker-b"},
 	"operator-o": {gateway.RoleOperator, "secret-of-the-operator"},
+	"reader-r":   {gateway.RoleReader, "secret-of-the-reader"},
 }
 
 func (f *fleet) writeTokens(without string) {
@@ -130,13 +132,19 @@ func (f *fleet) second() string {
 
 func (f *fleet) dialAt(addr, name string) runstate.Store {
 	f.t.Helper()
+	return f.client(addr, name).Store().(runstate.Store)
+}
+
+// client dials the gateway at addr as name.
+func (f *fleet) client(addr, name string) *gateway.Client {
+	f.t.Helper()
 	c, err := gateway.Dial(context.Background(), addr, gateway.Options{Token: fleetTokens[name].token,
 		TLS: &tls.Config{RootCAs: f.ca.Pool, Certificates: []tls.Certificate{f.clients}}})
 	if err != nil {
 		f.t.Fatalf("dial as %s: %v", name, err)
 	}
 	f.t.Cleanup(func() { c.Close() })
-	return c.Store().(runstate.Store)
+	return c
 }
 
 // Two workers on different principals run a queue of runs through one
@@ -555,5 +563,28 @@ func TestADemoWorkerBehindTheGatewayWakesOnSubmit(t *testing.T) {
 	if trail[1].To != runstate.StatusRunning || trail[1].Actor.ID != "worker-a" || took > 100*time.Millisecond {
 		b, _ := os.ReadFile(logPath)
 		t.Fatalf("the first write after the submit, %v later: %+v, want worker-a's start within 100 ms\n%s", took, trail[1], b)
+	}
+}
+
+// A reader watches a run through a gateway process, on a store the
+// gateway owns (Badger: in-process notices) and on one it shares
+// (PostgreSQL: LISTEN/NOTIFY): an operator's update of the run wakes the
+// watch.
+func TestAReaderWatchesARunThroughAGatewayProcess(t *testing.T) {
+	for name, store := range map[string]func(t *testing.T) func(string) string{
+		"badger": func(*testing.T) func(string) string {
+			return func(dir string) string { return "badger:" + filepath.Join(dir, "store") }
+		},
+		"postgres": func(t *testing.T) func(string) string { return func(string) string { return postgresStore(t) } },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFleetOn(t, store(t))
+			w := f.client(f.addr, "reader-r").RunWatcher()
+			if w == nil {
+				t.Fatal("the gateway offers its reader no run watch")
+			}
+			latency := watchtest.RunWakesOnUpdate(t, w, f.dial("operator-o"))
+			t.Logf("update to wake-up through the gateway process on %s: %v", name, latency)
+		})
 	}
 }

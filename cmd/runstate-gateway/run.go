@@ -91,13 +91,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// directory is held, not shared; a plugin that dies is started again.
 	// On PostgreSQL its clients' submissions and releases wake watching
 	// workers (LISTEN/NOTIFY), its own clients' and any other handle's.
-	opened, err := stores.Open(ctx, f.storeName, stores.Options{Logger: log, NotifyRunnable: true,
+	opened, err := stores.Open(ctx, f.storeName, stores.Options{Logger: log, NotifyRunnable: true, NotifyRuns: true,
 		Plugin: stores.PluginOptions{Relaunch: true}})
 	if err != nil {
 		return err
 	}
 	defer opened.Close()
-	opts.Store, opts.Watcher = opened.Runs, opened.Watcher()
+	opts.Store, opts.Watcher, opts.RunWatcher = opened.Runs, opened.Watcher(), opened.RunWatcher()
 	if traces.Enabled {
 		// The store calls the gateway makes for its callers, as children
 		// of their calls' server spans.

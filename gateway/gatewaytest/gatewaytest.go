@@ -137,6 +137,9 @@ type harness struct {
 
 func (h *harness) Store() runstate.RunStateStore { return h.first }
 
+// RunWatcher implements conformance.RunWatching: the first handle's.
+func (h *harness) RunWatcher() runstate.RunWatcher { return h.clients[0].RunWatcher() }
+
 func (h *harness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
 	c, err := gateway.Dial(ctx, h.addr, h.setup.Dial)
 	if err != nil {

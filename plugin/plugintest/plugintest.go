@@ -182,6 +182,9 @@ func (h *processHarness) EndFault(ctx context.Context) error {
 }
 
 func (h *processHarness) Store() runstate.RunStateStore { return h.first.Store() }
+
+// RunWatcher implements conformance.RunWatching.
+func (h *processHarness) RunWatcher() runstate.RunWatcher { return h.first.RunWatcher() }
 func (h *processHarness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
 	c, err := h.start(ctx)
 	if err != nil {
@@ -268,6 +271,9 @@ type inProcessHarness struct {
 }
 
 func (h *inProcessHarness) Store() runstate.RunStateStore { return h.Client.Store() }
+
+// RunWatcher implements conformance.RunWatching.
+func (h *inProcessHarness) RunWatcher() runstate.RunWatcher { return h.Client.RunWatcher() }
 func (h *inProcessHarness) OpenHandle(context.Context) (runstate.RunStateStore, error) {
 	return h.Client.Store(), nil
 }

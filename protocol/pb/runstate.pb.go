@@ -87,6 +87,8 @@ type OpenResponse struct {
 	ClaimRuns  bool `protobuf:"varint,6,opt,name=claim_runs,json=claimRuns,proto3" json:"claim_runs,omitempty"`
 	// watch_runnable: the server offers WatchRunnable.
 	WatchRunnable bool `protobuf:"varint,7,opt,name=watch_runnable,json=watchRunnable,proto3" json:"watch_runnable,omitempty"`
+	// watch_run: the server offers WatchRun.
+	WatchRun      bool `protobuf:"varint,8,opt,name=watch_run,json=watchRun,proto3" json:"watch_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +168,13 @@ func (x *OpenResponse) GetClaimRuns() bool {
 func (x *OpenResponse) GetWatchRunnable() bool {
 	if x != nil {
 		return x.WatchRunnable
+	}
+	return false
+}
+
+func (x *OpenResponse) GetWatchRun() bool {
+	if x != nil {
+		return x.WatchRun
 	}
 	return false
 }
@@ -2682,6 +2691,87 @@ func (*RunnableNotice) Descriptor() ([]byte, []int) {
 	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{37}
 }
 
+type WatchRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRunRequest) Reset() {
+	*x = WatchRunRequest{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRunRequest) ProtoMessage() {}
+
+func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
+func (*WatchRunRequest) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *WatchRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// RunNotice says that the watched run may have changed: read it again.
+type RunNotice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunNotice) Reset() {
+	*x = RunNotice{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunNotice) ProtoMessage() {}
+
+func (x *RunNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunNotice.ProtoReflect.Descriptor instead.
+func (*RunNotice) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{39}
+}
+
 var File_protocol_pb_runstate_proto protoreflect.FileDescriptor
 
 const file_protocol_pb_runstate_proto_rawDesc = "" +
@@ -2691,7 +2781,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdc\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf9\x01\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
@@ -2702,7 +2792,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"updateRuns\x12\x1d\n" +
 	"\n" +
 	"claim_runs\x18\x06 \x01(\bR\tclaimRuns\x12%\n" +
-	"\x0ewatch_runnable\x18\a \x01(\bR\rwatchRunnable\"\xee\x02\n" +
+	"\x0ewatch_runnable\x18\a \x01(\bR\rwatchRunnable\x12\x1b\n" +
+	"\twatch_run\x18\b \x01(\bR\bwatchRun\"\xee\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x15\n" +
@@ -2942,8 +3033,10 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x06claims\x18\x01 \x03(\v2\x19.runstate.plugin.v1.ClaimR\x06claims\x125\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.runstate.plugin.v1.ErrorDetailR\x05error\"\x16\n" +
 	"\x14WatchRunnableRequest\"\x10\n" +
-	"\x0eRunnableNotice2\xd4\n" +
-	"\n" +
+	"\x0eRunnableNotice\"(\n" +
+	"\x0fWatchRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\v\n" +
+	"\tRunNotice2\xa6\v\n" +
 	"\rRunStateStore\x12I\n" +
 	"\x04Open\x12\x1f.runstate.plugin.v1.OpenRequest\x1a .runstate.plugin.v1.OpenResponse\x12J\n" +
 	"\tCreateRun\x12$.runstate.plugin.v1.CreateRunRequest\x1a\x17.runstate.plugin.v1.Run\x12J\n" +
@@ -2963,7 +3056,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\n" +
 	"UpdateRuns\x12%.runstate.plugin.v1.UpdateRunsRequest\x1a&.runstate.plugin.v1.UpdateRunsResponse\x12X\n" +
 	"\tClaimRuns\x12$.runstate.plugin.v1.ClaimRunsRequest\x1a%.runstate.plugin.v1.ClaimRunsResponse\x12_\n" +
-	"\rWatchRunnable\x12(.runstate.plugin.v1.WatchRunnableRequest\x1a\".runstate.plugin.v1.RunnableNotice0\x01B*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
+	"\rWatchRunnable\x12(.runstate.plugin.v1.WatchRunnableRequest\x1a\".runstate.plugin.v1.RunnableNotice0\x01\x12P\n" +
+	"\bWatchRun\x12#.runstate.plugin.v1.WatchRunRequest\x1a\x1d.runstate.plugin.v1.RunNotice0\x01B*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
 
 var (
 	file_protocol_pb_runstate_proto_rawDescOnce sync.Once
@@ -2977,7 +3071,7 @@ func file_protocol_pb_runstate_proto_rawDescGZIP() []byte {
 	return file_protocol_pb_runstate_proto_rawDescData
 }
 
-var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_protocol_pb_runstate_proto_goTypes = []any{
 	(*OpenRequest)(nil),             // 0: runstate.plugin.v1.OpenRequest
 	(*OpenResponse)(nil),            // 1: runstate.plugin.v1.OpenResponse
@@ -3017,58 +3111,60 @@ var file_protocol_pb_runstate_proto_goTypes = []any{
 	(*ClaimRunsResponse)(nil),       // 35: runstate.plugin.v1.ClaimRunsResponse
 	(*WatchRunnableRequest)(nil),    // 36: runstate.plugin.v1.WatchRunnableRequest
 	(*RunnableNotice)(nil),          // 37: runstate.plugin.v1.RunnableNotice
-	nil,                             // 38: runstate.plugin.v1.OpenRequest.ConfigEntry
-	nil,                             // 39: runstate.plugin.v1.Diagnostic.DetailsEntry
-	nil,                             // 40: runstate.plugin.v1.Run.LabelsEntry
-	nil,                             // 41: runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	nil,                             // 42: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	nil,                             // 43: runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	nil,                             // 44: runstate.plugin.v1.RunnableFilter.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 46: google.protobuf.Duration
+	(*WatchRunRequest)(nil),         // 38: runstate.plugin.v1.WatchRunRequest
+	(*RunNotice)(nil),               // 39: runstate.plugin.v1.RunNotice
+	nil,                             // 40: runstate.plugin.v1.OpenRequest.ConfigEntry
+	nil,                             // 41: runstate.plugin.v1.Diagnostic.DetailsEntry
+	nil,                             // 42: runstate.plugin.v1.Run.LabelsEntry
+	nil,                             // 43: runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	nil,                             // 44: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	nil,                             // 45: runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	nil,                             // 46: runstate.plugin.v1.RunnableFilter.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 48: google.protobuf.Duration
 }
 var file_protocol_pb_runstate_proto_depIdxs = []int32{
-	38, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
-	39, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
-	45, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
-	45, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
-	45, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
-	45, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
+	40, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
+	41, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
+	47, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
+	47, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
+	47, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
+	47, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
 	5,  // 6: runstate.plugin.v1.Step.hosts:type_name -> runstate.plugin.v1.HostState
-	40, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
-	45, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	45, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	45, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	42, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
+	47, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	47, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	47, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	47, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
 	4,  // 12: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
 	6,  // 13: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
-	45, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	47, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
 	3,  // 15: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
 	9,  // 16: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
-	45, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	45, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	41, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	47, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	47, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
 	11, // 20: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
 	3,  // 21: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
 	13, // 22: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
 	4,  // 23: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	42, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	44, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
 	14, // 25: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
 	3,  // 26: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	43, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	45, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
-	45, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
+	45, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	47, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
+	47, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
 	7,  // 30: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
 	8,  // 31: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
-	44, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
+	46, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
 	9,  // 33: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	46, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
 	9,  // 35: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	46, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 37: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
 	10, // 38: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
 	7,  // 39: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
-	46, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 41: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
 	12, // 42: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
 	7,  // 43: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
@@ -3077,7 +3173,7 @@ var file_protocol_pb_runstate_proto_depIdxs = []int32{
 	2,  // 46: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
 	32, // 47: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
 	9,  // 48: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
-	46, // 49: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 49: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
 	21, // 50: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
 	3,  // 51: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
 	24, // 52: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
@@ -3098,24 +3194,26 @@ var file_protocol_pb_runstate_proto_depIdxs = []int32{
 	31, // 67: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
 	34, // 68: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
 	36, // 69: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
-	1,  // 70: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
-	7,  // 71: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 72: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 73: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
-	18, // 74: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
-	20, // 75: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
-	24, // 76: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
-	24, // 77: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
-	10, // 78: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
-	27, // 79: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
-	18, // 80: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
-	10, // 81: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
-	30, // 82: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
-	33, // 83: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
-	35, // 84: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
-	37, // 85: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
-	70, // [70:86] is the sub-list for method output_type
-	54, // [54:70] is the sub-list for method input_type
+	38, // 70: runstate.plugin.v1.RunStateStore.WatchRun:input_type -> runstate.plugin.v1.WatchRunRequest
+	1,  // 71: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
+	7,  // 72: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 73: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
+	7,  // 74: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
+	18, // 75: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
+	20, // 76: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
+	24, // 77: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
+	24, // 78: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
+	10, // 79: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
+	27, // 80: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
+	18, // 81: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
+	10, // 82: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
+	30, // 83: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
+	33, // 84: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
+	35, // 85: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
+	37, // 86: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
+	39, // 87: runstate.plugin.v1.RunStateStore.WatchRun:output_type -> runstate.plugin.v1.RunNotice
+	71, // [71:88] is the sub-list for method output_type
+	54, // [54:71] is the sub-list for method input_type
 	54, // [54:54] is the sub-list for extension type_name
 	54, // [54:54] is the sub-list for extension extendee
 	0,  // [0:54] is the sub-list for field type_name
@@ -3135,7 +3233,7 @@ func file_protocol_pb_runstate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_runstate_proto_rawDesc), len(file_protocol_pb_runstate_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	RunStateStore_UpdateRuns_FullMethodName       = "/runstate.plugin.v1.RunStateStore/UpdateRuns"
 	RunStateStore_ClaimRuns_FullMethodName        = "/runstate.plugin.v1.RunStateStore/ClaimRuns"
 	RunStateStore_WatchRunnable_FullMethodName    = "/runstate.plugin.v1.RunStateStore/WatchRunnable"
+	RunStateStore_WatchRun_FullMethodName         = "/runstate.plugin.v1.RunStateStore/WatchRun"
 )
 
 // RunStateStoreClient is the client API for RunStateStore service.
@@ -79,6 +80,15 @@ type RunStateStoreClient interface {
 	// OpenResponse says; it answers UNIMPLEMENTED otherwise, as a server
 	// older than it does, and the client polls.
 	WatchRunnable(ctx context.Context, in *WatchRunnableRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnableNotice], error)
+	// WatchRun (runstate.RunWatcher) streams a notice soon after a write to
+	// one run, as WatchRunnable does for the queue: the first notice comes
+	// at once and says that the watch stands; each later one stands for one
+	// or more writes, or none (at least once; the store stays the truth: the
+	// client reads the run). A server offers it when its store announces
+	// the writes of a run, as OpenResponse.watch_run says; it answers
+	// UNIMPLEMENTED otherwise, as a server older than it does, and the
+	// client polls. A malformed run_id is INVALID_ARGUMENT.
+	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunNotice], error)
 }
 
 type runStateStoreClient struct {
@@ -258,6 +268,25 @@ func (c *runStateStoreClient) WatchRunnable(ctx context.Context, in *WatchRunnab
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RunStateStore_WatchRunnableClient = grpc.ServerStreamingClient[RunnableNotice]
 
+func (c *runStateStoreClient) WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunNotice], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RunStateStore_ServiceDesc.Streams[1], RunStateStore_WatchRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRunRequest, RunNotice]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RunStateStore_WatchRunClient = grpc.ServerStreamingClient[RunNotice]
+
 // RunStateStoreServer is the server API for RunStateStore service.
 // All implementations must embed UnimplementedRunStateStoreServer
 // for forward compatibility.
@@ -294,6 +323,15 @@ type RunStateStoreServer interface {
 	// OpenResponse says; it answers UNIMPLEMENTED otherwise, as a server
 	// older than it does, and the client polls.
 	WatchRunnable(*WatchRunnableRequest, grpc.ServerStreamingServer[RunnableNotice]) error
+	// WatchRun (runstate.RunWatcher) streams a notice soon after a write to
+	// one run, as WatchRunnable does for the queue: the first notice comes
+	// at once and says that the watch stands; each later one stands for one
+	// or more writes, or none (at least once; the store stays the truth: the
+	// client reads the run). A server offers it when its store announces
+	// the writes of a run, as OpenResponse.watch_run says; it answers
+	// UNIMPLEMENTED otherwise, as a server older than it does, and the
+	// client polls. A malformed run_id is INVALID_ARGUMENT.
+	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[RunNotice]) error
 	mustEmbedUnimplementedRunStateStoreServer()
 }
 
@@ -351,6 +389,9 @@ func (UnimplementedRunStateStoreServer) ClaimRuns(context.Context, *ClaimRunsReq
 }
 func (UnimplementedRunStateStoreServer) WatchRunnable(*WatchRunnableRequest, grpc.ServerStreamingServer[RunnableNotice]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchRunnable not implemented")
+}
+func (UnimplementedRunStateStoreServer) WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[RunNotice]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchRun not implemented")
 }
 func (UnimplementedRunStateStoreServer) mustEmbedUnimplementedRunStateStoreServer() {}
 func (UnimplementedRunStateStoreServer) testEmbeddedByValue()                       {}
@@ -654,6 +695,17 @@ func _RunStateStore_WatchRunnable_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RunStateStore_WatchRunnableServer = grpc.ServerStreamingServer[RunnableNotice]
 
+func _RunStateStore_WatchRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RunStateStoreServer).WatchRun(m, &grpc.GenericServerStream[WatchRunRequest, RunNotice]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RunStateStore_WatchRunServer = grpc.ServerStreamingServer[RunNotice]
+
 // RunStateStore_ServiceDesc is the grpc.ServiceDesc for RunStateStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -726,6 +778,11 @@ var RunStateStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchRunnable",
 			Handler:       _RunStateStore_WatchRunnable_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchRun",
+			Handler:       _RunStateStore_WatchRun_Handler,
 			ServerStreams: true,
 		},
 	},

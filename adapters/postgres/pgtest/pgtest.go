@@ -62,7 +62,7 @@ func (c schema) Open(ctx context.Context, dsn string, clock runstate.Clock, firs
 	// Announcing runnable runs is on, so that every rule holds with the
 	// statement it adds to writes.
 	return postgres.Open(ctx, postgres.Options{DSN: dsn, Schema: c.name, ScratchSchema: first, MaxOpenConns: 8,
-		NotifyRunnable: true, Logger: slog.New(slog.DiscardHandler), Clock: clock})
+		NotifyRunnable: true, NotifyRuns: true, Logger: slog.New(slog.DiscardHandler), Clock: clock})
 }
 
 // Drop reports the first handle's Close, which dropped the schema.

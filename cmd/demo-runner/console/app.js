@@ -135,7 +135,10 @@ async function follow(path, signal, onEvent) {
       const res = await fetch(API + path, { headers: authHeaders(), signal });
       if (res.status === 401) { signIn(); return; }
       if (!res.ok) throw new Problem(await res.json());
-      setLive(true, "live");
+      // The server says how it follows the store: its change stream, or
+      // polling alone.
+      const how = res.headers.get("Runstate-Live");
+      setLive(true, how ? "live, " + how : "live");
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = "";
       for (;;) {

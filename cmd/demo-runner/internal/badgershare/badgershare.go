@@ -254,6 +254,24 @@ func (s *Store) serve(b *backend) error {
 	return nil
 }
 
+var _ runstate.RunWatcher = (*Store)(nil)
+
+// WatchRun implements runstate.RunWatcher on the current backend: the
+// directory's own notices when this process holds it (every process's
+// writes pass through the holder), else those of the process that serves
+// it. The watch ends when that backend goes (its serving process
+// exited); a follower then polls (runstate.Follow).
+func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
+	b, err := s.backendFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if b.local != nil {
+		return b.local.WatchRun(ctx, p)
+	}
+	return b.client.WatchRun(ctx, p)
+}
+
 // close lets go of the store: a server stops (after the calls in flight,
 // at most a few seconds), the socket goes, the directory is closed.
 func (b *backend) close(sock string) error {
