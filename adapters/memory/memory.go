@@ -76,8 +76,8 @@ type storage struct {
 	runs   map[string]*record
 	index  indexes
 	closed bool
-	// reads counts the runs listings and claims have read, for tests that
-	// check a read costs what it returns.
+	// reads counts the index entries listings and claims have visited (a
+	// run read each), for tests that check a read costs what it returns.
 	reads int64
 }
 
@@ -239,10 +239,8 @@ func (d *storage) ListRuns(_ context.Context, q driver.RunQuery) ([]runstate.Run
 			if !q.Filter.CreatedBefore.IsZero() && !pos.CreatedAt.Before(q.Filter.CreatedBefore) {
 				break
 			}
-			if q.After != nil && !q.After.Less(pos) {
-				continue // the cursor's own run: the page starts after it
-			}
-			if r := d.read(pos.RunID); q.Filter.Matches(r.run) {
+			r := d.read(pos.RunID)
+			if (q.After == nil || q.After.Less(pos)) && q.Filter.Matches(r.run) {
 				page = append(page, r)
 				if taken++; taken == q.Limit {
 					break
@@ -310,7 +308,7 @@ func (d *storage) runnable(q driver.RunnableQuery, now time.Time, limit int) []*
 	return found[:min(len(found), limit)]
 }
 
-// read returns the run an index names, counting it.
+// read returns the run an index entry names, counting the visit.
 func (d *storage) read(runID string) *record {
 	d.reads++
 	return d.runs[runID]
