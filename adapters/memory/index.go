@@ -111,7 +111,7 @@ func put[K any](o *ordered[K], k K, insert bool) {
 // expired yields the runs of status st whose lease expired by now.
 func (x *indexes) expired(st runstate.RunStatus, now time.Time) iter.Seq[string] {
 	return func(yield func(string) bool) {
-		for k := range x.expiryOf(st).all() {
+		for k := range x.expiryOf(st).from(nil) {
 			if now.Before(k.ExpiresAt) || !yield(k.RunID) {
 				return // the rest are live
 			}
@@ -125,7 +125,7 @@ func (x *indexes) expired(st runstate.RunStatus, now time.Time) iter.Seq[string]
 // followed by 0x00).
 func (x *indexes) otherIncarnations(owner runstate.Owner) iter.Seq[string] {
 	return func(yield func(string) bool) {
-		for k := range x.owner.from(ownerKey{Worker: owner.Worker}) {
+		for k := range x.owner.from(&ownerKey{Worker: owner.Worker}) {
 			if k.Worker != owner.Worker || k.Incarnation >= owner.Incarnation {
 				break
 			}
@@ -133,7 +133,7 @@ func (x *indexes) otherIncarnations(owner runstate.Owner) iter.Seq[string] {
 				return
 			}
 		}
-		for k := range x.owner.from(ownerKey{Worker: owner.Worker, Incarnation: owner.Incarnation + "\x00"}) {
+		for k := range x.owner.from(&ownerKey{Worker: owner.Worker, Incarnation: owner.Incarnation + "\x00"}) {
 			if k.Worker != owner.Worker || !yield(k.RunID) {
 				return
 			}

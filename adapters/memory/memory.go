@@ -228,9 +228,12 @@ func (d *storage) ListRuns(_ context.Context, q driver.RunQuery) ([]runstate.Run
 			orders = append(orders, d.index.byStatus(st))
 		}
 	}
-	start := driver.RunPosition{CreatedAt: q.Filter.CreatedFrom}
-	if q.After != nil && start.Less(*q.After) {
-		start = *q.After
+	var start *driver.RunPosition // the later of created_from and the cursor
+	if !q.Filter.CreatedFrom.IsZero() {
+		start = &driver.RunPosition{CreatedAt: q.Filter.CreatedFrom}
+	}
+	if q.After != nil && (start == nil || start.Less(*q.After)) {
+		start = q.After
 	}
 	var page []*record
 	for _, order := range orders {
@@ -282,13 +285,8 @@ func (d *storage) runnable(q driver.RunnableQuery, now time.Time, limit int) []*
 		return true
 	}
 	for _, st := range slices.Compact(slices.Sorted(slices.Values(q.Statuses))) {
-		queue := d.index.queueOf(st)
-		positions := queue.all()
-		if q.After != nil {
-			positions = queue.from(*q.After)
-		}
 		taken := 0
-		for pos := range positions {
+		for pos := range d.index.queueOf(st).from(q.After) {
 			if consider(pos.RunID) {
 				if taken++; taken == limit {
 					break

@@ -67,17 +67,16 @@ func (o *ordered[K]) delete(k K) {
 	}
 }
 
-// from yields, in order, every key not before k.
-func (o *ordered[K]) from(k K) iter.Seq[K] {
+// from yields, in order, every key not before *k, or every key when k is
+// nil.
+func (o *ordered[K]) from(k *K) iter.Seq[K] {
 	return func(yield func(K) bool) {
-		chunk, at := o.seek(k)
+		chunk, at := 0, 0
+		if k != nil {
+			chunk, at = o.seek(*k)
+		}
 		o.walk(chunk, at, yield)
 	}
-}
-
-// all yields every key, in order.
-func (o *ordered[K]) all() iter.Seq[K] {
-	return func(yield func(K) bool) { o.walk(0, 0, yield) }
 }
 
 func (o *ordered[K]) walk(chunk, at int, yield func(K) bool) {
