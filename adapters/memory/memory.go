@@ -2,10 +2,17 @@
 // contract, kept plain so that other adapters can be compared with it.
 // Nothing survives the process; use it for tests, demos and single-process
 // runners that need no history after a restart.
+//
+// Runs are kept in a map, and in ordered indexes (index.go) that every
+// write moves under the same mutex: ListRuns order overall and per status,
+// claim order per status for unleased runs, lease expiry per status and
+// lease owner for leased ones, as the key-value stores lay out their keys
+// (adapters/internal/kvindex). A claim-next, a runnable page or a ListRuns
+// page starts by binary search and reads about the runs it returns, not
+// every run the store holds: finished runs and live leases cost it nothing.
 package memory
 
 import (
-	"container/heap"
 	"context"
 	"slices"
 	"sync"
@@ -46,7 +53,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	d := &storage{clock: opts.Clock, runs: make(map[string]*record)}
+	d := &storage{clock: opts.Clock, runs: make(map[string]*record), index: newIndexes()}
 	if d.clock == nil {
 		d.clock = driver.SystemClock{}
 	}
@@ -63,21 +70,26 @@ func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (ru
 func (s *Store) Close() error {
 	s.data.mu.Lock()
 	defer s.data.mu.Unlock()
-	s.data.closed, s.data.runs = true, nil
+	s.data.closed, s.data.runs, s.data.index = true, nil, indexes{}
 	s.data.notices.Close()
 	return nil
 }
 
-// storage is the memory adapter's driver.Driver: a map under one mutex.
-// It stores and returns copies, so no caller shares its values (RUN-008).
+// storage is the memory adapter's driver.Driver: a map and its indexes
+// under one mutex. It stores and returns copies, so no caller shares its
+// values (RUN-008).
 type storage struct {
 	clock runstate.Clock
 
 	mu     sync.Mutex
 	runs   map[string]*record
+	index  indexes
 	closed bool
 	// notices wakes the watchers of a run at each write (RunWatcher).
 	notices driver.RunNotices
+	// reads counts the index entries listings and claims have visited (a
+	// run read each), for tests that check a read costs what it returns.
+	reads int64
 }
 
 var (
@@ -119,9 +131,16 @@ func (d *storage) Insert(_ context.Context, r driver.InsertParams) error {
 	if _, ok := d.runs[r.Run.RunID]; ok {
 		return runstate.ErrAlreadyExists
 	}
-	d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
+	d.insert(r)
 	d.notices.Notify(r.Run.RunID)
 	return nil
+}
+
+// insert stores a new run and enters it in the indexes.
+func (d *storage) insert(r driver.InsertParams) {
+	rec := &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
+	d.runs[r.Run.RunID] = rec
+	d.index.add(rec)
 }
 
 // InsertMany implements driver.BatchInserter: every id is checked before
@@ -137,7 +156,7 @@ func (d *storage) InsertMany(_ context.Context, runs []driver.InsertParams) erro
 		}
 	}
 	for _, r := range runs {
-		d.runs[r.Run.RunID] = &record{run: r.Run.Clone(), events: []runstate.AuditEvent{r.Created}}
+		d.insert(r)
 		d.notices.Notify(r.Run.RunID)
 	}
 	return nil
@@ -179,12 +198,15 @@ func (d *storage) current(r *record) driver.Current {
 	return driver.Current{Run: r.run, Lease: r.lease, LastSeq: int64(len(r.events)), Now: d.now()}
 }
 
-// apply writes c under the mutex; the watchers it wakes read the run
-// after the mutex is released, so they see the write.
+// apply writes c to r, moving r's index entries with it, under the
+// mutex; the watchers it wakes read the run after the mutex is released,
+// so they see the write.
 func (d *storage) apply(r *record, c driver.Change) {
 	if c.Run != nil || c.Lease != nil || len(c.Events) > 0 {
 		d.notices.Notify(r.run.RunID)
 	}
+	d.index.remove(r)
+	defer d.index.add(r)
 	if c.Run != nil {
 		r.run = c.Run.Clone()
 	}
@@ -207,117 +229,144 @@ func (d *storage) Get(_ context.Context, runID string) (runstate.RunSnapshot, er
 	return r.run.Clone(), nil
 }
 
-// ListRuns implements driver.Driver.
+// ListRuns implements driver.Driver. It walks ListRuns order, of every run
+// or of each status the filter names, from where the page starts (after
+// the cursor, from created_from) to created_before: a deep page costs what
+// a first one does. With several statuses it takes up to a page from each
+// and keeps the first, as their union in order begins with those.
 func (d *storage) ListRuns(_ context.Context, q driver.RunQuery) ([]runstate.RunSnapshot, error) {
-	return d.scan(func(r *record) bool {
-		return q.Filter.Matches(r.run) && (q.After == nil || q.After.Less(driver.PositionOf(r.run)))
-	}, func(a, b runstate.RunSnapshot) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) }, q.Limit)
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	orders := []*ordered[driver.RunPosition]{d.index.created}
+	if len(q.Filter.Statuses) > 0 {
+		orders = nil
+		for _, st := range slices.Compact(slices.Sorted(slices.Values(q.Filter.Statuses))) {
+			orders = append(orders, d.index.byStatus(st))
+		}
+	}
+	var start *driver.RunPosition // the later of created_from and the cursor
+	if !q.Filter.CreatedFrom.IsZero() {
+		start = &driver.RunPosition{CreatedAt: q.Filter.CreatedFrom}
+	}
+	if q.After != nil && (start == nil || start.Less(*q.After)) {
+		start = q.After
+	}
+	var page []*record
+	for _, order := range orders {
+		taken := 0
+		for pos := range order.from(start) {
+			if !q.Filter.CreatedBefore.IsZero() && !pos.CreatedAt.Before(q.Filter.CreatedBefore) {
+				break
+			}
+			r := d.read(pos.RunID)
+			if (q.After == nil || q.After.Less(pos)) && q.Filter.Matches(r.run) {
+				page = append(page, r)
+				if taken++; taken == q.Limit {
+					break
+				}
+			}
+		}
+	}
+	return copies(page, byListOrder, q.Limit), nil
 }
 
 // Runnable implements driver.Driver.
 func (d *storage) Runnable(_ context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
-	now := d.now()
-	return d.scan(func(r *record) bool {
-		return q.Admits(r.run, r.lease, now) && (q.After == nil || q.After.Less(driver.RunnablePositionOf(r.run)))
-	}, byClaimOrder, q.Limit)
+	if err := d.lock(); err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	return copies(d.runnable(q, d.now(), q.Limit), byClaimOrder, q.Limit), nil
+}
+
+// runnable returns, in claim order and after q.After, the first limit runs
+// that q admits at now, all read at one instant under the mutex (LEASE-010,
+// LEASE-020). For each status it reads the head of the claim-order queue
+// and the expired leases (in expiry order, so all of them), and for a
+// claimant the leases of its worker's other incarnations, which do not
+// bind it (LEASE-012): what the kvindex stores read.
+func (d *storage) runnable(q driver.RunnableQuery, now time.Time, limit int) []*record {
+	var found []*record
+	seen := map[string]bool{}
+	consider := func(id string) bool {
+		if seen[id] {
+			return false
+		}
+		seen[id] = true
+		r := d.read(id)
+		if (q.After != nil && !q.After.Less(driver.RunnablePositionOf(r.run))) || !q.Admits(r.run, r.lease, now) {
+			return false
+		}
+		found = append(found, r)
+		return true
+	}
+	for _, st := range slices.Compact(slices.Sorted(slices.Values(q.Statuses))) {
+		taken := 0
+		for pos := range d.index.queueOf(st).from(q.After) {
+			if consider(pos.RunID) {
+				if taken++; taken == limit {
+					break
+				}
+			}
+		}
+		for id := range d.index.expired(st, now) {
+			consider(id)
+		}
+	}
+	if q.Claimant != nil {
+		for id := range d.index.otherIncarnations(*q.Claimant) {
+			consider(id)
+		}
+	}
+	slices.SortFunc(found, func(a, b *record) int { return byClaimOrder(a.run, b.run) })
+	return found[:min(len(found), limit)]
+}
+
+// read returns the run an index entry names, counting the visit.
+func (d *storage) read(runID string) *record {
+	d.reads++
+	return d.runs[runID]
+}
+
+func byListOrder(a, b runstate.RunSnapshot) int {
+	return driver.PositionOf(a).Compare(driver.PositionOf(b))
 }
 
 func byClaimOrder(a, b runstate.RunSnapshot) int {
 	return driver.RunnablePositionOf(a).Compare(driver.RunnablePositionOf(b))
 }
 
-// scan returns copies of the first limit runs keep selects, in order.
-func (d *storage) scan(keep func(*record) bool, order func(a, b runstate.RunSnapshot) int, limit int) ([]runstate.RunSnapshot, error) {
-	if err := d.lock(); err != nil {
-		return nil, err
+// copies returns copies of the first limit runs of found in order.
+func copies(found []*record, order func(a, b runstate.RunSnapshot) int, limit int) []runstate.RunSnapshot {
+	out := make([]runstate.RunSnapshot, 0, min(len(found), limit))
+	for _, r := range found {
+		out = append(out, r.run)
 	}
-	defer d.mu.Unlock()
-	first := firstInOrder{order: order, limit: limit}
-	for _, r := range d.runs {
-		if keep(r) {
-			first.offer(r.run)
-		}
+	slices.SortFunc(out, order)
+	out = out[:min(len(out), limit)]
+	for i := range out {
+		out[i] = out[i].Clone()
 	}
-	match := first.runs
-	slices.SortFunc(match, order)
-	for i := range match {
-		match[i] = match[i].Clone()
-	}
-	return match, nil
+	return out
 }
 
-// firstInOrder keeps the first limit runs, in order, of those offered: a
-// heap whose root is the last one kept, so a page costs a pass over the
-// runs, not a sort of every match (a deep page and the first cost alike).
-type firstInOrder struct {
-	runs  []runstate.RunSnapshot
-	order func(a, b runstate.RunSnapshot) int
-	limit int
+// ClaimNext implements driver.NextClaimer: ClaimNextMany of one.
+func (d *storage) ClaimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	n, err := d.ClaimNextMany(ctx, q, 1, take)
+	return n == 1, err
 }
 
-func (f *firstInOrder) offer(r runstate.RunSnapshot) {
-	switch {
-	case len(f.runs) < f.limit:
-		heap.Push(f, r)
-	case f.limit > 0 && f.order(r, f.runs[0]) < 0:
-		f.runs[0] = r
-		heap.Fix(f, 0)
-	}
-}
-
-func (f *firstInOrder) Len() int           { return len(f.runs) }
-func (f *firstInOrder) Less(i, j int) bool { return f.order(f.runs[i], f.runs[j]) > 0 }
-func (f *firstInOrder) Swap(i, j int)      { f.runs[i], f.runs[j] = f.runs[j], f.runs[i] }
-func (f *firstInOrder) Push(x any)         { f.runs = append(f.runs, x.(runstate.RunSnapshot)) }
-func (f *firstInOrder) Pop() any {
-	last := f.runs[len(f.runs)-1]
-	f.runs = f.runs[:len(f.runs)-1]
-	return last
-}
-
-// ClaimNext implements driver.NextClaimer: one pass over the runs under
-// the mutex finds the first in claim order and claims it.
-func (d *storage) ClaimNext(_ context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
-	if err := d.lock(); err != nil {
-		return false, err
-	}
-	defer d.mu.Unlock()
-	now := d.now()
-	var best *record
-	var bestPos driver.RunnablePosition
-	for _, r := range d.runs {
-		if !q.Admits(r.run, r.lease, now) {
-			continue
-		}
-		if pos := driver.RunnablePositionOf(r.run); best == nil || pos.Less(bestPos) {
-			best, bestPos = r, pos
-		}
-	}
-	if best == nil {
-		return false, nil
-	}
-	d.apply(best, take(d.current(best)))
-	return true, nil
-}
-
-// ClaimNextMany implements driver.BatchNextClaimer: one pass over the runs
-// under the mutex finds the first max in claim order, and claims them.
+// ClaimNextMany implements driver.BatchNextClaimer: under one hold of the
+// mutex it finds the first max runs in claim order and claims them.
 func (d *storage) ClaimNextMany(_ context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
 	if err := d.lock(); err != nil {
 		return 0, err
 	}
 	defer d.mu.Unlock()
-	now := d.now()
-	first := firstInOrder{order: byClaimOrder, limit: max}
-	for _, r := range d.runs {
-		if q.Admits(r.run, r.lease, now) {
-			first.offer(r.run)
-		}
-	}
-	best := first.runs
-	slices.SortFunc(best, byClaimOrder)
-	for _, run := range best {
-		r := d.runs[run.RunID]
+	best := d.runnable(q, d.now(), max)
+	for _, r := range best {
 		d.apply(r, take(d.current(r)))
 	}
 	return len(best), nil
