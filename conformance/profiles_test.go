@@ -103,7 +103,7 @@ func TestProfileVerdicts(t *testing.T) {
 // A fault rule that ran in no mode names the faults that would have let
 // it run, each once.
 func TestProfileVerdictNamesLackingFaults(t *testing.T) {
-	caps := conformance.Capabilities{Faults: []conformance.Fault{conformance.FaultPartition}}
+	caps := conformance.Capabilities{Leases: true, Faults: []conformance.Fault{conformance.FaultPartition}}
 	var results []conformance.Result
 	for _, r := range conformance.ProfileRules(conformance.ProfileFaults) {
 		o := conformance.Pass

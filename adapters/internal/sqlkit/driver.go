@@ -98,8 +98,9 @@ const MaxRetries = 8
 // pause; a lost connection is not (the commit may have happened): the
 // snapshot, its audit events and the lease of a write change in one
 // transaction, so a write cut off by a fault is applied wholly or not at
-// all, never twice (FAULT-004, FAULT-005), and it is acknowledged only
-// once committed (FAULT-003). Errors come back interpreted.
+// all, never twice (FAULT-004, FAULT-005; across a failover FAULT-010,
+// FAULT-011), and it is acknowledged only once committed (FAULT-003).
+// Errors come back interpreted.
 func (k *Driver) InTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	return k.retried(ctx, func() error { return k.try(ctx, fn) })
 }

@@ -29,7 +29,9 @@ func Passes(err error) bool {
 // database/sql or the network: the server cannot be reached, was
 // restarted or cut the connection (FAULT-001, FAULT-002). database/sql
 // drops such connections, so the pool works again once the server
-// answers, without reopening the store (FAULT-006).
+// answers, without reopening the store (FAULT-006); after a failover its
+// new connections reach the promoted primary by the hosts the DSN names
+// (FAULT-012).
 func ConnectionFailed(err error) bool {
 	var ne net.Error
 	return errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
