@@ -75,7 +75,9 @@ Stores:
                              --config endpoints=host:2379[,host:2379…] names
   --plugin PATH              a store plugin binary, started afresh for every check. Its store must
                              start empty: give each check its own place with {{tempdir}} (a new
-                             directory) or {{unique}} (a new token) in --config values
+                             directory) or {{unique}} (a new token) in --config values. It is opened
+                             for certification: its store reads a test clock the checks move (a plugin
+                             whose Opener passes plugin.TestClock on; else, or with --real-clock, real time)
   --gateway PATH             the runstate-gateway binary, started afresh for every check on loopback in
   --store NAME               front of the store NAME names (memory, badger:PATH, mysql:DSN, postgres:DSN,
                              plugin:PATH, as runstate-gateway --store; also --config store=NAME), and
@@ -126,8 +128,8 @@ func newRoot() *cobra.Command {
 	}
 	fs := root.Flags()
 	addTargetFlags(fs, o)
-	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores: keep real time and sleep through lease TTLs, as plugins do")
-	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms)")
+	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores and plugins: keep real time and sleep through lease TTLs instead of moving the store's clock")
+	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms; 1s for a plugin or gateway process)")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
 	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
 	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
@@ -233,7 +235,10 @@ func certify(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	target.LeaseTTL, target.CheckTimeout, target.AllowStoredRuns = o.ttl, o.timeout, o.allowStoredRuns
+	if o.ttl > 0 {
+		target.LeaseTTL = o.ttl
+	}
+	target.CheckTimeout, target.AllowStoredRuns = o.timeout, o.allowStoredRuns
 	if !o.allowStoredRuns {
 		if err := conformance.CheckEmpty(ctx, target); errors.Is(err, conformance.ErrStoreNotEmpty) {
 			return usageError("refusing to certify %s: %v.\nChecks create runs and claim runnable ones, so they need an empty store; "+
@@ -249,6 +254,9 @@ func certify(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		Capabilities: target.Capabilities, Config: o.reportedConfig(), Environment: environment(),
 		Started: time.Now().UTC()}
 	fmt.Fprintf(stderr, "certifying %s against %d rules\n", target.Name, len(rules))
+	if o.pluginPath != "" && !o.realClock && !target.Capabilities.ControlledClock {
+		fmt.Fprintln(stderr, "note: the plugin's store does not read the test clock (its Opener does not pass plugin.TestClock(ctx) on): it keeps real time, and the controlled-clock rules skip")
+	}
 	rep.Results = conformance.RunRules(ctx, target, rules, func(r conformance.Result) {
 		fmt.Fprintf(stderr, "%-5s %-10s %v\n", strings.ToUpper(string(r.Outcome)), r.Rule.ID, r.Duration.Round(time.Millisecond))
 	})
@@ -401,17 +409,17 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 		return conformance.Target{}, usageError("--plugin: %v", err)
 	}
 	config := templated(o.config)
-	name, version, leases, err := plugintest.Describe(ctx, o.pluginPath, config)
+	d, err := plugintest.DescribeStore(ctx, o.pluginPath, config)
 	if errors.Is(err, runstate.ErrInvalidArgument) {
 		return conformance.Target{}, usageError("the plugin refused its --config: %v", err)
 	} else if err != nil {
 		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}
 	}
-	caps := conformance.Capabilities{Leases: leases}
+	caps := conformance.Capabilities{Leases: d.Leases, ControlledClock: d.TestClock && !o.realClock}
 	if o.killPlugin {
 		caps.Faults = []conformance.Fault{conformance.FaultRestart}
 	}
-	return plugintest.ProcessTarget(name, version, o.pluginPath, caps, config), nil
+	return plugintest.ProcessTarget(d.Name, d.Version, o.pluginPath, caps, config), nil
 }
 
 // gatewayTarget starts the gateway binary afresh for every check, without

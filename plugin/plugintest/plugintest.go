@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -89,20 +90,28 @@ func NoConfig(context.Context) (map[string]string, func(), error) { return nil, 
 // ProcessTarget runs each check against a fresh child process of the
 // plugin at path. With caps.SecondHandle, OpenHandle starts another process
 // of the plugin on the same configuration: a second worker sharing the store.
-// Plugin processes keep real time: caps.ControlledClock must be false.
+// With caps.ControlledClock every process is opened for certification
+// (plugin.Options.TestClock), its store's clock stopped at ClockStart, and
+// Advance moves the clock of each alike; the plugin's Opener must give its
+// store plugin.TestClock (SchemeOpener does), as DescribeStore tells.
+// Without it the processes keep real time.
 // With conformance.FaultRestart in caps.Faults (the only fault it causes)
 // the harness kills the plugin processes (SIGKILL) for the FAULT rules
-// and its clients start them again (plugin.Options.Relaunch): declare it
-// for a store whose data outlives its process.
+// and its clients start them again (plugin.Options.Relaunch), at the test
+// clock's time: declare it for a store whose data outlives its process.
 func ProcessTarget(name, version, path string, caps conformance.Capabilities, config Config) conformance.Target {
+	var leaseTTL time.Duration // the suite's default
+	if !caps.ControlledClock {
+		// Real time runs on while a check works through a process
+		// boundary: a lease of a second outlives the check's calls on a
+		// loaded machine, where 300ms expired in the middle of LEASE-010.
+		leaseTTL = time.Second
+	}
 	return conformance.Target{
 		Name:         name + " (plugin process)",
 		StoreVersion: version,
 		Capabilities: caps,
-		// Real time runs on while a check works through a process
-		// boundary: a lease of a second outlives the check's calls on a
-		// loaded machine, where 300ms expired in the middle of LEASE-010.
-		LeaseTTL: time.Second,
+		LeaseTTL:     leaseTTL,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			for _, f := range caps.Faults {
 				if f != conformance.FaultRestart {
@@ -114,6 +123,9 @@ func ProcessTarget(name, version, path string, caps conformance.Capabilities, co
 				return nil, err
 			}
 			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup, relaunch: len(caps.Faults) > 0}
+			if caps.ControlledClock {
+				h.clock = ClockStart
+			}
 			c, err := h.start(ctx)
 			if err != nil {
 				cleanup()
@@ -125,25 +137,52 @@ func ProcessTarget(name, version, path string, caps conformance.Capabilities, co
 	}
 }
 
+// ClockStart is where the test clock of a process target with a
+// controlled clock starts, as conformance targets in one process start
+// their manual clocks.
+var ClockStart = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
 type processHarness struct {
 	path     string
 	cfg      map[string]string
 	cleanup  func()
 	relaunch bool
 	first    *plugin.Client
-	clients  []*plugin.Client
+	// mu guards clients and clock: a check may open a handle while
+	// another goroutine of it advances the clock.
+	mu      sync.Mutex
+	clients []*plugin.Client
+	// clock is the test clock's time, where a process opened now starts;
+	// zero keeps real time.
+	clock time.Time
 }
 
 var quiet = slog.New(slog.DiscardHandler)
 
 func (h *processHarness) start(ctx context.Context) (*plugin.Client, error) {
+	// Under mu, so that the clock does not move between this process's
+	// start and its joining the clients that Advance moves.
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	// A killed plugin stays down until the fault ends: started again
 	// after a pause longer than the fault checks let a fault last.
-	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet, Relaunch: h.relaunch, RelaunchPause: relaunchPause})
-	if err == nil {
-		h.clients = append(h.clients, c)
+	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet, Relaunch: h.relaunch, RelaunchPause: relaunchPause, TestClock: h.clock})
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	if !h.clock.IsZero() && !c.TestClock() {
+		c.Close()
+		return nil, fmt.Errorf("the plugin %s serves no test clock that its store reads: its Opener must give the store plugin.TestClock(ctx) (plugin.SchemeOpener does); or run it with real time", h.path)
+	}
+	h.clients = append(h.clients, c)
+	return c, nil
+}
+
+// all returns the clients opened so far.
+func (h *processHarness) all() []*plugin.Client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.clients)
 }
 
 // relaunchPause is longer than a fault check's fault (1.5 s) and its
@@ -156,7 +195,7 @@ func (h *processHarness) StartFault(_ context.Context, p conformance.FaultParams
 		return fmt.Errorf("a plugin process harness causes no fault %q", p.Fault)
 	}
 	var errs []error
-	for _, c := range h.clients {
+	for _, c := range h.all() {
 		errs = append(errs, c.Kill())
 	}
 	return errors.Join(errs...)
@@ -166,7 +205,7 @@ func (h *processHarness) StartFault(_ context.Context, p conformance.FaultParams
 func (h *processHarness) EndFault(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for _, c := range h.clients {
+	for _, c := range h.all() {
 		for {
 			_, err := c.Store().ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
 			if err == nil {
@@ -189,9 +228,28 @@ func (h *processHarness) OpenHandle(ctx context.Context) (runstate.RunStateStore
 	}
 	return c.Store(), nil
 }
-func (h *processHarness) Advance(time.Duration) { panic("plugin processes keep real time") }
-func (h *processHarness) Close(context.Context) error {
+
+// Advance moves the test clock of every plugin process of the check by d.
+// A process that does not take it breaks the check (the suite turns the
+// panic into the check's error).
+func (h *processHarness) Advance(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clock.IsZero() {
+		panic("the plugin processes keep real time: the target declares no controlled clock")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, c := range h.clients {
+		if err := c.AdvanceClock(ctx, d); err != nil {
+			panic(fmt.Sprintf("moving the plugin's test clock by %v: %v", d, err))
+		}
+	}
+	h.clock = h.clock.Add(d)
+}
+
+func (h *processHarness) Close(context.Context) error {
+	for _, c := range h.all() {
 		c.Close()
 	}
 	h.cleanup()
@@ -275,19 +333,37 @@ func (h *inProcessHarness) Advance(d time.Duration)     { h.clock.Advance(d) }
 func (h *inProcessHarness) Close(context.Context) error { return h.InProcess.Close() }
 
 // Describe starts the plugin once with a configuration from config and
-// returns what it says of its store.
+// returns what it says of its store (DescribeStore says more).
 func Describe(ctx context.Context, path string, config Config) (name, version string, leases bool, err error) {
+	d, err := DescribeStore(ctx, path, config)
+	return d.Name, d.Version, d.Leases, err
+}
+
+// Description is what a plugin says of its store.
+type Description struct {
+	Name, Version string
+	// Leases: the store implements runstate.LeaseStore.
+	Leases bool
+	// TestClock: opened for certification, the plugin's store reads the
+	// test clock, so that a target may declare a controlled clock.
+	TestClock bool
+}
+
+// DescribeStore starts the plugin once, for certification (with a test
+// clock), with a configuration from config, and returns what it says of
+// its store.
+func DescribeStore(ctx context.Context, path string, config Config) (Description, error) {
 	cfg, cleanup, err := config(ctx)
 	if err != nil {
-		return "", "", false, err
+		return Description{}, err
 	}
 	defer cleanup()
-	c, err := plugin.Open(ctx, path, plugin.Options{Config: cfg, Logger: quiet})
+	c, err := plugin.Open(ctx, path, plugin.Options{Config: cfg, Logger: quiet, TestClock: ClockStart})
 	if err != nil {
-		return "", "", false, err
+		return Description{}, err
 	}
 	defer c.Close()
-	return c.Name(), c.Version(), c.Leases(), nil
+	return Description{Name: c.Name(), Version: c.Version(), Leases: c.Leases(), TestClock: c.TestClock()}, nil
 }
 
 // TempDirConfig gives each check a fresh directory under base as key.

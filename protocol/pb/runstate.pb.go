@@ -29,6 +29,95 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SetClockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClockRequest) Reset() {
+	*x = SetClockRequest{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClockRequest) ProtoMessage() {}
+
+func (x *SetClockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClockRequest.ProtoReflect.Descriptor instead.
+func (*SetClockRequest) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetClockRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type SetClockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// now is the store's clock after the call.
+	Now           *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=now,proto3" json:"now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClockResponse) Reset() {
+	*x = SetClockResponse{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClockResponse) ProtoMessage() {}
+
+func (x *SetClockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClockResponse.ProtoReflect.Descriptor instead.
+func (*SetClockResponse) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetClockResponse) GetNow() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Now
+	}
+	return nil
+}
+
 type OpenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Configuration of the store (a path, a DSN); values never reach logs.
@@ -39,7 +128,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +140,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +153,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{0}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OpenRequest) GetConfig() map[string]string {
@@ -87,13 +176,16 @@ type OpenResponse struct {
 	ClaimRuns  bool `protobuf:"varint,6,opt,name=claim_runs,json=claimRuns,proto3" json:"claim_runs,omitempty"`
 	// watch_runnable: the server offers WatchRunnable.
 	WatchRunnable bool `protobuf:"varint,7,opt,name=watch_runnable,json=watchRunnable,proto3" json:"watch_runnable,omitempty"`
+	// test_clock: the server runs in test mode and its store reads the test
+	// clock, which SetClock moves.
+	TestClock     bool `protobuf:"varint,8,opt,name=test_clock,json=testClock,proto3" json:"test_clock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +197,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +210,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{1}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OpenResponse) GetName() string {
@@ -170,6 +262,13 @@ func (x *OpenResponse) GetWatchRunnable() bool {
 	return false
 }
 
+func (x *OpenResponse) GetTestClock() bool {
+	if x != nil {
+		return x.TestClock
+	}
+	return false
+}
+
 // ErrorDetail is the runstate.Error of a failed call.
 type ErrorDetail struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -196,7 +295,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -208,7 +307,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -221,7 +320,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{2}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -329,7 +428,7 @@ type Actor struct {
 
 func (x *Actor) Reset() {
 	*x = Actor{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +440,7 @@ func (x *Actor) String() string {
 func (*Actor) ProtoMessage() {}
 
 func (x *Actor) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +453,7 @@ func (x *Actor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Actor.ProtoReflect.Descriptor instead.
 func (*Actor) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{3}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Actor) GetKind() string {
@@ -392,7 +491,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +503,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +516,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{4}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Diagnostic) GetErrorCode() string {
@@ -476,7 +575,7 @@ type HostState struct {
 
 func (x *HostState) Reset() {
 	*x = HostState{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +587,7 @@ func (x *HostState) String() string {
 func (*HostState) ProtoMessage() {}
 
 func (x *HostState) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +600,7 @@ func (x *HostState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostState.ProtoReflect.Descriptor instead.
 func (*HostState) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{5}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HostState) GetHost() string {
@@ -559,7 +658,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +670,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +683,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{6}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Step) GetName() string {
@@ -646,7 +745,7 @@ type Run struct {
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +757,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +770,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{7}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Run) GetRunId() string {
@@ -805,7 +904,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +916,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +929,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{8}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AuditEvent) GetRunId() string {
@@ -920,7 +1019,7 @@ type Owner struct {
 
 func (x *Owner) Reset() {
 	*x = Owner{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1031,7 @@ func (x *Owner) String() string {
 func (*Owner) ProtoMessage() {}
 
 func (x *Owner) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1044,7 @@ func (x *Owner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Owner.ProtoReflect.Descriptor instead.
 func (*Owner) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{9}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Owner) GetWorker() string {
@@ -975,7 +1074,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1086,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1099,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{10}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Lease) GetRunId() string {
@@ -1048,7 +1147,7 @@ type StepSpec struct {
 
 func (x *StepSpec) Reset() {
 	*x = StepSpec{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1159,7 @@ func (x *StepSpec) String() string {
 func (*StepSpec) ProtoMessage() {}
 
 func (x *StepSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1172,7 @@ func (x *StepSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSpec.ProtoReflect.Descriptor instead.
 func (*StepSpec) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{11}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StepSpec) GetName() string {
@@ -1108,7 +1207,7 @@ type CreateRunRequest struct {
 
 func (x *CreateRunRequest) Reset() {
 	*x = CreateRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1219,7 @@ func (x *CreateRunRequest) String() string {
 func (*CreateRunRequest) ProtoMessage() {}
 
 func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1232,7 @@ func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{12}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateRunRequest) GetRunId() string {
@@ -1218,7 +1317,7 @@ type HostPatch struct {
 
 func (x *HostPatch) Reset() {
 	*x = HostPatch{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1329,7 @@ func (x *HostPatch) String() string {
 func (*HostPatch) ProtoMessage() {}
 
 func (x *HostPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1342,7 @@ func (x *HostPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPatch.ProtoReflect.Descriptor instead.
 func (*HostPatch) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{13}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HostPatch) GetHost() string {
@@ -1285,7 +1384,7 @@ type StepPatch struct {
 
 func (x *StepPatch) Reset() {
 	*x = StepPatch{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1396,7 @@ func (x *StepPatch) String() string {
 func (*StepPatch) ProtoMessage() {}
 
 func (x *StepPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1409,7 @@ func (x *StepPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepPatch.ProtoReflect.Descriptor instead.
 func (*StepPatch) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{14}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StepPatch) GetName() string {
@@ -1360,7 +1459,7 @@ type UpdateRunRequest struct {
 
 func (x *UpdateRunRequest) Reset() {
 	*x = UpdateRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1471,7 @@ func (x *UpdateRunRequest) String() string {
 func (*UpdateRunRequest) ProtoMessage() {}
 
 func (x *UpdateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1484,7 @@ func (x *UpdateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{15}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateRunRequest) GetRunId() string {
@@ -1495,7 +1594,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1606,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1619,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{16}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -1545,7 +1644,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1656,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1669,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{17}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListRunsRequest) GetStatuses() []string {
@@ -1632,7 +1731,7 @@ type RunPage struct {
 
 func (x *RunPage) Reset() {
 	*x = RunPage{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1743,7 @@ func (x *RunPage) String() string {
 func (*RunPage) ProtoMessage() {}
 
 func (x *RunPage) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1756,7 @@ func (x *RunPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunPage.ProtoReflect.Descriptor instead.
 func (*RunPage) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{18}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunPage) GetRuns() []*Run {
@@ -1685,7 +1784,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1796,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1809,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{19}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListAuditEventsRequest) GetRunId() string {
@@ -1744,7 +1843,7 @@ type AuditPage struct {
 
 func (x *AuditPage) Reset() {
 	*x = AuditPage{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1855,7 @@ func (x *AuditPage) String() string {
 func (*AuditPage) ProtoMessage() {}
 
 func (x *AuditPage) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1868,7 @@ func (x *AuditPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPage.ProtoReflect.Descriptor instead.
 func (*AuditPage) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{20}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AuditPage) GetEvents() []*AuditEvent {
@@ -1797,7 +1896,7 @@ type RunnableFilter struct {
 
 func (x *RunnableFilter) Reset() {
 	*x = RunnableFilter{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1908,7 @@ func (x *RunnableFilter) String() string {
 func (*RunnableFilter) ProtoMessage() {}
 
 func (x *RunnableFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1921,7 @@ func (x *RunnableFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnableFilter.ProtoReflect.Descriptor instead.
 func (*RunnableFilter) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{21}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RunnableFilter) GetStatuses() []string {
@@ -1858,7 +1957,7 @@ type ClaimRunRequest struct {
 
 func (x *ClaimRunRequest) Reset() {
 	*x = ClaimRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1969,7 @@ func (x *ClaimRunRequest) String() string {
 func (*ClaimRunRequest) ProtoMessage() {}
 
 func (x *ClaimRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1982,7 @@ func (x *ClaimRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRunRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{22}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClaimRunRequest) GetRunId() string {
@@ -1925,7 +2024,7 @@ type ClaimNextRunRequest struct {
 
 func (x *ClaimNextRunRequest) Reset() {
 	*x = ClaimNextRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2036,7 @@ func (x *ClaimNextRunRequest) String() string {
 func (*ClaimNextRunRequest) ProtoMessage() {}
 
 func (x *ClaimNextRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2049,7 @@ func (x *ClaimNextRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimNextRunRequest.ProtoReflect.Descriptor instead.
 func (*ClaimNextRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{23}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClaimNextRunRequest) GetOwner() *Owner {
@@ -1984,7 +2083,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2095,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2108,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{24}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Claim) GetLease() *Lease {
@@ -2037,7 +2136,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2148,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2161,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{25}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewLeaseRequest) GetRunId() string {
@@ -2096,7 +2195,7 @@ type ReleaseLeaseRequest struct {
 
 func (x *ReleaseLeaseRequest) Reset() {
 	*x = ReleaseLeaseRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2207,7 @@ func (x *ReleaseLeaseRequest) String() string {
 func (*ReleaseLeaseRequest) ProtoMessage() {}
 
 func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2220,7 @@ func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{26}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseLeaseRequest) GetRunId() string {
@@ -2146,7 +2245,7 @@ type ReleaseLeaseResponse struct {
 
 func (x *ReleaseLeaseResponse) Reset() {
 	*x = ReleaseLeaseResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2257,7 @@ func (x *ReleaseLeaseResponse) String() string {
 func (*ReleaseLeaseResponse) ProtoMessage() {}
 
 func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2270,7 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{27}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{29}
 }
 
 type ListRunnableRunsRequest struct {
@@ -2185,7 +2284,7 @@ type ListRunnableRunsRequest struct {
 
 func (x *ListRunnableRunsRequest) Reset() {
 	*x = ListRunnableRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2296,7 @@ func (x *ListRunnableRunsRequest) String() string {
 func (*ListRunnableRunsRequest) ProtoMessage() {}
 
 func (x *ListRunnableRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2309,7 @@ func (x *ListRunnableRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnableRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnableRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{28}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRunnableRunsRequest) GetFilter() *RunnableFilter {
@@ -2243,7 +2342,7 @@ type CreateRunsRequest struct {
 
 func (x *CreateRunsRequest) Reset() {
 	*x = CreateRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2354,7 @@ func (x *CreateRunsRequest) String() string {
 func (*CreateRunsRequest) ProtoMessage() {}
 
 func (x *CreateRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2367,7 @@ func (x *CreateRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunsRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{29}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateRunsRequest) GetRuns() []*CreateRunRequest {
@@ -2287,7 +2386,7 @@ type CreateRunsResponse struct {
 
 func (x *CreateRunsResponse) Reset() {
 	*x = CreateRunsResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2398,7 @@ func (x *CreateRunsResponse) String() string {
 func (*CreateRunsResponse) ProtoMessage() {}
 
 func (x *CreateRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2411,7 @@ func (x *CreateRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunsResponse.ProtoReflect.Descriptor instead.
 func (*CreateRunsResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{30}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateRunsResponse) GetRuns() []*Run {
@@ -2331,7 +2430,7 @@ type UpdateRunsRequest struct {
 
 func (x *UpdateRunsRequest) Reset() {
 	*x = UpdateRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2442,7 @@ func (x *UpdateRunsRequest) String() string {
 func (*UpdateRunsRequest) ProtoMessage() {}
 
 func (x *UpdateRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2455,7 @@ func (x *UpdateRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{31}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateRunsRequest) GetUpdates() []*UpdateRunRequest {
@@ -2377,7 +2476,7 @@ type UpdateRunsItem struct {
 
 func (x *UpdateRunsItem) Reset() {
 	*x = UpdateRunsItem{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2488,7 @@ func (x *UpdateRunsItem) String() string {
 func (*UpdateRunsItem) ProtoMessage() {}
 
 func (x *UpdateRunsItem) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2501,7 @@ func (x *UpdateRunsItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunsItem.ProtoReflect.Descriptor instead.
 func (*UpdateRunsItem) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{32}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateRunsItem) GetRun() *Run {
@@ -2428,7 +2527,7 @@ type UpdateRunsResponse struct {
 
 func (x *UpdateRunsResponse) Reset() {
 	*x = UpdateRunsResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2539,7 @@ func (x *UpdateRunsResponse) String() string {
 func (*UpdateRunsResponse) ProtoMessage() {}
 
 func (x *UpdateRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2552,7 @@ func (x *UpdateRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRunsResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{33}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateRunsResponse) GetItems() []*UpdateRunsItem {
@@ -2478,7 +2577,7 @@ type ClaimRunsRequest struct {
 
 func (x *ClaimRunsRequest) Reset() {
 	*x = ClaimRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2490,7 +2589,7 @@ func (x *ClaimRunsRequest) String() string {
 func (*ClaimRunsRequest) ProtoMessage() {}
 
 func (x *ClaimRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2503,7 +2602,7 @@ func (x *ClaimRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRunsRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{34}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClaimRunsRequest) GetOwner() *Owner {
@@ -2566,7 +2665,7 @@ type ClaimRunsResponse struct {
 
 func (x *ClaimRunsResponse) Reset() {
 	*x = ClaimRunsResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2677,7 @@ func (x *ClaimRunsResponse) String() string {
 func (*ClaimRunsResponse) ProtoMessage() {}
 
 func (x *ClaimRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2690,7 @@ func (x *ClaimRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRunsResponse.ProtoReflect.Descriptor instead.
 func (*ClaimRunsResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{35}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ClaimRunsResponse) GetClaims() []*Claim {
@@ -2616,7 +2715,7 @@ type WatchRunnableRequest struct {
 
 func (x *WatchRunnableRequest) Reset() {
 	*x = WatchRunnableRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2727,7 @@ func (x *WatchRunnableRequest) String() string {
 func (*WatchRunnableRequest) ProtoMessage() {}
 
 func (x *WatchRunnableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2740,7 @@ func (x *WatchRunnableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunnableRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunnableRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{36}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{38}
 }
 
 // RunnableNotice says that a run may have become runnable: claim, and
@@ -2654,7 +2753,7 @@ type RunnableNotice struct {
 
 func (x *RunnableNotice) Reset() {
 	*x = RunnableNotice{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2765,7 @@ func (x *RunnableNotice) String() string {
 func (*RunnableNotice) ProtoMessage() {}
 
 func (x *RunnableNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,19 +2778,23 @@ func (x *RunnableNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnableNotice.ProtoReflect.Descriptor instead.
 func (*RunnableNotice) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{37}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{39}
 }
 
 var File_protocol_pb_runstate_proto protoreflect.FileDescriptor
 
 const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprotocol/pb/runstate.proto\x12\x12runstate.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"\x8d\x01\n" +
+	"\x1aprotocol/pb/runstate.proto\x12\x12runstate.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"=\n" +
+	"\x0fSetClockRequest\x12*\n" +
+	"\x02to\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"@\n" +
+	"\x10SetClockResponse\x12,\n" +
+	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"\x8d\x01\n" +
 	"\vOpenRequest\x12C\n" +
 	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdc\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x01\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
@@ -2702,7 +2805,9 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"updateRuns\x12\x1d\n" +
 	"\n" +
 	"claim_runs\x18\x06 \x01(\bR\tclaimRuns\x12%\n" +
-	"\x0ewatch_runnable\x18\a \x01(\bR\rwatchRunnable\"\xee\x02\n" +
+	"\x0ewatch_runnable\x18\a \x01(\bR\rwatchRunnable\x12\x1d\n" +
+	"\n" +
+	"test_clock\x18\b \x01(\bR\ttestClock\"\xee\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x15\n" +
@@ -2942,8 +3047,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x06claims\x18\x01 \x03(\v2\x19.runstate.plugin.v1.ClaimR\x06claims\x125\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.runstate.plugin.v1.ErrorDetailR\x05error\"\x16\n" +
 	"\x14WatchRunnableRequest\"\x10\n" +
-	"\x0eRunnableNotice2\xd4\n" +
-	"\n" +
+	"\x0eRunnableNotice2\xab\v\n" +
 	"\rRunStateStore\x12I\n" +
 	"\x04Open\x12\x1f.runstate.plugin.v1.OpenRequest\x1a .runstate.plugin.v1.OpenResponse\x12J\n" +
 	"\tCreateRun\x12$.runstate.plugin.v1.CreateRunRequest\x1a\x17.runstate.plugin.v1.Run\x12J\n" +
@@ -2963,7 +3067,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\n" +
 	"UpdateRuns\x12%.runstate.plugin.v1.UpdateRunsRequest\x1a&.runstate.plugin.v1.UpdateRunsResponse\x12X\n" +
 	"\tClaimRuns\x12$.runstate.plugin.v1.ClaimRunsRequest\x1a%.runstate.plugin.v1.ClaimRunsResponse\x12_\n" +
-	"\rWatchRunnable\x12(.runstate.plugin.v1.WatchRunnableRequest\x1a\".runstate.plugin.v1.RunnableNotice0\x01B*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
+	"\rWatchRunnable\x12(.runstate.plugin.v1.WatchRunnableRequest\x1a\".runstate.plugin.v1.RunnableNotice0\x01\x12U\n" +
+	"\bSetClock\x12#.runstate.plugin.v1.SetClockRequest\x1a$.runstate.plugin.v1.SetClockResponseB*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
 
 var (
 	file_protocol_pb_runstate_proto_rawDescOnce sync.Once
@@ -2977,148 +3082,154 @@ func file_protocol_pb_runstate_proto_rawDescGZIP() []byte {
 	return file_protocol_pb_runstate_proto_rawDescData
 }
 
-var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_protocol_pb_runstate_proto_goTypes = []any{
-	(*OpenRequest)(nil),             // 0: runstate.plugin.v1.OpenRequest
-	(*OpenResponse)(nil),            // 1: runstate.plugin.v1.OpenResponse
-	(*ErrorDetail)(nil),             // 2: runstate.plugin.v1.ErrorDetail
-	(*Actor)(nil),                   // 3: runstate.plugin.v1.Actor
-	(*Diagnostic)(nil),              // 4: runstate.plugin.v1.Diagnostic
-	(*HostState)(nil),               // 5: runstate.plugin.v1.HostState
-	(*Step)(nil),                    // 6: runstate.plugin.v1.Step
-	(*Run)(nil),                     // 7: runstate.plugin.v1.Run
-	(*AuditEvent)(nil),              // 8: runstate.plugin.v1.AuditEvent
-	(*Owner)(nil),                   // 9: runstate.plugin.v1.Owner
-	(*Lease)(nil),                   // 10: runstate.plugin.v1.Lease
-	(*StepSpec)(nil),                // 11: runstate.plugin.v1.StepSpec
-	(*CreateRunRequest)(nil),        // 12: runstate.plugin.v1.CreateRunRequest
-	(*HostPatch)(nil),               // 13: runstate.plugin.v1.HostPatch
-	(*StepPatch)(nil),               // 14: runstate.plugin.v1.StepPatch
-	(*UpdateRunRequest)(nil),        // 15: runstate.plugin.v1.UpdateRunRequest
-	(*GetRunRequest)(nil),           // 16: runstate.plugin.v1.GetRunRequest
-	(*ListRunsRequest)(nil),         // 17: runstate.plugin.v1.ListRunsRequest
-	(*RunPage)(nil),                 // 18: runstate.plugin.v1.RunPage
-	(*ListAuditEventsRequest)(nil),  // 19: runstate.plugin.v1.ListAuditEventsRequest
-	(*AuditPage)(nil),               // 20: runstate.plugin.v1.AuditPage
-	(*RunnableFilter)(nil),          // 21: runstate.plugin.v1.RunnableFilter
-	(*ClaimRunRequest)(nil),         // 22: runstate.plugin.v1.ClaimRunRequest
-	(*ClaimNextRunRequest)(nil),     // 23: runstate.plugin.v1.ClaimNextRunRequest
-	(*Claim)(nil),                   // 24: runstate.plugin.v1.Claim
-	(*RenewLeaseRequest)(nil),       // 25: runstate.plugin.v1.RenewLeaseRequest
-	(*ReleaseLeaseRequest)(nil),     // 26: runstate.plugin.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),    // 27: runstate.plugin.v1.ReleaseLeaseResponse
-	(*ListRunnableRunsRequest)(nil), // 28: runstate.plugin.v1.ListRunnableRunsRequest
-	(*CreateRunsRequest)(nil),       // 29: runstate.plugin.v1.CreateRunsRequest
-	(*CreateRunsResponse)(nil),      // 30: runstate.plugin.v1.CreateRunsResponse
-	(*UpdateRunsRequest)(nil),       // 31: runstate.plugin.v1.UpdateRunsRequest
-	(*UpdateRunsItem)(nil),          // 32: runstate.plugin.v1.UpdateRunsItem
-	(*UpdateRunsResponse)(nil),      // 33: runstate.plugin.v1.UpdateRunsResponse
-	(*ClaimRunsRequest)(nil),        // 34: runstate.plugin.v1.ClaimRunsRequest
-	(*ClaimRunsResponse)(nil),       // 35: runstate.plugin.v1.ClaimRunsResponse
-	(*WatchRunnableRequest)(nil),    // 36: runstate.plugin.v1.WatchRunnableRequest
-	(*RunnableNotice)(nil),          // 37: runstate.plugin.v1.RunnableNotice
-	nil,                             // 38: runstate.plugin.v1.OpenRequest.ConfigEntry
-	nil,                             // 39: runstate.plugin.v1.Diagnostic.DetailsEntry
-	nil,                             // 40: runstate.plugin.v1.Run.LabelsEntry
-	nil,                             // 41: runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	nil,                             // 42: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	nil,                             // 43: runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	nil,                             // 44: runstate.plugin.v1.RunnableFilter.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 46: google.protobuf.Duration
+	(*SetClockRequest)(nil),         // 0: runstate.plugin.v1.SetClockRequest
+	(*SetClockResponse)(nil),        // 1: runstate.plugin.v1.SetClockResponse
+	(*OpenRequest)(nil),             // 2: runstate.plugin.v1.OpenRequest
+	(*OpenResponse)(nil),            // 3: runstate.plugin.v1.OpenResponse
+	(*ErrorDetail)(nil),             // 4: runstate.plugin.v1.ErrorDetail
+	(*Actor)(nil),                   // 5: runstate.plugin.v1.Actor
+	(*Diagnostic)(nil),              // 6: runstate.plugin.v1.Diagnostic
+	(*HostState)(nil),               // 7: runstate.plugin.v1.HostState
+	(*Step)(nil),                    // 8: runstate.plugin.v1.Step
+	(*Run)(nil),                     // 9: runstate.plugin.v1.Run
+	(*AuditEvent)(nil),              // 10: runstate.plugin.v1.AuditEvent
+	(*Owner)(nil),                   // 11: runstate.plugin.v1.Owner
+	(*Lease)(nil),                   // 12: runstate.plugin.v1.Lease
+	(*StepSpec)(nil),                // 13: runstate.plugin.v1.StepSpec
+	(*CreateRunRequest)(nil),        // 14: runstate.plugin.v1.CreateRunRequest
+	(*HostPatch)(nil),               // 15: runstate.plugin.v1.HostPatch
+	(*StepPatch)(nil),               // 16: runstate.plugin.v1.StepPatch
+	(*UpdateRunRequest)(nil),        // 17: runstate.plugin.v1.UpdateRunRequest
+	(*GetRunRequest)(nil),           // 18: runstate.plugin.v1.GetRunRequest
+	(*ListRunsRequest)(nil),         // 19: runstate.plugin.v1.ListRunsRequest
+	(*RunPage)(nil),                 // 20: runstate.plugin.v1.RunPage
+	(*ListAuditEventsRequest)(nil),  // 21: runstate.plugin.v1.ListAuditEventsRequest
+	(*AuditPage)(nil),               // 22: runstate.plugin.v1.AuditPage
+	(*RunnableFilter)(nil),          // 23: runstate.plugin.v1.RunnableFilter
+	(*ClaimRunRequest)(nil),         // 24: runstate.plugin.v1.ClaimRunRequest
+	(*ClaimNextRunRequest)(nil),     // 25: runstate.plugin.v1.ClaimNextRunRequest
+	(*Claim)(nil),                   // 26: runstate.plugin.v1.Claim
+	(*RenewLeaseRequest)(nil),       // 27: runstate.plugin.v1.RenewLeaseRequest
+	(*ReleaseLeaseRequest)(nil),     // 28: runstate.plugin.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),    // 29: runstate.plugin.v1.ReleaseLeaseResponse
+	(*ListRunnableRunsRequest)(nil), // 30: runstate.plugin.v1.ListRunnableRunsRequest
+	(*CreateRunsRequest)(nil),       // 31: runstate.plugin.v1.CreateRunsRequest
+	(*CreateRunsResponse)(nil),      // 32: runstate.plugin.v1.CreateRunsResponse
+	(*UpdateRunsRequest)(nil),       // 33: runstate.plugin.v1.UpdateRunsRequest
+	(*UpdateRunsItem)(nil),          // 34: runstate.plugin.v1.UpdateRunsItem
+	(*UpdateRunsResponse)(nil),      // 35: runstate.plugin.v1.UpdateRunsResponse
+	(*ClaimRunsRequest)(nil),        // 36: runstate.plugin.v1.ClaimRunsRequest
+	(*ClaimRunsResponse)(nil),       // 37: runstate.plugin.v1.ClaimRunsResponse
+	(*WatchRunnableRequest)(nil),    // 38: runstate.plugin.v1.WatchRunnableRequest
+	(*RunnableNotice)(nil),          // 39: runstate.plugin.v1.RunnableNotice
+	nil,                             // 40: runstate.plugin.v1.OpenRequest.ConfigEntry
+	nil,                             // 41: runstate.plugin.v1.Diagnostic.DetailsEntry
+	nil,                             // 42: runstate.plugin.v1.Run.LabelsEntry
+	nil,                             // 43: runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	nil,                             // 44: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	nil,                             // 45: runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	nil,                             // 46: runstate.plugin.v1.RunnableFilter.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 48: google.protobuf.Duration
 }
 var file_protocol_pb_runstate_proto_depIdxs = []int32{
-	38, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
-	39, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
-	45, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
-	45, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
-	45, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
-	45, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
-	5,  // 6: runstate.plugin.v1.Step.hosts:type_name -> runstate.plugin.v1.HostState
-	40, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
-	45, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	45, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	45, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
-	4,  // 12: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	6,  // 13: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
-	45, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	3,  // 15: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
-	9,  // 16: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
-	45, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	45, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	41, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	11, // 20: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
-	3,  // 21: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	13, // 22: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
-	4,  // 23: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	42, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	14, // 25: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
-	3,  // 26: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	43, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	45, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
-	45, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
-	7,  // 30: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
-	8,  // 31: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
-	44, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
-	9,  // 33: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	46, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
-	9,  // 35: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	46, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
-	21, // 37: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	10, // 38: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
-	7,  // 39: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
-	46, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
-	21, // 41: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	12, // 42: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
-	7,  // 43: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
-	15, // 44: runstate.plugin.v1.UpdateRunsRequest.updates:type_name -> runstate.plugin.v1.UpdateRunRequest
-	7,  // 45: runstate.plugin.v1.UpdateRunsItem.run:type_name -> runstate.plugin.v1.Run
-	2,  // 46: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
-	32, // 47: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
-	9,  // 48: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
-	46, // 49: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
-	21, // 50: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	3,  // 51: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
-	24, // 52: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
-	2,  // 53: runstate.plugin.v1.ClaimRunsResponse.error:type_name -> runstate.plugin.v1.ErrorDetail
-	0,  // 54: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
-	12, // 55: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
-	15, // 56: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
-	16, // 57: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
-	17, // 58: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
-	19, // 59: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
-	22, // 60: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
-	23, // 61: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
-	25, // 62: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
-	26, // 63: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
-	28, // 64: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
-	16, // 65: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
-	29, // 66: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
-	31, // 67: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
-	34, // 68: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
-	36, // 69: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
-	1,  // 70: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
-	7,  // 71: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 72: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 73: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
-	18, // 74: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
-	20, // 75: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
-	24, // 76: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
-	24, // 77: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
-	10, // 78: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
-	27, // 79: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
-	18, // 80: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
-	10, // 81: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
-	30, // 82: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
-	33, // 83: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
-	35, // 84: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
-	37, // 85: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
-	70, // [70:86] is the sub-list for method output_type
-	54, // [54:70] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	47, // 0: runstate.plugin.v1.SetClockRequest.to:type_name -> google.protobuf.Timestamp
+	47, // 1: runstate.plugin.v1.SetClockResponse.now:type_name -> google.protobuf.Timestamp
+	40, // 2: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
+	41, // 3: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
+	47, // 4: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
+	47, // 5: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
+	47, // 6: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
+	47, // 7: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
+	7,  // 8: runstate.plugin.v1.Step.hosts:type_name -> runstate.plugin.v1.HostState
+	42, // 9: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
+	47, // 10: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	47, // 11: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	47, // 12: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	47, // 13: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	6,  // 14: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
+	8,  // 15: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
+	47, // 16: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 17: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
+	11, // 18: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
+	47, // 19: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	47, // 20: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 21: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	13, // 22: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
+	5,  // 23: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
+	15, // 24: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
+	6,  // 25: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
+	44, // 26: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	16, // 27: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
+	5,  // 28: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
+	45, // 29: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	47, // 30: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
+	47, // 31: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
+	9,  // 32: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
+	10, // 33: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
+	46, // 34: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
+	11, // 35: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
+	48, // 36: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
+	11, // 37: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
+	48, // 38: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 39: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	12, // 40: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
+	9,  // 41: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
+	48, // 42: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 43: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	14, // 44: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
+	9,  // 45: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
+	17, // 46: runstate.plugin.v1.UpdateRunsRequest.updates:type_name -> runstate.plugin.v1.UpdateRunRequest
+	9,  // 47: runstate.plugin.v1.UpdateRunsItem.run:type_name -> runstate.plugin.v1.Run
+	4,  // 48: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
+	34, // 49: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
+	11, // 50: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
+	48, // 51: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 52: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	5,  // 53: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
+	26, // 54: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
+	4,  // 55: runstate.plugin.v1.ClaimRunsResponse.error:type_name -> runstate.plugin.v1.ErrorDetail
+	2,  // 56: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
+	14, // 57: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
+	17, // 58: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
+	18, // 59: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
+	19, // 60: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
+	21, // 61: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
+	24, // 62: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
+	25, // 63: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
+	27, // 64: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
+	28, // 65: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
+	30, // 66: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
+	18, // 67: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
+	31, // 68: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
+	33, // 69: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
+	36, // 70: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
+	38, // 71: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
+	0,  // 72: runstate.plugin.v1.RunStateStore.SetClock:input_type -> runstate.plugin.v1.SetClockRequest
+	3,  // 73: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
+	9,  // 74: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
+	9,  // 75: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
+	9,  // 76: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
+	20, // 77: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
+	22, // 78: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
+	26, // 79: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
+	26, // 80: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
+	12, // 81: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
+	29, // 82: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
+	20, // 83: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
+	12, // 84: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
+	32, // 85: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
+	35, // 86: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
+	37, // 87: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
+	39, // 88: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
+	1,  // 89: runstate.plugin.v1.RunStateStore.SetClock:output_type -> runstate.plugin.v1.SetClockResponse
+	73, // [73:90] is the sub-list for method output_type
+	56, // [56:73] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_protocol_pb_runstate_proto_init() }
@@ -3126,16 +3237,16 @@ func file_protocol_pb_runstate_proto_init() {
 	if File_protocol_pb_runstate_proto != nil {
 		return
 	}
-	file_protocol_pb_runstate_proto_msgTypes[2].OneofWrappers = []any{}
-	file_protocol_pb_runstate_proto_msgTypes[13].OneofWrappers = []any{}
+	file_protocol_pb_runstate_proto_msgTypes[4].OneofWrappers = []any{}
 	file_protocol_pb_runstate_proto_msgTypes[15].OneofWrappers = []any{}
+	file_protocol_pb_runstate_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_runstate_proto_rawDesc), len(file_protocol_pb_runstate_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

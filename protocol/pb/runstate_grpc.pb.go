@@ -41,6 +41,7 @@ const (
 	RunStateStore_UpdateRuns_FullMethodName       = "/runstate.plugin.v1.RunStateStore/UpdateRuns"
 	RunStateStore_ClaimRuns_FullMethodName        = "/runstate.plugin.v1.RunStateStore/ClaimRuns"
 	RunStateStore_WatchRunnable_FullMethodName    = "/runstate.plugin.v1.RunStateStore/WatchRunnable"
+	RunStateStore_SetClock_FullMethodName         = "/runstate.plugin.v1.RunStateStore/SetClock"
 )
 
 // RunStateStoreClient is the client API for RunStateStore service.
@@ -79,6 +80,12 @@ type RunStateStoreClient interface {
 	// OpenResponse says; it answers UNIMPLEMENTED otherwise, as a server
 	// older than it does, and the client polls.
 	WatchRunnable(ctx context.Context, in *WatchRunnableRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnableNotice], error)
+	// SetClock moves the served store's test clock forward to `to`, for
+	// certification (docs/plugins.md): a server started in test mode, whose
+	// store reads the test clock (OpenResponse.test_clock), offers it. Any
+	// other server answers FAILED_PRECONDITION (one older than it,
+	// UNIMPLEMENTED); a `to` before the clock's time is INVALID_ARGUMENT.
+	SetClock(ctx context.Context, in *SetClockRequest, opts ...grpc.CallOption) (*SetClockResponse, error)
 }
 
 type runStateStoreClient struct {
@@ -258,6 +265,16 @@ func (c *runStateStoreClient) WatchRunnable(ctx context.Context, in *WatchRunnab
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RunStateStore_WatchRunnableClient = grpc.ServerStreamingClient[RunnableNotice]
 
+func (c *runStateStoreClient) SetClock(ctx context.Context, in *SetClockRequest, opts ...grpc.CallOption) (*SetClockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetClockResponse)
+	err := c.cc.Invoke(ctx, RunStateStore_SetClock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RunStateStoreServer is the server API for RunStateStore service.
 // All implementations must embed UnimplementedRunStateStoreServer
 // for forward compatibility.
@@ -294,6 +311,12 @@ type RunStateStoreServer interface {
 	// OpenResponse says; it answers UNIMPLEMENTED otherwise, as a server
 	// older than it does, and the client polls.
 	WatchRunnable(*WatchRunnableRequest, grpc.ServerStreamingServer[RunnableNotice]) error
+	// SetClock moves the served store's test clock forward to `to`, for
+	// certification (docs/plugins.md): a server started in test mode, whose
+	// store reads the test clock (OpenResponse.test_clock), offers it. Any
+	// other server answers FAILED_PRECONDITION (one older than it,
+	// UNIMPLEMENTED); a `to` before the clock's time is INVALID_ARGUMENT.
+	SetClock(context.Context, *SetClockRequest) (*SetClockResponse, error)
 	mustEmbedUnimplementedRunStateStoreServer()
 }
 
@@ -351,6 +374,9 @@ func (UnimplementedRunStateStoreServer) ClaimRuns(context.Context, *ClaimRunsReq
 }
 func (UnimplementedRunStateStoreServer) WatchRunnable(*WatchRunnableRequest, grpc.ServerStreamingServer[RunnableNotice]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchRunnable not implemented")
+}
+func (UnimplementedRunStateStoreServer) SetClock(context.Context, *SetClockRequest) (*SetClockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetClock not implemented")
 }
 func (UnimplementedRunStateStoreServer) mustEmbedUnimplementedRunStateStoreServer() {}
 func (UnimplementedRunStateStoreServer) testEmbeddedByValue()                       {}
@@ -654,6 +680,24 @@ func _RunStateStore_WatchRunnable_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RunStateStore_WatchRunnableServer = grpc.ServerStreamingServer[RunnableNotice]
 
+func _RunStateStore_SetClock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetClockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunStateStoreServer).SetClock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunStateStore_SetClock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunStateStoreServer).SetClock(ctx, req.(*SetClockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RunStateStore_ServiceDesc is the grpc.ServiceDesc for RunStateStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -720,6 +764,10 @@ var RunStateStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClaimRuns",
 			Handler:    _RunStateStore_ClaimRuns_Handler,
+		},
+		{
+			MethodName: "SetClock",
+			Handler:    _RunStateStore_SetClock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
