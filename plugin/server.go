@@ -56,7 +56,7 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
 	defer profileCPU()()
 	defer traceStore(&open, opts)()
-	clock, err := testClockOfEnv()
+	clock, err := protocol.TestClockOfEnv(TestClockEnv)
 	if err != nil {
 		slog.Error("the plugin cannot start", "error", err)
 		os.Exit(1)

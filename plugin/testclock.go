@@ -2,9 +2,6 @@ package plugin
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"time"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/protocol"
@@ -26,16 +23,3 @@ var ErrNoTestClock = protocol.ErrNoTestClock
 // then moves the store's time instead of waiting for it (the conformance
 // suite's controlled-clock rules); SchemeOpener passes it on.
 func TestClock(ctx context.Context) runstate.Clock { return protocol.TestClockFrom(ctx) }
-
-// testClockOfEnv is the test clock TestClockEnv asks for, nil when unset.
-func testClockOfEnv() (*protocol.TestClock, error) {
-	v := os.Getenv(TestClockEnv)
-	if v == "" {
-		return nil, nil
-	}
-	start, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return nil, fmt.Errorf("%s=%q: want an RFC 3339 time: %w", TestClockEnv, v, err)
-	}
-	return protocol.NewTestClock(start), nil
-}

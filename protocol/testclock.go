@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,29 @@ type TestClock struct {
 
 // NewTestClock returns a test clock stopped at start.
 func NewTestClock(start time.Time) *TestClock { return &TestClock{now: start} }
+
+// TestClockOfEnv returns the test clock the environment variable name
+// asks for (an RFC 3339 instant, where it stands still), nil when unset:
+// how a host starts a server in test mode.
+func TestClockOfEnv(name string) (*TestClock, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return nil, nil
+	}
+	start, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%q: want an RFC 3339 time: %w", name, v, err)
+	}
+	return NewTestClock(start), nil
+}
+
+// Clock returns c as a runstate.Clock: nil (no clock) when c is nil.
+func (c *TestClock) Clock() runstate.Clock {
+	if c == nil {
+		return nil
+	}
+	return c
+}
 
 // Now returns the clock's time.
 func (c *TestClock) Now() time.Time {
@@ -125,4 +149,14 @@ func SetClock(ctx context.Context, p SetClockParams) error {
 		}
 	}
 	return callError(ctx, p.Peer, p.Route, err)
+}
+
+// SetClock moves the test clock of the store r reaches to to: SetClock on
+// r's current route.
+func (r *RemoteStore) SetClock(ctx context.Context, to time.Time) error {
+	route, err := r.route()
+	if err != nil {
+		return err
+	}
+	return SetClock(ctx, SetClockParams{Route: route, Peer: r.peer, To: to})
 }

@@ -67,3 +67,22 @@ func TestAPluginIgnoringTheTestClockKeepsRealTime(t *testing.T) {
 		t.Errorf("the runner does not say why the clock rules skip:\n%s", stderr)
 	}
 }
+
+// Through a gateway the store is on the gateway's test clock, and a store
+// that outlives the gateway is certified under the restart fault: the
+// gateway is killed and started again.
+func TestGatewaysAreCertifiedWithAClockAndRestarts(t *testing.T) {
+	got, caps, _ := outcomes(t, "--gateway", bin(t, gatewayPkg), "--store", "badger:{{tempdir}}/s", "--run", clockRules+",FAULT-002,FAULT-006")
+	if !caps.ControlledClock || len(caps.Faults) != 1 || caps.Faults[0] != conformance.FaultRestart {
+		t.Errorf("Badger behind a gateway declares %v, want a controlled clock and the restart fault", caps)
+	}
+	for _, id := range []string{"CAP-003", "LEASE-018", "FAULT-002", "FAULT-006"} {
+		if got[id] != conformance.Pass {
+			t.Errorf("%s through a gateway: %s, want pass", id, got[id])
+		}
+	}
+	_, caps, _ = outcomes(t, "--gateway", bin(t, gatewayPkg), "--store", "memory", "--run", "CAP-003", "--real-clock")
+	if caps.ControlledClock || len(caps.Faults) > 0 {
+		t.Errorf("memory behind a gateway with --real-clock declares %v, want neither clock nor faults", caps)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/runstate/runstate/adapters/postgres/pgtest"
 	pgscratch "github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
@@ -81,7 +82,9 @@ Stores:
   --gateway PATH             the runstate-gateway binary, started afresh for every check on loopback in
   --store NAME               front of the store NAME names (memory, badger:PATH, mysql:DSN, postgres:DSN,
                              plugin:PATH, as runstate-gateway --store; also --config store=NAME), and
-                             reached over TCP as an operator
+                             reached over TCP as an operator; in test mode, its store on a clock the
+                             checks move (not a plugin's; --real-clock keeps real time), and killed and
+                             started again for the FAULT rules when the store outlives it (not memory)
 
 Checks create runs and claim runnable ones: a store that holds runs before the first check is
 refused (exit 2) before anything is written, unless --allow-stored-runs is given. Secret
@@ -445,6 +448,10 @@ func (o options) gatewayTarget() (conformance.Target, func(), error) {
 		removeDir()
 		return conformance.Target{}, none, err
 	}
+	// A store that outlives the gateway is killed with it for the FAULT
+	// rules; one that reads the gateway's test clock is on it.
+	setup.Restart = gatewaytest.Outlives(o.config["store"])
+	setup.TestClock = !o.realClock && gateway.CheckTestClock(o.config["store"]) == nil
 	config := templated(o.config)
 	kind := stores.Parse(o.config["store"]).Scheme
 	return gatewaytest.ProcessTarget(kind, setup, func(ctx context.Context) (string, func(), error) {
