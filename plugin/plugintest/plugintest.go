@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/conformance/faultproxy"
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/plugin"
 )
@@ -100,6 +103,33 @@ func NoConfig(context.Context) (map[string]string, func(), error) { return nil, 
 // and its clients start them again (plugin.Options.Relaunch), at the test
 // clock's time: declare it for a store whose data outlives its process.
 func ProcessTarget(name, version, path string, caps conformance.Capabilities, config Config) conformance.Target {
+	return ProcessTargetWith(ProcessParams{Name: name, Version: version, Path: path, Caps: caps, Config: config})
+}
+
+// ProcessParams are ProcessTargetWith's: ProcessTarget's, and the backend.
+type ProcessParams struct {
+	Name, Version string
+	// Path is the plugin binary.
+	Path   string
+	Caps   conformance.Capabilities
+	Config Config
+	// Backend, when set, is the host:port of the plugin's own network
+	// backend (its database server). Every check starts a
+	// conformance/faultproxy in front of it, ProxyPlaceholder in the
+	// configuration's values becomes the proxy's address, so that the
+	// plugin reaches its backend through the proxy, and the harness causes
+	// the proxy's faults (faultproxy.Faults) that Caps.Faults declares.
+	Backend string
+}
+
+// ProxyPlaceholder in a configuration value stands for the address of the
+// fault proxy in front of the plugin's backend (ProcessParams.Backend).
+const ProxyPlaceholder = "{{proxy}}"
+
+// ProcessTargetWith is ProcessTarget with a fault proxy in front of the
+// plugin's backend when p.Backend is set.
+func ProcessTargetWith(p ProcessParams) conformance.Target {
+	name, version, path, caps, config := p.Name, p.Version, p.Path, p.Caps, p.Config
 	var leaseTTL time.Duration // the suite's default
 	if !caps.ControlledClock {
 		// Real time runs on while a check works through a process
@@ -114,15 +144,24 @@ func ProcessTarget(name, version, path string, caps conformance.Capabilities, co
 		LeaseTTL:     leaseTTL,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			for _, f := range caps.Faults {
-				if f != conformance.FaultRestart {
-					return nil, fmt.Errorf("a plugin process target causes no fault %q, only restart", f)
+				if f != conformance.FaultRestart && (p.Backend == "" || !slices.Contains(faultproxy.Faults, f)) {
+					return nil, fmt.Errorf("a plugin process target causes no fault %q: restart, and with a backend behind a proxy %v", f, faultproxy.Faults)
 				}
 			}
 			cfg, cleanup, err := config(ctx)
 			if err != nil {
 				return nil, err
 			}
-			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup, relaunch: len(caps.Faults) > 0}
+			proxy, err := proxyBackend(p.Backend, cfg)
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			if proxy != nil {
+				dropConfig := cleanup
+				cleanup = func() { dropConfig(); proxy.Close() }
+			}
+			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup, relaunch: slices.Contains(caps.Faults, conformance.FaultRestart), proxy: proxy}
 			if caps.ControlledClock {
 				h.clock = ClockStart
 			}
@@ -142,11 +181,32 @@ func ProcessTarget(name, version, path string, caps conformance.Capabilities, co
 // their manual clocks.
 var ClockStart = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
+// proxyBackend starts a fault proxy in front of backend (none when empty)
+// and puts its address in place of ProxyPlaceholder in cfg's values.
+func proxyBackend(backend string, cfg map[string]string) (*faultproxy.Proxy, error) {
+	if backend == "" {
+		return nil, nil
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Values(cfg)), func(v string) bool { return strings.Contains(v, ProxyPlaceholder) }) {
+		return nil, fmt.Errorf("the plugin's backend %s is behind a fault proxy, but no configuration value names %s: the plugin would reach its backend directly, and no fault would reach it", backend, ProxyPlaceholder)
+	}
+	proxy, err := faultproxy.Start(backend)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range cfg {
+		cfg[k] = strings.ReplaceAll(v, ProxyPlaceholder, proxy.Addr())
+	}
+	return proxy, nil
+}
+
 type processHarness struct {
 	path     string
 	cfg      map[string]string
 	cleanup  func()
 	relaunch bool
+	proxy    *faultproxy.Proxy // in front of the plugin's backend; nil: none
+	killed   bool              // a restart fault killed the plugin processes
 	first    *plugin.Client
 	// mu guards clients and clock: a check may open a handle while
 	// another goroutine of it advances the clock.
@@ -189,11 +249,16 @@ func (h *processHarness) all() []*plugin.Client {
 // calls' deadline and grace.
 const relaunchPause = 3 * time.Second
 
-// StartFault kills every plugin process of the check (a restart).
-func (h *processHarness) StartFault(_ context.Context, p conformance.FaultParams) error {
+// StartFault kills every plugin process of the check (a restart), or
+// disturbs the path to the plugin's backend (the proxy's faults).
+func (h *processHarness) StartFault(ctx context.Context, p conformance.FaultParams) error {
+	if p.Fault != conformance.FaultRestart && h.proxy != nil {
+		return h.proxy.StartFault(ctx, p)
+	}
 	if p.Fault != conformance.FaultRestart || !h.relaunch {
 		return fmt.Errorf("a plugin process harness causes no fault %q", p.Fault)
 	}
+	h.killed = true
 	var errs []error
 	for _, c := range h.all() {
 		errs = append(errs, c.Kill())
@@ -201,8 +266,16 @@ func (h *processHarness) StartFault(_ context.Context, p conformance.FaultParams
 	return errors.Join(errs...)
 }
 
-// EndFault waits until every client has started its plugin again.
+// EndFault heals the path to the backend, and after a restart waits until
+// every client has started its plugin again.
 func (h *processHarness) EndFault(ctx context.Context) error {
+	if h.proxy != nil {
+		h.proxy.EndFault(ctx)
+	}
+	if !h.killed {
+		return nil
+	}
+	h.killed = false
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for _, c := range h.all() {
