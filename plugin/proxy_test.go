@@ -3,12 +3,8 @@ package plugin_test
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/conformance"
@@ -22,20 +18,12 @@ import (
 // (they end by their deadline), and once healed the same handle works.
 func TestAPluginReachesItsBackendThroughTheProxy(t *testing.T) {
 	srv := sqltest.Postgres.Find(t)
-	cfg, err := pgx.ParseConfig(srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
+	backend, dsn := sqltest.PostgresBehindProxy(t, srv.DSN(), plugintest.ProxyPlaceholder)
 	schema := srv.NewSchemaName()
 	defer srv.DropSchema(context.Background(), schema)
-	user := cfg.User
-	if cfg.Password != "" {
-		user += ":" + cfg.Password
-	}
-	dsn := "postgres://" + user + "@" + plugintest.ProxyPlaceholder + "/" + cfg.Database + "?sslmode=disable"
 	target := plugintest.ProcessTargetWith(plugintest.ProcessParams{Name: "postgres", Version: "postgres", Path: bin(t, pgPkg),
 		Caps:    conformance.Capabilities{Leases: true, Faults: faultproxy.Faults},
-		Backend: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
+		Backend: backend,
 		Config: func(context.Context) (map[string]string, func(), error) {
 			return map[string]string{"dsn": dsn, "schema": schema}, func() {}, nil
 		}})

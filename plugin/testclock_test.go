@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/testsupport/proctest"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
 )
@@ -83,15 +84,18 @@ func TestTheTestClockSurvivesARelaunch(t *testing.T) {
 		}
 		return run.CreatedAt
 	}
-	if got := createdAt(); !got.Equal(start) {
-		t.Fatalf("created at %v, want the test clock's start %v", got, start)
+	// advance moves the clock by d and expects a run created then at want.
+	advance := func(d time.Duration, want time.Time, when string) {
+		t.Helper()
+		if err := c.AdvanceClock(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		if got := createdAt(); !got.Equal(want) {
+			t.Fatalf("%s: created at %v, want %v", when, got, want)
+		}
 	}
-	if err := c.AdvanceClock(ctx, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if got := createdAt(); !got.Equal(start.Add(time.Hour)) {
-		t.Fatalf("after advancing an hour: created at %v, want %v", got, start.Add(time.Hour))
-	}
+	advance(0, start, "at the test clock's start")
+	advance(time.Hour, start.Add(time.Hour), "after advancing an hour")
 	if err := c.AdvanceClock(ctx, -time.Second); !errors.Is(err, runstate.ErrInvalidArgument) {
 		t.Fatalf("moving the clock back: %v, want INVALID_ARGUMENT", err)
 	}
@@ -104,25 +108,10 @@ func TestTheTestClockSurvivesARelaunch(t *testing.T) {
 	if err := c.AdvanceClock(ctx, time.Minute); err != nil {
 		t.Fatalf("advancing while the plugin is started again: %v", err)
 	}
-	began := time.Now()
-	for {
-		_, err := c.Store().ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, runstate.ErrUnavailable) || time.Since(began) > 20*time.Second {
-			t.Fatalf("the plugin did not come back: %v after %v", err, time.Since(began))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	want := start.Add(time.Hour + time.Minute)
-	if got := createdAt(); !got.Equal(want) {
-		t.Fatalf("after the relaunch: created at %v, want %v", got, want)
-	}
-	if err := c.AdvanceClock(ctx, time.Second); err != nil {
+	if err := proctest.AwaitAnswers(ctx, "the plugin", c.Store()); err != nil {
 		t.Fatal(err)
 	}
-	if got := createdAt(); !got.Equal(want.Add(time.Second)) {
-		t.Fatalf("advancing the process started again: created at %v, want %v", got, want.Add(time.Second))
-	}
+	want := start.Add(time.Hour + time.Minute)
+	advance(0, want, "after the relaunch")
+	advance(time.Second, want.Add(time.Second), "advancing the process started again")
 }

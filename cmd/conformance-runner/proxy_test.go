@@ -1,14 +1,9 @@
 package main
 
 import (
-	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
@@ -18,17 +13,7 @@ import (
 // runner starts per check: the FAULT rules of partitions, resets and a
 // slow link run through the plugin process.
 func TestPostgresPluginBehindAFaultProxy(t *testing.T) {
-	srv := sqltest.Postgres.Find(t)
-	cfg, err := pgx.ParseConfig(srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	user := cfg.User
-	if cfg.Password != "" {
-		user += ":" + cfg.Password
-	}
-	dsn := fmt.Sprintf("postgres://%s@{{proxy}}/%s?sslmode=disable", user, cfg.Database)
+	backend, dsn := sqltest.PostgresBehindProxy(t, sqltest.Postgres.Find(t).DSN(), "{{proxy}}")
 	got, caps, _ := outcomes(t, "--plugin", bin(t, postgresPkg), "--proxy-backend", backend, "--config", "dsn="+dsn,
 		"--config", "schema=runs_{{unique}}", "--config", "scratch_schema=true", "--run", "FAULT-001,FAULT-004,FAULT-007")
 	for _, f := range []conformance.Fault{conformance.FaultPartition, conformance.FaultReset, conformance.FaultDelay} {

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/internal/testsupport/proctest"
 	"github.com/runstate/runstate/stores"
 )
 
@@ -255,21 +255,12 @@ func (h *harness) EndFault(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	clients := slices.Clone(h.clients)
-	h.mu.Unlock()
-	for _, c := range clients {
-		for {
-			_, err := c.Store().ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("the gateway did not answer again within a minute of being started again: %w", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	var stores []runstate.RunStateStore
+	for _, c := range h.clients {
+		stores = append(stores, c.Store())
 	}
-	return nil
+	h.mu.Unlock()
+	return proctest.AwaitAnswers(ctx, "the gateway", stores...)
 }
 
 // stop kills the gateway process at once, as a crash would; h.mu is held.

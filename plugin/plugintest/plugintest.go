@@ -27,6 +27,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/conformance/faultproxy"
+	"github.com/runstate/runstate/internal/testsupport/proctest"
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/plugin"
 )
@@ -276,21 +277,11 @@ func (h *processHarness) EndFault(ctx context.Context) error {
 		return nil
 	}
 	h.killed = false
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	var stores []runstate.RunStateStore
 	for _, c := range h.all() {
-		for {
-			_, err := c.Store().ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("the plugin did not answer again within a minute of being killed: %w", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		stores = append(stores, c.Store())
 	}
-	return nil
+	return proctest.AwaitAnswers(ctx, "the plugin", stores...)
 }
 
 func (h *processHarness) Store() runstate.RunStateStore { return h.first.Store() }
