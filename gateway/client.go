@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -129,6 +130,11 @@ func (c *Client) RunWatcher() runstate.RunWatcher {
 	}
 	return c.store
 }
+
+// SetClock moves the test clock of a gateway started in test mode
+// (TestClockEnv) to to, for certification; it needs the operator role. A
+// gateway not started so refuses it with protocol.ErrNoTestClock.
+func (c *Client) SetClock(ctx context.Context, to time.Time) error { return c.store.SetClock(ctx, to) }
 
 // Close ends the connection.
 func (c *Client) Close() error {

@@ -30,11 +30,29 @@ import (
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
+	"github.com/runstate/runstate/stores"
 )
 
 // DefaultMaxMessageBytes bounds a request or response (8 MiB: a run's
 // snapshot stays a few MiB at most, see runstate.MaxHostStates).
 const DefaultMaxMessageBytes = 8 << 20
+
+// TestClockEnv, set in runstate-gateway's environment to an instant (RFC
+// 3339), starts the gateway in test mode, for certification: its store's
+// clock stands still there and moves only by an operator's SetClock
+// (Client.SetClock). Never in production.
+const TestClockEnv = "RUNSTATE_GATEWAY_TEST_CLOCK"
+
+// CheckTestClock refuses test mode for the store a --store name names when
+// that store does not read stores.Options.Clock: a plugin or another
+// gateway behind the gateway keeps the clock of its own process, which
+// the gateway cannot move.
+func CheckTestClock(store string) error {
+	if scheme := stores.Parse(store).Scheme; scheme == "plugin" || scheme == "gateway" {
+		return fmt.Errorf("%s: a %s store keeps the clock of its own process, which the gateway cannot move", TestClockEnv, scheme)
+	}
+	return nil
+}
 
 // ServerOptions configure NewServer.
 type ServerOptions struct {
@@ -61,6 +79,10 @@ type ServerOptions struct {
 	// Metrics, when set, receives the gateway's Prometheus series:
 	// requests by method and code, latency, refusals and calls in flight.
 	Metrics prometheus.Registerer
+	// TestClock, for a gateway started in test mode (TestClockEnv), is the
+	// clock Store reads, which an operator's SetClock moves; nil refuses
+	// SetClock. For certification only.
+	TestClock *protocol.TestClock
 }
 
 // Server is a gateway: a gRPC server of one store, and of gRPC's health
@@ -114,7 +136,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(serverOpts...)
 	protocol.NewService(protocol.ServiceOptions{Name: "gateway", Version: "1", Store: opts.Store, Watcher: opts.Watcher,
-		RunWatcher: opts.RunWatcher}).Register(s.grpc)
+		RunWatcher: opts.RunWatcher, Clock: opts.TestClock}).Register(s.grpc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
 }
@@ -242,6 +264,8 @@ var need = map[string]Role{
 	"CreateRuns": RoleWorker,
 	"UpdateRuns": RoleWorker,
 	"ClaimRuns":  RoleWorker,
+	// The test clock of a gateway started for certification.
+	"SetClock": RoleOperator,
 }
 
 // authorize authenticates every call, checks the principal's role and,

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -41,6 +43,12 @@ type Options struct {
 	// plugin's client stays unavailable until closed.
 	Relaunch      bool
 	RelaunchPause time.Duration
+	// TestClock, when set, opens the plugin for certification: its store's
+	// clock stands still at this instant (TestClockEnv) and moves only by
+	// Client.AdvanceClock, in this process and in every process started
+	// again in its place. A plugin opened without it refuses AdvanceClock
+	// (ErrNoTestClock). Never for production: the store's time stops.
+	TestClock time.Time
 }
 
 // Client is the host's side of a plugin: Store gives the plugin's store,
@@ -52,6 +60,12 @@ type Client struct {
 	sup    *supervisor
 	store  runstate.RunStateStore // what Store returns
 	remote *protocol.RemoteStore  // behind store; it watches
+
+	// clockMu orders the moves of the test clock, which every process
+	// of the client is sent: clockNow is its time (zero without
+	// Options.TestClock), the time a process started again starts at.
+	clockMu  sync.Mutex
+	clockNow time.Time
 }
 
 // session is one plugin process, or the in-process connection.
@@ -105,12 +119,16 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	}
 	name := filepath.Base(path)
 	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
-	c := &Client{peer: "plugin " + name}
+	c := &Client{peer: "plugin " + name, clockNow: opts.TestClock}
 	c.sup = newSupervisor(c.peer, log)
 	launch := func(ctx context.Context) (*session, error) { return c.start(ctx, path, opts) }
 	if opts.Relaunch {
 		// Set before the first start, whose process may die at once.
-		c.sup.relaunchWith(relaunchPolicy{launch: launch, pause: opts.RelaunchPause, startTimeout: startTimeout(opts)})
+		policy := relaunchPolicy{launch: launch, pause: opts.RelaunchPause, startTimeout: startTimeout(opts)}
+		if !opts.TestClock.IsZero() {
+			policy.serving = c.resendClock
+		}
+		c.sup.relaunchWith(policy)
 	}
 	s, err := launch(ctx)
 	if err != nil {
@@ -128,6 +146,9 @@ func (c *Client) start(ctx context.Context, path string, opts Options) (*session
 	name := filepath.Base(path)
 	hclogger := newHCLogger(c.sup.log.With("plugin", name))
 	cmd := exec.Command(path)
+	if now := c.testClock(); !now.IsZero() {
+		cmd.Env = append(os.Environ(), TestClockEnv+"="+now.Format(time.RFC3339Nano))
+	}
 	// The plugin leads a process group of its own, so that a plugin that
 	// forks (a wrapper script) is ended whole when it fails to start; and
 	// the host stops waiting for its output 2s after it ends, however long
@@ -323,4 +344,56 @@ func (c *Client) PID() int {
 // password, secret, token, credential, …).
 func Redacted(config map[string]string, secret []string) map[string]string {
 	return redact.Config(config, secret)
+}
+
+// testClock is the time of the client's test clock; zero without
+// Options.TestClock.
+func (c *Client) testClock() time.Time {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	return c.clockNow
+}
+
+// TestClock reports whether the plugin serves a test clock that its store
+// reads (Options.TestClock, and an Opener that passes TestClock(ctx) on):
+// whether AdvanceClock can move the store's time.
+func (c *Client) TestClock() bool { return c.info.TestClock }
+
+// AdvanceClock moves the test clock of the plugin's store forward by d
+// (Options.TestClock), for certification. A plugin that offers no test
+// clock refuses it with an error that errors.Is matches to ErrNoTestClock.
+// While a killed plugin is being started again the move is kept, and the
+// process started takes it, so that every process agrees on the time.
+func (c *Client) AdvanceClock(ctx context.Context, d time.Duration) error {
+	if d < 0 {
+		return runstate.InvalidArgument("d", "%v: the test clock only moves forward", d)
+	}
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	s, relaunching, err := c.sup.currentOrRelaunching()
+	if err != nil {
+		if !c.clockNow.IsZero() && relaunching {
+			c.clockNow = c.clockNow.Add(d) // resendClock sends it
+			return nil
+		}
+		return err
+	}
+	to := c.clockNow.Add(d)
+	if err := protocol.SetClock(ctx, protocol.SetClockParams{Route: s.route(), Peer: c.peer, To: to}); err != nil {
+		return err
+	}
+	c.clockNow = to
+	return nil
+}
+
+// resendClock sends s, a process started again, the client's test clock:
+// a move made while it was starting may have come after its start time.
+func (c *Client) resendClock(s *session) {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+	defer cancel()
+	if err := protocol.SetClock(ctx, protocol.SetClockParams{Route: s.route(), Peer: c.peer, To: c.clockNow}); err != nil {
+		c.sup.log.Error("the plugin started again did not take the test clock", "plugin", c.peer, "error", err)
+	}
 }

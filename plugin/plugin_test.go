@@ -59,7 +59,15 @@ func TestConformanceInProcessGRPC(t *testing.T) {
 	conformance.Run(t, plugintest.InProcessTarget())
 }
 
+// The reference plugins are opened for certification: their stores read
+// a test clock that the harness moves (the controlled-clock rules run).
 func TestConformanceMemoryPlugin(t *testing.T) {
+	conformance.Run(t, plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true, ControlledClock: true}, plugintest.NoConfig))
+}
+
+// A plugin process may keep real time too: the checks sleep through
+// leases instead.
+func TestConformanceMemoryPluginRealClock(t *testing.T) {
 	conformance.Run(t, plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true}, plugintest.NoConfig))
 }
 
@@ -68,14 +76,14 @@ func TestConformanceMemoryPlugin(t *testing.T) {
 var restarts = []conformance.Fault{conformance.FaultRestart}
 
 func TestConformanceBadgerPlugin(t *testing.T) {
-	conformance.Run(t, plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true, Faults: restarts},
+	conformance.Run(t, plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true, ControlledClock: true, Faults: restarts},
 		plugintest.TempDirConfig(t.TempDir(), "dir")))
 }
 
 func TestConformanceMySQLPlugin(t *testing.T) {
 	srv := sqltest.MySQL.Find(t)
 	path := bin(t, mysqlPkg)
-	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
 	conformance.Run(t, plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		name, err := srv.CreateDatabase(ctx)
 		if err != nil {
@@ -90,7 +98,7 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 func TestConformancePostgresPlugin(t *testing.T) {
 	srv := sqltest.Postgres.Find(t)
 	path := bin(t, pgPkg)
-	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
 	conformance.Run(t, plugintest.ProcessTarget("postgres", "postgres", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		schema := srv.NewSchemaName()
 		// Every handle names the schema; the first creates it, and the
@@ -103,7 +111,7 @@ func TestConformancePostgresPlugin(t *testing.T) {
 func TestConformanceEtcdPlugin(t *testing.T) {
 	endpoints, _ := etcdcluster.Require(t, t.TempDir())
 	path := bin(t, etcdPkg)
-	caps := conformance.Capabilities{Leases: true, SecondHandle: true, Faults: restarts}
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
 	conformance.Run(t, plugintest.ProcessTarget("etcd", "etcd/client-v3", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		prefix := etcdtest.NewPrefix()
 		return map[string]string{"endpoints": strings.Join(endpoints, ","), "prefix": prefix},

@@ -53,7 +53,7 @@ func SchemeOpener(scheme, argKey string) Opener {
 		if err := CheckConfig(config, required, s.Settings); err != nil {
 			return nil, err
 		}
-		opened, err := stores.Open(ctx, name, stores.Options{Settings: settings})
+		opened, err := stores.Open(ctx, name, stores.Options{Settings: settings, Clock: TestClock(ctx)})
 		if err != nil {
 			return nil, err
 		}

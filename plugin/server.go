@@ -56,7 +56,12 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
 	defer profileCPU()()
 	defer traceStore(&open, opts)()
-	srv := newService("plugin", open, opts)
+	clock, err := protocol.TestClockOfEnv(TestClockEnv)
+	if err != nil {
+		slog.Error("the plugin cannot start", "error", err)
+		os.Exit(1)
+	}
+	srv := newService("plugin", open, opts, clock)
 	go watchHost(os.Getppid(), time.Second/5, func() {
 		// A host that was killed cannot stop its plugin: the plugin stops
 		// itself, closing its store (and its connections), instead of
@@ -150,7 +155,7 @@ func watchHost(host int, every time.Duration, gone func()) {
 // for in-process connections (tests, embedding). Code that needs no
 // ServeOption may use protocol.NewService instead.
 func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore func()) {
-	srv := newService("in-process", open, opts)
+	srv := newService("in-process", open, opts, nil)
 	srv.Register(s)
 	return srv.Close
 }
@@ -168,13 +173,13 @@ func RegisterShared(s *grpc.Server, store runstate.RunStateStore, opts ...ServeO
 }
 
 // newService is the service of the store open makes, named by opts or
-// defaultName.
-func newService(defaultName string, open Opener, opts []ServeOption) *protocol.Service {
+// defaultName; clock, when set, is the test clock it offers.
+func newService(defaultName string, open Opener, opts []ServeOption, clock *protocol.TestClock) *protocol.Service {
 	cfg := serveConfig{name: defaultName}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return protocol.NewService(protocol.ServiceOptions{Name: cfg.name, Version: cfg.version, Open: open})
+	return protocol.NewService(protocol.ServiceOptions{Name: cfg.name, Version: cfg.version, Open: open, Clock: clock})
 }
 
 // windowSize fixes gRPC's flow-control windows. A fixed window turns off

@@ -47,6 +47,9 @@ type relaunchPolicy struct {
 	launch       func(ctx context.Context) (*session, error)
 	pause        time.Duration // the first pause, and the pause after a process that lived a minute
 	startTimeout time.Duration // bounds a start and its Open
+	// serving, when set, is called with a process started again once it
+	// serves (a test clock is sent to it).
+	serving func(*session)
 }
 
 // supervisor keeps the session a client's calls go to and, with a
@@ -200,6 +203,9 @@ func (sp *supervisor) relaunch(dead *session) {
 		case serving:
 			sp.log.Info("store plugin started again", "plugin", sp.peer)
 			dead.kill() // releases go-plugin's client of the dead process
+			if sp.policy.serving != nil {
+				sp.policy.serving(s)
+			}
 			return
 		case relaunching: // s died before it was in use: start another
 			dead.kill()
@@ -259,8 +265,21 @@ func (sp *supervisor) relaunched(s *session) supervisorState {
 
 // current returns the session calls go to, or why there is none.
 func (sp *supervisor) current() (*session, error) {
+	s, _, err := sp.currentOrRelaunching()
+	return s, err
+}
+
+// currentOrRelaunching is current, and whether, when no session serves,
+// a process is being started in place of one that died.
+func (sp *supervisor) currentOrRelaunching() (*session, bool, error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	s, err := sp.currentLocked()
+	return s, sp.state == relaunching, err
+}
+
+// currentLocked is current with sp.mu held.
+func (sp *supervisor) currentLocked() (*session, error) {
 	switch sp.state {
 	case closed:
 		return nil, runstate.Unavailable(sp.peer+" is closed", nil)

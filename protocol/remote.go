@@ -25,6 +25,9 @@ type StoreInfo struct {
 	// WatchRun: the server streams the notices of a run's writes (its
 	// store is a runstate.RunWatcher); a server older than them does not.
 	WatchRun bool
+	// TestClock: the server runs in test mode and its store reads the test
+	// clock, which SetClock moves.
+	TestClock bool
 }
 
 // BatchCalls names the batch interfaces a server's store implements.
@@ -62,7 +65,7 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 	}
 	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases,
 		Batches:       BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases},
-		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun}, nil
+		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun, TestClock: resp.TestClock}, nil
 }
 
 // RemoteOptions configure NewRemoteStore.
@@ -167,6 +170,17 @@ func callError(ctx context.Context, peer string, route Route, err error) error {
 	return fromStatus(err, peer, gone)
 }
 
+// bind returns ctx ended with the route's life too, so that a call in
+// flight ends when the server is gone, and what releases it.
+func (route Route) bind(ctx context.Context) (context.Context, func()) {
+	if route.Life == nil {
+		return ctx, func() {}
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(route.Life, cancel)
+	return callCtx, func() { stop(); cancel() }
+}
+
 // call runs one call on the route r picks, its context tied to the route's
 // life, so that a call in flight ends when the server is gone.
 func call[T any](r *RemoteStore, ctx context.Context, f func(context.Context, pb.RunStateStoreClient) (T, error)) (T, error) {
@@ -175,13 +189,8 @@ func call[T any](r *RemoteStore, ctx context.Context, f func(context.Context, pb
 	if err != nil {
 		return zero, err
 	}
-	callCtx := ctx
-	if route.Life != nil {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithCancel(ctx)
-		stop := context.AfterFunc(route.Life, cancel)
-		defer func() { stop(); cancel() }()
-	}
+	callCtx, end := route.bind(ctx)
+	defer end()
 	out, err := f(callCtx, route.Client)
 	if err != nil {
 		return zero, callError(ctx, r.peer, route, err)

@@ -35,13 +35,19 @@ type ServiceOptions struct {
 	// RunWatcher announces the writes of the store's runs (WatchRun); it
 	// defaults to the store when that is a runstate.RunWatcher.
 	RunWatcher runstate.RunWatcher
+	// Clock, for a server started in test mode (certification), is the
+	// test clock that SetClock moves: Open hands it to the Opener
+	// (TestClockFrom); a shared Store is taken to read it already. Nil
+	// refuses SetClock.
+	Clock *TestClock
 }
 
 // Service is the protocol's gRPC service over one store.
 type Service struct {
 	pb.UnimplementedRunStateStoreServer
-	open Opener // nil for a shared store
-	info StoreInfo
+	open  Opener // nil for a shared store
+	info  StoreInfo
+	clock *TestClock // nil: SetClock is refused
 
 	mu      sync.RWMutex
 	store   runstate.RunStateStore
@@ -53,11 +59,14 @@ type Service struct {
 
 // NewService returns the service of the store opts describes.
 func NewService(opts ServiceOptions) *Service {
-	s := &Service{open: opts.Open, info: StoreInfo{Name: opts.Name, Version: opts.Version}}
+	s := &Service{open: opts.Open, info: StoreInfo{Name: opts.Name, Version: opts.Version}, clock: opts.Clock}
 	if s.info.Version == "" {
 		s.info.Version = "unknown"
 	}
 	if s.open == nil {
+		if s.clock != nil {
+			s.clock.read.Store(true)
+		}
 		s.store = opts.Store
 		s.leases, _ = opts.Store.(runstate.LeaseStore)
 		s.watcher = opts.Watcher
@@ -101,6 +110,9 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 		if s.store != nil {
 			return nil, toStatus(runstate.InvalidArgument("open", "the served store is open already"))
 		}
+		if s.clock != nil {
+			ctx = WithTestClock(ctx, s.clock)
+		}
 		store, err := s.open(ctx, r.Config)
 		if err != nil {
 			return nil, toStatus(err)
@@ -113,6 +125,7 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 	resp := batchCalls(s.store)
 	resp.Name, resp.Version, resp.Leases = s.info.Name, s.info.Version, s.leases != nil
 	resp.WatchRunnable, resp.WatchRun = s.watcher != nil, s.runWatch != nil
+	resp.TestClock = s.clock != nil && s.clock.read.Load()
 	return resp, nil
 }
 

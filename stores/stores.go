@@ -99,6 +99,10 @@ type Options struct {
 	// NotifyRuns has a PostgreSQL store announce every write of a run to
 	// the run's watchers (runstate.RunWatcher), such as a console's pages.
 	NotifyRuns bool
+	// Clock, when set, stamps the store's times and judges its leases in
+	// place of the kind's own clock (the system's or the database's): a
+	// plugin's test clock, for certification (docs/plugins.md).
+	Clock runstate.Clock
 	// Hold says the process runs for long: a scheme whose store processes
 	// can share (the demo runner's Badger) holds it and shares it.
 	Hold bool

@@ -21,7 +21,7 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 	if err != nil {
 		return nil, err
 	}
-	s, err := Open(ctx, Options{Dir: name.Arg, NoSync: noSync, Logger: opts.Logger})
+	s, err := Open(ctx, Options{Dir: name.Arg, NoSync: noSync, Logger: opts.Logger, Clock: opts.Clock})
 	if err != nil {
 		return nil, err
 	}

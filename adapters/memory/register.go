@@ -13,7 +13,7 @@ func init() {
 
 func openNamed(ctx context.Context, _ stores.Name, opts stores.Options) (*stores.Opened, error) {
 	opts.Log().Warn("using the memory store: it is not persistent, runs are lost when this process exits", "store", "memory")
-	s, err := Open(ctx, Options{})
+	s, err := Open(ctx, Options{Clock: opts.Clock})
 	if err != nil {
 		return nil, err
 	}

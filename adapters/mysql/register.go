@@ -37,7 +37,7 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 	if err != nil {
 		return nil, err
 	}
-	s, err := Open(ctx, Options{DSN: name.Arg, Logger: opts.Logger, MaxOpenConns: maxConns, ScratchDatabase: scratch})
+	s, err := Open(ctx, Options{DSN: name.Arg, Logger: opts.Logger, MaxOpenConns: maxConns, ScratchDatabase: scratch, Clock: opts.Clock})
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func dsnOf(name stores.Name) string {
 }
 
 func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*stores.Opened, error) {
-	o := Options{DSN: dsnOf(name), Schema: opts.Settings["schema"], Logger: opts.Logger}
+	o := Options{DSN: dsnOf(name), Schema: opts.Settings["schema"], Logger: opts.Logger, Clock: opts.Clock}
 	var err error
 	if o.MaxOpenConns, err = opts.PositiveSetting("max_open_conns", opts.MaxOpenConns); err != nil {
 		return nil, err

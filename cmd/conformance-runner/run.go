@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,8 @@ import (
 	"github.com/runstate/runstate/adapters/postgres/pgtest"
 	pgscratch "github.com/runstate/runstate/adapters/postgres/scratch"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/conformance/faultproxy"
+	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/gateway/gatewaytest"
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
@@ -75,11 +78,18 @@ Stores:
                              --config endpoints=host:2379[,host:2379…] names
   --plugin PATH              a store plugin binary, started afresh for every check. Its store must
                              start empty: give each check its own place with {{tempdir}} (a new
-                             directory) or {{unique}} (a new token) in --config values
+                             directory) or {{unique}} (a new token) in --config values. It is opened
+                             for certification: its store reads a test clock the checks move (a plugin
+                             whose Opener passes plugin.TestClock on; else, or with --real-clock, real time)
+  --proxy-backend HOST:PORT  with --plugin: a fault proxy in front of the plugin's own server for every
+                             check; {{proxy}} in --config values is its address, and the FAULT rules
+                             partition, reset and delay the plugin's connections through it
   --gateway PATH             the runstate-gateway binary, started afresh for every check on loopback in
   --store NAME               front of the store NAME names (memory, badger:PATH, mysql:DSN, postgres:DSN,
                              plugin:PATH, as runstate-gateway --store; also --config store=NAME), and
-                             reached over TCP as an operator
+                             reached over TCP as an operator; in test mode, its store on a clock the
+                             checks move (not a plugin's; --real-clock keeps real time), and killed and
+                             started again for the FAULT rules when the store outlives it (not memory)
 
 Checks create runs and claim runnable ones: a store that holds runs before the first check is
 refused (exit 2) before anything is written, unless --allow-stored-runs is given. Secret
@@ -94,12 +104,15 @@ const rootExample = `  conformance-runner
   conformance-runner --plugin ./runstate-plugin-badger --config dir={{tempdir}}
   conformance-runner --plugin ./runstate-plugin-mysql \
       --config 'dsn=user:pass@tcp(host:3306)/runs_{{unique}}' --config scratch_database=true
+  conformance-runner --plugin ./runstate-plugin-postgres --proxy-backend db:5432 \
+      --config 'dsn=postgres://user@{{proxy}}/runs' --config 'schema=runs_{{unique}}' --config scratch_schema=true
   conformance-runner --adapter postgres --config 'dsn=postgres://user@db:5432/runs'
   conformance-runner --gateway ./runstate-gateway --store 'badger:{{tempdir}}/s'
   conformance-runner --list-rules --run LEASE`
 
 type options struct {
 	adapter, pluginPath, gatewayPath, storeName       string
+	proxyBackend                                      string
 	format, junit, markdown                           string
 	configFile                                        string
 	config                                            configFlag
@@ -126,14 +139,15 @@ func newRoot() *cobra.Command {
 	}
 	fs := root.Flags()
 	addTargetFlags(fs, o)
-	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores: keep real time and sleep through lease TTLs, as plugins do")
-	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms)")
+	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores and plugins: keep real time and sleep through lease TTLs instead of moving the store's clock")
+	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms; 1s for a plugin or gateway process)")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
 	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
 	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
 	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
 	fs.BoolVar(&o.listRules, "list-rules", false, "print every selected rule with its statement and exit")
 	fs.BoolVar(&o.killPlugin, "kill-plugin", false, "plugins: declare the restart fault, for a store whose data outlives its process: the FAULT rules kill the plugin (SIGKILL) and its client starts it again")
+	fs.StringVar(&o.proxyBackend, "proxy-backend", "", "plugins: HOST:PORT of the plugin's own server (its database): every check puts a fault proxy in front of it, {{proxy}} in --config values becomes the proxy's address, and the FAULT rules partition, reset and delay the plugin's connections")
 	fs.BoolVar(&o.allowStoredRuns, "allow-stored-runs", false, "run although the store holds runs: checks may change and claim them, and listing checks fail")
 	fs.StringVar(&o.attachments, "attachments", "", "directory for files that explain failures, such as a non-linearizable history (default: beside --markdown or --junit)")
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
@@ -157,7 +171,10 @@ func (o *options) check() error {
 	if _, err := conformance.Select(o.run, o.skip); err != nil {
 		return usageError("%v", err)
 	}
-	return o.checkTarget()
+	if err := o.checkTarget(); err != nil {
+		return err
+	}
+	return o.checkProxyBackend()
 }
 
 // addTargetFlags adds the flags that name the store, shared by
@@ -233,7 +250,10 @@ func certify(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	target.LeaseTTL, target.CheckTimeout, target.AllowStoredRuns = o.ttl, o.timeout, o.allowStoredRuns
+	if o.ttl > 0 {
+		target.LeaseTTL = o.ttl
+	}
+	target.CheckTimeout, target.AllowStoredRuns = o.timeout, o.allowStoredRuns
 	if !o.allowStoredRuns {
 		if err := conformance.CheckEmpty(ctx, target); errors.Is(err, conformance.ErrStoreNotEmpty) {
 			return usageError("refusing to certify %s: %v.\nChecks create runs and claim runnable ones, so they need an empty store; "+
@@ -249,6 +269,9 @@ func certify(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		Capabilities: target.Capabilities, Config: o.reportedConfig(), Environment: environment(),
 		Started: time.Now().UTC()}
 	fmt.Fprintf(stderr, "certifying %s against %d rules\n", target.Name, len(rules))
+	if o.pluginPath != "" && !o.realClock && !target.Capabilities.ControlledClock {
+		fmt.Fprintln(stderr, "note: the plugin's store does not read the test clock (its Opener does not pass plugin.TestClock(ctx) on): it keeps real time, and the controlled-clock rules skip")
+	}
 	rep.Results = conformance.RunRules(ctx, target, rules, func(r conformance.Result) {
 		fmt.Fprintf(stderr, "%-5s %-10s %v\n", strings.ToUpper(string(r.Outcome)), r.Rule.ID, r.Duration.Round(time.Millisecond))
 	})
@@ -401,17 +424,47 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 		return conformance.Target{}, usageError("--plugin: %v", err)
 	}
 	config := templated(o.config)
-	name, version, leases, err := plugintest.Describe(ctx, o.pluginPath, config)
+	// Described once without a proxy: the plugin reaches its backend itself.
+	direct := maps.Clone(o.config)
+	for k, v := range direct {
+		direct[k] = strings.ReplaceAll(v, plugintest.ProxyPlaceholder, o.proxyBackend)
+	}
+	d, err := plugintest.DescribeStore(ctx, o.pluginPath, templated(direct))
 	if errors.Is(err, runstate.ErrInvalidArgument) {
 		return conformance.Target{}, usageError("the plugin refused its --config: %v", err)
 	} else if err != nil {
 		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}
 	}
-	caps := conformance.Capabilities{Leases: leases}
+	caps := conformance.Capabilities{Leases: d.Leases, ControlledClock: d.TestClock && !o.realClock}
 	if o.killPlugin {
 		caps.Faults = []conformance.Fault{conformance.FaultRestart}
 	}
-	return plugintest.ProcessTarget(name, version, o.pluginPath, caps, config), nil
+	if o.proxyBackend != "" {
+		caps.Faults = append(caps.Faults, faultproxy.Faults...)
+	}
+	return plugintest.ProcessTargetWith(plugintest.ProcessParams{Name: d.Name, Version: d.Version, Path: o.pluginPath, Caps: caps, Config: config,
+		Backend: o.proxyBackend}), nil
+}
+
+// checkProxyBackend refuses a --proxy-backend that no fault would reach
+// through: without a plugin, or a --config value that names {{proxy}}.
+func (o *options) checkProxyBackend() error {
+	if o.proxyBackend == "" {
+		return nil
+	}
+	if o.pluginPath == "" {
+		return usageError("--proxy-backend goes with --plugin: it puts a fault proxy between a plugin and its own server")
+	}
+	if _, _, err := net.SplitHostPort(o.proxyBackend); err != nil {
+		return usageError("--proxy-backend %q: want HOST:PORT of the plugin's server: %v", o.proxyBackend, err)
+	}
+	for _, v := range o.config {
+		if strings.Contains(v, plugintest.ProxyPlaceholder) {
+			return nil
+		}
+	}
+	return usageError("--proxy-backend %s: no --config value names %s, so the plugin would reach its server directly and no fault would reach it; "+
+		"put %s where the server's address goes, e.g. --config 'dsn=postgres://user@%s/db'", o.proxyBackend, plugintest.ProxyPlaceholder, plugintest.ProxyPlaceholder, plugintest.ProxyPlaceholder)
 }
 
 // gatewayTarget starts the gateway binary afresh for every check, without
@@ -437,6 +490,10 @@ func (o options) gatewayTarget() (conformance.Target, func(), error) {
 		removeDir()
 		return conformance.Target{}, none, err
 	}
+	// A store that outlives the gateway is killed with it for the FAULT
+	// rules; one that reads the gateway's test clock is on it.
+	setup.Restart = gatewaytest.Outlives(o.config["store"])
+	setup.TestClock = !o.realClock && gateway.CheckTestClock(o.config["store"]) == nil
 	config := templated(o.config)
 	kind := stores.Parse(o.config["store"]).Scheme
 	return gatewaytest.ProcessTarget(kind, setup, func(ctx context.Context) (string, func(), error) {

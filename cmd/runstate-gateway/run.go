@@ -24,6 +24,7 @@ import (
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/otelstore"
+	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/stores"
 	_ "github.com/runstate/runstate/stores/all" // every store kind --store names
 )
@@ -91,13 +92,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// directory is held, not shared; a plugin that dies is started again.
 	// On PostgreSQL its clients' submissions and releases wake watching
 	// workers (LISTEN/NOTIFY), its own clients' and any other handle's.
+	clock, err := testClock(f.storeName, log)
+	if err != nil {
+		return cli.ExitError{Code: exitUsage, Msg: err.Error()}
+	}
 	opened, err := stores.Open(ctx, f.storeName, stores.Options{Logger: log, NotifyRunnable: true, NotifyRuns: true,
-		Plugin: stores.PluginOptions{Relaunch: true}})
+		Plugin: stores.PluginOptions{Relaunch: true}, Clock: clock.Clock()})
 	if err != nil {
 		return err
 	}
 	defer opened.Close()
-	opts.Store, opts.Watcher, opts.RunWatcher = opened.Runs, opened.Watcher(), opened.RunWatcher()
+	opts.Store, opts.Watcher, opts.RunWatcher, opts.TestClock = opened.Runs, opened.Watcher(), opened.RunWatcher(), clock
 	if traces.Enabled {
 		// The store calls the gateway makes for its callers, as children
 		// of their calls' server spans.
@@ -124,6 +129,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	log.Info("gateway serving", "listen", lis.Addr().String(), "store", stores.Redact(f.storeName),
 		"principals", opts.Tokens.Len(), "tls", opts.TLS != nil)
 	return serveUntilStopped(ctx, serving{srv: srv, served: served, reload: reload, tokensPath: f.tokensPath, log: log})
+}
+
+// testClock is the test clock gateway.TestClockEnv asks for (nil when
+// unset), for a store that reads it (gateway.CheckTestClock).
+func testClock(storeName string, log *slog.Logger) (*protocol.TestClock, error) {
+	clock, err := protocol.TestClockOfEnv(gateway.TestClockEnv)
+	if err != nil || clock == nil {
+		return nil, err
+	}
+	if err := gateway.CheckTestClock(storeName); err != nil {
+		return nil, fmt.Errorf("%w: unset it, or serve the store itself", err)
+	}
+	log.Warn("test mode: the store's clock stands still and operators move it; for certification only", "env", gateway.TestClockEnv, "at", clock.Now())
+	return clock, nil
 }
 
 // shutdownTracing exports the spans still buffered, for at most 5s.

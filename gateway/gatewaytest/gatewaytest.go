@@ -14,11 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/internal/testsupport/proctest"
+	"github.com/runstate/runstate/stores"
 )
 
 // Setup is how a target starts its gateways and reaches them.
@@ -34,7 +37,33 @@ type Setup struct {
 	Principal string
 	// LogPath collects the gateways' logs.
 	LogPath string
+	// Restart: the stores the target makes outlive a gateway process
+	// (Badger, a database; Outlives says which do): the target declares
+	// conformance.FaultRestart, and for the FAULT rules the harness kills
+	// the gateway (SIGKILL) and starts it again on the same store and
+	// address.
+	Restart bool
+	// TestClock: every gateway starts in test mode (gateway.TestClockEnv),
+	// its store on a clock the harness moves, and the target declares a
+	// controlled clock. Not for a plugin or a gateway behind the gateway,
+	// whose clock it cannot move.
+	TestClock bool
 }
+
+// Outlives reports whether the store a gateway's --store names outlives
+// the gateway process: Badger and the database servers do; memory does
+// not, and of a plugin or another gateway the name cannot tell.
+func Outlives(store string) bool {
+	switch stores.Parse(store).Scheme {
+	case "badger", "mysql", "postgres", "postgresql", "etcd":
+		return true
+	}
+	return false
+}
+
+// ClockStart is where a target's test clock starts, as conformance
+// targets in one process start their manual clocks.
+var ClockStart = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // Plaintext returns a Setup on loopback without TLS, with a tokens file
 // in dir that holds one operator, whose token is made at random.
@@ -93,31 +122,40 @@ type Store func(ctx context.Context) (store string, drop func(), err error)
 
 // ProcessTarget runs each check against a gateway process of its own in
 // front of the store newStore makes. The second handle is a second
-// connection, as a second worker's; a gateway process keeps real time.
+// connection, as a second worker's. A gateway process keeps real time
+// unless s.TestClock; with s.Restart it is killed and started again for
+// the FAULT rules.
 func ProcessTarget(name string, s Setup, newStore Store) conformance.Target {
-	return conformance.Target{
-		Name:         name + " (through a gateway process)",
-		StoreVersion: "gateway",
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true},
-		Principal:    s.Principal,
+	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: s.TestClock}
+	var leaseTTL time.Duration // the suite's default
+	if !s.TestClock {
 		// Every call crosses a process and TLS: on a loaded machine a few
 		// calls in a row took longer than the default 300ms lease, which
 		// then expired in the middle of a check that needed it live.
-		LeaseTTL: time.Second,
+		leaseTTL = time.Second
+	}
+	if s.Restart {
+		caps.Faults = []conformance.Fault{conformance.FaultRestart}
+	}
+	return conformance.Target{
+		Name:         name + " (through a gateway process)",
+		StoreVersion: "gateway",
+		Capabilities: caps,
+		Principal:    s.Principal,
+		LeaseTTL:     leaseTTL,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			store, drop, err := newStore(ctx)
 			if err != nil {
 				return nil, err
 			}
-			h := &harness{drop: drop, setup: s}
-			// The store travels in the environment: a DSN's password stays
-			// off the command line.
-			cmd, addr, err := StartWith(s.Bin, append([]string{"--listen", "127.0.0.1:0"}, s.Args...), []string{"RUNSTATE_GATEWAY_STORE=" + store}, s.LogPath)
-			if err != nil {
+			h := &harness{drop: drop, setup: s, store: store}
+			if s.TestClock {
+				h.clock = ClockStart
+			}
+			if err := h.start("127.0.0.1:0"); err != nil {
 				drop()
 				return nil, err
 			}
-			h.cmd, h.addr = cmd, addr
 			if h.first, err = h.OpenHandle(ctx); err != nil {
 				return nil, errors.Join(err, h.Close(ctx))
 			}
@@ -127,12 +165,34 @@ func ProcessTarget(name string, s Setup, newStore Store) conformance.Target {
 }
 
 type harness struct {
-	setup   Setup
-	cmd     *exec.Cmd
+	setup Setup
+	store string // the gateway's --store
+	first runstate.RunStateStore
+	drop  func()
+
+	// mu guards what a fault and the clock change: a check may open a
+	// handle while another goroutine of it advances the clock.
+	mu      sync.Mutex
+	cmd     *exec.Cmd // nil while a restart fault has killed it
 	addr    string
-	first   runstate.RunStateStore
 	clients []*gateway.Client
-	drop    func()
+	clock   time.Time // the test clock's time; zero keeps real time
+}
+
+// start starts the gateway listening on listen, at the test clock's time.
+func (h *harness) start(listen string) error {
+	// The store travels in the environment: a DSN's password stays off
+	// the command line.
+	env := []string{"RUNSTATE_GATEWAY_STORE=" + h.store}
+	if !h.clock.IsZero() {
+		env = append(env, gateway.TestClockEnv+"="+h.clock.Format(time.RFC3339Nano))
+	}
+	cmd, addr, err := StartWith(h.setup.Bin, append([]string{"--listen", listen}, h.setup.Args...), env, h.setup.LogPath)
+	if err != nil {
+		return err
+	}
+	h.cmd, h.addr = cmd, addr
+	return nil
 }
 
 func (h *harness) Store() runstate.RunStateStore { return h.first }
@@ -141,6 +201,8 @@ func (h *harness) Store() runstate.RunStateStore { return h.first }
 func (h *harness) RunWatcher() runstate.RunWatcher { return h.clients[0].RunWatcher() }
 
 func (h *harness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	c, err := gateway.Dial(ctx, h.addr, h.setup.Dial)
 	if err != nil {
 		return nil, err
@@ -149,14 +211,77 @@ func (h *harness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error
 	return c.Store(), nil
 }
 
-func (h *harness) Advance(time.Duration) { panic("a gateway process keeps real time") }
+// Advance moves the gateway's test clock by d (the store behind it reads
+// it; every client reaches the same gateway). A gateway that does not
+// take it breaks the check (the suite turns the panic into its error).
+func (h *harness) Advance(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clock.IsZero() {
+		panic("the gateway process keeps real time: the target declares no controlled clock")
+	}
+	h.clock = h.clock.Add(d)
+	if h.cmd == nil {
+		return // killed: it starts again at h.clock
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.clients[0].SetClock(ctx, h.clock); err != nil {
+		panic(fmt.Sprintf("moving the gateway's test clock by %v: %v", d, err))
+	}
+}
+
+// StartFault kills the gateway process (a restart): its store outlives it.
+func (h *harness) StartFault(_ context.Context, p conformance.FaultParams) error {
+	if p.Fault != conformance.FaultRestart || !h.setup.Restart {
+		return fmt.Errorf("a gateway process harness causes no fault %q", p.Fault)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stop()
+	return nil
+}
+
+// EndFault starts the gateway again on the same store and address, and
+// waits until every client's calls succeed again (gRPC reconnects).
+func (h *harness) EndFault(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	h.mu.Lock()
+	for h.cmd == nil {
+		// The port of the killed process may not be free at once.
+		if err := h.start(h.addr); err != nil {
+			if ctx.Err() != nil {
+				h.mu.Unlock()
+				return fmt.Errorf("the gateway did not start again on %s within a minute: %w", h.addr, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	var stores []runstate.RunStateStore
+	for _, c := range h.clients {
+		stores = append(stores, c.Store())
+	}
+	h.mu.Unlock()
+	return proctest.AwaitAnswers(ctx, "the gateway", stores...)
+}
+
+// stop kills the gateway process at once, as a crash would; h.mu is held.
+func (h *harness) stop() {
+	if h.cmd != nil {
+		h.cmd.Process.Kill()
+		h.cmd.Wait()
+		h.cmd = nil
+	}
+}
 
 func (h *harness) Close(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, c := range h.clients {
 		c.Close()
 	}
-	h.cmd.Process.Kill()
-	h.cmd.Wait()
+	h.stop()
 	h.drop()
 	return nil
 }

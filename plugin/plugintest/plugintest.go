@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +26,8 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/conformance/faultproxy"
+	"github.com/runstate/runstate/internal/testsupport/proctest"
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/plugin"
 )
@@ -89,31 +94,78 @@ func NoConfig(context.Context) (map[string]string, func(), error) { return nil, 
 // ProcessTarget runs each check against a fresh child process of the
 // plugin at path. With caps.SecondHandle, OpenHandle starts another process
 // of the plugin on the same configuration: a second worker sharing the store.
-// Plugin processes keep real time: caps.ControlledClock must be false.
+// With caps.ControlledClock every process is opened for certification
+// (plugin.Options.TestClock), its store's clock stopped at ClockStart, and
+// Advance moves the clock of each alike; the plugin's Opener must give its
+// store plugin.TestClock (SchemeOpener does), as DescribeStore tells.
+// Without it the processes keep real time.
 // With conformance.FaultRestart in caps.Faults (the only fault it causes)
 // the harness kills the plugin processes (SIGKILL) for the FAULT rules
-// and its clients start them again (plugin.Options.Relaunch): declare it
-// for a store whose data outlives its process.
+// and its clients start them again (plugin.Options.Relaunch), at the test
+// clock's time: declare it for a store whose data outlives its process.
 func ProcessTarget(name, version, path string, caps conformance.Capabilities, config Config) conformance.Target {
+	return ProcessTargetWith(ProcessParams{Name: name, Version: version, Path: path, Caps: caps, Config: config})
+}
+
+// ProcessParams are ProcessTargetWith's: ProcessTarget's, and the backend.
+type ProcessParams struct {
+	Name, Version string
+	// Path is the plugin binary.
+	Path   string
+	Caps   conformance.Capabilities
+	Config Config
+	// Backend, when set, is the host:port of the plugin's own network
+	// backend (its database server). Every check starts a
+	// conformance/faultproxy in front of it, ProxyPlaceholder in the
+	// configuration's values becomes the proxy's address, so that the
+	// plugin reaches its backend through the proxy, and the harness causes
+	// the proxy's faults (faultproxy.Faults) that Caps.Faults declares.
+	Backend string
+}
+
+// ProxyPlaceholder in a configuration value stands for the address of the
+// fault proxy in front of the plugin's backend (ProcessParams.Backend).
+const ProxyPlaceholder = "{{proxy}}"
+
+// ProcessTargetWith is ProcessTarget with a fault proxy in front of the
+// plugin's backend when p.Backend is set.
+func ProcessTargetWith(p ProcessParams) conformance.Target {
+	name, version, path, caps, config := p.Name, p.Version, p.Path, p.Caps, p.Config
+	var leaseTTL time.Duration // the suite's default
+	if !caps.ControlledClock {
+		// Real time runs on while a check works through a process
+		// boundary: a lease of a second outlives the check's calls on a
+		// loaded machine, where 300ms expired in the middle of LEASE-010.
+		leaseTTL = time.Second
+	}
 	return conformance.Target{
 		Name:         name + " (plugin process)",
 		StoreVersion: version,
 		Capabilities: caps,
-		// Real time runs on while a check works through a process
-		// boundary: a lease of a second outlives the check's calls on a
-		// loaded machine, where 300ms expired in the middle of LEASE-010.
-		LeaseTTL: time.Second,
+		LeaseTTL:     leaseTTL,
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			for _, f := range caps.Faults {
-				if f != conformance.FaultRestart {
-					return nil, fmt.Errorf("a plugin process target causes no fault %q, only restart", f)
+				if f != conformance.FaultRestart && (p.Backend == "" || !slices.Contains(faultproxy.Faults, f)) {
+					return nil, fmt.Errorf("a plugin process target causes no fault %q: restart, and with a backend behind a proxy %v", f, faultproxy.Faults)
 				}
 			}
 			cfg, cleanup, err := config(ctx)
 			if err != nil {
 				return nil, err
 			}
-			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup, relaunch: len(caps.Faults) > 0}
+			proxy, err := proxyBackend(p.Backend, cfg)
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			if proxy != nil {
+				dropConfig := cleanup
+				cleanup = func() { dropConfig(); proxy.Close() }
+			}
+			h := &processHarness{path: path, cfg: cfg, cleanup: cleanup, relaunch: slices.Contains(caps.Faults, conformance.FaultRestart), proxy: proxy}
+			if caps.ControlledClock {
+				h.clock = ClockStart
+			}
 			c, err := h.start(ctx)
 			if err != nil {
 				cleanup()
@@ -125,60 +177,111 @@ func ProcessTarget(name, version, path string, caps conformance.Capabilities, co
 	}
 }
 
+// ClockStart is where the test clock of a process target with a
+// controlled clock starts, as conformance targets in one process start
+// their manual clocks.
+var ClockStart = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// proxyBackend starts a fault proxy in front of backend (none when empty)
+// and puts its address in place of ProxyPlaceholder in cfg's values.
+func proxyBackend(backend string, cfg map[string]string) (*faultproxy.Proxy, error) {
+	if backend == "" {
+		return nil, nil
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Values(cfg)), func(v string) bool { return strings.Contains(v, ProxyPlaceholder) }) {
+		return nil, fmt.Errorf("the plugin's backend %s is behind a fault proxy, but no configuration value names %s: the plugin would reach its backend directly, and no fault would reach it", backend, ProxyPlaceholder)
+	}
+	proxy, err := faultproxy.Start(backend)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range cfg {
+		cfg[k] = strings.ReplaceAll(v, ProxyPlaceholder, proxy.Addr())
+	}
+	return proxy, nil
+}
+
 type processHarness struct {
 	path     string
 	cfg      map[string]string
 	cleanup  func()
 	relaunch bool
+	proxy    *faultproxy.Proxy // in front of the plugin's backend; nil: none
+	killed   bool              // a restart fault killed the plugin processes
 	first    *plugin.Client
-	clients  []*plugin.Client
+	// mu guards clients and clock: a check may open a handle while
+	// another goroutine of it advances the clock.
+	mu      sync.Mutex
+	clients []*plugin.Client
+	// clock is the test clock's time, where a process opened now starts;
+	// zero keeps real time.
+	clock time.Time
 }
 
 var quiet = slog.New(slog.DiscardHandler)
 
 func (h *processHarness) start(ctx context.Context) (*plugin.Client, error) {
+	// Under mu, so that the clock does not move between this process's
+	// start and its joining the clients that Advance moves.
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	// A killed plugin stays down until the fault ends: started again
 	// after a pause longer than the fault checks let a fault last.
-	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet, Relaunch: h.relaunch, RelaunchPause: relaunchPause})
-	if err == nil {
-		h.clients = append(h.clients, c)
+	c, err := plugin.Open(ctx, h.path, plugin.Options{Config: h.cfg, Logger: quiet, Relaunch: h.relaunch, RelaunchPause: relaunchPause, TestClock: h.clock})
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	if !h.clock.IsZero() && !c.TestClock() {
+		c.Close()
+		return nil, fmt.Errorf("the plugin %s serves no test clock that its store reads: its Opener must give the store plugin.TestClock(ctx) (plugin.SchemeOpener does); or run it with real time", h.path)
+	}
+	h.clients = append(h.clients, c)
+	return c, nil
+}
+
+// all returns the clients opened so far.
+func (h *processHarness) all() []*plugin.Client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.clients)
 }
 
 // relaunchPause is longer than a fault check's fault (1.5 s) and its
 // calls' deadline and grace.
 const relaunchPause = 3 * time.Second
 
-// StartFault kills every plugin process of the check (a restart).
-func (h *processHarness) StartFault(_ context.Context, p conformance.FaultParams) error {
+// StartFault kills every plugin process of the check (a restart), or
+// disturbs the path to the plugin's backend (the proxy's faults).
+func (h *processHarness) StartFault(ctx context.Context, p conformance.FaultParams) error {
+	if p.Fault != conformance.FaultRestart && h.proxy != nil {
+		return h.proxy.StartFault(ctx, p)
+	}
 	if p.Fault != conformance.FaultRestart || !h.relaunch {
 		return fmt.Errorf("a plugin process harness causes no fault %q", p.Fault)
 	}
+	h.killed = true
 	var errs []error
-	for _, c := range h.clients {
+	for _, c := range h.all() {
 		errs = append(errs, c.Kill())
 	}
 	return errors.Join(errs...)
 }
 
-// EndFault waits until every client has started its plugin again.
+// EndFault heals the path to the backend, and after a restart waits until
+// every client has started its plugin again.
 func (h *processHarness) EndFault(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for _, c := range h.clients {
-		for {
-			_, err := c.Store().ListRuns(ctx, runstate.ListRunsParams{Limit: 1})
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("the plugin did not answer again within a minute of being killed: %w", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	if h.proxy != nil {
+		h.proxy.EndFault(ctx)
 	}
-	return nil
+	if !h.killed {
+		return nil
+	}
+	h.killed = false
+	var stores []runstate.RunStateStore
+	for _, c := range h.all() {
+		stores = append(stores, c.Store())
+	}
+	return proctest.AwaitAnswers(ctx, "the plugin", stores...)
 }
 
 func (h *processHarness) Store() runstate.RunStateStore { return h.first.Store() }
@@ -192,9 +295,28 @@ func (h *processHarness) OpenHandle(ctx context.Context) (runstate.RunStateStore
 	}
 	return c.Store(), nil
 }
-func (h *processHarness) Advance(time.Duration) { panic("plugin processes keep real time") }
-func (h *processHarness) Close(context.Context) error {
+
+// Advance moves the test clock of every plugin process of the check by d.
+// A process that does not take it breaks the check (the suite turns the
+// panic into the check's error).
+func (h *processHarness) Advance(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clock.IsZero() {
+		panic("the plugin processes keep real time: the target declares no controlled clock")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, c := range h.clients {
+		if err := c.AdvanceClock(ctx, d); err != nil {
+			panic(fmt.Sprintf("moving the plugin's test clock by %v: %v", d, err))
+		}
+	}
+	h.clock = h.clock.Add(d)
+}
+
+func (h *processHarness) Close(context.Context) error {
+	for _, c := range h.all() {
 		c.Close()
 	}
 	h.cleanup()
@@ -281,19 +403,37 @@ func (h *inProcessHarness) Advance(d time.Duration)     { h.clock.Advance(d) }
 func (h *inProcessHarness) Close(context.Context) error { return h.InProcess.Close() }
 
 // Describe starts the plugin once with a configuration from config and
-// returns what it says of its store.
+// returns what it says of its store (DescribeStore says more).
 func Describe(ctx context.Context, path string, config Config) (name, version string, leases bool, err error) {
+	d, err := DescribeStore(ctx, path, config)
+	return d.Name, d.Version, d.Leases, err
+}
+
+// Description is what a plugin says of its store.
+type Description struct {
+	Name, Version string
+	// Leases: the store implements runstate.LeaseStore.
+	Leases bool
+	// TestClock: opened for certification, the plugin's store reads the
+	// test clock, so that a target may declare a controlled clock.
+	TestClock bool
+}
+
+// DescribeStore starts the plugin once, for certification (with a test
+// clock), with a configuration from config, and returns what it says of
+// its store.
+func DescribeStore(ctx context.Context, path string, config Config) (Description, error) {
 	cfg, cleanup, err := config(ctx)
 	if err != nil {
-		return "", "", false, err
+		return Description{}, err
 	}
 	defer cleanup()
-	c, err := plugin.Open(ctx, path, plugin.Options{Config: cfg, Logger: quiet})
+	c, err := plugin.Open(ctx, path, plugin.Options{Config: cfg, Logger: quiet, TestClock: ClockStart})
 	if err != nil {
-		return "", "", false, err
+		return Description{}, err
 	}
 	defer c.Close()
-	return c.Name(), c.Version(), c.Leases(), nil
+	return Description{Name: c.Name(), Version: c.Version(), Leases: c.Leases(), TestClock: c.TestClock()}, nil
 }
 
 // TempDirConfig gives each check a fresh directory under base as key.

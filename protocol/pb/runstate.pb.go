@@ -29,6 +29,95 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SetClockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClockRequest) Reset() {
+	*x = SetClockRequest{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClockRequest) ProtoMessage() {}
+
+func (x *SetClockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClockRequest.ProtoReflect.Descriptor instead.
+func (*SetClockRequest) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetClockRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type SetClockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// now is the store's clock after the call.
+	Now           *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=now,proto3" json:"now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClockResponse) Reset() {
+	*x = SetClockResponse{}
+	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClockResponse) ProtoMessage() {}
+
+func (x *SetClockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClockResponse.ProtoReflect.Descriptor instead.
+func (*SetClockResponse) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetClockResponse) GetNow() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Now
+	}
+	return nil
+}
+
 type OpenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Configuration of the store (a path, a DSN); values never reach logs.
@@ -39,7 +128,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +140,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[0]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +153,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{0}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OpenRequest) GetConfig() map[string]string {
@@ -88,14 +177,17 @@ type OpenResponse struct {
 	// watch_runnable: the server offers WatchRunnable.
 	WatchRunnable bool `protobuf:"varint,7,opt,name=watch_runnable,json=watchRunnable,proto3" json:"watch_runnable,omitempty"`
 	// watch_run: the server offers WatchRun.
-	WatchRun      bool `protobuf:"varint,8,opt,name=watch_run,json=watchRun,proto3" json:"watch_run,omitempty"`
+	WatchRun bool `protobuf:"varint,8,opt,name=watch_run,json=watchRun,proto3" json:"watch_run,omitempty"`
+	// test_clock: the server runs in test mode and its store reads the test
+	// clock, which SetClock moves.
+	TestClock     bool `protobuf:"varint,9,opt,name=test_clock,json=testClock,proto3" json:"test_clock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -107,7 +199,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[1]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -120,7 +212,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{1}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OpenResponse) GetName() string {
@@ -179,6 +271,13 @@ func (x *OpenResponse) GetWatchRun() bool {
 	return false
 }
 
+func (x *OpenResponse) GetTestClock() bool {
+	if x != nil {
+		return x.TestClock
+	}
+	return false
+}
+
 // ErrorDetail is the runstate.Error of a failed call.
 type ErrorDetail struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -205,7 +304,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +316,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[2]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +329,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{2}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -338,7 +437,7 @@ type Actor struct {
 
 func (x *Actor) Reset() {
 	*x = Actor{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +449,7 @@ func (x *Actor) String() string {
 func (*Actor) ProtoMessage() {}
 
 func (x *Actor) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[3]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +462,7 @@ func (x *Actor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Actor.ProtoReflect.Descriptor instead.
 func (*Actor) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{3}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Actor) GetKind() string {
@@ -401,7 +500,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +512,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[4]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +525,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{4}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Diagnostic) GetErrorCode() string {
@@ -485,7 +584,7 @@ type HostState struct {
 
 func (x *HostState) Reset() {
 	*x = HostState{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +596,7 @@ func (x *HostState) String() string {
 func (*HostState) ProtoMessage() {}
 
 func (x *HostState) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[5]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +609,7 @@ func (x *HostState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostState.ProtoReflect.Descriptor instead.
 func (*HostState) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{5}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HostState) GetHost() string {
@@ -568,7 +667,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +679,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[6]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +692,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{6}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Step) GetName() string {
@@ -655,7 +754,7 @@ type Run struct {
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +766,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[7]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +779,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{7}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Run) GetRunId() string {
@@ -814,7 +913,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +925,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[8]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +938,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{8}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AuditEvent) GetRunId() string {
@@ -929,7 +1028,7 @@ type Owner struct {
 
 func (x *Owner) Reset() {
 	*x = Owner{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1040,7 @@ func (x *Owner) String() string {
 func (*Owner) ProtoMessage() {}
 
 func (x *Owner) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[9]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1053,7 @@ func (x *Owner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Owner.ProtoReflect.Descriptor instead.
 func (*Owner) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{9}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Owner) GetWorker() string {
@@ -984,7 +1083,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1095,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[10]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1108,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{10}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Lease) GetRunId() string {
@@ -1057,7 +1156,7 @@ type StepSpec struct {
 
 func (x *StepSpec) Reset() {
 	*x = StepSpec{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1168,7 @@ func (x *StepSpec) String() string {
 func (*StepSpec) ProtoMessage() {}
 
 func (x *StepSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[11]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1181,7 @@ func (x *StepSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSpec.ProtoReflect.Descriptor instead.
 func (*StepSpec) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{11}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StepSpec) GetName() string {
@@ -1117,7 +1216,7 @@ type CreateRunRequest struct {
 
 func (x *CreateRunRequest) Reset() {
 	*x = CreateRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1228,7 @@ func (x *CreateRunRequest) String() string {
 func (*CreateRunRequest) ProtoMessage() {}
 
 func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[12]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1241,7 @@ func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{12}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateRunRequest) GetRunId() string {
@@ -1227,7 +1326,7 @@ type HostPatch struct {
 
 func (x *HostPatch) Reset() {
 	*x = HostPatch{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1338,7 @@ func (x *HostPatch) String() string {
 func (*HostPatch) ProtoMessage() {}
 
 func (x *HostPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[13]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1351,7 @@ func (x *HostPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPatch.ProtoReflect.Descriptor instead.
 func (*HostPatch) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{13}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HostPatch) GetHost() string {
@@ -1294,7 +1393,7 @@ type StepPatch struct {
 
 func (x *StepPatch) Reset() {
 	*x = StepPatch{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1405,7 @@ func (x *StepPatch) String() string {
 func (*StepPatch) ProtoMessage() {}
 
 func (x *StepPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[14]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1418,7 @@ func (x *StepPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepPatch.ProtoReflect.Descriptor instead.
 func (*StepPatch) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{14}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StepPatch) GetName() string {
@@ -1369,7 +1468,7 @@ type UpdateRunRequest struct {
 
 func (x *UpdateRunRequest) Reset() {
 	*x = UpdateRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1480,7 @@ func (x *UpdateRunRequest) String() string {
 func (*UpdateRunRequest) ProtoMessage() {}
 
 func (x *UpdateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[15]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1493,7 @@ func (x *UpdateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{15}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateRunRequest) GetRunId() string {
@@ -1504,7 +1603,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1615,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[16]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1628,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{16}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -1554,7 +1653,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1665,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[17]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1678,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{17}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListRunsRequest) GetStatuses() []string {
@@ -1641,7 +1740,7 @@ type RunPage struct {
 
 func (x *RunPage) Reset() {
 	*x = RunPage{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1752,7 @@ func (x *RunPage) String() string {
 func (*RunPage) ProtoMessage() {}
 
 func (x *RunPage) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[18]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1765,7 @@ func (x *RunPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunPage.ProtoReflect.Descriptor instead.
 func (*RunPage) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{18}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunPage) GetRuns() []*Run {
@@ -1694,7 +1793,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1805,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[19]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1818,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{19}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListAuditEventsRequest) GetRunId() string {
@@ -1753,7 +1852,7 @@ type AuditPage struct {
 
 func (x *AuditPage) Reset() {
 	*x = AuditPage{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1864,7 @@ func (x *AuditPage) String() string {
 func (*AuditPage) ProtoMessage() {}
 
 func (x *AuditPage) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[20]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1877,7 @@ func (x *AuditPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPage.ProtoReflect.Descriptor instead.
 func (*AuditPage) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{20}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AuditPage) GetEvents() []*AuditEvent {
@@ -1806,7 +1905,7 @@ type RunnableFilter struct {
 
 func (x *RunnableFilter) Reset() {
 	*x = RunnableFilter{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1917,7 @@ func (x *RunnableFilter) String() string {
 func (*RunnableFilter) ProtoMessage() {}
 
 func (x *RunnableFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[21]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1930,7 @@ func (x *RunnableFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnableFilter.ProtoReflect.Descriptor instead.
 func (*RunnableFilter) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{21}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RunnableFilter) GetStatuses() []string {
@@ -1867,7 +1966,7 @@ type ClaimRunRequest struct {
 
 func (x *ClaimRunRequest) Reset() {
 	*x = ClaimRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +1978,7 @@ func (x *ClaimRunRequest) String() string {
 func (*ClaimRunRequest) ProtoMessage() {}
 
 func (x *ClaimRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[22]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +1991,7 @@ func (x *ClaimRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRunRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{22}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClaimRunRequest) GetRunId() string {
@@ -1934,7 +2033,7 @@ type ClaimNextRunRequest struct {
 
 func (x *ClaimNextRunRequest) Reset() {
 	*x = ClaimNextRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2045,7 @@ func (x *ClaimNextRunRequest) String() string {
 func (*ClaimNextRunRequest) ProtoMessage() {}
 
 func (x *ClaimNextRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[23]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2058,7 @@ func (x *ClaimNextRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimNextRunRequest.ProtoReflect.Descriptor instead.
 func (*ClaimNextRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{23}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClaimNextRunRequest) GetOwner() *Owner {
@@ -1993,7 +2092,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2104,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[24]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2117,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{24}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Claim) GetLease() *Lease {
@@ -2046,7 +2145,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2157,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[25]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2170,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{25}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewLeaseRequest) GetRunId() string {
@@ -2105,7 +2204,7 @@ type ReleaseLeaseRequest struct {
 
 func (x *ReleaseLeaseRequest) Reset() {
 	*x = ReleaseLeaseRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2216,7 @@ func (x *ReleaseLeaseRequest) String() string {
 func (*ReleaseLeaseRequest) ProtoMessage() {}
 
 func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[26]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2229,7 @@ func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{26}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseLeaseRequest) GetRunId() string {
@@ -2155,7 +2254,7 @@ type ReleaseLeaseResponse struct {
 
 func (x *ReleaseLeaseResponse) Reset() {
 	*x = ReleaseLeaseResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2266,7 @@ func (x *ReleaseLeaseResponse) String() string {
 func (*ReleaseLeaseResponse) ProtoMessage() {}
 
 func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[27]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2279,7 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{27}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{29}
 }
 
 type ListRunnableRunsRequest struct {
@@ -2194,7 +2293,7 @@ type ListRunnableRunsRequest struct {
 
 func (x *ListRunnableRunsRequest) Reset() {
 	*x = ListRunnableRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2305,7 @@ func (x *ListRunnableRunsRequest) String() string {
 func (*ListRunnableRunsRequest) ProtoMessage() {}
 
 func (x *ListRunnableRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[28]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2318,7 @@ func (x *ListRunnableRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnableRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnableRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{28}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRunnableRunsRequest) GetFilter() *RunnableFilter {
@@ -2252,7 +2351,7 @@ type CreateRunsRequest struct {
 
 func (x *CreateRunsRequest) Reset() {
 	*x = CreateRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2363,7 @@ func (x *CreateRunsRequest) String() string {
 func (*CreateRunsRequest) ProtoMessage() {}
 
 func (x *CreateRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[29]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2376,7 @@ func (x *CreateRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunsRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{29}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateRunsRequest) GetRuns() []*CreateRunRequest {
@@ -2296,7 +2395,7 @@ type CreateRunsResponse struct {
 
 func (x *CreateRunsResponse) Reset() {
 	*x = CreateRunsResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2407,7 @@ func (x *CreateRunsResponse) String() string {
 func (*CreateRunsResponse) ProtoMessage() {}
 
 func (x *CreateRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[30]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2420,7 @@ func (x *CreateRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunsResponse.ProtoReflect.Descriptor instead.
 func (*CreateRunsResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{30}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateRunsResponse) GetRuns() []*Run {
@@ -2340,7 +2439,7 @@ type UpdateRunsRequest struct {
 
 func (x *UpdateRunsRequest) Reset() {
 	*x = UpdateRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2451,7 @@ func (x *UpdateRunsRequest) String() string {
 func (*UpdateRunsRequest) ProtoMessage() {}
 
 func (x *UpdateRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[31]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2464,7 @@ func (x *UpdateRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{31}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateRunsRequest) GetUpdates() []*UpdateRunRequest {
@@ -2386,7 +2485,7 @@ type UpdateRunsItem struct {
 
 func (x *UpdateRunsItem) Reset() {
 	*x = UpdateRunsItem{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2497,7 @@ func (x *UpdateRunsItem) String() string {
 func (*UpdateRunsItem) ProtoMessage() {}
 
 func (x *UpdateRunsItem) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[32]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2510,7 @@ func (x *UpdateRunsItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunsItem.ProtoReflect.Descriptor instead.
 func (*UpdateRunsItem) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{32}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateRunsItem) GetRun() *Run {
@@ -2437,7 +2536,7 @@ type UpdateRunsResponse struct {
 
 func (x *UpdateRunsResponse) Reset() {
 	*x = UpdateRunsResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2548,7 @@ func (x *UpdateRunsResponse) String() string {
 func (*UpdateRunsResponse) ProtoMessage() {}
 
 func (x *UpdateRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[33]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2561,7 @@ func (x *UpdateRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRunsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRunsResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{33}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateRunsResponse) GetItems() []*UpdateRunsItem {
@@ -2487,7 +2586,7 @@ type ClaimRunsRequest struct {
 
 func (x *ClaimRunsRequest) Reset() {
 	*x = ClaimRunsRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2598,7 @@ func (x *ClaimRunsRequest) String() string {
 func (*ClaimRunsRequest) ProtoMessage() {}
 
 func (x *ClaimRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[34]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2611,7 @@ func (x *ClaimRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRunsRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRunsRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{34}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClaimRunsRequest) GetOwner() *Owner {
@@ -2575,7 +2674,7 @@ type ClaimRunsResponse struct {
 
 func (x *ClaimRunsResponse) Reset() {
 	*x = ClaimRunsResponse{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2686,7 @@ func (x *ClaimRunsResponse) String() string {
 func (*ClaimRunsResponse) ProtoMessage() {}
 
 func (x *ClaimRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[35]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2699,7 @@ func (x *ClaimRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRunsResponse.ProtoReflect.Descriptor instead.
 func (*ClaimRunsResponse) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{35}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ClaimRunsResponse) GetClaims() []*Claim {
@@ -2625,7 +2724,7 @@ type WatchRunnableRequest struct {
 
 func (x *WatchRunnableRequest) Reset() {
 	*x = WatchRunnableRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2736,7 @@ func (x *WatchRunnableRequest) String() string {
 func (*WatchRunnableRequest) ProtoMessage() {}
 
 func (x *WatchRunnableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[36]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2749,7 @@ func (x *WatchRunnableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunnableRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunnableRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{36}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{38}
 }
 
 // RunnableNotice says that a run may have become runnable: claim, and
@@ -2663,7 +2762,7 @@ type RunnableNotice struct {
 
 func (x *RunnableNotice) Reset() {
 	*x = RunnableNotice{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2774,7 @@ func (x *RunnableNotice) String() string {
 func (*RunnableNotice) ProtoMessage() {}
 
 func (x *RunnableNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[37]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2787,7 @@ func (x *RunnableNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnableNotice.ProtoReflect.Descriptor instead.
 func (*RunnableNotice) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{37}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{39}
 }
 
 type WatchRunRequest struct {
@@ -2700,7 +2799,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2811,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[38]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2824,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{38}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -2744,7 +2843,7 @@ type RunNotice struct {
 
 func (x *RunNotice) Reset() {
 	*x = RunNotice{}
-	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2855,7 @@ func (x *RunNotice) String() string {
 func (*RunNotice) ProtoMessage() {}
 
 func (x *RunNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_runstate_proto_msgTypes[39]
+	mi := &file_protocol_pb_runstate_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,19 +2868,23 @@ func (x *RunNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunNotice.ProtoReflect.Descriptor instead.
 func (*RunNotice) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{39}
+	return file_protocol_pb_runstate_proto_rawDescGZIP(), []int{41}
 }
 
 var File_protocol_pb_runstate_proto protoreflect.FileDescriptor
 
 const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprotocol/pb/runstate.proto\x12\x12runstate.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"\x8d\x01\n" +
+	"\x1aprotocol/pb/runstate.proto\x12\x12runstate.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\"=\n" +
+	"\x0fSetClockRequest\x12*\n" +
+	"\x02to\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"@\n" +
+	"\x10SetClockResponse\x12,\n" +
+	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"\x8d\x01\n" +
 	"\vOpenRequest\x12C\n" +
 	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf9\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x02\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
@@ -2793,7 +2896,9 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\n" +
 	"claim_runs\x18\x06 \x01(\bR\tclaimRuns\x12%\n" +
 	"\x0ewatch_runnable\x18\a \x01(\bR\rwatchRunnable\x12\x1b\n" +
-	"\twatch_run\x18\b \x01(\bR\bwatchRun\"\xee\x02\n" +
+	"\twatch_run\x18\b \x01(\bR\bwatchRun\x12\x1d\n" +
+	"\n" +
+	"test_clock\x18\t \x01(\bR\ttestClock\"\xee\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x15\n" +
@@ -3036,7 +3141,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x0eRunnableNotice\"(\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\v\n" +
-	"\tRunNotice2\xa6\v\n" +
+	"\tRunNotice2\xfd\v\n" +
 	"\rRunStateStore\x12I\n" +
 	"\x04Open\x12\x1f.runstate.plugin.v1.OpenRequest\x1a .runstate.plugin.v1.OpenResponse\x12J\n" +
 	"\tCreateRun\x12$.runstate.plugin.v1.CreateRunRequest\x1a\x17.runstate.plugin.v1.Run\x12J\n" +
@@ -3057,7 +3162,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"UpdateRuns\x12%.runstate.plugin.v1.UpdateRunsRequest\x1a&.runstate.plugin.v1.UpdateRunsResponse\x12X\n" +
 	"\tClaimRuns\x12$.runstate.plugin.v1.ClaimRunsRequest\x1a%.runstate.plugin.v1.ClaimRunsResponse\x12_\n" +
 	"\rWatchRunnable\x12(.runstate.plugin.v1.WatchRunnableRequest\x1a\".runstate.plugin.v1.RunnableNotice0\x01\x12P\n" +
-	"\bWatchRun\x12#.runstate.plugin.v1.WatchRunRequest\x1a\x1d.runstate.plugin.v1.RunNotice0\x01B*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
+	"\bWatchRun\x12#.runstate.plugin.v1.WatchRunRequest\x1a\x1d.runstate.plugin.v1.RunNotice0\x01\x12U\n" +
+	"\bSetClock\x12#.runstate.plugin.v1.SetClockRequest\x1a$.runstate.plugin.v1.SetClockResponseB*Z(github.com/runstate/runstate/protocol/pbb\x06proto3"
 
 var (
 	file_protocol_pb_runstate_proto_rawDescOnce sync.Once
@@ -3071,152 +3177,158 @@ func file_protocol_pb_runstate_proto_rawDescGZIP() []byte {
 	return file_protocol_pb_runstate_proto_rawDescData
 }
 
-var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_protocol_pb_runstate_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_protocol_pb_runstate_proto_goTypes = []any{
-	(*OpenRequest)(nil),             // 0: runstate.plugin.v1.OpenRequest
-	(*OpenResponse)(nil),            // 1: runstate.plugin.v1.OpenResponse
-	(*ErrorDetail)(nil),             // 2: runstate.plugin.v1.ErrorDetail
-	(*Actor)(nil),                   // 3: runstate.plugin.v1.Actor
-	(*Diagnostic)(nil),              // 4: runstate.plugin.v1.Diagnostic
-	(*HostState)(nil),               // 5: runstate.plugin.v1.HostState
-	(*Step)(nil),                    // 6: runstate.plugin.v1.Step
-	(*Run)(nil),                     // 7: runstate.plugin.v1.Run
-	(*AuditEvent)(nil),              // 8: runstate.plugin.v1.AuditEvent
-	(*Owner)(nil),                   // 9: runstate.plugin.v1.Owner
-	(*Lease)(nil),                   // 10: runstate.plugin.v1.Lease
-	(*StepSpec)(nil),                // 11: runstate.plugin.v1.StepSpec
-	(*CreateRunRequest)(nil),        // 12: runstate.plugin.v1.CreateRunRequest
-	(*HostPatch)(nil),               // 13: runstate.plugin.v1.HostPatch
-	(*StepPatch)(nil),               // 14: runstate.plugin.v1.StepPatch
-	(*UpdateRunRequest)(nil),        // 15: runstate.plugin.v1.UpdateRunRequest
-	(*GetRunRequest)(nil),           // 16: runstate.plugin.v1.GetRunRequest
-	(*ListRunsRequest)(nil),         // 17: runstate.plugin.v1.ListRunsRequest
-	(*RunPage)(nil),                 // 18: runstate.plugin.v1.RunPage
-	(*ListAuditEventsRequest)(nil),  // 19: runstate.plugin.v1.ListAuditEventsRequest
-	(*AuditPage)(nil),               // 20: runstate.plugin.v1.AuditPage
-	(*RunnableFilter)(nil),          // 21: runstate.plugin.v1.RunnableFilter
-	(*ClaimRunRequest)(nil),         // 22: runstate.plugin.v1.ClaimRunRequest
-	(*ClaimNextRunRequest)(nil),     // 23: runstate.plugin.v1.ClaimNextRunRequest
-	(*Claim)(nil),                   // 24: runstate.plugin.v1.Claim
-	(*RenewLeaseRequest)(nil),       // 25: runstate.plugin.v1.RenewLeaseRequest
-	(*ReleaseLeaseRequest)(nil),     // 26: runstate.plugin.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),    // 27: runstate.plugin.v1.ReleaseLeaseResponse
-	(*ListRunnableRunsRequest)(nil), // 28: runstate.plugin.v1.ListRunnableRunsRequest
-	(*CreateRunsRequest)(nil),       // 29: runstate.plugin.v1.CreateRunsRequest
-	(*CreateRunsResponse)(nil),      // 30: runstate.plugin.v1.CreateRunsResponse
-	(*UpdateRunsRequest)(nil),       // 31: runstate.plugin.v1.UpdateRunsRequest
-	(*UpdateRunsItem)(nil),          // 32: runstate.plugin.v1.UpdateRunsItem
-	(*UpdateRunsResponse)(nil),      // 33: runstate.plugin.v1.UpdateRunsResponse
-	(*ClaimRunsRequest)(nil),        // 34: runstate.plugin.v1.ClaimRunsRequest
-	(*ClaimRunsResponse)(nil),       // 35: runstate.plugin.v1.ClaimRunsResponse
-	(*WatchRunnableRequest)(nil),    // 36: runstate.plugin.v1.WatchRunnableRequest
-	(*RunnableNotice)(nil),          // 37: runstate.plugin.v1.RunnableNotice
-	(*WatchRunRequest)(nil),         // 38: runstate.plugin.v1.WatchRunRequest
-	(*RunNotice)(nil),               // 39: runstate.plugin.v1.RunNotice
-	nil,                             // 40: runstate.plugin.v1.OpenRequest.ConfigEntry
-	nil,                             // 41: runstate.plugin.v1.Diagnostic.DetailsEntry
-	nil,                             // 42: runstate.plugin.v1.Run.LabelsEntry
-	nil,                             // 43: runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	nil,                             // 44: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	nil,                             // 45: runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	nil,                             // 46: runstate.plugin.v1.RunnableFilter.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 48: google.protobuf.Duration
+	(*SetClockRequest)(nil),         // 0: runstate.plugin.v1.SetClockRequest
+	(*SetClockResponse)(nil),        // 1: runstate.plugin.v1.SetClockResponse
+	(*OpenRequest)(nil),             // 2: runstate.plugin.v1.OpenRequest
+	(*OpenResponse)(nil),            // 3: runstate.plugin.v1.OpenResponse
+	(*ErrorDetail)(nil),             // 4: runstate.plugin.v1.ErrorDetail
+	(*Actor)(nil),                   // 5: runstate.plugin.v1.Actor
+	(*Diagnostic)(nil),              // 6: runstate.plugin.v1.Diagnostic
+	(*HostState)(nil),               // 7: runstate.plugin.v1.HostState
+	(*Step)(nil),                    // 8: runstate.plugin.v1.Step
+	(*Run)(nil),                     // 9: runstate.plugin.v1.Run
+	(*AuditEvent)(nil),              // 10: runstate.plugin.v1.AuditEvent
+	(*Owner)(nil),                   // 11: runstate.plugin.v1.Owner
+	(*Lease)(nil),                   // 12: runstate.plugin.v1.Lease
+	(*StepSpec)(nil),                // 13: runstate.plugin.v1.StepSpec
+	(*CreateRunRequest)(nil),        // 14: runstate.plugin.v1.CreateRunRequest
+	(*HostPatch)(nil),               // 15: runstate.plugin.v1.HostPatch
+	(*StepPatch)(nil),               // 16: runstate.plugin.v1.StepPatch
+	(*UpdateRunRequest)(nil),        // 17: runstate.plugin.v1.UpdateRunRequest
+	(*GetRunRequest)(nil),           // 18: runstate.plugin.v1.GetRunRequest
+	(*ListRunsRequest)(nil),         // 19: runstate.plugin.v1.ListRunsRequest
+	(*RunPage)(nil),                 // 20: runstate.plugin.v1.RunPage
+	(*ListAuditEventsRequest)(nil),  // 21: runstate.plugin.v1.ListAuditEventsRequest
+	(*AuditPage)(nil),               // 22: runstate.plugin.v1.AuditPage
+	(*RunnableFilter)(nil),          // 23: runstate.plugin.v1.RunnableFilter
+	(*ClaimRunRequest)(nil),         // 24: runstate.plugin.v1.ClaimRunRequest
+	(*ClaimNextRunRequest)(nil),     // 25: runstate.plugin.v1.ClaimNextRunRequest
+	(*Claim)(nil),                   // 26: runstate.plugin.v1.Claim
+	(*RenewLeaseRequest)(nil),       // 27: runstate.plugin.v1.RenewLeaseRequest
+	(*ReleaseLeaseRequest)(nil),     // 28: runstate.plugin.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),    // 29: runstate.plugin.v1.ReleaseLeaseResponse
+	(*ListRunnableRunsRequest)(nil), // 30: runstate.plugin.v1.ListRunnableRunsRequest
+	(*CreateRunsRequest)(nil),       // 31: runstate.plugin.v1.CreateRunsRequest
+	(*CreateRunsResponse)(nil),      // 32: runstate.plugin.v1.CreateRunsResponse
+	(*UpdateRunsRequest)(nil),       // 33: runstate.plugin.v1.UpdateRunsRequest
+	(*UpdateRunsItem)(nil),          // 34: runstate.plugin.v1.UpdateRunsItem
+	(*UpdateRunsResponse)(nil),      // 35: runstate.plugin.v1.UpdateRunsResponse
+	(*ClaimRunsRequest)(nil),        // 36: runstate.plugin.v1.ClaimRunsRequest
+	(*ClaimRunsResponse)(nil),       // 37: runstate.plugin.v1.ClaimRunsResponse
+	(*WatchRunnableRequest)(nil),    // 38: runstate.plugin.v1.WatchRunnableRequest
+	(*RunnableNotice)(nil),          // 39: runstate.plugin.v1.RunnableNotice
+	(*WatchRunRequest)(nil),         // 40: runstate.plugin.v1.WatchRunRequest
+	(*RunNotice)(nil),               // 41: runstate.plugin.v1.RunNotice
+	nil,                             // 42: runstate.plugin.v1.OpenRequest.ConfigEntry
+	nil,                             // 43: runstate.plugin.v1.Diagnostic.DetailsEntry
+	nil,                             // 44: runstate.plugin.v1.Run.LabelsEntry
+	nil,                             // 45: runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	nil,                             // 46: runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	nil,                             // 47: runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	nil,                             // 48: runstate.plugin.v1.RunnableFilter.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 49: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 50: google.protobuf.Duration
 }
 var file_protocol_pb_runstate_proto_depIdxs = []int32{
-	40, // 0: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
-	41, // 1: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
-	47, // 2: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
-	47, // 3: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
-	47, // 4: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
-	47, // 5: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
-	5,  // 6: runstate.plugin.v1.Step.hosts:type_name -> runstate.plugin.v1.HostState
-	42, // 7: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
-	47, // 8: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	47, // 9: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	47, // 10: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	47, // 11: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
-	4,  // 12: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	6,  // 13: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
-	47, // 14: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	3,  // 15: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
-	9,  // 16: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
-	47, // 17: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	47, // 18: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	43, // 19: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	11, // 20: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
-	3,  // 21: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	13, // 22: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
-	4,  // 23: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	44, // 24: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	14, // 25: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
-	3,  // 26: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	45, // 27: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	47, // 28: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
-	47, // 29: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
-	7,  // 30: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
-	8,  // 31: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
-	46, // 32: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
-	9,  // 33: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	48, // 34: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
-	9,  // 35: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	48, // 36: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
-	21, // 37: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	10, // 38: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
-	7,  // 39: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
-	48, // 40: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
-	21, // 41: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	12, // 42: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
-	7,  // 43: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
-	15, // 44: runstate.plugin.v1.UpdateRunsRequest.updates:type_name -> runstate.plugin.v1.UpdateRunRequest
-	7,  // 45: runstate.plugin.v1.UpdateRunsItem.run:type_name -> runstate.plugin.v1.Run
-	2,  // 46: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
-	32, // 47: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
-	9,  // 48: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
-	48, // 49: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
-	21, // 50: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	3,  // 51: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
-	24, // 52: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
-	2,  // 53: runstate.plugin.v1.ClaimRunsResponse.error:type_name -> runstate.plugin.v1.ErrorDetail
-	0,  // 54: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
-	12, // 55: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
-	15, // 56: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
-	16, // 57: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
-	17, // 58: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
-	19, // 59: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
-	22, // 60: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
-	23, // 61: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
-	25, // 62: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
-	26, // 63: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
-	28, // 64: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
-	16, // 65: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
-	29, // 66: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
-	31, // 67: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
-	34, // 68: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
-	36, // 69: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
-	38, // 70: runstate.plugin.v1.RunStateStore.WatchRun:input_type -> runstate.plugin.v1.WatchRunRequest
-	1,  // 71: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
-	7,  // 72: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 73: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
-	7,  // 74: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
-	18, // 75: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
-	20, // 76: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
-	24, // 77: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
-	24, // 78: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
-	10, // 79: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
-	27, // 80: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
-	18, // 81: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
-	10, // 82: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
-	30, // 83: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
-	33, // 84: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
-	35, // 85: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
-	37, // 86: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
-	39, // 87: runstate.plugin.v1.RunStateStore.WatchRun:output_type -> runstate.plugin.v1.RunNotice
-	71, // [71:88] is the sub-list for method output_type
-	54, // [54:71] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	49, // 0: runstate.plugin.v1.SetClockRequest.to:type_name -> google.protobuf.Timestamp
+	49, // 1: runstate.plugin.v1.SetClockResponse.now:type_name -> google.protobuf.Timestamp
+	42, // 2: runstate.plugin.v1.OpenRequest.config:type_name -> runstate.plugin.v1.OpenRequest.ConfigEntry
+	43, // 3: runstate.plugin.v1.Diagnostic.details:type_name -> runstate.plugin.v1.Diagnostic.DetailsEntry
+	49, // 4: runstate.plugin.v1.HostState.started_at:type_name -> google.protobuf.Timestamp
+	49, // 5: runstate.plugin.v1.HostState.finished_at:type_name -> google.protobuf.Timestamp
+	49, // 6: runstate.plugin.v1.Step.started_at:type_name -> google.protobuf.Timestamp
+	49, // 7: runstate.plugin.v1.Step.finished_at:type_name -> google.protobuf.Timestamp
+	7,  // 8: runstate.plugin.v1.Step.hosts:type_name -> runstate.plugin.v1.HostState
+	44, // 9: runstate.plugin.v1.Run.labels:type_name -> runstate.plugin.v1.Run.LabelsEntry
+	49, // 10: runstate.plugin.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	49, // 11: runstate.plugin.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	49, // 12: runstate.plugin.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	49, // 13: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	6,  // 14: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
+	8,  // 15: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
+	49, // 16: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 17: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
+	11, // 18: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
+	49, // 19: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	49, // 20: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 21: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	13, // 22: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
+	5,  // 23: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
+	15, // 24: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
+	6,  // 25: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
+	46, // 26: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	16, // 27: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
+	5,  // 28: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
+	47, // 29: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	49, // 30: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
+	49, // 31: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
+	9,  // 32: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
+	10, // 33: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
+	48, // 34: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
+	11, // 35: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
+	50, // 36: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
+	11, // 37: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
+	50, // 38: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 39: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	12, // 40: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
+	9,  // 41: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
+	50, // 42: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 43: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	14, // 44: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
+	9,  // 45: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
+	17, // 46: runstate.plugin.v1.UpdateRunsRequest.updates:type_name -> runstate.plugin.v1.UpdateRunRequest
+	9,  // 47: runstate.plugin.v1.UpdateRunsItem.run:type_name -> runstate.plugin.v1.Run
+	4,  // 48: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
+	34, // 49: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
+	11, // 50: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
+	50, // 51: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 52: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	5,  // 53: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
+	26, // 54: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
+	4,  // 55: runstate.plugin.v1.ClaimRunsResponse.error:type_name -> runstate.plugin.v1.ErrorDetail
+	2,  // 56: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
+	14, // 57: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
+	17, // 58: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
+	18, // 59: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
+	19, // 60: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
+	21, // 61: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
+	24, // 62: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
+	25, // 63: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
+	27, // 64: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
+	28, // 65: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
+	30, // 66: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
+	18, // 67: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
+	31, // 68: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
+	33, // 69: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
+	36, // 70: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
+	38, // 71: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
+	40, // 72: runstate.plugin.v1.RunStateStore.WatchRun:input_type -> runstate.plugin.v1.WatchRunRequest
+	0,  // 73: runstate.plugin.v1.RunStateStore.SetClock:input_type -> runstate.plugin.v1.SetClockRequest
+	3,  // 74: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
+	9,  // 75: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
+	9,  // 76: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
+	9,  // 77: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
+	20, // 78: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
+	22, // 79: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
+	26, // 80: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
+	26, // 81: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
+	12, // 82: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
+	29, // 83: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
+	20, // 84: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
+	12, // 85: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
+	32, // 86: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
+	35, // 87: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
+	37, // 88: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
+	39, // 89: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
+	41, // 90: runstate.plugin.v1.RunStateStore.WatchRun:output_type -> runstate.plugin.v1.RunNotice
+	1,  // 91: runstate.plugin.v1.RunStateStore.SetClock:output_type -> runstate.plugin.v1.SetClockResponse
+	74, // [74:92] is the sub-list for method output_type
+	56, // [56:74] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_protocol_pb_runstate_proto_init() }
@@ -3224,16 +3336,16 @@ func file_protocol_pb_runstate_proto_init() {
 	if File_protocol_pb_runstate_proto != nil {
 		return
 	}
-	file_protocol_pb_runstate_proto_msgTypes[2].OneofWrappers = []any{}
-	file_protocol_pb_runstate_proto_msgTypes[13].OneofWrappers = []any{}
+	file_protocol_pb_runstate_proto_msgTypes[4].OneofWrappers = []any{}
 	file_protocol_pb_runstate_proto_msgTypes[15].OneofWrappers = []any{}
+	file_protocol_pb_runstate_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_runstate_proto_rawDesc), len(file_protocol_pb_runstate_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,7 @@ const (
 	RunStateStore_ClaimRuns_FullMethodName        = "/runstate.plugin.v1.RunStateStore/ClaimRuns"
 	RunStateStore_WatchRunnable_FullMethodName    = "/runstate.plugin.v1.RunStateStore/WatchRunnable"
 	RunStateStore_WatchRun_FullMethodName         = "/runstate.plugin.v1.RunStateStore/WatchRun"
+	RunStateStore_SetClock_FullMethodName         = "/runstate.plugin.v1.RunStateStore/SetClock"
 )
 
 // RunStateStoreClient is the client API for RunStateStore service.
@@ -89,6 +90,12 @@ type RunStateStoreClient interface {
 	// UNIMPLEMENTED otherwise, as a server older than it does, and the
 	// client polls. A malformed run_id is INVALID_ARGUMENT.
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunNotice], error)
+	// SetClock moves the served store's test clock forward to `to`, for
+	// certification (docs/plugins.md): a server started in test mode, whose
+	// store reads the test clock (OpenResponse.test_clock), offers it. Any
+	// other server answers FAILED_PRECONDITION (one older than it,
+	// UNIMPLEMENTED); a `to` before the clock's time is INVALID_ARGUMENT.
+	SetClock(ctx context.Context, in *SetClockRequest, opts ...grpc.CallOption) (*SetClockResponse, error)
 }
 
 type runStateStoreClient struct {
@@ -287,6 +294,16 @@ func (c *runStateStoreClient) WatchRun(ctx context.Context, in *WatchRunRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RunStateStore_WatchRunClient = grpc.ServerStreamingClient[RunNotice]
 
+func (c *runStateStoreClient) SetClock(ctx context.Context, in *SetClockRequest, opts ...grpc.CallOption) (*SetClockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetClockResponse)
+	err := c.cc.Invoke(ctx, RunStateStore_SetClock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RunStateStoreServer is the server API for RunStateStore service.
 // All implementations must embed UnimplementedRunStateStoreServer
 // for forward compatibility.
@@ -332,6 +349,12 @@ type RunStateStoreServer interface {
 	// UNIMPLEMENTED otherwise, as a server older than it does, and the
 	// client polls. A malformed run_id is INVALID_ARGUMENT.
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[RunNotice]) error
+	// SetClock moves the served store's test clock forward to `to`, for
+	// certification (docs/plugins.md): a server started in test mode, whose
+	// store reads the test clock (OpenResponse.test_clock), offers it. Any
+	// other server answers FAILED_PRECONDITION (one older than it,
+	// UNIMPLEMENTED); a `to` before the clock's time is INVALID_ARGUMENT.
+	SetClock(context.Context, *SetClockRequest) (*SetClockResponse, error)
 	mustEmbedUnimplementedRunStateStoreServer()
 }
 
@@ -392,6 +415,9 @@ func (UnimplementedRunStateStoreServer) WatchRunnable(*WatchRunnableRequest, grp
 }
 func (UnimplementedRunStateStoreServer) WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[RunNotice]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchRun not implemented")
+}
+func (UnimplementedRunStateStoreServer) SetClock(context.Context, *SetClockRequest) (*SetClockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetClock not implemented")
 }
 func (UnimplementedRunStateStoreServer) mustEmbedUnimplementedRunStateStoreServer() {}
 func (UnimplementedRunStateStoreServer) testEmbeddedByValue()                       {}
@@ -706,6 +732,24 @@ func _RunStateStore_WatchRun_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RunStateStore_WatchRunServer = grpc.ServerStreamingServer[RunNotice]
 
+func _RunStateStore_SetClock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetClockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunStateStoreServer).SetClock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunStateStore_SetClock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunStateStoreServer).SetClock(ctx, req.(*SetClockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RunStateStore_ServiceDesc is the grpc.ServiceDesc for RunStateStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -772,6 +816,10 @@ var RunStateStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClaimRuns",
 			Handler:    _RunStateStore_ClaimRuns_Handler,
+		},
+		{
+			MethodName: "SetClock",
+			Handler:    _RunStateStore_SetClock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
