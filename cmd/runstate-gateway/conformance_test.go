@@ -18,7 +18,9 @@ import (
 
 // The whole suite passes through a gateway process in front of Badger,
 // MySQL and PostgreSQL, from this (another) process, over mutual TLS, as
-// an operator. Each check gets a gateway and a store of its own.
+// an operator. Each check gets a gateway and a store of its own; the
+// gateway runs in test mode, its store on the clock the checks move, and
+// the FAULT rules kill it and start it again on the same store.
 func TestConformanceThroughAGatewayProcess(t *testing.T) {
 	dir := t.TempDir()
 	f := &fleet{t: t, dir: dir, tokens: filepath.Join(dir, "tokens.yaml"), ca: testtls.NewAuthority(t, "conformance CA")}
@@ -31,6 +33,9 @@ func TestConformanceThroughAGatewayProcess(t *testing.T) {
 		Dial:      gateway.Options{Token: fleetTokens["operator-o"].token, TLS: &tls.Config{RootCAs: f.ca.Pool, Certificates: []tls.Certificate{client}}},
 		Principal: "operator-o",
 		LogPath:   filepath.Join(dir, "gateway.log"),
+		// Every store here outlives a gateway process, and none is a plugin.
+		Restart:   true,
+		TestClock: true,
 	}
 	t.Run("badger", func(t *testing.T) {
 		conformance.Run(t, gatewaytest.ProcessTarget("badger", setup, func(context.Context) (string, func(), error) {
