@@ -180,7 +180,7 @@ func (o *options) check() error {
 // addTargetFlags adds the flags that name the store, shared by
 // certification and bench.
 func addTargetFlags(fs *pflag.FlagSet, o *options) {
-	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger, mysql or postgres")
+	fs.StringVar(&o.adapter, "adapter", "", "built-in store: memory, badger, mysql, postgres or etcd")
 	fs.StringVar(&o.pluginPath, "plugin", "", "path of a store plugin binary")
 	fs.StringVar(&o.gatewayPath, "gateway", "", "path of the runstate-gateway binary, to reach a store through it")
 	fs.StringVar(&o.storeName, "store", "", "with --gateway: the store the gateway serves, "+stores.Forms()+"; {{tempdir}} and {{unique}} in it are made afresh for every check (as --config store=…)")
