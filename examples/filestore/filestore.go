@@ -20,9 +20,22 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-// Open loads the store at path, creating an empty one when missing.
-func Open(path string) (runstate.Store, error) {
-	f := &file{path: path, runs: map[string]*record{}}
+// Options say where the store keeps its file and which clock it reads.
+type Options struct {
+	// Path is the JSON file, created when missing.
+	Path string
+	// Clock stamps times and judges leases; nil reads the system clock. A
+	// plugin passes plugin.TestClock(ctx), so that certification moves it.
+	Clock runstate.Clock
+}
+
+// Open loads the store at opts.Path, creating an empty one when missing.
+func Open(opts Options) (runstate.Store, error) {
+	path := opts.Path
+	f := &file{path: path, clock: opts.Clock, runs: map[string]*record{}}
+	if f.clock == nil {
+		f.clock = driver.SystemClock{}
+	}
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -43,9 +56,10 @@ type record struct {
 
 // file holds every run in memory and in the file at path.
 type file struct {
-	path string
-	mu   sync.Mutex
-	runs map[string]*record
+	path  string
+	clock runstate.Clock
+	mu    sync.Mutex
+	runs  map[string]*record
 }
 
 var _ driver.Driver = (*file)(nil)
@@ -95,7 +109,7 @@ func (f *file) write(id string, change func(r *record) (changed bool, err error)
 	return nil
 }
 
-func (f *file) Now(context.Context) (time.Time, error) { return time.Now(), nil }
+func (f *file) Now(context.Context) (time.Time, error) { return f.clock.Now(), nil }
 
 func (f *file) Insert(_ context.Context, n driver.InsertParams) error {
 	return f.write(n.Run.RunID, func(r *record) (bool, error) {
@@ -112,7 +126,7 @@ func (f *file) Modify(_ context.Context, id string, change func(driver.Current) 
 		if r.Run.RunID == "" {
 			return false, runstate.ErrNotFound
 		}
-		c := change(driver.Current{Run: r.Run, Lease: r.Lease, LastSeq: int64(len(r.Events)), Now: time.Now()})
+		c := change(driver.Current{Run: r.Run, Lease: r.Lease, LastSeq: int64(len(r.Events)), Now: f.clock.Now()})
 		if c.Run != nil {
 			r.Run = c.Run.Clone()
 		}
@@ -151,7 +165,7 @@ func (f *file) ListRuns(_ context.Context, q driver.RunQuery) ([]runstate.RunSna
 }
 
 func (f *file) Runnable(_ context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
-	now := time.Now()
+	now := f.clock.Now()
 	return f.find(q.Limit, func(r *record) bool {
 		return q.Admits(r.Run, r.Lease, now) && (q.After == nil || q.After.Less(driver.RunnablePositionOf(r.Run)))
 	}, func(a, b runstate.RunSnapshot) int {

@@ -11,10 +11,11 @@ import (
 )
 
 func main() {
-	plugin.ServeOpener(func(_ context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
+	plugin.ServeOpener(func(ctx context.Context, cfg map[string]string) (runstate.RunStateStore, error) {
 		if err := plugin.CheckConfig(cfg, []string{"path"}, nil); err != nil {
 			return nil, err
 		}
-		return filestore.Open(cfg["path"])
+		// The test clock, when the runner opened the plugin to certify it.
+		return filestore.Open(filestore.Options{Path: cfg["path"], Clock: plugin.TestClock(ctx)})
 	}, plugin.WithName("filestore", "0.1.0"))
 }
