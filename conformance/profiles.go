@@ -21,6 +21,7 @@ const (
 	ProfileCore   = "core"
 	ProfileLeases = "leases"
 	ProfileShared = "shared"
+	ProfileWatch  = "watch"
 	ProfileFaults = "faults"
 	ProfileScale  = "scale"
 )
@@ -29,6 +30,7 @@ var profiles = []Profile{
 	{ProfileCore, "Runs, status machine, versions, audit, listings, recovery, batches, bad input and context"},
 	{ProfileLeases, "Leases, fencing, claims and the runnable listing, and the clock they are judged by"},
 	{ProfileShared, "Many handles at once: linearizable histories and a second handle on the same data"},
+	{ProfileWatch, "Watching a run: a wake-up at each write (an optional interface; a store without it is polled)"},
 	{ProfileFaults, "Faults at the backend: partitions, resets, delays and restarts"},
 	{ProfileScale, "Cost of claim-next, the runnable listing and a deep ListRuns page as the store grows"},
 }
@@ -41,9 +43,13 @@ func Profiles() []Profile { return slices.Clone(profiles) }
 // one profile, not several: a rule needing a fault is in faults whatever
 // its area; LIN and a second handle are in shared; a rule needing leases
 // or the controlled clock is in leases (recovery under a live lease, lease
-// tokens in audit events, batch claims); everything else is core.
+// tokens in audit events, batch claims); watching, an optional interface
+// a store may go without, is a profile of its own; everything else is
+// core.
 func ProfileOf(r Rule) string {
 	switch {
+	case r.Area == "WATCH":
+		return ProfileWatch
 	case r.Area == "FAULT" || len(r.Requires.Faults) > 0:
 		return ProfileFaults
 	case r.Area == "LIN" || r.Requires.SecondHandle:

@@ -54,6 +54,11 @@ type Options struct {
 	// Open refuses a database that exists already, so that no existing
 	// data can ever be dropped.
 	ScratchDatabase bool
+	// CreateDatabase has Open create the DSN's database when it does not
+	// exist, and keep it: a database a process creates and the next one
+	// opens again, as a certification that kills and relaunches a plugin
+	// needs. It never drops anything. It does not go with ScratchDatabase.
+	CreateDatabase bool
 	// Logger receives the adapter's messages; defaults to slog.Default().
 	Logger *slog.Logger
 	// Clock, when set, replaces the database clock. Tests use it to move time
@@ -134,6 +139,18 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 	db := sqlx.NewDb(sql.OpenDB(wrapped), "mysql")
 	s := &Store{runs: sqlkit.New(sqlkit.Params{DB: db, Dialect: dialect, Clock: opts.Clock,
 		Where: fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}), dbName: cfg.DBName}
+	if opts.ScratchDatabase && opts.CreateDatabase {
+		db.Close()
+		return nil, runstate.InvalidArgument("scratch_database", "and create_database both set: a scratch database must not exist and is dropped at Close, one created when missing is kept; choose one")
+	}
+	if opts.CreateDatabase {
+		server := cfg.Clone()
+		server.DBName = ""
+		if err := onServer(ctx, server, qCreateDatabaseIfMissing+quoteName(cfg.DBName)); err != nil {
+			db.Close()
+			return nil, s.runs.OpenError(err)
+		}
+	}
 	if opts.ScratchDatabase {
 		server := cfg.Clone()
 		server.DBName = ""

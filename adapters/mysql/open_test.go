@@ -280,6 +280,42 @@ func TestScratchDatabaseIsCreatedAndDropped(t *testing.T) {
 	}
 }
 
+// A database created when missing is kept: the next Open, as a plugin
+// started again after a kill, finds its predecessor's runs. The option
+// does not go with a scratch database, which is dropped.
+func TestCreateDatabaseWhenMissingKeepsIt(t *testing.T) {
+	srv := sqltest.MySQL.Find(t)
+	ctx := context.Background()
+	name := fmt.Sprintf("runstate_created_%d", time.Now().UnixNano())
+	t.Cleanup(func() { srv.DropDatabase(ctx, name) })
+	s, err := mysql.Open(ctx, mysql.Options{DSN: srv.DSN(name), Logger: quiet, CreateDatabase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := mysql.Open(ctx, mysql.Options{DSN: srv.DSN(name), Logger: quiet, CreateDatabase: true})
+	if err != nil {
+		t.Fatalf("opening the created database again: %v", err)
+	}
+	defer again.Close()
+	if got, err := again.GetRun(ctx, run.RunID); err != nil || got.Version != run.Version {
+		t.Fatalf("the run written before: %+v %v", got, err)
+	}
+	_, err = mysql.Open(ctx, mysql.Options{DSN: srv.DSN(name), Logger: quiet, CreateDatabase: true, ScratchDatabase: true})
+	if !errors.Is(err, runstate.ErrInvalidArgument) {
+		t.Fatalf("create_database with scratch_database: %v, want INVALID_ARGUMENT", err)
+	}
+	if _, err := again.GetRun(ctx, run.RunID); err != nil {
+		t.Fatalf("the refused Open touched the database: %v", err)
+	}
+}
+
 // Every session of the store tells the server to end it after the stalled
 // session timeout, so a worker paused inside a transaction cannot hold its
 // row locks for the server's default eight hours.

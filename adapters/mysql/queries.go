@@ -121,8 +121,9 @@ const (
 	qRecordMigration   = `INSERT INTO runstate_schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))`
 
 	// Scratch databases (Options.ScratchDatabase), followed by the quoted name.
-	qCreateDatabase = `CREATE DATABASE `
-	qDropDatabase   = `DROP DATABASE IF EXISTS `
+	qCreateDatabase          = `CREATE DATABASE `
+	qCreateDatabaseIfMissing = `CREATE DATABASE IF NOT EXISTS `
+	qDropDatabase            = `DROP DATABASE IF EXISTS `
 	// The waiting pass waits for row locks at most this many seconds, then
 	// the session's default applies again.
 	qSetLockWait   = `SET SESSION innodb_lock_wait_timeout = ?`

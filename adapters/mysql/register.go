@@ -11,12 +11,14 @@ import (
 )
 
 // A MySQL store opens by the name "mysql:DSN" (stores.Open), with
-// the settings max_open_conns and scratch_database=true (the store creates
-// the DSN's database, which must not exist, and drops it when it closes).
+// the settings max_open_conns, scratch_database=true (the store creates
+// the DSN's database, which must not exist, and drops it when it closes)
+// and create_database=true (the store creates the DSN's database when it
+// does not exist, and keeps it).
 func init() {
 	stores.Register(stores.Scheme{
 		Name: "mysql", Arg: "DSN", ArgMeans: "a DSN", Example: "mysql:user:password@tcp(host:3306)/database",
-		Settings: []string{"max_open_conns", "scratch_database"},
+		Settings: []string{"max_open_conns", "scratch_database", "create_database"},
 		Check: func(name stores.Name) error {
 			if _, err := gomysql.ParseDSN(name.Arg); err != nil {
 				return fmt.Errorf("%v; want mysql:user:password@tcp(host:3306)/database", err)
@@ -37,7 +39,11 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 	if err != nil {
 		return nil, err
 	}
-	s, err := Open(ctx, Options{DSN: name.Arg, Logger: opts.Logger, MaxOpenConns: maxConns, ScratchDatabase: scratch, Clock: opts.Clock})
+	create, err := opts.BoolSetting("create_database", false)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Open(ctx, Options{DSN: name.Arg, Logger: opts.Logger, MaxOpenConns: maxConns, ScratchDatabase: scratch, CreateDatabase: create, Clock: opts.Clock})
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,7 @@ Profiles:
   core    runs, status machine, versions, audit, listings, recovery, batches, bad input, context
   leases  leases, fencing, claims, the runnable listing, the controlled clock
   shared  many handles at once: LIN and a second handle
+  watch   watching a run: a wake-up at each write (runstate.RunWatcher, optional)
   faults  faults at the backend
   scale   claim-next, the runnable listing and a deep ListRuns page timed on two stores, one
           holding --scale-small runs no claim may take, the other --scale-large; an operation
@@ -81,17 +82,11 @@ func newCertifyCommand() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	addTargetFlags(fs, &o.options)
-	fs.Var(&o.profiles, "profile", "profiles to certify, comma-separated: core, leases, shared, faults, scale (default all)")
+	addCheckFlags(fs, &o.options)
+	fs.Var(&o.profiles, "profile", "profiles to certify, comma-separated: core, leases, shared, watch, faults, scale (default all)")
 	fs.IntVar(&o.scaleSmall, "scale-small", 100, "scale: runs no claim may take in the small store")
 	fs.IntVar(&o.scaleLarge, "scale-large", 10000, "scale: runs no claim may take in the large store")
-	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms)")
-	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
-	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
-	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
-	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
 	fs.StringVar(&o.attachments, "attachments", "", "directory for files that explain failures, one subdirectory per mode (default: beside --markdown or --junit)")
-	fs.BoolVar(&o.killPlugin, "kill-plugin", false, "plugins: declare the restart fault, for a store whose data outlives its process (the restarts mode)")
-	fs.BoolVar(&o.allowStoredRuns, "allow-stored-runs", false, "run although the store holds runs: checks may change and claim them, and listing checks fail")
 	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -254,7 +249,7 @@ func (o certifyOptions) clockTargets(ctx context.Context) (controlled, real conf
 		opts.realClock = realClock
 		t, done, err := opts.target(ctx)
 		cleanups = append(cleanups, done)
-		t.LeaseTTL, t.CheckTimeout, t.AllowStoredRuns = o.ttl, o.timeout, o.allowStoredRuns
+		opts.applyCheckFlags(&t)
 		return t, err
 	}
 	if controlled, err = build(false); err != nil || !controlled.Capabilities.ControlledClock {

@@ -111,15 +111,15 @@ const rootExample = `  conformance-runner
   conformance-runner --list-rules --run LEASE`
 
 type options struct {
-	adapter, pluginPath, gatewayPath, storeName       string
-	proxyBackend                                      string
-	format, junit, markdown                           string
-	configFile                                        string
-	config                                            configFlag
-	secret, run, skip                                 listFlag
-	realClock, listRules, allowStoredRuns, killPlugin bool
-	attachments                                       string
-	ttl, timeout                                      time.Duration
+	adapter, pluginPath, gatewayPath, storeName                      string
+	proxyBackend                                                     string
+	format, junit, markdown                                          string
+	configFile                                                       string
+	config                                                           configFlag
+	secret, run, skip                                                listFlag
+	realClock, listRules, allowStoredRuns, killPlugin, secondProcess bool
+	attachments                                                      string
+	ttl, timeout                                                     time.Duration
 }
 
 // newRoot builds the command tree: certification at the root, bench below.
@@ -139,16 +139,9 @@ func newRoot() *cobra.Command {
 	}
 	fs := root.Flags()
 	addTargetFlags(fs, o)
+	addCheckFlags(fs, o)
 	fs.BoolVar(&o.realClock, "real-clock", false, "built-in stores and plugins: keep real time and sleep through lease TTLs instead of moving the store's clock")
-	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms; 1s for a plugin or gateway process)")
-	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
-	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
-	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
-	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
 	fs.BoolVar(&o.listRules, "list-rules", false, "print every selected rule with its statement and exit")
-	fs.BoolVar(&o.killPlugin, "kill-plugin", false, "plugins: declare the restart fault, for a store whose data outlives its process: the FAULT rules kill the plugin (SIGKILL) and its client starts it again")
-	fs.StringVar(&o.proxyBackend, "proxy-backend", "", "plugins: HOST:PORT of the plugin's own server (its database): every check puts a fault proxy in front of it, {{proxy}} in --config values becomes the proxy's address, and the FAULT rules partition, reset and delay the plugin's connections")
-	fs.BoolVar(&o.allowStoredRuns, "allow-stored-runs", false, "run although the store holds runs: checks may change and claim them, and listing checks fail")
 	fs.StringVar(&o.attachments, "attachments", "", "directory for files that explain failures, such as a non-linearizable history (default: beside --markdown or --junit)")
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
 	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
@@ -161,6 +154,9 @@ func newRoot() *cobra.Command {
 func (o *options) check() error {
 	if o.format != "text" && o.format != "json" {
 		return usageError("--format %q: want text or json", o.format)
+	}
+	if o.secondProcess && o.pluginPath == "" {
+		return usageError("--second-process goes with --plugin (the built-in stores declare their second handle themselves)")
 	}
 	if o.killPlugin && o.pluginPath == "" {
 		return usageError("--kill-plugin goes with --plugin (the MySQL and PostgreSQL adapters declare their faults themselves)")
@@ -187,6 +183,29 @@ func addTargetFlags(fs *pflag.FlagSet, o *options) {
 	fs.Var(o.config, "config", "store configuration key=value (repeatable); secrets are redacted in reports")
 	fs.StringVar(&o.configFile, "config-file", "", "more store configuration, a key=value per line (keeps a DSN's password out of ps; --config wins)")
 	fs.Var(&o.secret, "secret", "configuration keys whose values are secret (keys naming dsn, password, secret, token or credential are anyway)")
+}
+
+// addCheckFlags adds the flags that say how checks run and report, shared
+// by certification and certify.
+func addCheckFlags(fs *pflag.FlagSet, o *options) {
+	fs.DurationVar(&o.ttl, "ttl", 0, "lease TTL the checks use with real time (default 300ms; 1s for a plugin or gateway process)")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one check")
+	fs.StringVar(&o.format, "format", "text", "stdout format: text or json")
+	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
+	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
+	fs.BoolVar(&o.killPlugin, "kill-plugin", false, "plugins: declare the restart fault, for a store whose data outlives its process: the FAULT rules kill the plugin (SIGKILL) and its client starts it again")
+	fs.BoolVar(&o.secondProcess, "second-process", false, "plugins: declare a second handle, for a store that two processes may open at once on one configuration (a database server's): checks that need a second worker start another plugin process")
+	fs.StringVar(&o.proxyBackend, "proxy-backend", "", "plugins: HOST:PORT of the plugin's own server (its database): every check puts a fault proxy in front of it, {{proxy}} in --config values becomes the proxy's address, and the FAULT rules partition, reset and delay the plugin's connections")
+	fs.BoolVar(&o.allowStoredRuns, "allow-stored-runs", false, "run although the store holds runs: checks may change and claim them, and listing checks fail")
+}
+
+// applyCheckFlags sets on t what the flags say of every check: --ttl
+// only when given, so that a target's own lease (a process's 1s) stays.
+func (o options) applyCheckFlags(t *conformance.Target) {
+	if o.ttl > 0 {
+		t.LeaseTTL = o.ttl
+	}
+	t.CheckTimeout, t.AllowStoredRuns = o.timeout, o.allowStoredRuns
 }
 
 // checkTarget refuses conflicting store flags and defaults to memory.
@@ -250,10 +269,7 @@ func certify(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	if o.ttl > 0 {
-		target.LeaseTTL = o.ttl
-	}
-	target.CheckTimeout, target.AllowStoredRuns = o.timeout, o.allowStoredRuns
+	o.applyCheckFlags(&target)
 	if !o.allowStoredRuns {
 		if err := conformance.CheckEmpty(ctx, target); errors.Is(err, conformance.ErrStoreNotEmpty) {
 			return usageError("refusing to certify %s: %v.\nChecks create runs and claim runnable ones, so they need an empty store; "+
@@ -435,7 +451,7 @@ func (o options) pluginTarget(ctx context.Context) (conformance.Target, error) {
 	} else if err != nil {
 		return conformance.Target{}, exitError{Code: exitHarness, Msg: fmt.Sprintf("the plugin did not start: %v", err)}
 	}
-	caps := conformance.Capabilities{Leases: d.Leases, ControlledClock: d.TestClock && !o.realClock}
+	caps := conformance.Capabilities{Leases: d.Leases, ControlledClock: d.TestClock && !o.realClock, SecondHandle: o.secondProcess}
 	if o.killPlugin {
 		caps.Faults = []conformance.Fault{conformance.FaultRestart}
 	}

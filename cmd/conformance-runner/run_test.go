@@ -188,6 +188,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--adapter", "oracle"}, {"--run", "NOPE-999"}, {"--format", "xml"}, {"--bogus"}, {"extra"},
 		{"--adapter", "memory", "--plugin", "x"}, {"--plugin", "/no/such/plugin"}, {"--config", "novalue"},
 		{"--adapter", "mysql"}, {"--adapter", "badger", "--config", "dsn=x"}, {"--adapter", "etcd"},
+		{"--adapter", "memory", "--second-process"}, {"--adapter", "memory", "--kill-plugin"},
 	} {
 		if _, _, code := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
