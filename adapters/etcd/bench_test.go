@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,22 +290,11 @@ func BenchmarkClaimNext(b *testing.B) {
 		b.Run(fmt.Sprintf("handwritten/workers=%d", workers), func(b *testing.B) {
 			cli := benchClient(b)
 			prefix := etcdtest.NewPrefix()
-			var made atomic.Int64
-			var wg sync.WaitGroup
-			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := made.Add(1); i <= int64(b.N+workers); i = made.Add(1) {
-						key := prefix + "q/" + string(binary.BigEndian.AppendUint64(nil, uint64(i))) + fmt.Sprintf("run-%d", i)
-						if _, err := cli.Put(ctx, key, ""); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			benchutil.Fill(b, b.N+workers, func(i int64) error {
+				key := prefix + "q/" + string(binary.BigEndian.AppendUint64(nil, uint64(i))) + fmt.Sprintf("run-%d", i)
+				_, err := cli.Put(ctx, key, "")
+				return err
+			})
 			reportCost(b, func() {
 				benchutil.Claims(b, workers, func(w int) (string, error) {
 					return handClaim(ctx, cli, prefix, fmt.Sprintf("w%d", w))

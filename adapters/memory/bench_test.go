@@ -57,9 +57,10 @@ func BenchmarkUpdateRun(b *testing.B) {
 			steps[i].Hosts = append(steps[i].Hosts, fmt.Sprintf("host-%d", h))
 		}
 	}
-	// Alternate between two statuses so each write is also a transition.
-	status := func(i int) runstate.RunStatus {
-		if i%2 == 1 {
+	// Alternate between two statuses so each write is also a transition,
+	// from wherever the last round (-count) left the run.
+	next := func(from runstate.RunStatus) runstate.RunStatus {
+		if from == runstate.StatusRunning {
 			return runstate.StatusWaiting
 		}
 		return runstate.StatusRunning
@@ -72,8 +73,8 @@ func BenchmarkUpdateRun(b *testing.B) {
 	b.Run("adapter", func(b *testing.B) {
 		msg := "progress"
 		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(status(i)), Message: &msg})
+		for b.Loop() {
+			run, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, Status: string(next(run.Status)), Message: &msg})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -85,8 +86,8 @@ func BenchmarkUpdateRun(b *testing.B) {
 		base := &baseline{runs: map[string]*baseRun{run.RunID: {snap: first}}}
 		snap := first
 		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if snap, err = base.update(run.RunID, snap.Version, status(i), "progress"); err != nil {
+		for b.Loop() {
+			if snap, err = base.update(run.RunID, snap.Version, next(snap.Status), "progress"); err != nil {
 				b.Fatal(err)
 			}
 		}

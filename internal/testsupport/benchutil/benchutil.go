@@ -65,6 +65,16 @@ func Claims(b *testing.B, n int, claim func(worker int) (string, error)) {
 // 9, from several goroutines.
 func FillQueue(b *testing.B, s runstate.RunStateStore, n int) {
 	b.Helper()
+	Fill(b, n, func(i int64) error {
+		_, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)})
+		return err
+	})
+}
+
+// Fill calls put for 1 to n from 16 goroutines, as a benchmark fills its
+// store before the timer starts; the first error fails the benchmark.
+func Fill(b *testing.B, n int, put func(i int64) error) {
+	b.Helper()
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for range 16 {
@@ -72,7 +82,7 @@ func FillQueue(b *testing.B, s runstate.RunStateStore, n int) {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				if _, err := s.CreateRun(context.Background(), runstate.CreateRunParams{WorkflowName: "bench", Priority: int(i % 10)}); err != nil {
+				if err := put(i); err != nil {
 					b.Error(err)
 					return
 				}
