@@ -238,3 +238,48 @@ func checkClaimPlans(t *testing.T, s *Store, analysed bool) {
 		}
 	}
 }
+
+// The lean write refuses a row whose change was decided on a database
+// time later than the database's at the write (a known row's estimate,
+// from a clock here running fast), as it refuses a row at another
+// version; a time not later is written, and the row's new version and
+// the statement's time come back.
+func TestLeanWriteChecksAKnownRowsTime(t *testing.T) {
+	s := openInternal(t)
+	ctx := context.Background()
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "clock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read struct {
+		RowVersion int64     `db:"row_version"`
+		Now        time.Time `db:"now"`
+	}
+	if err := s.runs.DB().GetContext(ctx, &read, `SELECT `+rowVersion+` AS row_version, statement_timestamp() AS now
+		FROM runstate_runs r WHERE run_id = $1`, run.RunID); err != nil {
+		t.Fatal(err)
+	}
+	write := func(notBefore time.Time) (written []struct {
+		RunID      string    `db:"run_id"`
+		RowVersion int64     `db:"row_version"`
+		Now        time.Time `db:"now"`
+	}) {
+		t.Helper()
+		none := []*time.Time{nil}
+		err := s.runs.DB().SelectContext(ctx, &written, qWriteRuns, []string{run.RunID}, []string{run.WorkflowName},
+			[]string{string(run.Status)}, []int32{0}, []int64{run.Version}, []int64{1}, []string{""}, []int16{1}, []int64{0},
+			[]string{""}, []string{""}, none, none, []bool{false}, []int64{read.RowVersion}, []*time.Time{&notBefore},
+			[]string{}, []int64{}, []string{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return written
+	}
+	if got := write(read.Now.Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("a change decided an hour ahead of the database was written: %+v", got)
+	}
+	got := write(read.Now)
+	if len(got) != 1 || got[0].RowVersion == read.RowVersion || got[0].Now.Before(read.Now) {
+		t.Fatalf("written %+v; want the row at a new version, at a time not before %v", got, read.Now)
+	}
+}

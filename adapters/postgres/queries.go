@@ -25,6 +25,10 @@ func numbered(query string) string { return sqlx.Rebind(sqlx.DOLLAR, query) }
 // statement_timestamp is one instant for the whole statement.
 const clock = `COALESCE(CAST(? AS timestamptz), statement_timestamp())`
 
+// writeClock is clock in the lean write (qWriteRuns), which numbers its
+// parameters by hand: the clock is its last.
+const writeClock = `COALESCE(CAST($20 AS timestamptz), statement_timestamp())`
+
 // The queue column holds driver.QueueOf of the run: where claims look for
 // it, so that each claim candidate search reads one partial index. These
 // are its numbers as SQL text; the partial indexes name the same ones.
@@ -100,20 +104,22 @@ var (
 var (
 	qReadRuns = numbered(`SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ANY (CAST(? AS text[]))`)
 	// The UPDATE writes a row only where its xmin is still the version
-	// read; the events of the rows it wrote go in with it, so a row lost
-	// to another writer leaves no event. An empty snapshot keeps the one
+	// read (or known: sqlkit's known.go), and a known row only where the
+	// database time is not earlier than the one its change was decided on;
+	// the events of the rows it wrote go in with it, so a row lost to
+	// another writer leaves no event. An empty snapshot keeps the one
 	// stored (a lease-only change). A row another transaction holds is
 	// passed over (free locks the others, SKIP LOCKED), as one written
 	// meanwhile: it is read again, and in the end written the locking way,
 	// which waits for it. So the statement never waits for a row lock, and
-	// cannot deadlock.
+	// cannot deadlock. It returns each row's new xmin, and its time.
 	qWriteRuns = `WITH v AS (
 		SELECT * FROM unnest(CAST($1 AS text[]), CAST($2 AS text[]), CAST($3 AS text[]), CAST($4 AS integer[]),
 			CAST($5 AS bigint[]), CAST($6 AS bigint[]), CAST($7 AS text[]), CAST($8 AS smallint[]), CAST($9 AS bigint[]),
 			CAST($10 AS text[]), CAST($11 AS text[]), CAST($12 AS timestamptz[]), CAST($13 AS timestamptz[]),
-			CAST($14 AS boolean[]), CAST($15 AS bigint[]))
+			CAST($14 AS boolean[]), CAST($15 AS bigint[]), CAST($16 AS timestamptz[]))
 		AS v (run_id, workflow_name, status, priority, version, last_seq, snapshot, queue, lease_token, lease_worker,
-			lease_incarnation, lease_acquired_at, lease_expires_at, lease_released, row_version)
+			lease_incarnation, lease_acquired_at, lease_expires_at, lease_released, row_version, not_before)
 	), free AS (
 		SELECT run_id FROM runstate_runs WHERE run_id = ANY (CAST($1 AS text[])) FOR UPDATE SKIP LOCKED
 	), written AS (
@@ -123,15 +129,17 @@ var (
 			lease_acquired_at = v.lease_acquired_at, lease_expires_at = v.lease_expires_at, lease_released = v.lease_released
 		FROM v JOIN free ON free.run_id = v.run_id
 		WHERE r.run_id = v.run_id AND r.xmin = CAST(CAST(v.row_version AS text) AS xid)
-		RETURNING r.run_id
+			AND (v.not_before IS NULL OR ` + writeClock + ` >= v.not_before)
+		RETURNING r.run_id, ` + rowVersion + ` AS row_version, ` + writeClock + ` AS now
 	), events AS (
 		INSERT INTO runstate_audit (run_id, seq, event)
-		SELECT e.run_id, e.seq, e.event FROM unnest(CAST($16 AS text[]), CAST($17 AS bigint[]), CAST($18 AS text[])) AS e (run_id, seq, event)
+		SELECT e.run_id, e.seq, e.event FROM unnest(CAST($17 AS text[]), CAST($18 AS bigint[]), CAST($19 AS text[])) AS e (run_id, seq, event)
 		WHERE e.run_id IN (SELECT run_id FROM written)
 	)
-	SELECT run_id FROM written`
+	SELECT run_id, row_version, now FROM written`
 	// A run_id that exists fails the INSERT of runs on its key, and with
-	// it the whole statement.
+	// it the whole statement. Where $17 says so, it announces runnable
+	// runs as qNotifyRunnable does: a notice is sent at the commit.
 	qInsertRuns = `WITH runs AS (
 		INSERT INTO runstate_runs (run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue)
 		SELECT * FROM unnest(CAST($1 AS text[]), CAST($2 AS text[]), CAST($3 AS text[]), CAST($4 AS integer[]),
@@ -139,9 +147,11 @@ var (
 	), labels AS (
 		INSERT INTO runstate_labels (run_id, label_key, label_value, created_at)
 		SELECT * FROM unnest(CAST($10 AS text[]), CAST($11 AS text[]), CAST($12 AS text[]), CAST($13 AS timestamptz[]))
+	), events AS (
+		INSERT INTO runstate_audit (run_id, seq, event)
+		SELECT * FROM unnest(CAST($14 AS text[]), CAST($15 AS bigint[]), CAST($16 AS text[]))
 	)
-	INSERT INTO runstate_audit (run_id, seq, event)
-	SELECT * FROM unnest(CAST($14 AS text[]), CAST($15 AS bigint[]), CAST($16 AS text[]))`
+	SELECT pg_notify('` + runnableChannel + `', current_schema()) WHERE CAST($17 AS boolean)`
 )
 
 // Listing and claim fragments, combined by the kit (sqlkit.Driver.ListSQL,

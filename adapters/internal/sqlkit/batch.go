@@ -189,6 +189,7 @@ func (k *Driver) modifyManyLocked(ctx context.Context, items []driver.ModifyItem
 // lockRuns locks the rows of ids, sorted, in one statement; a missing run
 // has no entry.
 func (k *Driver) lockRuns(ctx context.Context, tx *sqlx.Tx, ids []string) (map[string]row, error) {
+	k.known.forget(ids...)
 	query, args, err := k.dialect.Bind(k.sql.LockRuns, []any{k.clockParam(), ids})
 	if err != nil {
 		return nil, err

@@ -30,6 +30,10 @@ type Driver struct {
 	clock   runstate.Clock // nil: the database clock
 	where   string         // user@address/database…, for messages
 	closed  atomic.Bool
+	// known are the rows this handle wrote last (lean writes only), and
+	// dbClock its estimate of the database's time (known.go).
+	known   *knownRows
+	dbClock serverClock
 }
 
 // Params configure New.
@@ -48,6 +52,9 @@ type Params struct {
 func New(p Params) *Driver {
 	k := &Driver{db: p.DB, dialect: p.Dialect, clock: p.Clock, where: p.Where}
 	k.sql = &k.dialect.Statements
+	if k.lean() {
+		k.known = new(knownRows)
+	}
 	return k
 }
 
@@ -141,14 +148,26 @@ func (k *Driver) try(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error
 }
 
 // Now implements driver.Driver: the database server's time, unless a
-// Clock replaces it.
+// Clock replaces it. Where the dialect writes the lean way, a time that a
+// statement read there less than a second ago, plus the time elapsed here
+// since, answers without a round trip (serverClock): never ahead of the
+// database's own.
 func (k *Driver) Now(ctx context.Context) (time.Time, error) {
 	if err := k.CheckOpen(); err != nil {
 		return time.Time{}, err
 	}
+	if k.clock != nil {
+		return driver.Timestamp(k.clock.Now()), nil
+	}
+	if now, ok := k.dbClock.estimate(time.Now()); ok && k.lean() {
+		return now, nil
+	}
 	var now time.Time
-	err := k.db.GetContext(ctx, &now, k.sql.Now, k.clockParam())
-	return driver.Timestamp(now), k.dialect.Interpret(err)
+	if err := k.db.GetContext(ctx, &now, k.sql.Now, nil); err != nil {
+		return time.Time{}, k.dialect.Interpret(err)
+	}
+	k.dbClock.observe(now, time.Now())
+	return driver.Timestamp(now), nil
 }
 
 // GetLease implements driver.LeaseReader: a plain read, no row lock.
@@ -185,6 +204,7 @@ func (k *Driver) readRun(ctx context.Context, dest any, query, runID string) err
 // lockRun reads and locks a run for a write; ErrNotFound when it is
 // missing (RUN-004).
 func (k *Driver) lockRun(ctx context.Context, tx *sqlx.Tx, id string) (row, error) {
+	k.known.forget(id)
 	var r row
 	err := tx.GetContext(ctx, &r, k.sql.LockRun, k.clockParam(), id)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -3,6 +3,7 @@ package sqlkit
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -42,17 +43,22 @@ type LeanStatements struct {
 	// time and each row's version as row_version (clock, run_ids).
 	ReadRuns string
 	// WriteRuns writes rows that are still at the version read, and the
-	// events of the rows it wrote, and returns the run_id of each row
-	// written. Its arguments are leanRows.args: one array per column
-	// (run_id, workflow_name, status, priority, version, last_seq,
+	// events of the rows it wrote, and returns each row written: its
+	// run_id, its new version as row_version, and the statement's
+	// database time as now. Its arguments are leanRows.args: one array per
+	// column (run_id, workflow_name, status, priority, version, last_seq,
 	// snapshot or "" to keep it, queue, lease_token, lease_worker,
 	// lease_incarnation, lease_acquired_at, lease_expires_at,
-	// lease_released, row_version) and three for the events (run_id, seq,
-	// event).
+	// lease_released, row_version, not_before), three for the events
+	// (run_id, seq, event), and the clock parameter. A row whose
+	// not_before is set (a known row's estimated time) is written only
+	// where the database time is not earlier.
 	WriteRuns string
 	// InsertRuns inserts runs, their labels and their created events
 	// (arguments: leanInserts.args), all or none: a run_id that exists
-	// fails the statement, which then stores nothing.
+	// fails the statement, which then stores nothing. Its last argument,
+	// a boolean, asks it to announce runnable runs as Dialect.OnRunnable
+	// does, in the same statement: at its commit, never without it.
 	InsertRuns string
 	// ClaimReadingMany is ClaimReading for up to (limit) runs of each
 	// part: claim candidates read without locking.
@@ -68,14 +74,15 @@ type leanRows struct {
 	priorities                                                    []int32
 	queues                                                        []int16
 	versions, lastSeqs, tokens, rowVersions                       []int64
-	acquiredAt, expiresAt                                         []*time.Time
+	acquiredAt, expiresAt, notBefore                              []*time.Time
 	released                                                      []bool
 	eventRuns, events                                             []string
 	eventSeqs                                                     []int64
 }
 
-// add appends w, a change of a row read with its version.
-func (l *leanRows) add(w rowWrite, c driver.Change) error {
+// add appends w, a change of a row read with its version (or known:
+// decided on the database time notBefore, which the write checks).
+func (l *leanRows) add(w rowWrite, c driver.Change, notBefore *time.Time) error {
 	snapshot := "" // unchanged
 	if c.Run != nil {
 		b, err := json.Marshal(w.next)
@@ -99,6 +106,7 @@ func (l *leanRows) add(w rowWrite, c driver.Change) error {
 	l.expiresAt = append(l.expiresAt, timeOrNil(w.lease.ExpiresAt))
 	l.released = append(l.released, w.lease.Released)
 	l.rowVersions = append(l.rowVersions, w.locked.RowVersion)
+	l.notBefore = append(l.notBefore, notBefore)
 	for _, ev := range c.Events {
 		b, err := json.Marshal(ev)
 		if err != nil {
@@ -109,10 +117,12 @@ func (l *leanRows) add(w rowWrite, c driver.Change) error {
 	return nil
 }
 
-// args are WriteRuns's arguments.
-func (l *leanRows) args() []any {
+// args are WriteRuns's arguments, with clock, the time bound into its
+// clock expression.
+func (l *leanRows) args(clock any) []any {
 	return []any{l.runIDs, l.workflows, l.statuses, l.priorities, l.versions, l.lastSeqs, l.snapshots, l.queues, l.tokens,
-		l.workers, l.incarnations, l.acquiredAt, l.expiresAt, l.released, l.rowVersions, l.eventRuns, l.eventSeqs, l.events}
+		l.workers, l.incarnations, l.acquiredAt, l.expiresAt, l.released, l.rowVersions, l.notBefore,
+		l.eventRuns, l.eventSeqs, l.events, clock}
 }
 
 // timeOrNil is &t, or nil (NULL) for the zero time.
@@ -129,6 +139,8 @@ type leanDecision struct {
 	write rowWrite
 	cur   driver.Current
 	c     driver.Change
+	// known says the row was known (known.go), not read.
+	known bool
 }
 
 // modifyLean is ModifyMany the lean way. Items it could not write the
@@ -157,17 +169,26 @@ func (k *Driver) modifyLean(ctx context.Context, items []driver.ModifyItem) (res
 	return append(rest, pending...), nil
 }
 
-// modifyLeanRound reads the pending items' rows, decides and writes them,
-// and returns those another writer changed meanwhile (to decide again)
-// and those that must go the locking way.
+// modifyLeanRound reads the pending items' rows (those this handle knows,
+// known.go, it does not read), decides and writes them, and returns those
+// another writer changed meanwhile (to decide again) and those that must
+// go the locking way.
 func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem, pending []int) (lost, locking []int, err error) {
-	ids := make([]string, len(pending))
-	for i, p := range pending {
-		ids[i] = items[p].RunID
+	rows, ids := make(map[string]row, len(pending)), make([]string, 0, len(pending))
+	wasKnown := make(map[string]bool)
+	for _, p := range pending {
+		if r, ok := k.knownRow(items[p].RunID); ok {
+			rows[r.RunID], wasKnown[r.RunID] = r, true
+		} else {
+			ids = append(ids, items[p].RunID)
+		}
 	}
-	rows, err := k.readRuns(ctx, ids)
-	if err != nil {
-		return nil, nil, err
+	if len(ids) > 0 {
+		read, err := k.readRuns(ctx, ids)
+		if err != nil {
+			return nil, nil, err
+		}
+		maps.Copy(rows, read)
 	}
 	var decided []leanDecision
 	for _, p := range pending {
@@ -182,6 +203,12 @@ func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem,
 			return nil, nil, err
 		}
 		c := items[p].Change(cur)
+		if c.Empty() && wasKnown[r.RunID] {
+			// Nothing to write, so nothing checks the row: a refusal
+			// is decided again on the row as read.
+			lost = append(lost, p)
+			continue
+		}
 		if c.Empty() {
 			continue
 		}
@@ -190,7 +217,7 @@ func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem,
 			locking = append(locking, p)
 			continue
 		}
-		decided = append(decided, leanDecision{item: p, write: w, cur: cur, c: c})
+		decided = append(decided, leanDecision{item: p, write: w, cur: cur, c: c, known: wasKnown[r.RunID]})
 	}
 	written, err := k.writeLean(ctx, decided)
 	if err != nil {
@@ -202,6 +229,16 @@ func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem,
 		}
 	}
 	return lost, locking, nil
+}
+
+// knownRow is the row of runID as this handle wrote it last, at the
+// database time now (estimated, or the Clock's), if it is known.
+func (k *Driver) knownRow(runID string) (row, bool) {
+	r, ok := k.known.take(runID, time.Now())
+	if ok && k.clock != nil {
+		r.Now = driver.Timestamp(k.clock.Now())
+	}
+	return r, ok
 }
 
 // readRuns reads the rows of ids without locking them; a missing run has
@@ -217,11 +254,28 @@ func (k *Driver) readRuns(ctx context.Context, ids []string) (map[string]row, er
 	if err := k.db.SelectContext(ctx, &rows, k.sql.Lean.ReadRuns, k.clockParam(), ids); err != nil {
 		return nil, k.dialect.Interpret(err)
 	}
+	k.observeRows(rows)
 	out := make(map[string]row, len(rows))
 	for _, r := range rows {
 		out[r.RunID] = r
 	}
 	return out, nil
+}
+
+// observeRows takes the database time rows were read at as a reading of
+// its clock.
+func (k *Driver) observeRows(rows []row) {
+	if len(rows) > 0 && k.clock == nil {
+		k.dbClock.observe(rows[0].Now, time.Now())
+	}
+}
+
+// writtenRow is a row WriteRuns wrote: its new version, and the database
+// time of the statement.
+type writtenRow struct {
+	RunID      string    `db:"run_id"`
+	RowVersion int64     `db:"row_version"`
+	Now        time.Time `db:"now"`
 }
 
 // writeLean writes decided in one statement (WriteRuns) and returns the
@@ -237,27 +291,62 @@ func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[str
 	}
 	var cols leanRows
 	for _, d := range decided {
-		if err := cols.add(d.write, d.c); err != nil {
+		var notBefore *time.Time
+		if d.known && k.clock == nil {
+			notBefore = &d.cur.Now
+		}
+		if err := cols.add(d.write, d.c, notBefore); err != nil {
 			return nil, err
 		}
 	}
-	var ids []string
+	var out []writtenRow
 	err := k.retried(ctx, func() error {
-		ids = ids[:0]
-		return k.db.SelectContext(ctx, &ids, k.sql.Lean.WriteRuns, cols.args()...)
+		out = out[:0]
+		return k.db.SelectContext(ctx, &out, k.sql.Lean.WriteRuns, cols.args(k.clockParam())...)
 	})
 	if err != nil {
 		return nil, err
 	}
-	written := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		written[id] = true
+	seen := time.Now()
+	written := make(map[string]int64, len(out))
+	for _, w := range out {
+		written[w.RunID] = w.RowVersion
 	}
+	k.keepWritten(decided, cols.snapshots, written, out, seen)
 	runnable := false
+	ok := make(map[string]bool, len(written))
 	for _, d := range decided {
-		runnable = runnable || (written[d.write.locked.RunID] && becameRunnable(&d.cur, d.write.next, d.write.lease))
+		if _, w := written[d.write.locked.RunID]; w {
+			ok[d.write.locked.RunID] = true
+			runnable = runnable || becameRunnable(&d.cur, d.write.next, d.write.lease)
+		}
 	}
-	return written, k.announceAfter(ctx, runnable)
+	return ok, k.announceAfter(ctx, runnable)
+}
+
+// keepWritten keeps the rows written as known rows (known.go): each
+// decided run written once, with the snapshot written (snapshots, in
+// decided's order) and its new version. A run decided twice in one
+// statement is not kept: which of its two rows was written is unknown.
+func (k *Driver) keepWritten(decided []leanDecision, snapshots []string, written map[string]int64, out []writtenRow, seen time.Time) {
+	if k.known == nil || len(out) == 0 {
+		return
+	}
+	times := make(map[string]int, len(decided))
+	for _, d := range decided {
+		times[d.write.locked.RunID]++
+	}
+	rows := make([]row, 0, len(out))
+	for i, d := range decided {
+		id := d.write.locked.RunID
+		if v, ok := written[id]; ok && times[id] == 1 {
+			rows = append(rows, knownAfter(d.write, snapshots[i], v))
+		}
+	}
+	k.known.put(rows, out[0].Now, seen)
+	if k.clock == nil {
+		k.dbClock.observe(out[0].Now, seen)
+	}
 }
 
 // announceAfter runs Dialect.OnRunnable after a lean write committed, in
@@ -292,6 +381,7 @@ func (k *Driver) claimLean(ctx context.Context, q driver.RunnableQuery, max int,
 	if err := k.db.SelectContext(ctx, &rows, reading.Query, reading.Args...); err != nil {
 		return 0, false, k.dialect.Interpret(err)
 	}
+	k.observeRows(rows)
 	found, err := claimableInOrder(rows, q, max)
 	if err != nil || len(found) == 0 {
 		return 0, false, err
@@ -362,15 +452,18 @@ func (l *leanInserts) add(r driver.InsertParams) error {
 	return nil
 }
 
-// args are InsertRuns's arguments.
-func (l *leanInserts) args() []any {
+// args are InsertRuns's arguments; announce asks it to announce runnable
+// runs.
+func (l *leanInserts) args(announce bool) []any {
 	return []any{l.runIDs, l.workflows, l.statuses, l.priorities, l.createdAt, l.versions, l.lastSeqs, l.snapshots, l.queues,
-		l.labelRuns, l.labelKeys, l.labelValues, l.labelCreatedAt, l.eventRuns, l.eventSeqs, l.events}
+		l.labelRuns, l.labelKeys, l.labelValues, l.labelCreatedAt, l.eventRuns, l.eventSeqs, l.events, announce}
 }
 
-// insertLean inserts runs in one statement (InsertRuns). A run_id that
-// exists fails it whole, with nothing stored; the caller then names the
-// item. A statement the server rolled back is sent again, as writeLean's.
+// insertLean inserts runs in one statement (InsertRuns), which also
+// announces them when a run is runnable and the dialect announces. A
+// run_id that exists fails it whole, with nothing stored; the caller then
+// names the item. A statement the server rolled back is sent again, as
+// writeLean's.
 func (k *Driver) insertLean(ctx context.Context, runs []driver.InsertParams) error {
 	var cols leanInserts
 	runnable := false
@@ -380,14 +473,11 @@ func (k *Driver) insertLean(ctx context.Context, runs []driver.InsertParams) err
 		}
 		runnable = runnable || becameRunnable(nil, r.Run, driver.LeaseState{})
 	}
-	err := k.retried(ctx, func() error {
-		_, err := k.db.ExecContext(ctx, k.sql.Lean.InsertRuns, cols.args()...)
+	announce := runnable && k.dialect.OnRunnable != nil
+	return k.retried(ctx, func() error {
+		_, err := k.db.ExecContext(ctx, k.sql.Lean.InsertRuns, cols.args(announce)...)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return k.announceAfter(ctx, runnable)
 }
 
 // existingIndex is the index of the first of runs whose run_id exists, or

@@ -1,0 +1,151 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/postgres"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
+	"github.com/runstate/runstate/internal/testsupport/sqltest"
+)
+
+// knownPair opens two handles on one fresh schema: the first counted on c.
+func knownPair(t *testing.T, c *benchutil.Counter) (counted, other *postgres.Store) {
+	t.Helper()
+	srv := sqltest.Postgres.Find(t)
+	schema := srv.NewSchemaName()
+	ctx := context.Background()
+	counted, err := postgres.OpenCounting(ctx, postgres.Options{DSN: srv.DSN(), Schema: schema, ScratchSchema: true, Logger: quiet}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { counted.Close() })
+	other, err = postgres.Open(ctx, postgres.Options{DSN: srv.DSN(), Schema: schema, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return counted, other
+}
+
+// claimOne creates a run on s and claims and starts it.
+func claimOne(t *testing.T, s *postgres.Store) runstate.Claim {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "known"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Minute,
+		Max: 1, Start: true})
+	if err != nil || len(claimed.Claims) != 1 {
+		t.Fatalf("claim: %v, %v", claimed, err)
+	}
+	return claimed.Claims[0]
+}
+
+// A worker's write of a run its handle has just written is one statement:
+// the handle decides on the row it wrote, and the statement checks that
+// the row is still that version. The time of the write is the database's,
+// estimated, never ahead of it; so is a creation's, without a read of the
+// clock.
+func TestAWriteAfterItsOwnWriteIsOneStatement(t *testing.T) {
+	var c benchutil.Counter
+	s, _ := knownPair(t, &c)
+	ctx := context.Background()
+	claim := claimOne(t, s)
+
+	var done runstate.RunSnapshot
+	cost, err := c.Cost(func() (err error) {
+		done, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost.Statements != 1 {
+		t.Errorf("completing a run this handle claimed sent %v; want 1 statement", cost)
+	}
+	var created runstate.RunSnapshot
+	if cost, err = c.Cost(func() (err error) {
+		created, err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "known"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if cost.Statements != 1 {
+		t.Errorf("a creation after a write sent %v; want 1 statement (no read of the clock)", cost)
+	}
+
+	var serverNow time.Time
+	if err := s.DB().GetContext(ctx, &serverNow, `SELECT clock_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	for _, stamp := range []time.Time{done.UpdatedAt, done.FinishedAt, created.CreatedAt} {
+		if stamp.Before(claim.Run.UpdatedAt) || stamp.After(serverNow) {
+			t.Errorf("a stamp %v is outside [the claim's %v, the database's time after %v]", stamp, claim.Run.UpdatedAt, serverNow)
+		}
+	}
+	got, err := s.GetRun(ctx, claim.Run.RunID)
+	if err != nil || got.Status != runstate.StatusSuccess || got.Version != done.Version {
+		t.Fatalf("stored %+v, %v; want the success written", got, err)
+	}
+	audit, err := s.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: claim.Run.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	succeeded := false
+	for i, ev := range audit.Events {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: the trail has a gap", i+1, ev.Seq)
+		}
+		succeeded = succeeded || ev.To == runstate.StatusSuccess
+	}
+	if !succeeded {
+		t.Fatalf("the trail %+v has no move to success", audit.Events)
+	}
+}
+
+// A row this handle wrote and another handle wrote after it is not written
+// from what this handle knew: the write finds another version, reads the
+// row again and decides on it, here refusing a stale version, with
+// nothing written.
+func TestAKnownRowWrittenElsewhereIsReadAgain(t *testing.T) {
+	var c benchutil.Counter
+	s, other := knownPair(t, &c)
+	ctx := context.Background()
+	claim := claimOne(t, s)
+	moved, err := other.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+		LeaseToken: claim.Lease.Token, Status: string(runstate.StatusWaiting)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost, err := c.Cost(func() error {
+		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
+		return err
+	})
+	if !errors.Is(err, runstate.ErrVersionConflict) {
+		t.Fatalf("a write from a stale version: %v; want ErrVersionConflict", err)
+	}
+	if cost.Statements != 2 {
+		t.Errorf("sent %v; want 2 statements: the write that finds another version, and the read", cost)
+	}
+	got, err := s.GetRun(ctx, claim.Run.RunID)
+	if err != nil || got.Status != runstate.StatusWaiting || got.Version != moved.Version {
+		t.Fatalf("stored %+v, %v; want the other handle's write, untouched", got, err)
+	}
+	// The refusal wrote nothing, so nothing is known: the next write
+	// reads the row, and writes it.
+	cost, err = c.Cost(func() error {
+		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: moved.Version,
+			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusRunning)})
+		return err
+	})
+	if err != nil || cost.Statements != 2 {
+		t.Fatalf("the write after a read sent %v, %v; want a read and a write, the refusal kept nothing known", cost, err)
+	}
+}
