@@ -149,3 +149,54 @@ func TestAKnownRowWrittenElsewhereIsReadAgain(t *testing.T) {
 		t.Fatalf("the write after a read sent %v, %v; want a read and a write, the refusal kept nothing known", cost, err)
 	}
 }
+
+// A refusal is never answered from a kept row: here the kept row is
+// stale and would refuse the version asked for, which the run, as
+// another handle left it, has; the write reads the row and succeeds.
+func TestAKeptRowNeverRefusesAlone(t *testing.T) {
+	var c benchutil.Counter
+	s, other := knownPair(t, &c)
+	ctx := context.Background()
+	claim := claimOne(t, s)
+	moved, err := other.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+		LeaseToken: claim.Lease.Token, Status: string(runstate.StatusWaiting)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: moved.Version,
+		LeaseToken: claim.Lease.Token, Status: string(runstate.StatusRunning)})
+	if err != nil || done.Version != moved.Version+1 || done.Status != runstate.StatusRunning {
+		t.Fatalf("a write from the run's current version: %+v, %v; want it applied", done, err)
+	}
+}
+
+// A kept row whose estimated time is ahead of the database's (a client
+// clock running fast) is not written from: the write is refused by the
+// database, the row read, and the change decided and written on the
+// database's time, with no stamp after it.
+func TestAKeptRowAheadOfTheDatabaseIsReadAgain(t *testing.T) {
+	var c benchutil.Counter
+	s, _ := knownPair(t, &c)
+	ctx := context.Background()
+	claim := claimOne(t, s)
+	s.ShiftKnownTimes(time.Hour)
+	var done runstate.RunSnapshot
+	cost, err := c.Cost(func() (err error) {
+		done, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost.Statements != 3 {
+		t.Errorf("sent %v; want 3 statements: the write refused, the read, the write", cost)
+	}
+	var serverNow time.Time
+	if err := s.DB().GetContext(ctx, &serverNow, `SELECT clock_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	if done.UpdatedAt.After(serverNow) || done.FinishedAt.After(serverNow) {
+		t.Fatalf("stamped %v, finished %v: after the database's time %v", done.UpdatedAt, done.FinishedAt, serverNow)
+	}
+}

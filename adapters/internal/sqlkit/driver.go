@@ -150,8 +150,8 @@ func (k *Driver) try(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error
 // Now implements driver.Driver: the database server's time, unless a
 // Clock replaces it. Where the dialect writes the lean way, a time that a
 // statement read there less than a second ago, plus the time elapsed here
-// since, answers without a round trip (serverClock): never ahead of the
-// database's own.
+// since, answers without a round trip (serverClock): not ahead of the
+// database's own, and never earlier than an answer before it.
 func (k *Driver) Now(ctx context.Context) (time.Time, error) {
 	if err := k.CheckOpen(); err != nil {
 		return time.Time{}, err
@@ -166,8 +166,10 @@ func (k *Driver) Now(ctx context.Context) (time.Time, error) {
 	if err := k.db.GetContext(ctx, &now, k.sql.Now, nil); err != nil {
 		return time.Time{}, k.dialect.Interpret(err)
 	}
+	now = driver.Timestamp(now)
 	k.dbClock.observe(now, time.Now())
-	return driver.Timestamp(now), nil
+	k.dbClock.given(now)
+	return now, nil
 }
 
 // GetLease implements driver.LeaseReader: a plain read, no row lock.

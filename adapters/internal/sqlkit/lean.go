@@ -153,8 +153,12 @@ func (k *Driver) modifyLean(ctx context.Context, items []driver.ModifyItem) (res
 	for i := range pending {
 		pending[i] = i
 	}
-	for attempt := 0; attempt < leanAttempts && len(pending) > 0; attempt++ {
-		lost, locking, err := k.modifyLeanRound(ctx, items, pending)
+	attempts := leanAttempts
+	for attempt := 0; attempt < attempts && len(pending) > 0; attempt++ {
+		lost, locking, usedKnown, err := k.modifyLeanRound(ctx, items, pending)
+		if usedKnown && attempt == 0 {
+			attempts++ // a known row lost is a guess that missed, not a race lost
+		}
 		switch {
 		case err != nil && attempt == 0: // nothing was stored
 			return nil, err
@@ -173,7 +177,7 @@ func (k *Driver) modifyLean(ctx context.Context, items []driver.ModifyItem) (res
 // known.go, it does not read), decides and writes them, and returns those
 // another writer changed meanwhile (to decide again) and those that must
 // go the locking way.
-func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem, pending []int) (lost, locking []int, err error) {
+func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem, pending []int) (lost, locking []int, usedKnown bool, err error) {
 	rows, ids := make(map[string]row, len(pending)), make([]string, 0, len(pending))
 	wasKnown := make(map[string]bool)
 	for _, p := range pending {
@@ -186,7 +190,7 @@ func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem,
 	if len(ids) > 0 {
 		read, err := k.readRuns(ctx, ids)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		maps.Copy(rows, read)
 	}
@@ -200,7 +204,7 @@ func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem,
 		}
 		cur, err := r.current()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		c := items[p].Change(cur)
 		if c.Empty() && wasKnown[r.RunID] {
@@ -221,14 +225,14 @@ func (k *Driver) modifyLeanRound(ctx context.Context, items []driver.ModifyItem,
 	}
 	written, err := k.writeLean(ctx, decided)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	for _, d := range decided {
 		if !written[items[d.item].RunID] {
 			lost = append(lost, d.item)
 		}
 	}
-	return lost, locking, nil
+	return lost, locking, len(wasKnown) > 0, nil
 }
 
 // knownRow is the row of runID as this handle wrote it last, at the
@@ -252,6 +256,7 @@ func (k *Driver) readRuns(ctx context.Context, ids []string) (map[string]row, er
 	}
 	var rows []row
 	if err := k.db.SelectContext(ctx, &rows, k.sql.Lean.ReadRuns, k.clockParam(), ids); err != nil {
+		k.known.forgetAll()
 		return nil, k.dialect.Interpret(err)
 	}
 	k.observeRows(rows)
@@ -305,6 +310,7 @@ func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[str
 		return k.db.SelectContext(ctx, &out, k.sql.Lean.WriteRuns, cols.args(k.clockParam())...)
 	})
 	if err != nil {
+		k.known.forgetAll()
 		return nil, err
 	}
 	seen := time.Now()
