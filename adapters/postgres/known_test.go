@@ -46,6 +46,44 @@ func claimOne(t *testing.T, s *postgres.Store) runstate.Claim {
 	return claimed.Claims[0]
 }
 
+// complete moves claim's run to success and releases its lease, as a
+// worker's last write does, and returns what that sent, counted on c.
+func complete(t *testing.T, s *postgres.Store, c *benchutil.Counter, claim runstate.Claim) (runstate.RunSnapshot, benchutil.Cost) {
+	t.Helper()
+	var done runstate.RunSnapshot
+	cost, err := c.Cost(func() (err error) {
+		done, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: claim.Run.RunID,
+			ExpectedVersion: claim.Run.Version, LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return done, cost
+}
+
+// serverTime is the database server's clock now.
+func serverTime(t *testing.T, s *postgres.Store) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := s.DB().GetContext(context.Background(), &now, `SELECT clock_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// moveElsewhere moves claim's run to waiting through other, a handle that
+// did not claim it, and returns the run as written.
+func moveElsewhere(t *testing.T, other *postgres.Store, claim runstate.Claim) runstate.RunSnapshot {
+	t.Helper()
+	moved, err := other.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: claim.Run.RunID,
+		ExpectedVersion: claim.Run.Version, LeaseToken: claim.Lease.Token, Status: string(runstate.StatusWaiting)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return moved
+}
+
 // A worker's write of a run its handle has just written is one statement:
 // the handle decides on the row it wrote, and the statement checks that
 // the row is still that version. The time of the write is the database's,
@@ -57,33 +95,23 @@ func TestAWriteAfterItsOwnWriteIsOneStatement(t *testing.T) {
 	ctx := context.Background()
 	claim := claimOne(t, s)
 
-	var done runstate.RunSnapshot
+	done, cost := complete(t, s, &c, claim)
+	if cost.Statements != 1 {
+		t.Errorf("completing a run this handle claimed sent %v; want 1 statement", cost)
+	}
+	var created runstate.RunSnapshot
 	cost, err := c.Cost(func() (err error) {
-		done, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
+		created, err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "known"})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cost.Statements != 1 {
-		t.Errorf("completing a run this handle claimed sent %v; want 1 statement", cost)
-	}
-	var created runstate.RunSnapshot
-	if cost, err = c.Cost(func() (err error) {
-		created, err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "known"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if cost.Statements != 1 {
 		t.Errorf("a creation after a write sent %v; want 1 statement (no read of the clock)", cost)
 	}
 
-	var serverNow time.Time
-	if err := s.DB().GetContext(ctx, &serverNow, `SELECT clock_timestamp()`); err != nil {
-		t.Fatal(err)
-	}
+	serverNow := serverTime(t, s)
 	for _, stamp := range []time.Time{done.UpdatedAt, done.FinishedAt, created.CreatedAt} {
 		if stamp.Before(claim.Run.UpdatedAt) || stamp.After(serverNow) {
 			t.Errorf("a stamp %v is outside [the claim's %v, the database's time after %v]", stamp, claim.Run.UpdatedAt, serverNow)
@@ -118,11 +146,7 @@ func TestAKnownRowWrittenElsewhereIsReadAgain(t *testing.T) {
 	s, other := knownPair(t, &c)
 	ctx := context.Background()
 	claim := claimOne(t, s)
-	moved, err := other.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-		LeaseToken: claim.Lease.Token, Status: string(runstate.StatusWaiting)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	moved := moveElsewhere(t, other, claim)
 	cost, err := c.Cost(func() error {
 		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
 			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
@@ -158,11 +182,7 @@ func TestAKeptRowNeverRefusesAlone(t *testing.T) {
 	s, other := knownPair(t, &c)
 	ctx := context.Background()
 	claim := claimOne(t, s)
-	moved, err := other.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-		LeaseToken: claim.Lease.Token, Status: string(runstate.StatusWaiting)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	moved := moveElsewhere(t, other, claim)
 	done, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: moved.Version,
 		LeaseToken: claim.Lease.Token, Status: string(runstate.StatusRunning)})
 	if err != nil || done.Version != moved.Version+1 || done.Status != runstate.StatusRunning {
@@ -177,25 +197,13 @@ func TestAKeptRowNeverRefusesAlone(t *testing.T) {
 func TestAKeptRowAheadOfTheDatabaseIsReadAgain(t *testing.T) {
 	var c benchutil.Counter
 	s, _ := knownPair(t, &c)
-	ctx := context.Background()
 	claim := claimOne(t, s)
 	s.ShiftKnownTimes(time.Hour)
-	var done runstate.RunSnapshot
-	cost, err := c.Cost(func() (err error) {
-		done, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	done, cost := complete(t, s, &c, claim)
 	if cost.Statements != 3 {
 		t.Errorf("sent %v; want 3 statements: the write refused, the read, the write", cost)
 	}
-	var serverNow time.Time
-	if err := s.DB().GetContext(ctx, &serverNow, `SELECT clock_timestamp()`); err != nil {
-		t.Fatal(err)
-	}
+	serverNow := serverTime(t, s)
 	if done.UpdatedAt.After(serverNow) || done.FinishedAt.After(serverNow) {
 		t.Fatalf("stamped %v, finished %v: after the database's time %v", done.UpdatedAt, done.FinishedAt, serverNow)
 	}

@@ -63,7 +63,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited while starting; its log %s ends: %s", cmd.Path, s.Log, TailFile(s.Log))
+			return fmt.Errorf("%s exited while starting (%v); its log %s ends: %s", cmd.Path, cmd.ProcessState, s.Log, TailFile(s.Log))
 		case <-ctx.Done():
 			killGroup(cmd, done)
 			return fmt.Errorf("%s did not answer within a minute; its log %s ends: %s", cmd.Path, s.Log, TailFile(s.Log))
