@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,5 +208,67 @@ func TestAKeptRowAheadOfTheDatabaseIsReadAgain(t *testing.T) {
 	serverNow := serverTime(t, s)
 	if done.UpdatedAt.After(serverNow) || done.FinishedAt.After(serverNow) {
 		t.Fatalf("stamped %v, finished %v: after the database's time %v", done.UpdatedAt, done.FinishedAt, serverNow)
+	}
+}
+
+// Workers sharing one handle claim at once without taking the head of the
+// queue from each other: each passes over the runs the others' claims are
+// writing, so no claim loses its run and goes the locking way (a
+// transaction), and no run is claimed twice.
+func TestClaimsOfOneHandlePassOverEachOther(t *testing.T) {
+	var c benchutil.Counter
+	s, _ := knownPair(t, &c)
+	ctx := context.Background()
+	const runs, workers = 240, 8
+	create := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, runs)}
+	for i := range create.Runs {
+		create.Runs[i] = runstate.CreateRunParams{WorkflowName: "claims"}
+	}
+	if _, err := s.CreateRuns(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	claimedBy := map[string]string{}
+	claimAll := func(owner runstate.Owner) error {
+		for {
+			claim, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Minute})
+			if errors.Is(err, runstate.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			other, twice := claimedBy[claim.Run.RunID]
+			claimedBy[claim.Run.RunID] = owner.Worker
+			mu.Unlock()
+			if twice {
+				return fmt.Errorf("run %s claimed by %s and %s", claim.Run.RunID, other, owner.Worker)
+			}
+		}
+	}
+	cost, err := c.Cost(func() error {
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
+			wg.Go(func() { errs[w] = claimAll(owner) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimedBy) != runs {
+		t.Fatalf("claimed %d runs of %d", len(claimedBy), runs)
+	}
+	t.Logf("%d claims by %d workers: %v", runs, workers, cost)
+	// Each worker's last claim finds nothing, which the locking way
+	// confirms (LEASE-017): a transaction each. Claims that all read the
+	// head of the queue lost it to each other, and went the locking way,
+	// about 200 times here.
+	if cost.Commits > 2*workers {
+		t.Fatalf("%d claims went the locking way (%v); want claims that pass over each other's runs", cost.Commits, cost)
 	}
 }

@@ -34,6 +34,8 @@ type Driver struct {
 	// dbClock its estimate of the database's time (known.go).
 	known   *knownRows
 	dbClock serverClock
+	// claims are the runs the handle's lean claims are writing (lean.go).
+	claims claimHolds
 }
 
 // Params configure New.

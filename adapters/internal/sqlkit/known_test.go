@@ -97,3 +97,40 @@ func TestServerClockEstimates(t *testing.T) {
 		t.Fatal("an estimate from a reading as old as knownRowAge")
 	}
 }
+
+// A claim holds only runs no other claim of the handle holds, nor wrote
+// since the claim's read began (that read may still see them queued), and
+// reads enough candidates to find its own beside the others'.
+func TestClaimHoldsPassOverOtherClaims(t *testing.T) {
+	var h claimHolds
+	cands := func(ids ...string) []candidate {
+		out := make([]candidate, len(ids))
+		for i, id := range ids {
+			out[i].row.RunID = id
+		}
+		return out
+	}
+	a, limit := h.begin(1)
+	if limit != 1 {
+		t.Fatalf("a lone claim of 1 reads %d candidates; want 1", limit)
+	}
+	b, limit := h.begin(1)
+	if limit != 2 {
+		t.Fatalf("a claim of 1 beside another reads %d candidates; want 2", limit)
+	}
+	heldA := h.hold(cands("x", "y"), 1, a)
+	heldB := h.hold(cands("x", "y"), 1, b)
+	if len(heldA) != 1 || heldA[0].row.RunID != "x" || len(heldB) != 1 || heldB[0].row.RunID != "y" {
+		t.Fatalf("held %v and %v; want x and y", heldA, heldB)
+	}
+	c, _ := h.begin(1) // reads while x is being written
+	h.done(heldA, a)
+	if got := h.hold(cands("x", "z"), 1, c); len(got) != 1 || got[0].row.RunID != "z" {
+		t.Fatalf("held %v; want z: x was written after the read began", got)
+	}
+	h.done(heldB, b)
+	d, _ := h.begin(1) // reads after x was written
+	if got := h.hold(cands("x"), 1, d); len(got) != 1 {
+		t.Fatalf("held %v; want x, whose write ended before the read began", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/runstate/runstate"
@@ -368,42 +369,66 @@ func (k *Driver) announceAfter(ctx context.Context, runnable bool) error {
 // claimLean is ClaimNextMany the lean way: one read of up to max
 // candidates of each kind, without locking them, and one WriteRuns of the
 // claims. It answers ok false, having written nothing, when it found
-// nothing claimable or lost every run it found to other writers: the
-// locking way then decides, and waits where it must (BATCH-007,
-// LEASE-017). take is called again for the runs written, in order, so
+// nothing claimable, or lost every run it found to other writers in
+// leanAttempts rounds: the locking way then decides, and waits where it
+// must (BATCH-007, LEASE-017). take is called again for the runs written, in order, so
 // that its last calls are the claims (it decides on Current alone).
+//
+// Claims of one handle in flight at once (workers sharing a store) pass
+// over each other's candidates (claimHolds): each reads as many more
+// candidates as the others hold, and writes runs none of them is writing,
+// instead of all writing the head of the queue, where all but one lose
+// and go the locking way. The contract lets a claim pass over a run
+// another call holds.
 func (k *Driver) claimLean(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (n int, ok bool, err error) {
+	for attempt := 0; attempt < leanAttempts; attempt++ {
+		found, n, err := k.claimLeanRound(ctx, q, max, take)
+		if err != nil || n > 0 || !found {
+			return n, n > 0, err
+		}
+	}
+	return 0, false, nil
+}
+
+// claimLeanRound is one round of claimLean: it reports whether it found
+// candidates, and how many it claimed; none claimed of some found (another
+// claim held them, or wrote them first) is worth a round more.
+func (k *Driver) claimLeanRound(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (found bool, n int, err error) {
 	if err := k.CheckOpen(); err != nil {
-		return 0, false, err
+		return false, 0, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, false, err
+		return false, 0, err
 	}
-	reading, err := k.claimCandidates(q, k.sql.Lean.ClaimReadingMany, []any{max})
+	mark, limit := k.claims.begin(max)
+	var held []candidate
+	defer func() { k.claims.done(held, mark) }()
+	reading, err := k.claimCandidates(q, k.sql.Lean.ClaimReadingMany, []any{limit})
 	if err != nil {
-		return 0, false, err
+		return false, 0, err
 	}
 	var rows []row
 	if err := k.db.SelectContext(ctx, &rows, reading.Query, reading.Args...); err != nil {
-		return 0, false, k.dialect.Interpret(err)
+		return false, 0, k.dialect.Interpret(err)
 	}
 	k.observeRows(rows)
-	found, err := claimableInOrder(rows, q, max)
-	if err != nil || len(found) == 0 {
-		return 0, false, err
+	candidates, err := claimableInOrder(rows, q, limit)
+	if err != nil || len(candidates) == 0 {
+		return false, 0, err
 	}
-	decided := make([]leanDecision, 0, len(found))
-	for _, c := range found {
+	held = k.claims.hold(candidates, max, mark)
+	decided := make([]leanDecision, 0, len(held))
+	for _, c := range held {
 		if change := take(c.cur); !change.Empty() { // empty: q admits a run take refuses; it is not claimed
 			decided = append(decided, leanDecision{write: newRowWrite(c.row, c.cur, change), cur: c.cur, c: change})
 		}
 	}
 	written, err := k.writeLean(ctx, decided)
 	if err != nil {
-		return 0, false, err
+		return true, 0, err
 	}
-	if len(written) == len(found) {
-		return len(found), true, nil
+	if len(written) == len(held) {
+		return true, len(held), nil
 	}
 	for _, d := range decided {
 		if written[d.write.locked.RunID] {
@@ -411,7 +436,79 @@ func (k *Driver) claimLean(ctx context.Context, q driver.RunnableQuery, max int,
 			n++
 		}
 	}
-	return n, n > 0, nil
+	return true, n, nil
+}
+
+// claimHolds are the runs the lean claims of one handle in flight are
+// writing, and those they wrote since the oldest read in flight began:
+// such a read may still see them queued, so a claim passes over them too.
+type claimHolds struct {
+	mu       sync.Mutex
+	ids      map[string]bool
+	seq      uint64            // counts the reads begun and the holds ended
+	ended    map[string]uint64 // run_id: seq when its hold ended
+	reading  map[uint64]int    // reads in flight, by the seq they began at
+	inFlight int               // claims between begin and done
+}
+
+// begin records a read of up to max candidates about to begin and
+// returns its mark, for hold and done, and how many candidates it should
+// read so that it finds max that other claims do not take: as many more
+// as they hold, and max more for each other read in flight (at most
+// runstate.MaxBatchItems more in all).
+func (h *claimHolds) begin(max int) (mark uint64, limit int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reading == nil {
+		h.ids, h.ended, h.reading = make(map[string]bool), make(map[string]uint64), make(map[uint64]int)
+	}
+	h.seq++
+	h.reading[h.seq]++
+	h.inFlight++
+	return h.seq, min(max*h.inFlight+len(h.ids), max+runstate.MaxBatchItems)
+}
+
+// hold holds and returns the first max of found, read from the read
+// marked mark, that no claim holds or has written since that read began.
+func (h *claimHolds) hold(found []candidate, max int, mark uint64) []candidate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := found[:0]
+	for _, c := range found {
+		if len(out) == max {
+			break
+		}
+		if !h.ids[c.row.RunID] && h.ended[c.row.RunID] <= mark {
+			h.ids[c.row.RunID] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// done ends the hold of held and the read marked mark, and forgets the
+// holds no read in flight can have missed.
+func (h *claimHolds) done(held []candidate, mark uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seq++
+	h.inFlight--
+	for _, c := range held {
+		delete(h.ids, c.row.RunID)
+		h.ended[c.row.RunID] = h.seq
+	}
+	if h.reading[mark]--; h.reading[mark] == 0 {
+		delete(h.reading, mark)
+	}
+	oldest := h.seq
+	for m := range h.reading {
+		oldest = min(oldest, m)
+	}
+	for id, at := range h.ended {
+		if at <= oldest {
+			delete(h.ended, id)
+		}
+	}
 }
 
 // leanInserts are the columns of InsertRuns: the runs, their labels and
