@@ -174,15 +174,25 @@ func (s *server) sample(ctx context.Context, tb testing.TB, db database) costs {
 // serverCPU sums the user and system time of every server process: the
 // postmaster with its reaped children, and its live children (backends,
 // checkpointer, WAL writer, autovacuum…). It includes every other client
-// of the server: measure on a quiet one.
+// of the server: measure on a quiet one. A child reaped while the children
+// are read (an autovacuum worker ending) would be in neither sum, so the
+// reading is taken again until the postmaster's reaped time is the same
+// before and after it.
 func (s *server) serverCPU() time.Duration {
 	var ticks int64
-	if st, err := readProcStat(s.postmaster); err == nil {
-		ticks += st.ownTicks + st.reapedChildrenTicks
-	}
-	for _, pid := range childrenOf(s.postmaster) {
-		if st, err := readProcStat(pid); err == nil {
-			ticks += st.ownTicks + st.reapedChildrenTicks
+	for range 20 {
+		before, err := readProcStat(s.postmaster)
+		if err != nil {
+			return 0
+		}
+		ticks = before.ownTicks + before.reapedChildrenTicks
+		for _, pid := range childrenOf(s.postmaster) {
+			if st, err := readProcStat(pid); err == nil {
+				ticks += st.ownTicks + st.reapedChildrenTicks
+			}
+		}
+		if after, err := readProcStat(s.postmaster); err == nil && after.reapedChildrenTicks == before.reapedChildrenTicks {
+			break
 		}
 	}
 	return time.Duration(ticks) * time.Second / time.Duration(s.clockTicks)
