@@ -13,7 +13,7 @@ run:
 # of every package follows, and the exit status is go test's.
 TESTJSON ?= $(or $(TMPDIR),/tmp)/runstate-test-$(shell id -u).json
 test:
-	@status=0; $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) -- -race -count=1 ./... || status=$$?; \
+	@status=0; $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) -- -race -count=1 -timeout 20m ./... || status=$$?; \
 	echo; echo "go test, per package:"; \
 	sed -n 's/^{.*"Action":"output".*"Output":"\(\(ok\|FAIL\|?\) *\\t[^"]*\)\\n"}$$/\1/p' $(TESTJSON) | sed 's/\\t/\t/g'; \
 	exit $$status
