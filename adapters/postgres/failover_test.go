@@ -39,7 +39,11 @@ func TestFailoverRulesHoldOverTwentyFailovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := startFailoverClaimers(t, pair)
-	for _, res := range conformance.RunRules(context.Background(), pgtest.TargetFailingOver(pair.Scratch, true, pair), rules, nil) {
+	target := pgtest.TargetFailingOver(pair.Scratch, true, pair)
+	// Twenty failovers, each with a standby rebuilt after it, take about
+	// 140 s on a slow machine: more than a check's default 2 minutes.
+	target.CheckTimeout = 5 * time.Minute
+	for _, res := range conformance.RunRules(context.Background(), target, rules, nil) {
 		if res.Outcome != conformance.Pass {
 			t.Errorf("%s: %s %s %v", res.Rule.ID, res.Outcome, res.Detail, res.Failures)
 			continue
