@@ -31,7 +31,7 @@ const (
 	// runColumns are read for every write: the row is locked while the
 	// store decides, with the database time of the decision.
 	runColumns = `r.run_id, r.version, r.last_seq, r.snapshot, r.lease_token, r.lease_worker, r.lease_incarnation,
-		r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now`
+		r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now, r.row_version`
 
 	qLockRun  = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ? FOR UPDATE`
 	qGetRun   = `SELECT snapshot FROM runstate_runs WHERE run_id = ?`
@@ -43,10 +43,10 @@ const (
 		(run_id, workflow_name, status, priority, created_at, version, last_seq, snapshot, queue)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qUpdateRun = `UPDATE runstate_runs SET workflow_name = ?, status = ?, priority = ?, version = ?, last_seq = ?,
-		snapshot = ?, queue = ? WHERE run_id = ? AND version = ? AND lease_token = ?`
-	qUpdateSeq   = `UPDATE runstate_runs SET last_seq = ? WHERE run_id = ?`
+		snapshot = ?, queue = ?, row_version = row_version + 1 WHERE run_id = ? AND version = ? AND lease_token = ?`
+	qUpdateSeq   = `UPDATE runstate_runs SET last_seq = ?, row_version = row_version + 1 WHERE run_id = ?`
 	qUpdateLease = `UPDATE runstate_runs SET lease_token = ?, lease_worker = ?, lease_incarnation = ?,
-		lease_acquired_at = ?, lease_expires_at = ?, lease_released = ?, queue = ? WHERE run_id = ?`
+		lease_acquired_at = ?, lease_expires_at = ?, lease_released = ?, queue = ?, row_version = row_version + 1 WHERE run_id = ?`
 
 	qDeleteLabels = `DELETE FROM runstate_labels WHERE run_id = ?`
 	qInsertLabel  = `INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES (?, ?, ?, ?)`
@@ -138,6 +138,15 @@ const (
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
 	// A batch claim locks up to its size of each kind.
 	forClaimSkippingMany = byClaimOrder + ` LIMIT ? FOR UPDATE SKIP LOCKED`
+
+	// Lean writes (sqlkit's lean.go, migration 002): a lean claim reads
+	// its candidates without locking them; a write reads its rows so, and
+	// is then one call of a stored procedure, which writes the rows still
+	// at the row_version read, with their events, in one transaction.
+	forClaimReadingMany = byClaimOrder + ` LIMIT ?`
+	qReadRuns           = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id IN (?)`
+	qWriteRuns          = `CALL runstate_write_runs(?, ?, ?, ?)`
+	qInsertRuns         = `CALL runstate_insert_runs(?, ?, ?)`
 )
 
 // Statements of many rows (sqlkit.Bulk). One UPDATE writes a batch's
@@ -161,7 +170,7 @@ var (
 		SET r.workflow_name = v.workflow_name, r.status = v.status, r.priority = v.priority, r.version = v.version,
 		r.last_seq = v.last_seq, r.snapshot = v.snapshot, r.queue = v.queue, r.lease_token = v.lease_token,
 		r.lease_worker = v.lease_worker, r.lease_incarnation = v.lease_incarnation, r.lease_acquired_at = v.lease_acquired_at,
-		r.lease_expires_at = v.lease_expires_at, r.lease_released = v.lease_released`,
+		r.lease_expires_at = v.lease_expires_at, r.lease_released = v.lease_released, r.row_version = r.row_version + 1`,
 	}
 )
 
@@ -180,6 +189,8 @@ var dialect = sqlkit.Dialect{
 		UpdateRuns:        bulkUpdateRuns,
 		ClaimSkippingMany: forClaimSkippingMany,
 		SetLockWait:       qSetLockWait, ResetLockWait: qResetLockWait,
+		Lean: sqlkit.LeanStatements{ReadRuns: qReadRuns, WriteRuns: qWriteRuns, InsertRuns: qInsertRuns,
+			ClaimReadingMany: forClaimReadingMany},
 
 		ListColumns:    listColumns,
 		ListHints:      sqlkit.IndexHints{ByStatus: byStatusIndex, ByWorkflow: byWorkflowIndex, ByCreated: byCreatedIndex},
@@ -203,8 +214,9 @@ var dialect = sqlkit.Dialect{
 		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 1, 2}},
 		ByClaimOrderLimit: byClaimOrder + limitRows,
 	},
-	Bind:  func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
-	Union: func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	Bind:     func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
+	Union:    func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	LeanArgs: leanArgs,
 	// Values are interpolated by the client (Options: InterpolateParams),
 	// so a statement is bounded by the server's max_allowed_packet (16 MB
 	// by default on MariaDB, 64 MB on MySQL 8): a quarter of the smaller,

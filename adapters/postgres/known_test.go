@@ -2,273 +2,43 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
+// The handle's known rows (sqlkit's known.go): a write after its own is
+// one statement, and a row written elsewhere, or kept with a time ahead of
+// the database's, is read again.
+func TestKnownRows(t *testing.T) {
+	sqltest.KnownRows{Open: knownPair, ServerTime: func(t *testing.T, s sqltest.KnownStore) time.Time {
+		t.Helper()
+		var now time.Time
+		if err := s.(*postgres.Store).DB().GetContext(context.Background(), &now, `SELECT clock_timestamp()`); err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}}.Run(t)
+}
+
 // knownPair opens two handles on one fresh schema: the first counted on c.
-func knownPair(t *testing.T, c *benchutil.Counter) (counted, other *postgres.Store) {
+func knownPair(t *testing.T, c *benchutil.Counter) (counted, other sqltest.KnownStore) {
 	t.Helper()
 	srv := sqltest.Postgres.Find(t)
 	schema := srv.NewSchemaName()
 	ctx := context.Background()
-	counted, err := postgres.OpenCounting(ctx, postgres.Options{DSN: srv.DSN(), Schema: schema, ScratchSchema: true, Logger: quiet}, c)
+	first, err := postgres.OpenCounting(ctx, postgres.Options{DSN: srv.DSN(), Schema: schema, ScratchSchema: true, Logger: quiet}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { counted.Close() })
-	other, err = postgres.Open(ctx, postgres.Options{DSN: srv.DSN(), Schema: schema, Logger: quiet})
+	t.Cleanup(func() { first.Close() })
+	second, err := postgres.Open(ctx, postgres.Options{DSN: srv.DSN(), Schema: schema, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { other.Close() })
-	return counted, other
-}
-
-// claimOne creates a run on s and claims and starts it.
-func claimOne(t *testing.T, s *postgres.Store) runstate.Claim {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "known"}); err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := s.ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Minute,
-		Max: 1, Start: true})
-	if err != nil || len(claimed.Claims) != 1 {
-		t.Fatalf("claim: %v, %v", claimed, err)
-	}
-	return claimed.Claims[0]
-}
-
-// complete moves claim's run to success and releases its lease, as a
-// worker's last write does, and returns what that sent, counted on c.
-func complete(t *testing.T, s *postgres.Store, c *benchutil.Counter, claim runstate.Claim) (runstate.RunSnapshot, benchutil.Cost) {
-	t.Helper()
-	var done runstate.RunSnapshot
-	cost, err := c.Cost(func() (err error) {
-		done, err = s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: claim.Run.RunID,
-			ExpectedVersion: claim.Run.Version, LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return done, cost
-}
-
-// serverTime is the database server's clock now.
-func serverTime(t *testing.T, s *postgres.Store) time.Time {
-	t.Helper()
-	var now time.Time
-	if err := s.DB().GetContext(context.Background(), &now, `SELECT clock_timestamp()`); err != nil {
-		t.Fatal(err)
-	}
-	return now
-}
-
-// moveElsewhere moves claim's run to waiting through other, a handle that
-// did not claim it, and returns the run as written.
-func moveElsewhere(t *testing.T, other *postgres.Store, claim runstate.Claim) runstate.RunSnapshot {
-	t.Helper()
-	moved, err := other.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: claim.Run.RunID,
-		ExpectedVersion: claim.Run.Version, LeaseToken: claim.Lease.Token, Status: string(runstate.StatusWaiting)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return moved
-}
-
-// A worker's write of a run its handle has just written is one statement:
-// the handle decides on the row it wrote, and the statement checks that
-// the row is still that version. The time of the write is the database's,
-// estimated, never ahead of it; so is a creation's, without a read of the
-// clock.
-func TestAWriteAfterItsOwnWriteIsOneStatement(t *testing.T) {
-	var c benchutil.Counter
-	s, _ := knownPair(t, &c)
-	ctx := context.Background()
-	claim := claimOne(t, s)
-
-	done, cost := complete(t, s, &c, claim)
-	if cost.Statements != 1 {
-		t.Errorf("completing a run this handle claimed sent %v; want 1 statement", cost)
-	}
-	var created runstate.RunSnapshot
-	cost, err := c.Cost(func() (err error) {
-		created, err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "known"})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cost.Statements != 1 {
-		t.Errorf("a creation after a write sent %v; want 1 statement (no read of the clock)", cost)
-	}
-
-	serverNow := serverTime(t, s)
-	for _, stamp := range []time.Time{done.UpdatedAt, done.FinishedAt, created.CreatedAt} {
-		if stamp.Before(claim.Run.UpdatedAt) || stamp.After(serverNow) {
-			t.Errorf("a stamp %v is outside [the claim's %v, the database's time after %v]", stamp, claim.Run.UpdatedAt, serverNow)
-		}
-	}
-	got, err := s.GetRun(ctx, claim.Run.RunID)
-	if err != nil || got.Status != runstate.StatusSuccess || got.Version != done.Version {
-		t.Fatalf("stored %+v, %v; want the success written", got, err)
-	}
-	audit, err := s.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: claim.Run.RunID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	succeeded := false
-	for i, ev := range audit.Events {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d: the trail has a gap", i+1, ev.Seq)
-		}
-		succeeded = succeeded || ev.To == runstate.StatusSuccess
-	}
-	if !succeeded {
-		t.Fatalf("the trail %+v has no move to success", audit.Events)
-	}
-}
-
-// A row this handle wrote and another handle wrote after it is not written
-// from what this handle knew: the write finds another version, reads the
-// row again and decides on it, here refusing a stale version, with
-// nothing written.
-func TestAKnownRowWrittenElsewhereIsReadAgain(t *testing.T) {
-	var c benchutil.Counter
-	s, other := knownPair(t, &c)
-	ctx := context.Background()
-	claim := claimOne(t, s)
-	moved := moveElsewhere(t, other, claim)
-	cost, err := c.Cost(func() error {
-		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
-		return err
-	})
-	if !errors.Is(err, runstate.ErrVersionConflict) {
-		t.Fatalf("a write from a stale version: %v; want ErrVersionConflict", err)
-	}
-	if cost.Statements != 2 {
-		t.Errorf("sent %v; want 2 statements: the write that finds another version, and the read", cost)
-	}
-	got, err := s.GetRun(ctx, claim.Run.RunID)
-	if err != nil || got.Status != runstate.StatusWaiting || got.Version != moved.Version {
-		t.Fatalf("stored %+v, %v; want the other handle's write, untouched", got, err)
-	}
-	// The refusal wrote nothing, so nothing is known: the next write
-	// reads the row, and writes it.
-	cost, err = c.Cost(func() error {
-		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: moved.Version,
-			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusRunning)})
-		return err
-	})
-	if err != nil || cost.Statements != 2 {
-		t.Fatalf("the write after a read sent %v, %v; want a read and a write, the refusal kept nothing known", cost, err)
-	}
-}
-
-// A refusal is never answered from a kept row: here the kept row is
-// stale and would refuse the version asked for, which the run, as
-// another handle left it, has; the write reads the row and succeeds.
-func TestAKeptRowNeverRefusesAlone(t *testing.T) {
-	var c benchutil.Counter
-	s, other := knownPair(t, &c)
-	ctx := context.Background()
-	claim := claimOne(t, s)
-	moved := moveElsewhere(t, other, claim)
-	done, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: moved.Version,
-		LeaseToken: claim.Lease.Token, Status: string(runstate.StatusRunning)})
-	if err != nil || done.Version != moved.Version+1 || done.Status != runstate.StatusRunning {
-		t.Fatalf("a write from the run's current version: %+v, %v; want it applied", done, err)
-	}
-}
-
-// A kept row whose estimated time is ahead of the database's (a client
-// clock running fast) is not written from: the write is refused by the
-// database, the row read, and the change decided and written on the
-// database's time, with no stamp after it.
-func TestAKeptRowAheadOfTheDatabaseIsReadAgain(t *testing.T) {
-	var c benchutil.Counter
-	s, _ := knownPair(t, &c)
-	claim := claimOne(t, s)
-	s.ShiftKnownTimes(time.Hour)
-	done, cost := complete(t, s, &c, claim)
-	if cost.Statements != 3 {
-		t.Errorf("sent %v; want 3 statements: the write refused, the read, the write", cost)
-	}
-	serverNow := serverTime(t, s)
-	if done.UpdatedAt.After(serverNow) || done.FinishedAt.After(serverNow) {
-		t.Fatalf("stamped %v, finished %v: after the database's time %v", done.UpdatedAt, done.FinishedAt, serverNow)
-	}
-}
-
-// Workers sharing one handle claim at once without taking the head of the
-// queue from each other: each passes over the runs the others' claims are
-// writing, so no claim loses its run and goes the locking way (a
-// transaction), and no run is claimed twice.
-func TestClaimsOfOneHandlePassOverEachOther(t *testing.T) {
-	var c benchutil.Counter
-	s, _ := knownPair(t, &c)
-	ctx := context.Background()
-	const runs, workers = 240, 8
-	create := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, runs)}
-	for i := range create.Runs {
-		create.Runs[i] = runstate.CreateRunParams{WorkflowName: "claims"}
-	}
-	if _, err := s.CreateRuns(ctx, create); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	claimedBy := map[string]string{}
-	claimAll := func(owner runstate.Owner) error {
-		for {
-			claim, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Minute})
-			if errors.Is(err, runstate.ErrNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			other, twice := claimedBy[claim.Run.RunID]
-			claimedBy[claim.Run.RunID] = owner.Worker
-			mu.Unlock()
-			if twice {
-				return fmt.Errorf("run %s claimed by %s and %s", claim.Run.RunID, other, owner.Worker)
-			}
-		}
-	}
-	cost, err := c.Cost(func() error {
-		errs := make([]error, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
-			wg.Go(func() { errs[w] = claimAll(owner) })
-		}
-		wg.Wait()
-		return errors.Join(errs...)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(claimedBy) != runs {
-		t.Fatalf("claimed %d runs of %d", len(claimedBy), runs)
-	}
-	t.Logf("%d claims by %d workers: %v", runs, workers, cost)
-	// Each worker's last claim finds nothing, which the locking way
-	// confirms (LEASE-017): a transaction each. Claims that all read the
-	// head of the queue lost it to each other, and went the locking way,
-	// about 200 times here.
-	if cost.Commits > 2*workers {
-		t.Fatalf("%d claims went the locking way (%v); want claims that pass over each other's runs", cost.Commits, cost)
-	}
+	t.Cleanup(func() { second.Close() })
+	return first, second
 }

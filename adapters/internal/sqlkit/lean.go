@@ -12,15 +12,16 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-// Lean writes (Statements.Lean, PostgreSQL): a write is one statement, in
-// a transaction of its own, instead of BEGIN, a locking read, an INSERT of
+// Lean writes (Statements.Lean): a write is one statement, in a
+// transaction of its own (PostgreSQL: data-modifying CTEs; MySQL: a call of
+// a stored procedure), instead of BEGIN, a locking read, an INSERT of
 // the events, an UPDATE and COMMIT.
 //
 // An update reads its rows without locking them, decides each Change on
 // what it read, and then writes every row, with its events, in one
 // statement that writes a row only where it is still the version that was
-// read (the engine's row version, PostgreSQL's xmin, which every write of
-// the row changes, lease-only ones included) and inserts the events of
+// read (the engine's row version: PostgreSQL's xmin, MySQL's row_version
+// column, which every write of the row changes, lease-only ones included) and inserts the events of
 // the rows it wrote. A row written meanwhile by another transaction is not
 // written: it is read and decided again, and after leanAttempts such
 // losses it goes the locking way, which always progresses. So a write is
@@ -36,9 +37,10 @@ import (
 // lost to other writers go the locking way.
 const leanAttempts = 3
 
-// LeanStatements are the statements of lean writes. Each binds whole
-// columns as arrays, so its text is the same for one row or a thousand and
-// the server prepares and plans it once per connection.
+// LeanStatements are the statements of lean writes. Each binds its rows as
+// tables (Columns, readied by Dialect.LeanArgs), so its text is the same for
+// one row or a thousand and the server prepares and plans it once per
+// connection.
 type LeanStatements struct {
 	// ReadRuns reads runs' rows without locking them, with the database
 	// time and each row's version as row_version (clock, run_ids).
@@ -46,11 +48,11 @@ type LeanStatements struct {
 	// WriteRuns writes rows that are still at the version read, and the
 	// events of the rows it wrote, and returns each row written: its
 	// run_id, its new version as row_version, and the statement's
-	// database time as now. Its arguments are leanRows.args: one array per
-	// column (run_id, workflow_name, status, priority, version, last_seq,
+	// database time as now. Its arguments are leanRows.args: the rows as
+	// Columns (run_id, workflow_name, status, priority, version, last_seq,
 	// snapshot or "" to keep it, queue, lease_token, lease_worker,
 	// lease_incarnation, lease_acquired_at, lease_expires_at,
-	// lease_released, row_version, not_before), three for the events
+	// lease_released, row_version, not_before), the events as Columns
 	// (run_id, seq, event), and the clock parameter. A row whose
 	// not_before is set (a known row's estimated time) is written only
 	// where the database time is not earlier.
@@ -59,7 +61,8 @@ type LeanStatements struct {
 	// (arguments: leanInserts.args), all or none: a run_id that exists
 	// fails the statement, which then stores nothing. Its last argument,
 	// a boolean, asks it to announce runnable runs as Dialect.OnRunnable
-	// does, in the same statement: at its commit, never without it.
+	// does, in the same statement: at its commit, never without it (a
+	// dialect without announcements drops it in Dialect.LeanArgs).
 	InsertRuns string
 	// ClaimReadingMany is ClaimReading for up to (limit) runs of each
 	// part: claim candidates read without locking.
@@ -68,6 +71,27 @@ type LeanStatements struct {
 
 // lean reports whether the dialect writes the lean way.
 func (k *Driver) lean() bool { return k.sql.Lean.WriteRuns != "" }
+
+// Columns are a table among a lean statement's arguments: one slice per
+// column, all of one length, a row per index.
+type Columns []any
+
+// leanArgs readies args for query (Dialect.LeanArgs); without the hook,
+// each of the Columns binds as an array of its own.
+func (k *Driver) leanArgs(query string, args []any) ([]any, error) {
+	if k.dialect.LeanArgs != nil {
+		return k.dialect.LeanArgs(query, args)
+	}
+	var out []any
+	for _, a := range args {
+		if cols, ok := a.(Columns); ok {
+			out = append(out, cols...)
+		} else {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
 
 // leanRows are the columns of the rows WriteRuns writes, and the events.
 type leanRows struct {
@@ -121,9 +145,9 @@ func (l *leanRows) add(w rowWrite, c driver.Change, notBefore *time.Time) error 
 // args are WriteRuns's arguments, with clock, the time bound into its
 // clock expression.
 func (l *leanRows) args(clock any) []any {
-	return []any{l.runIDs, l.workflows, l.statuses, l.priorities, l.versions, l.lastSeqs, l.snapshots, l.queues, l.tokens,
-		l.workers, l.incarnations, l.acquiredAt, l.expiresAt, l.released, l.rowVersions, l.notBefore,
-		l.eventRuns, l.eventSeqs, l.events, clock}
+	return []any{Columns{l.runIDs, l.workflows, l.statuses, l.priorities, l.versions, l.lastSeqs, l.snapshots, l.queues, l.tokens,
+		l.workers, l.incarnations, l.acquiredAt, l.expiresAt, l.released, l.rowVersions, l.notBefore},
+		Columns{l.eventRuns, l.eventSeqs, l.events}, clock}
 }
 
 // timeOrNil is &t, or nil (NULL) for the zero time.
@@ -255,8 +279,12 @@ func (k *Driver) readRuns(ctx context.Context, ids []string) (map[string]row, er
 	if err := ctx.Err(); err != nil { // CTX-001
 		return nil, err
 	}
+	query, args, err := k.dialect.Bind(k.sql.Lean.ReadRuns, []any{k.clockParam(), ids})
+	if err != nil {
+		return nil, err
+	}
 	var rows []row
-	if err := k.db.SelectContext(ctx, &rows, k.sql.Lean.ReadRuns, k.clockParam(), ids); err != nil {
+	if err := k.db.SelectContext(ctx, &rows, query, args...); err != nil {
 		k.known.forgetAll()
 		return nil, k.dialect.Interpret(err)
 	}
@@ -305,10 +333,14 @@ func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[str
 			return nil, err
 		}
 	}
+	args, err := k.leanArgs(k.sql.Lean.WriteRuns, cols.args(k.clockParam()))
+	if err != nil {
+		return nil, err
+	}
 	var out []writtenRow
-	err := k.retried(ctx, func() error {
+	err = k.retried(ctx, func() error {
 		out = out[:0]
-		return k.db.SelectContext(ctx, &out, k.sql.Lean.WriteRuns, cols.args(k.clockParam())...)
+		return k.db.SelectContext(ctx, &out, k.sql.Lean.WriteRuns, args...)
 	})
 	if err != nil {
 		k.known.forgetAll()
@@ -558,8 +590,8 @@ func (l *leanInserts) add(r driver.InsertParams) error {
 // args are InsertRuns's arguments; announce asks it to announce runnable
 // runs.
 func (l *leanInserts) args(announce bool) []any {
-	return []any{l.runIDs, l.workflows, l.statuses, l.priorities, l.createdAt, l.versions, l.lastSeqs, l.snapshots, l.queues,
-		l.labelRuns, l.labelKeys, l.labelValues, l.labelCreatedAt, l.eventRuns, l.eventSeqs, l.events, announce}
+	return []any{Columns{l.runIDs, l.workflows, l.statuses, l.priorities, l.createdAt, l.versions, l.lastSeqs, l.snapshots, l.queues},
+		Columns{l.labelRuns, l.labelKeys, l.labelValues, l.labelCreatedAt}, Columns{l.eventRuns, l.eventSeqs, l.events}, announce}
 }
 
 // insertLean inserts runs in one statement (InsertRuns), which also
@@ -577,8 +609,12 @@ func (k *Driver) insertLean(ctx context.Context, runs []driver.InsertParams) err
 		runnable = runnable || becameRunnable(nil, r.Run, driver.LeaseState{})
 	}
 	announce := runnable && k.dialect.OnRunnable != nil
+	args, err := k.leanArgs(k.sql.Lean.InsertRuns, cols.args(announce))
+	if err != nil {
+		return err
+	}
 	return k.retried(ctx, func() error {
-		_, err := k.db.ExecContext(ctx, k.sql.Lean.InsertRuns, cols.args(announce)...)
+		_, err := k.db.ExecContext(ctx, k.sql.Lean.InsertRuns, args...)
 		return err
 	})
 }

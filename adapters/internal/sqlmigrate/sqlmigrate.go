@@ -62,19 +62,35 @@ func Latest(all []Migration) int { return all[len(all)-1].Version }
 
 // Split splits a migration on semicolons that end a line, after dropping
 // comment lines. Migrations are ours: no semicolon ends a line inside a
-// string.
+// string. A stored routine's body, from a line that is BEGIN alone to the
+// line END; that closes it (blocks nest), stays in one statement.
 func Split(body string) []string {
-	var lines []string
+	var out []string
+	var stmt strings.Builder
+	depth := 0
 	for _, l := range strings.Split(body, "\n") {
-		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--") {
-			lines = append(lines, l)
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		stmt.WriteString(l)
+		stmt.WriteString("\n")
+		switch upper := strings.ToUpper(t); {
+		case upper == "BEGIN":
+			depth++
+			continue
+		case upper == "END;" || upper == "END":
+			depth = max(depth-1, 0)
+		}
+		if depth == 0 && strings.HasSuffix(t, ";") {
+			if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";")); s != "" {
+				out = append(out, s)
+			}
+			stmt.Reset()
 		}
 	}
-	var out []string
-	for _, stmt := range strings.SplitAfter(strings.Join(lines, "\n"), ";\n") {
-		if stmt = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stmt), ";")); stmt != "" {
-			out = append(out, stmt)
-		}
+	if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";")); s != "" {
+		out = append(out, s)
 	}
 	return out
 }

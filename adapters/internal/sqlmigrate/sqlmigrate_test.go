@@ -45,3 +45,15 @@ func TestPendingRefusesANewerDatabase(t *testing.T) {
 		t.Fatalf("a database at version 7: %v, want UNAVAILABLE", err)
 	}
 }
+
+func TestSplitKeepsARoutineBodyWhole(t *testing.T) {
+	body := "DROP PROCEDURE IF EXISTS p;\n-- p does two things\nCREATE PROCEDURE p()\nBEGIN\n  DECLARE EXIT HANDLER FOR SQLEXCEPTION\n  BEGIN\n    ROLLBACK;\n  END;\n  SELECT 1;\nEND;\nSELECT 2;\n"
+	want := []string{
+		"DROP PROCEDURE IF EXISTS p",
+		"CREATE PROCEDURE p()\nBEGIN\n  DECLARE EXIT HANDLER FOR SQLEXCEPTION\n  BEGIN\n    ROLLBACK;\n  END;\n  SELECT 1;\nEND",
+		"SELECT 2",
+	}
+	if got := Split(body); !slices.Equal(got, want) {
+		t.Errorf("statements %q, want %q", got, want)
+	}
+}
