@@ -11,9 +11,12 @@ run:
 # gotestsum prints each test as it ends, so that a package's minutes show
 # progress, and the failures again at the end; then go test's closing line
 # of every package follows, and the exit status is go test's.
+# Three packages run at once, not one per core: most of the suite waits on
+# database servers, child processes, sleeps and faults, and two at a time
+# left a 2-core machine idle for much of the run.
 TESTJSON ?= $(or $(TMPDIR),/tmp)/runstate-test-$(shell id -u).json
 test:
-	@status=0; $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) -- -race -count=1 -timeout 20m ./... || status=$$?; \
+	@status=0; $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) -- -race -count=1 -p 3 -timeout 20m ./... || status=$$?; \
 	echo; echo "go test, per package:"; \
 	sed -n 's/^{.*"Action":"output".*"Output":"\(\(ok\|FAIL\|?\) *\\t[^"]*\)\\n"}$$/\1/p' $(TESTJSON) | sed 's/\\t/\t/g'; \
 	exit $$status

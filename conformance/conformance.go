@@ -107,6 +107,11 @@ type Target struct {
 	LeaseTTL time.Duration
 	// CheckTimeout bounds one check (default 2 minutes).
 	CheckTimeout time.Duration
+	// LinOps is how many operations a LIN check records at most (default
+	// 10,000, the most a check records; below 2,000, too few for a verdict,
+	// it is raised to 2,000). A suite that repeats the LIN rules on a
+	// target another suite checks with the default may record fewer.
+	LinOps int
 	// AllowStoredRuns lets checks run on a store that holds runs already.
 	// Checks create runs and claim runnable ones, so by default a check
 	// whose store is not empty ends with Error before it writes: the
@@ -116,6 +121,17 @@ type Target struct {
 	// write whatever principal the call names (AUD-010): a gateway sets it
 	// from the caller's credentials. Checks then expect it in every event.
 	Principal string
+}
+
+// LinOpsRepeated is Target.LinOps of a suite that repeats the rules on a
+// store another suite checks with the default: the same store on a real
+// clock, behind a gateway or a plugin process, or with a member down.
+const LinOpsRepeated = 2_500
+
+// Repeated returns target with LinOps set to LinOpsRepeated.
+func Repeated(target Target) Target {
+	target.LinOps = LinOpsRepeated
+	return target
 }
 
 // ErrStoreNotEmpty reports a harness whose store holds runs already;

@@ -352,7 +352,7 @@ func (c *checkState) checkLinearizable(withLeases bool) {
 		w := &linWorker{id: i, name: fmt.Sprintf("lin-w%d", i), store: stores[i], rng: rand.New(rand.NewPCG(uint64(i), 7)),
 			seen: map[string]int64{}, status: map[string]runstate.RunStatus{}, tokens: map[string]int64{}}
 		var mine []porcupine.Operation
-		for count.Add(1) <= linOps && time.Now().Before(budget) && c.ctx.Err() == nil {
+		for count.Add(1) <= c.maxLinOps() && time.Now().Before(budget) && c.ctx.Err() == nil {
 			in := w.choose(runs, withLeases)
 			call := time.Since(start).Nanoseconds()
 			out, err := w.do(c, in)
@@ -392,6 +392,19 @@ func (c *checkState) checkLinearizable(withLeases bool) {
 		}
 		c.Errorf("a history that some order of the operations, each taking effect between its call and its return, explains",
 			"%s", explainIllegal(history, info))
+	}
+}
+
+// maxLinOps is how many operations a LIN check records at most
+// (Target.LinOps).
+func (c *checkState) maxLinOps() int64 {
+	switch n := c.target.LinOps; {
+	case n == 0 || n > linOps:
+		return linOps
+	case n < linMinOps:
+		return linMinOps
+	default:
+		return int64(n)
 	}
 }
 

@@ -56,19 +56,22 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformanceInProcessGRPC(t *testing.T) {
-	conformance.Run(t, plugintest.InProcessTarget())
+	t.Parallel() // each suite has processes and databases of its own
+	conformance.Run(t, conformance.Repeated(plugintest.InProcessTarget()))
 }
 
 // The reference plugins are opened for certification: their stores read
 // a test clock that the harness moves (the controlled-clock rules run).
 func TestConformanceMemoryPlugin(t *testing.T) {
-	conformance.Run(t, plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true, ControlledClock: true}, plugintest.NoConfig))
+	t.Parallel() // each suite has processes and databases of its own
+	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true, ControlledClock: true}, plugintest.NoConfig)))
 }
 
 // A plugin process may keep real time too: the checks sleep through
 // leases instead.
 func TestConformanceMemoryPluginRealClock(t *testing.T) {
-	conformance.Run(t, plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true}, plugintest.NoConfig))
+	t.Parallel() // each suite has processes and databases of its own
+	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("memory", "builtin", bin(t, memoryPkg), conformance.Capabilities{Leases: true}, plugintest.NoConfig)))
 }
 
 // restarts: the plugin process targets of stores whose data outlives the
@@ -76,15 +79,17 @@ func TestConformanceMemoryPluginRealClock(t *testing.T) {
 var restarts = []conformance.Fault{conformance.FaultRestart}
 
 func TestConformanceBadgerPlugin(t *testing.T) {
-	conformance.Run(t, plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true, ControlledClock: true, Faults: restarts},
-		plugintest.TempDirConfig(t.TempDir(), "dir")))
+	t.Parallel() // each suite has processes and databases of its own
+	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true, ControlledClock: true, Faults: restarts},
+		plugintest.TempDirConfig(t.TempDir(), "dir"))))
 }
 
 func TestConformanceMySQLPlugin(t *testing.T) {
+	t.Parallel() // each suite has processes and databases of its own
 	srv := sqltest.MySQL.Find(t)
 	path := bin(t, mysqlPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
-	conformance.Run(t, plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		name, err := srv.CreateDatabase(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -92,31 +97,33 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 		// Pools are per process and the suite's packages share one server:
 		// 16 connections per handle serve the 16 racing writers of CAS-003.
 		return map[string]string{"dsn": srv.DSN(name), "max_open_conns": "16"}, func() { srv.DropDatabase(context.Background(), name) }, nil
-	}))
+	})))
 }
 
 func TestConformancePostgresPlugin(t *testing.T) {
+	t.Parallel() // each suite has processes and databases of its own
 	srv := sqltest.Postgres.Find(t)
 	path := bin(t, pgPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
-	conformance.Run(t, plugintest.ProcessTarget("postgres", "postgres", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("postgres", "postgres", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		schema := srv.NewSchemaName()
 		// Every handle names the schema; the first creates it, and the
 		// check's end drops it.
 		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8", "notify_runs": "true"},
 			func() { srv.DropSchema(context.Background(), schema) }, nil
-	}))
+	})))
 }
 
 func TestConformanceEtcdPlugin(t *testing.T) {
+	t.Parallel() // each suite has processes and databases of its own
 	endpoints, _ := etcdcluster.Require(t, t.TempDir())
 	path := bin(t, etcdPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
-	conformance.Run(t, plugintest.ProcessTarget("etcd", "etcd/client-v3", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("etcd", "etcd/client-v3", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		prefix := etcdtest.NewPrefix()
 		return map[string]string{"endpoints": strings.Join(endpoints, ","), "prefix": prefix},
 			func() { etcdtest.DeletePrefix(context.Background(), endpoints, prefix) }, nil
-	}))
+	})))
 }
 
 func openTestPlugin(t *testing.T, mode string, log *slog.Logger) (*plugin.Client, error) {

@@ -13,5 +13,5 @@ func TestConformanceRealClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sleeps through real lease TTLs; the manual-clock run covers the same rules")
 	}
-	conformance.Run(t, badgertest.Target(t.TempDir(), false))
+	conformance.Run(t, conformance.Repeated(badgertest.Target(t.TempDir(), false)))
 }

@@ -26,7 +26,7 @@ func TestConformanceRealClock(t *testing.T) {
 		t.Skip("sleeps through real lease TTLs; the manual-clock run covers the same rules")
 	}
 	endpoints, _ := etcdcluster.Require(t, t.TempDir())
-	conformance.Run(t, etcdtest.Target(endpoints, false, nil))
+	conformance.Run(t, conformance.Repeated(etcdtest.Target(endpoints, false, nil)))
 }
 
 // TestConformanceWithAMemberDown runs the suite on a cluster that has lost
@@ -50,5 +50,5 @@ func TestConformanceWithAMemberDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No faults: killing another member would leave no quorum.
-	conformance.Run(t, etcdtest.Target(endpoints, true, nil))
+	conformance.Run(t, conformance.Repeated(etcdtest.Target(endpoints, true, nil)))
 }

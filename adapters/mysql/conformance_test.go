@@ -16,7 +16,7 @@ func TestConformanceRealClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sleeps through real lease TTLs; the shifted-clock run covers the same rules")
 	}
-	conformance.Run(t, mysqltest.Target(sqltest.MySQL.Find(t), false))
+	conformance.Run(t, conformance.Repeated(mysqltest.Target(sqltest.MySQL.Find(t), false)))
 }
 
 // The FAULT rules with restarts, on a server of this test's own: the

@@ -9,19 +9,27 @@ import (
 	"github.com/runstate/runstate/adapters/internal/sqlkit"
 )
 
-// leanArgs readies a lean statement's arguments (sqlkit.Dialect.LeanArgs)
-// for its stored procedure (migration 002): each sqlkit.Columns becomes
-// one JSON array of rows, a row an array of its values in column order,
-// which the procedure reads with JSON_TABLE. An insert's last argument,
-// which asks for an announcement, is dropped: MySQL has none. A write
-// (qWriteRuns) also
-// gets its tag: a random number the rows it writes take as their
-// row_version, by which the procedure tells them from rows written
-// meanwhile by others, and which the locking way's UPDATEs, adding one to
-// it, never come back to.
-func leanArgs(query string, args []any) ([]any, error) {
+// leanArgs readies a lean statement and its arguments
+// (sqlkit.Dialect.LeanArgs) for the stored procedures of migration 002:
+// each sqlkit.Columns becomes one JSON array of rows, a row an array of its
+// values in column order, which the procedure reads with JSON_TABLE. A
+// write (qWriteRuns) also gets its tag: a random number the rows it writes
+// take as their row_version, by which the procedure tells them from rows
+// written meanwhile by others, and which the locking way's UPDATEs, adding
+// one to it, never come back to. A write of one row calls qWriteRun with
+// the row's values as scalars instead: MariaDB's join of a table to
+// JSON_TABLE costs more than the whole of that call. An insert's last
+// argument, which asks for an announcement, is dropped: MySQL has none.
+func leanArgs(query string, args []any) (string, []any, error) {
 	if query == qInsertRuns {
 		args = args[:len(args)-1]
+	}
+	if query == qWriteRuns {
+		if rows, ok := args[0].(sqlkit.Columns); ok && len(rows) > 0 {
+			if n, err := columnLen(rows[0]); err == nil && n == 1 {
+				return writeOne(rows, args[1:])
+			}
+		}
 	}
 	out := make([]any, 0, len(args)+1)
 	for _, a := range args {
@@ -32,14 +40,33 @@ func leanArgs(query string, args []any) ([]any, error) {
 		}
 		text, err := rowsJSON(cols)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		out = append(out, text)
 	}
 	if query == qWriteRuns {
 		out = append(out, writeTag())
 	}
-	return out, nil
+	return query, out, nil
+}
+
+// writeOne is qWriteRun's arguments for a write of one row: its values,
+// then the events as JSON, the clock and the tag (rest is the events and
+// the clock).
+func writeOne(row sqlkit.Columns, rest []any) (string, []any, error) {
+	out := make([]any, 0, len(row)+3)
+	for _, c := range row {
+		out = append(out, cell(c, 0))
+	}
+	events, ok := rest[0].(sqlkit.Columns)
+	if !ok {
+		return "", nil, fmt.Errorf("mysql: a write's events are %T", rest[0])
+	}
+	text, err := rowsJSON(events)
+	if err != nil {
+		return "", nil, err
+	}
+	return qWriteRun, append(out, text, rest[1], writeTag()), nil
 }
 
 // writeTag is a write's tag: at least 1, and so far below the largest

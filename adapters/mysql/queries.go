@@ -146,6 +146,7 @@ const (
 	forClaimReadingMany = byClaimOrder + ` LIMIT ?`
 	qReadRuns           = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id IN (?)`
 	qWriteRuns          = `CALL runstate_write_runs(?, ?, ?, ?)`
+	qWriteRun           = `CALL runstate_write_run(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertRuns         = `CALL runstate_insert_runs(?, ?, ?)`
 )
 

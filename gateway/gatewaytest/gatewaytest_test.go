@@ -40,9 +40,9 @@ func setup(t *testing.T) gatewaytest.Setup {
 func TestConformanceMemoryBehindAGatewayOnATestClock(t *testing.T) {
 	s := setup(t)
 	s.TestClock = true
-	conformance.Run(t, gatewaytest.ProcessTarget("memory", s, func(context.Context) (string, func(), error) {
+	conformance.Run(t, conformance.Repeated(gatewaytest.ProcessTarget("memory", s, func(context.Context) (string, func(), error) {
 		return "memory", func() {}, nil
-	}))
+	})))
 }
 
 // A Badger store outlives its gateway: the FAULT rules kill the gateway
@@ -52,10 +52,10 @@ func TestConformanceBadgerBehindAGatewayThatIsKilled(t *testing.T) {
 	s := setup(t)
 	s.TestClock, s.Restart = true, gatewaytest.Outlives("badger:x")
 	dir := t.TempDir()
-	conformance.Run(t, gatewaytest.ProcessTarget("badger", s, func(context.Context) (string, func(), error) {
+	conformance.Run(t, conformance.Repeated(gatewaytest.ProcessTarget("badger", s, func(context.Context) (string, func(), error) {
 		store, err := os.MkdirTemp(dir, "store-*")
 		return "badger:" + store, func() { os.RemoveAll(store) }, err
-	}))
+	})))
 }
 
 // A gateway not started in test mode refuses to move its store's clock,

@@ -55,12 +55,13 @@ type Dialect struct {
 	// in claim order by an equality, which a planner reads in order even
 	// before it has statistics of the table (PostgreSQL).
 	UnleasedByStatus bool
-	// LeanArgs, optional, readies the arguments of a lean statement
-	// (Statements.Lean's WriteRuns or InsertRuns, named by its text) for
-	// the engine, which may add its own: MySQL sends each Columns as one
-	// JSON text of rows, and a write's tag. Without it, each column of a
-	// Columns binds as an array of its own (PostgreSQL).
-	LeanArgs func(query string, args []any) ([]any, error)
+	// LeanArgs, optional, readies a lean statement (Statements.Lean's
+	// WriteRuns or InsertRuns) and its arguments for the engine, which may
+	// choose another statement for them and add arguments of its own:
+	// MySQL sends each Columns as one JSON text of rows, a write's tag, and
+	// a write of one row as scalars to a statement of its own. Without it,
+	// each column of a Columns binds as an array of its own (PostgreSQL).
+	LeanArgs func(query string, args []any) (string, []any, error)
 	// MaxParams and MaxBulkBytes bound one statement of a Bulk: its bound
 	// values, and the bytes of its text values (the engine's packet).
 	// A row larger than MaxBulkBytes still goes alone.

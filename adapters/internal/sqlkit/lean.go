@@ -76,9 +76,9 @@ func (k *Driver) lean() bool { return k.sql.Lean.WriteRuns != "" }
 // column, all of one length, a row per index.
 type Columns []any
 
-// leanArgs readies args for query (Dialect.LeanArgs); without the hook,
-// each of the Columns binds as an array of its own.
-func (k *Driver) leanArgs(query string, args []any) ([]any, error) {
+// leanArgs readies query and its args (Dialect.LeanArgs); without the
+// hook, each of the Columns binds as an array of its own.
+func (k *Driver) leanArgs(query string, args []any) (string, []any, error) {
 	if k.dialect.LeanArgs != nil {
 		return k.dialect.LeanArgs(query, args)
 	}
@@ -90,7 +90,7 @@ func (k *Driver) leanArgs(query string, args []any) ([]any, error) {
 			out = append(out, a)
 		}
 	}
-	return out, nil
+	return query, out, nil
 }
 
 // leanRows are the columns of the rows WriteRuns writes, and the events.
@@ -333,14 +333,14 @@ func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[str
 			return nil, err
 		}
 	}
-	args, err := k.leanArgs(k.sql.Lean.WriteRuns, cols.args(k.clockParam()))
+	query, args, err := k.leanArgs(k.sql.Lean.WriteRuns, cols.args(k.clockParam()))
 	if err != nil {
 		return nil, err
 	}
 	var out []writtenRow
 	err = k.retried(ctx, func() error {
 		out = out[:0]
-		return k.db.SelectContext(ctx, &out, k.sql.Lean.WriteRuns, args...)
+		return k.db.SelectContext(ctx, &out, query, args...)
 	})
 	if err != nil {
 		k.known.forgetAll()
@@ -609,12 +609,12 @@ func (k *Driver) insertLean(ctx context.Context, runs []driver.InsertParams) err
 		runnable = runnable || becameRunnable(nil, r.Run, driver.LeaseState{})
 	}
 	announce := runnable && k.dialect.OnRunnable != nil
-	args, err := k.leanArgs(k.sql.Lean.InsertRuns, cols.args(announce))
+	query, args, err := k.leanArgs(k.sql.Lean.InsertRuns, cols.args(announce))
 	if err != nil {
 		return err
 	}
 	return k.retried(ctx, func() error {
-		_, err := k.db.ExecContext(ctx, k.sql.Lean.InsertRuns, args...)
+		_, err := k.db.ExecContext(ctx, query, args...)
 		return err
 	})
 }
