@@ -3,7 +3,6 @@ package mysql_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/runstate/runstate/adapters/mysql"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
@@ -15,14 +14,7 @@ import (
 // UPDATEs change row_version), or kept with a time ahead of the
 // database's, is read again.
 func TestKnownRows(t *testing.T) {
-	sqltest.KnownRows{Open: knownPair, ServerTime: func(t *testing.T, s sqltest.KnownStore) time.Time {
-		t.Helper()
-		var now time.Time
-		if err := s.(*mysql.Store).DB().GetContext(context.Background(), &now, `SELECT UTC_TIMESTAMP(6)`); err != nil {
-			t.Fatal(err)
-		}
-		return now
-	}}.Run(t)
+	sqltest.KnownRows{Open: knownPair, Now: `SELECT UTC_TIMESTAMP(6)`}.Run(t)
 }
 
 // knownPair opens two handles on one fresh database: the first counted on

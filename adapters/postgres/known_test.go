@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/runstate/runstate/adapters/postgres"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
@@ -14,14 +13,7 @@ import (
 // one statement, and a row written elsewhere, or kept with a time ahead of
 // the database's, is read again.
 func TestKnownRows(t *testing.T) {
-	sqltest.KnownRows{Open: knownPair, ServerTime: func(t *testing.T, s sqltest.KnownStore) time.Time {
-		t.Helper()
-		var now time.Time
-		if err := s.(*postgres.Store).DB().GetContext(context.Background(), &now, `SELECT clock_timestamp()`); err != nil {
-			t.Fatal(err)
-		}
-		return now
-	}}.Run(t)
+	sqltest.KnownRows{Open: knownPair, Now: `SELECT clock_timestamp()`}.Run(t)
 }
 
 // knownPair opens two handles on one fresh schema: the first counted on c.

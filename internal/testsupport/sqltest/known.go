@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/internal/testsupport/benchutil"
 )
@@ -16,6 +18,8 @@ import (
 // writes them again without reading them (sqlkit's known.go).
 type KnownStore interface {
 	benchutil.BatchStore
+	// DB is the store's connection pool.
+	DB() *sqlx.DB
 	// ShiftKnownTimes moves the database time of the rows the handle
 	// keeps by d, as a client clock running fast would.
 	ShiftKnownTimes(d time.Duration)
@@ -27,8 +31,18 @@ type KnownStore interface {
 type KnownRows struct {
 	// Open opens two handles on one fresh database, the first counted on c.
 	Open func(t *testing.T, c *benchutil.Counter) (counted, other KnownStore)
-	// ServerTime reads the database server's clock now.
-	ServerTime func(t *testing.T, s KnownStore) time.Time
+	// Now is the query that reads the database server's clock now.
+	Now string
+}
+
+// serverTime is the database server's clock now.
+func (k KnownRows) serverTime(t *testing.T, s KnownStore) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := s.DB().GetContext(context.Background(), &now, k.Now); err != nil {
+		t.Fatal(err)
+	}
+	return now
 }
 
 // Run runs every check, each a subtest.
@@ -111,7 +125,7 @@ func (k KnownRows) aWriteAfterItsOwnWriteIsOneStatement(t *testing.T) {
 		t.Errorf("a creation after a write sent %v; want 1 statement (no read of the clock)", cost)
 	}
 
-	serverNow := k.ServerTime(t, s)
+	serverNow := k.serverTime(t, s)
 	for _, stamp := range []time.Time{done.UpdatedAt, done.FinishedAt, created.CreatedAt} {
 		if stamp.Before(claim.Run.UpdatedAt) || stamp.After(serverNow) {
 			t.Errorf("a stamp %v is outside [the claim's %v, the database's time after %v]", stamp, claim.Run.UpdatedAt, serverNow)
@@ -147,24 +161,14 @@ func (k KnownRows) aKnownRowWrittenElsewhereIsReadAgain(t *testing.T) {
 	ctx := context.Background()
 	claim := claimOne(t, s)
 	moved := moveElsewhere(t, other, claim)
-	cost, err := c.Cost(func() error {
-		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
-		return err
-	})
-	if !errors.Is(err, runstate.ErrVersionConflict) {
-		t.Fatalf("a write from a stale version: %v; want ErrVersionConflict", err)
-	}
-	if cost.Statements != 2 {
-		t.Errorf("sent %v; want 2 statements: the write that finds another version, and the read", cost)
-	}
+	completeStale(t, s, &c, claim)
 	got, err := s.GetRun(ctx, claim.Run.RunID)
 	if err != nil || got.Status != runstate.StatusWaiting || got.Version != moved.Version {
 		t.Fatalf("stored %+v, %v; want the other handle's write, untouched", got, err)
 	}
 	// The refusal wrote nothing, so nothing is known: the next write
 	// reads the row, and writes it.
-	cost, err = c.Cost(func() error {
+	cost, err := c.Cost(func() error {
 		_, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: moved.Version,
 			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusRunning)})
 		return err
@@ -187,24 +191,28 @@ func (k KnownRows) aKnownRowWrittenTheLockingWayIsReadAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cost := func() (runstate.RunSnapshot, benchutil.Cost) {
-		var done runstate.RunSnapshot
-		cost, err := c.Cost(func() (err error) {
-			done, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
-				LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
-			return err
-		})
-		if !errors.Is(err, runstate.ErrVersionConflict) {
-			t.Fatalf("a write from the version before the relabelling: %v; want ErrVersionConflict", err)
-		}
-		return done, cost
-	}()
-	if cost.Statements != 2 {
-		t.Errorf("sent %v; want 2 statements: the write that finds another version, and the read", cost)
-	}
+	completeStale(t, s, &c, claim)
 	got, err := s.GetRun(ctx, claim.Run.RunID)
 	if err != nil || got.Version != relabelled.Version || got.Labels["moved"] != "elsewhere" || got.Status != runstate.StatusRunning {
 		t.Fatalf("stored %+v, %v; want the relabelling, untouched", got, err)
+	}
+}
+
+// completeStale completes claim's run through s, which wrote it last,
+// after another write of it: the write finds another version, and the
+// read that follows refuses the claim's version, with nothing written.
+func completeStale(t *testing.T, s KnownStore, c *benchutil.Counter, claim runstate.Claim) {
+	t.Helper()
+	cost, err := c.Cost(func() error {
+		_, err := s.UpdateRun(context.Background(), runstate.UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+			LeaseToken: claim.Lease.Token, Status: string(runstate.StatusSuccess), ReleaseLease: true})
+		return err
+	})
+	if !errors.Is(err, runstate.ErrVersionConflict) {
+		t.Fatalf("a write from a stale version: %v; want ErrVersionConflict", err)
+	}
+	if cost.Statements != 2 {
+		t.Errorf("sent %v; want 2 statements: the write that finds another version, and the read", cost)
 	}
 }
 
@@ -237,7 +245,7 @@ func (k KnownRows) aKeptRowAheadOfTheDatabaseIsReadAgain(t *testing.T) {
 	if cost.Statements != 3 {
 		t.Errorf("sent %v; want 3 statements: the write refused, the read, the write", cost)
 	}
-	serverNow := k.ServerTime(t, s)
+	serverNow := k.serverTime(t, s)
 	if done.UpdatedAt.After(serverNow) || done.FinishedAt.After(serverNow) {
 		t.Fatalf("stamped %v, finished %v: after the database's time %v", done.UpdatedAt, done.FinishedAt, serverNow)
 	}
