@@ -85,11 +85,10 @@ func TestConformanceBadgerPlugin(t *testing.T) {
 }
 
 func TestConformanceMySQLPlugin(t *testing.T) {
-	t.Parallel() // each suite has processes and databases of its own
 	srv := sqltest.MySQL.Find(t)
 	path := bin(t, mysqlPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
-	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+	conformance.Run(t, plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		name, err := srv.CreateDatabase(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -97,7 +96,7 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 		// Pools are per process and the suite's packages share one server:
 		// 16 connections per handle serve the 16 racing writers of CAS-003.
 		return map[string]string{"dsn": srv.DSN(name), "max_open_conns": "16"}, func() { srv.DropDatabase(context.Background(), name) }, nil
-	})))
+	}))
 }
 
 func TestConformancePostgresPlugin(t *testing.T) {
