@@ -220,6 +220,7 @@ const (
 	errDBAccessDenied  = 1044
 	errTableDenied     = 1142
 	errColumnDenied    = 1143
+	errRoutineDenied   = 1370 // EXECUTE or ALTER ROUTINE on a procedure of migration 002
 	errUnknownDatabase = 1049
 	errDatabaseExists  = 1007
 	errServerShutdown  = 1053
@@ -246,7 +247,7 @@ func interpretError(err error) error {
 		switch me.Number {
 		case errDupEntry:
 			return sqlkit.AlreadyExists(me.Message, err)
-		case errAccessDenied, errAccessNoPass, errDBAccessDenied, errTableDenied, errColumnDenied:
+		case errAccessDenied, errAccessNoPass, errDBAccessDenied, errTableDenied, errColumnDenied, errRoutineDenied:
 			return sqlkit.PermissionDenied(err)
 		case errUnknownDatabase:
 			return runstate.InvalidArgument("dsn", "names a database that does not exist; create it first (%s)", me.Message)
