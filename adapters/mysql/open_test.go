@@ -364,3 +364,36 @@ func TestSessionsEndWhenTheyStall(t *testing.T) {
 	}
 	t.Logf("the stalled session's lock went after %v", time.Since(start).Round(100*time.Millisecond))
 }
+
+// A user without the privileges of migration 002's procedures (CREATE
+// ROUTINE) cannot open a new database: Open says so with
+// ErrPermissionDenied, not as an outage.
+func TestOpenWithoutRoutinePrivilegesIsPermissionDenied(t *testing.T) {
+	srv, db := freshDB(t)
+	ctx := context.Background()
+	admin, err := sql.Open("mysql", srv.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	user := "rs_" + db[len(db)-8:]
+	for _, stmt := range []string{
+		"CREATE USER '" + user + "'@'%' IDENTIFIED BY 'pw'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP ON " + db + ".* TO '" + user + "'@'%'",
+	} {
+		if _, err := admin.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP USER IF EXISTS '"+user+"'@'%'") })
+	cfg, err := gomysql.ParseDSN(srv.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd = user, "pw"
+	_, err = mysql.Open(ctx, mysql.Options{DSN: cfg.FormatDSN(), Logger: quiet})
+	if !errors.Is(err, runstate.ErrPermissionDenied) {
+		t.Fatalf("Open without CREATE ROUTINE: %v (code %q), want PERMISSION_DENIED", err, runstate.CodeOf(err))
+	}
+	t.Logf("Open says: %v", err)
+}
