@@ -340,7 +340,7 @@ func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[str
 	var out []writtenRow
 	err = k.retried(ctx, func() error {
 		out = out[:0]
-		return k.db.SelectContext(ctx, &out, query, args...)
+		return k.selectDrained(ctx, &out, query, args...)
 	})
 	if err != nil {
 		k.known.forgetAll()
@@ -361,6 +361,31 @@ func (k *Driver) writeLean(ctx context.Context, decided []leanDecision) (map[str
 		}
 	}
 	return ok, k.announceAfter(ctx, runnable)
+}
+
+// selectDrained is SelectContext that reads every result the statement
+// sends while ctx still bounds the reads. A stored procedure's call (MySQL)
+// sends a status after its rows; Rows.Close would read it after the
+// driver stopped watching ctx, and a connection cut off just then held the
+// call past its deadline (FAULT-003).
+func (k *Driver) selectDrained(ctx context.Context, out *[]writtenRow, query string, args ...any) error {
+	rows, err := k.db.QueryxContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var w writtenRow
+		if err := rows.StructScan(&w); err != nil {
+			return err
+		}
+		*out = append(*out, w)
+	}
+	for rows.NextResultSet() {
+		for rows.Next() { // a result the statement was not expected to send
+		}
+	}
+	return rows.Err()
 }
 
 // keepWritten keeps the rows written as known rows (known.go): each

@@ -66,12 +66,28 @@ func Require(t testing.TB, dir string) ([]string, *Cluster) {
 }
 
 // Start starts a cluster of size members under dir and returns once it
-// has a leader and answers a write.
+// has a leader and answers a write. Ports are chosen free, then bound by
+// the members: another process may take one in between (packages' tests
+// run side by side), so a cluster whose member does not start is started
+// again, on other ports, up to three times.
 func Start(ctx context.Context, dir string, size int) (*Cluster, error) {
 	bin, err := serverproc.Lookup([]string{"etcd"}, "/usr/bin")
 	if err != nil {
 		return nil, err
 	}
+	var errs []error
+	for attempt := range 3 {
+		c, err := start(ctx, bin, filepath.Join(dir, fmt.Sprintf("try%d", attempt+1)), size)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// start is one attempt of Start, with the etcd binary bin.
+func start(ctx context.Context, bin, dir string, size int) (*Cluster, error) {
 	c := &Cluster{}
 	var initial []string
 	for i := range size {
