@@ -1,7 +1,6 @@
 package sqltest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,19 +56,17 @@ func startMySQL(dir string) (*Private[*scratch.Server], error) {
 	if out, err := initialise.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s: %v: %s", initialise, err, serverproc.Tail(out))
 	}
-	port, err := serverproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	srv, err := scratch.FromDSNUnchecked("root@tcp(127.0.0.1:"+port+")/", "private")
-	if err != nil {
-		return nil, err
-	}
-	log := filepath.Join(dir, "server.log")
-	p := &Private[*scratch.Server]{Scratch: srv, Server: &serverproc.Server{Log: log, Ready: srv.Ping, Command: func() *exec.Cmd {
-		return exec.Command(daemon, "--no-defaults", "--datadir="+data, "--socket="+filepath.Join(dir, "sock"), "--port="+port,
-			"--bind-address=127.0.0.1", "--user="+user, "--skip-grant-tables", "--skip-name-resolve",
-			"--pid-file="+filepath.Join(dir, "server.pid"), "--log-error="+log, "--innodb-buffer-pool-size=32M")
-	}}}
-	return p, p.Start(context.Background())
+	return onFreePort(func(port string) (*Private[*scratch.Server], error) {
+		srv, err := scratch.FromDSNUnchecked("root@tcp(127.0.0.1:"+port+")/", "private")
+		if err != nil {
+			return nil, err
+		}
+		log := filepath.Join(dir, "server.log")
+		p := &Private[*scratch.Server]{Scratch: srv, Server: &serverproc.Server{Log: log, Ready: srv.Ping, Command: func() *exec.Cmd {
+			return exec.Command(daemon, "--no-defaults", "--datadir="+data, "--socket="+filepath.Join(dir, "sock"), "--port="+port,
+				"--bind-address=127.0.0.1", "--user="+user, "--skip-grant-tables", "--skip-name-resolve",
+				"--pid-file="+filepath.Join(dir, "server.pid"), "--log-error="+log, "--innodb-buffer-pool-size=32M")
+		}}}
+		return p, nil
+	})
 }

@@ -1,7 +1,6 @@
 package sqltest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,20 +55,18 @@ func startPostgres(dir string) (*Private[*scratch.Server], error) {
 	if out, err := initialise.Run(); err != nil {
 		return nil, fmt.Errorf("initdb: %v: %s", err, serverproc.Tail(out))
 	}
-	port, err := serverproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	srv, err := scratch.FromDSNUnchecked("postgres://postgres@127.0.0.1:"+port+"/postgres?sslmode=disable", "private")
-	if err != nil {
-		return nil, err
-	}
-	p := &Private[*scratch.Server]{Scratch: srv, Server: &serverproc.Server{RunAs: runAs, Log: filepath.Join(data, "log", "server.log"), Ready: srv.Ping,
-		Command: func() *exec.Cmd {
-			return exec.Command(postgres, "-D", data, "-p", port, "-k", dir, "-c", "listen_addresses=127.0.0.1",
-				"-c", "logging_collector=on", "-c", "log_directory=log", "-c", "log_filename=server.log")
-		}}}
-	return p, p.Start(context.Background())
+	return onFreePort(func(port string) (*Private[*scratch.Server], error) {
+		srv, err := scratch.FromDSNUnchecked("postgres://postgres@127.0.0.1:"+port+"/postgres?sslmode=disable", "private")
+		if err != nil {
+			return nil, err
+		}
+		p := &Private[*scratch.Server]{Scratch: srv, Server: &serverproc.Server{RunAs: runAs, Log: filepath.Join(data, "log", "server.log"), Ready: srv.Ping,
+			Command: func() *exec.Cmd {
+				return exec.Command(postgres, "-D", data, "-p", port, "-k", dir, "-c", "listen_addresses=127.0.0.1",
+					"-c", "logging_collector=on", "-c", "log_directory=log", "-c", "log_filename=server.log")
+			}}}
+		return p, nil
+	})
 }
 
 // postgresUser returns whom to run PostgreSQL as: nil for this user, or,

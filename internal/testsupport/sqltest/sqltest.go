@@ -7,6 +7,8 @@
 package sqltest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -130,6 +132,29 @@ type Private[S any] struct {
 	*serverproc.Server
 	// Scratch makes scratch databases or schemas on it.
 	Scratch S
+}
+
+// onFreePort starts the server that newPrivate makes for a port, on a port
+// found free. Another process may take the port before the server binds
+// it (packages' tests run side by side), so a server that does not start
+// is started again on another port, up to three times.
+func onFreePort[S any](newPrivate func(port string) (*Private[S], error)) (*Private[S], error) {
+	var errs []error
+	for range 3 {
+		port, err := serverproc.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		p, err := newPrivate(port)
+		if err != nil {
+			return nil, err
+		}
+		if err = p.Start(context.Background()); err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 // StartPrivate initialises a data directory and starts a server of the
