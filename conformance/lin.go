@@ -347,12 +347,12 @@ func (c *checkState) checkLinearizable(withLeases bool) {
 	var mu sync.Mutex
 	var history []porcupine.Operation
 	var count atomic.Int64
-	budget := time.Now().Add(c.linBudget())
+	budget, maxOps := time.Now().Add(c.linBudget()), c.maxLinOps()
 	c.parallel(workers, func(i int) {
 		w := &linWorker{id: i, name: fmt.Sprintf("lin-w%d", i), store: stores[i], rng: rand.New(rand.NewPCG(uint64(i), 7)),
 			seen: map[string]int64{}, status: map[string]runstate.RunStatus{}, tokens: map[string]int64{}}
 		var mine []porcupine.Operation
-		for count.Add(1) <= c.maxLinOps() && time.Now().Before(budget) && c.ctx.Err() == nil {
+		for count.Add(1) <= maxOps && time.Now().Before(budget) && c.ctx.Err() == nil {
 			in := w.choose(runs, withLeases)
 			call := time.Since(start).Nanoseconds()
 			out, err := w.do(c, in)

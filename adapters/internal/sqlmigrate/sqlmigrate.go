@@ -67,6 +67,12 @@ func Latest(all []Migration) int { return all[len(all)-1].Version }
 func Split(body string) []string {
 	var out []string
 	var stmt strings.Builder
+	flush := func() {
+		if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";")); s != "" {
+			out = append(out, s)
+		}
+		stmt.Reset()
+	}
 	depth := 0
 	for _, l := range strings.Split(body, "\n") {
 		t := strings.TrimSpace(l)
@@ -83,15 +89,10 @@ func Split(body string) []string {
 			depth = max(depth-1, 0)
 		}
 		if depth == 0 && strings.HasSuffix(t, ";") {
-			if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";")); s != "" {
-				out = append(out, s)
-			}
-			stmt.Reset()
+			flush()
 		}
 	}
-	if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";")); s != "" {
-		out = append(out, s)
-	}
+	flush()
 	return out
 }
 

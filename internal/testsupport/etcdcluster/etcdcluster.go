@@ -66,38 +66,31 @@ func Require(t testing.TB, dir string) ([]string, *Cluster) {
 }
 
 // Start starts a cluster of size members under dir and returns once it
-// has a leader and answers a write. Ports are chosen free, then bound by
-// the members: another process may take one in between (packages' tests
-// run side by side), so a cluster whose member does not start is started
-// again, on other ports, up to three times.
+// has a leader and answers a write. A cluster whose member cannot start
+// (a port found free taken meanwhile) is started again on other ports, in
+// a directory of its own (serverproc.OnFreePorts).
 func Start(ctx context.Context, dir string, size int) (*Cluster, error) {
 	bin, err := serverproc.Lookup([]string{"etcd"}, "/usr/bin")
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
-	for attempt := range 3 {
-		c, err := start(ctx, bin, filepath.Join(dir, fmt.Sprintf("try%d", attempt+1)), size)
-		if err == nil || ctx.Err() != nil {
-			return c, err
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
-}
-
-// start is one attempt of Start, with the etcd binary bin.
-func start(ctx context.Context, bin, dir string, size int) (*Cluster, error) {
-	c := &Cluster{}
-	var initial []string
-	for i := range size {
-		m := &Member{Name: fmt.Sprintf("m%d", i+1)}
-		cport, err1 := serverproc.FreePort()
-		pport, err2 := serverproc.FreePort()
-		if err := errors.Join(err1, err2); err != nil {
+	return serverproc.OnFreePorts(2*size, func(ports []string) (*Cluster, error) {
+		try, err := os.MkdirTemp(dir, "try-")
+		if err != nil {
 			return nil, err
 		}
-		m.Client, m.Peer = "127.0.0.1:"+cport, "http://127.0.0.1:"+pport
+		return start(ctx, bin, try, ports)
+	})
+}
+
+// start is one attempt of Start, with the etcd binary bin: a member per
+// two ports (client, peer).
+func start(ctx context.Context, bin, dir string, ports []string) (*Cluster, error) {
+	c := &Cluster{}
+	var initial []string
+	for i := range len(ports) / 2 {
+		m := &Member{Name: fmt.Sprintf("m%d", i+1)}
+		m.Client, m.Peer = "127.0.0.1:"+ports[2*i], "http://127.0.0.1:"+ports[2*i+1]
 		initial = append(initial, m.Name+"="+m.Peer)
 		c.Members = append(c.Members, m)
 	}

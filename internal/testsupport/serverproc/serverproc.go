@@ -132,6 +132,31 @@ func FreePort() (string, error) {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), nil
 }
 
+// OnFreePorts calls start with n ports found free, and when it fails,
+// again with others, up to three times: another process may take a port
+// found free before the server binds it (packages' tests run side by side).
+func OnFreePorts[T any](n int, start func(ports []string) (T, error)) (T, error) {
+	var errs []error
+	for range 3 {
+		ports := make([]string, n)
+		for i := range ports {
+			port, err := FreePort()
+			if err != nil {
+				var zero T
+				return zero, err
+			}
+			ports[i] = port
+		}
+		v, err := start(ports)
+		if err == nil {
+			return v, nil
+		}
+		errs = append(errs, err)
+	}
+	var zero T
+	return zero, errors.Join(errs...)
+}
+
 // Require returns what start made, or ends the test: skipped, or failed
 // under CI=true, which must never pass a test it did not run. what names
 // the server, install the package that provides it.

@@ -8,7 +8,6 @@ package sqltest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -135,26 +134,15 @@ type Private[S any] struct {
 }
 
 // onFreePort starts the server that newPrivate makes for a port, on a port
-// found free. Another process may take the port before the server binds
-// it (packages' tests run side by side), so a server that does not start
-// is started again on another port, up to three times.
+// found free (serverproc.OnFreePorts: on another if it does not start).
 func onFreePort[S any](newPrivate func(port string) (*Private[S], error)) (*Private[S], error) {
-	var errs []error
-	for range 3 {
-		port, err := serverproc.FreePort()
+	return serverproc.OnFreePorts(1, func(ports []string) (*Private[S], error) {
+		p, err := newPrivate(ports[0])
 		if err != nil {
 			return nil, err
 		}
-		p, err := newPrivate(port)
-		if err != nil {
-			return nil, err
-		}
-		if err = p.Start(context.Background()); err == nil {
-			return p, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
+		return p, p.Start(context.Background())
+	})
 }
 
 // StartPrivate initialises a data directory and starts a server of the
