@@ -114,7 +114,7 @@ func checkBadLeaseInput(c *checkState) {
 	} else if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: atLimit.Lease.Token}); err != nil {
 		c.Fatalf("release to succeed", "%s", describeErr(err))
 	}
-	cl := c.claim(run.RunID, owner("w1"))
+	cl := c.hold(run.RunID, owner("w1"))
 	for _, ttl := range []time.Duration{0, -time.Second} {
 		_, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: ttl})
 		c.expectInvalid(err, "renewing with TTL "+ttl.String())

@@ -39,7 +39,7 @@ func checkCanceledContext(c *checkState) {
 	expect(err, "UpdateRuns")
 	if c.target.Capabilities.Leases {
 		ls := c.leases()
-		held := c.claim(c.runIn(runstate.StatusRunning, runstate.CreateRunParams{RunID: "held"}).RunID, owner("w0"))
+		held := c.hold(c.runIn(runstate.StatusRunning, runstate.CreateRunParams{RunID: "held"}).RunID, owner("w0"))
 		before = c.state(run.RunID)
 		heldBefore := c.state(held.Run.RunID)
 		_, err = ls.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w1"), TTL: c.ttl(), Statuses: []string{"running"}})

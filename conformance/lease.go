@@ -47,6 +47,17 @@ func (c *checkState) claim(runID string, o runstate.Owner) runstate.Claim {
 	return cl
 }
 
+// hold claims runID for o with a lease that outlasts the check. A check
+// that needs a lease live through several calls takes it so: on a real
+// clock and a slow machine, c.ttl() can run out between them.
+func (c *checkState) hold(runID string, o runstate.Owner) runstate.Claim {
+	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: runID, Owner: o, TTL: time.Hour, Statuses: anyLive})
+	if err != nil {
+		c.Fatalf("ClaimRun of "+runID+" by "+o.String()+" to succeed", "%s", describeErr(err))
+	}
+	return cl
+}
+
 func checkExclusiveClaim(c *checkState) {
 	run := c.newRun()
 	// The clock moves between the run's last write and the claim: the
@@ -196,7 +207,7 @@ func checkExpiryTakeover(c *checkState) {
 	run := c.newRun()
 	first := c.claim(run.RunID, owner("w1"))
 	c.expire()
-	second := c.claim(run.RunID, owner("w2"))
+	second := c.hold(run.RunID, owner("w2"))
 	if second.Lease.Token <= first.Lease.Token || second.Lease.Owner != owner("w2") {
 		c.Errorf("w2 to take over with a larger token", "first %s, second %s", jsonOf(first.Lease), jsonOf(second.Lease))
 	}
@@ -235,7 +246,7 @@ func checkStaleRenewRelease(c *checkState) {
 	run := c.newRun()
 	old := c.claim(run.RunID, owner("w1")).Lease.Token
 	c.expire()
-	cur := c.claim(run.RunID, owner("w2")).Lease
+	cur := c.hold(run.RunID, owner("w2")).Lease
 	_, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: old, TTL: c.ttl()})
 	c.expectErr(err, runstate.ErrLeaseLost, "renewing a taken-over lease")
 	err = c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: old})
@@ -312,7 +323,7 @@ func checkListRunnable(c *checkState) {
 	mk("done", 9, runstate.StatusSuccess, nil)
 	c.claim(expired, owner("gone"))
 	c.expire()
-	c.claim(held, owner("w1"))
+	c.hold(held, owner("w1"))
 
 	list := func(f runstate.RunnableFilter, limit int) []string {
 		var ids []string
@@ -439,7 +450,8 @@ func checkExpiredUnclaimed(c *checkState) {
 	if _, err := c.store.UpdateRun(c.ctx, p); err != nil {
 		c.Errorf("a write with an expired but unclaimed token to succeed", "%s", describeErr(err))
 	}
-	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	// Renewed to outlast the check: the claim below must meet it live.
+	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: time.Hour})
 	if err != nil || l.Token != cl.Lease.Token {
 		c.Fatalf("renewing an expired but unclaimed lease to succeed with the same token", "%s %s", jsonOf(l), describeErr(err))
 	}
