@@ -160,19 +160,25 @@ var (
 // position (LIST-006); claim order is priority, created_at, run_id
 // (LEASE-003). Statements built of these are numbered when assembled.
 const (
-	fromRuns      = ` FROM runstate_runs r`
-	byCreated     = ` ORDER BY r.created_at, r.run_id`
-	afterCreated  = ` AND (r.created_at, r.run_id) > (?, ?)`
-	hasLabel      = ` AND EXISTS (SELECT 1 FROM runstate_labels l WHERE l.run_id = r.run_id AND l.label_key = ? AND l.label_value = ?)`
-	byWorkflow    = ` AND r.workflow_name = ?`
-	byStatus      = ` AND r.status = ?`
-	inStatuses    = ` AND r.status = ANY (CAST(? AS text[]))`
-	byClaimOrder  = ` ORDER BY r.priority DESC, r.created_at, r.run_id`
-	afterClaimPos = ` AND (r.priority < ? OR (r.priority = ? AND (r.created_at, r.run_id) > (?, ?)))`
-	createdFrom   = ` AND r.created_at >= ?`
-	createdBefore = ` AND r.created_at < ?`
-	whereTrue     = ` WHERE TRUE`
-	limitRows     = ` LIMIT ?`
+	fromRuns     = ` FROM runstate_runs r`
+	byCreated    = ` ORDER BY r.created_at, r.run_id`
+	afterCreated = ` AND (r.created_at, r.run_id) > (?, ?)`
+	hasLabel     = ` AND EXISTS (SELECT 1 FROM runstate_labels l WHERE l.run_id = r.run_id AND l.label_key = ? AND l.label_value = ?)`
+	byWorkflow   = ` AND r.workflow_name = ?`
+	byStatus     = ` AND r.status = ?`
+	inStatuses   = ` AND r.status = ANY (CAST(? AS text[]))`
+	// leasedInStatuses filters leased runs by status as an expression, not
+	// the column, so that the server never reads by_status for it: ANDed
+	// with the lease indexes, by_status gave every queued run the table
+	// held, and the versions of them not yet vacuumed (3.3 ms a claim, with
+	// 10,000 runs, for the lease indexes' few rows).
+	leasedInStatuses = ` AND (r.status || '') = ANY (CAST(? AS text[]))`
+	byClaimOrder     = ` ORDER BY r.priority DESC, r.created_at, r.run_id`
+	afterClaimPos    = ` AND (r.priority < ? OR (r.priority = ? AND (r.created_at, r.run_id) > (?, ?)))`
+	createdFrom      = ` AND r.created_at >= ?`
+	createdBefore    = ` AND r.created_at < ?`
+	whereTrue        = ` WHERE TRUE`
+	limitRows        = ` LIMIT ?`
 
 	// Listings read snapshots with their order keys.
 	listColumns = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
@@ -188,7 +194,7 @@ const (
 	// under its row lock, so concurrent claimers never share a run
 	// (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
 	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueUnleased + byStatus
-	qTakeable     = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueLeased + inStatuses +
+	qTakeable     = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueLeased + leasedInStatuses +
 		` AND (r.lease_expires_at <= ` + clock + ` OR ` + earlierLife + `)`
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE OF r SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
@@ -199,8 +205,8 @@ const (
 
 	// Runnable lists the same three kinds of run, each in claim order.
 	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + byStatus
-	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + inStatuses
-	qListEarlierLife = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND (` + earlierLife + `)` + inStatuses
+	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + leasedInStatuses
+	qListEarlierLife = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND (` + earlierLife + `)` + leasedInStatuses
 
 	// earlierLife is a lease of worker ? held by an incarnation other than
 	// ? (both given twice), as two ranges of by_lease_owner: a B-tree
