@@ -34,8 +34,9 @@ every workload level gets a fresh one. Workloads (docs/performance.md):
   recovery     one recovery pass over --recovery-runs runs left running by a crashed runner
   end-to-end   --claims runs enqueued, then a worker pool of --levels slots claims as many
                as it has free slots in one call, started in the claim, and completes each
-               (releasing its lease in the same write); beside it end-to-end-calls, the
-               same work one call per transition
+               (releasing its lease in the same write; a slot is free for the next claim
+               while its completion commits); beside it end-to-end-calls, the same work
+               one call per transition
 
 Output: a table (or --format json) on stdout, progress on stderr, and optionally a Markdown
 report and a chart (SVG or PNG, by the file's extension).

@@ -107,11 +107,11 @@ func endToEndCalls(ctx context.Context, st runstate.Store, level int) (*latencie
 }
 
 // endToEndPool takes and completes every queued run as one worker process
-// of level slots does: whenever slots are free it claims that many runs in
-// one call and starts them in the claim (runstate.ClaimRuns with Start),
-// and each slot moves its run to success under the lease, releasing the
-// lease in the same write (ReleaseLease). P50 and P99 are a run's
-// completing write.
+// of level slots does (WorkerPool): whenever slots are free it claims that
+// many runs in one call and starts them in the claim (runstate.ClaimRuns
+// with Start), and each run is moved to success under the lease, releasing
+// the lease in the same write (ReleaseLease), while its slot takes the
+// next. P50 and P99 are a run's completing write.
 func endToEndPool(ctx context.Context, st runstate.Store, level int) (*latencies, map[string]int, error) {
 	var mu sync.Mutex
 	claimed := map[string]int{}

@@ -136,3 +136,72 @@ type noLeases struct{ conformance.Harness }
 func (n noLeases) Store() runstate.RunStateStore {
 	return struct{ runstate.RunStateStore }{n.Harness.Store()}
 }
+
+// A pool claims a slot's next run while the slot's last completion
+// commits, and holds no more than Slots completions in flight and twice
+// Slots leases; every run is completed once, after its commit.
+func TestPoolClaimsWhileCompletionsCommit(t *testing.T) {
+	ctx := context.Background()
+	h, err := memorytest.Target(false).NewHarness(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	const slots, runs = 4, 120
+	for i := range runs {
+		if _, err := h.Store().CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "pool", Priority: i % 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := &slowCompletions{Store: h.Store().(runstate.Store)}
+	res, err := perf.WorkerPool{Store: st, Slots: slots, OnClaim: func(runstate.Claim) error {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.held++
+		st.maxHeld = max(st.maxHeld, st.held)
+		return nil
+	}}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Claims != runs || len(res.Completions) != runs {
+		t.Errorf("%d claims and %d completions, want %d of each", res.Claims, len(res.Completions), runs)
+	}
+	if st.maxInFlight > slots || st.maxHeld > 2*slots {
+		t.Errorf("at most %d completions in flight and %d leases held, want at most %d and %d", st.maxInFlight, st.maxHeld, slots, 2*slots)
+	}
+	// More leases than slots: a slot's next run was claimed while its
+	// last completion was in flight.
+	if st.maxHeld <= slots {
+		t.Errorf("at most %d leases held at once, want more than the %d slots", st.maxHeld, slots)
+	}
+	page, err := h.Store().ListRuns(ctx, runstate.ListRunsParams{Statuses: []string{string(runstate.StatusSuccess)}, Limit: runs})
+	if err != nil || len(page.Runs) != runs {
+		t.Errorf("%d runs ended in success, want %d: %v", len(page.Runs), runs, err)
+	}
+}
+
+// slowCompletions makes each completion take a while, and counts them in
+// flight and the leases a pool holds (claimed, not yet completed).
+type slowCompletions struct {
+	runstate.Store
+	mu                                   sync.Mutex
+	inFlight, maxInFlight, held, maxHeld int
+}
+
+func (s *slowCompletions) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if !p.ReleaseLease { // a start, where the store has no batch claims
+		return s.Store.UpdateRun(ctx, p)
+	}
+	s.mu.Lock()
+	s.inFlight++
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	run, err := s.Store.UpdateRun(ctx, p)
+	s.mu.Lock()
+	s.inFlight--
+	s.held--
+	s.mu.Unlock()
+	return run, err
+}
