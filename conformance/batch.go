@@ -299,12 +299,12 @@ func checkClaimRunsOrder(c *checkState) {
 	}
 	c.runIn(runstate.StatusRunning, runstate.CreateRunParams{Priority: 9}) // not in the default statuses
 	held := c.create(runstate.CreateRunParams{Priority: 9})
-	c.claim(held.RunID, owner("other"))
+	c.hold(held.RunID, owner("other"))
 	page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{})
 	if err != nil {
 		c.Fatalf("ListRunnableRuns to succeed", "%s", describeErr(err))
 	}
-	res, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w1"), TTL: c.ttl(), Max: 3})
+	res, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w1"), TTL: outlast, Max: 3})
 	if err != nil || len(res.Claims) != 3 {
 		c.Fatalf("3 claims of 6 runnable runs with Max 3", "%d claims, %s", len(res.Claims), describeErr(err))
 	}
@@ -314,7 +314,7 @@ func checkClaimRunsOrder(c *checkState) {
 		}
 		c.expectFencingClaim(cl, owner("w1"))
 	}
-	rest, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w2"), TTL: c.ttl(), Max: 100})
+	rest, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w2"), TTL: outlast, Max: 100})
 	if err != nil || len(rest.Claims) != len(page.Runs)-3 {
 		c.Errorf(fmt.Sprintf("the %d runnable runs left, claimed with Max 100", len(page.Runs)-3), "%d claims, %s", len(rest.Claims), describeErr(err))
 	}
@@ -330,7 +330,7 @@ func checkClaimRunsOrder(c *checkState) {
 	}
 	c.create(runstate.CreateRunParams{WorkflowName: "elsewhere", Priority: 9, Labels: pool})
 	c.create(runstate.CreateRunParams{Priority: 9, Labels: map[string]string{"pool": "y"}})
-	filtered, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w4"), TTL: c.ttl(), Max: 10,
+	filtered, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w4"), TTL: outlast, Max: 10,
 		Filter: runstate.RunnableFilter{WorkflowName: workflow, Labels: pool}})
 	var got []string
 	for _, cl := range filtered.Claims {
@@ -371,7 +371,7 @@ func checkClaimRunsStart(c *checkState) {
 		Filter: runstate.RunnableFilter{Statuses: []string{"queued", "running"}}})
 	c.expectInvalid(err, "ClaimRuns with Start and a filter naming running")
 	actor := runstate.Actor{Kind: runstate.ActorWorker, ID: "w1"}
-	res, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w1"), TTL: c.ttl(), Max: 10, Start: true, Actor: actor, Reason: "batch start"})
+	res, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w1"), TTL: outlast, Max: 10, Start: true, Actor: actor, Reason: "batch start"})
 	if err != nil || len(res.Claims) != len(before) {
 		c.Fatalf(fmt.Sprintf("%d claims that start their runs", len(before)), "%d claims, %s", len(res.Claims), describeErr(err))
 	}

@@ -47,11 +47,14 @@ func (c *checkState) claim(runID string, o runstate.Owner) runstate.Claim {
 	return cl
 }
 
+// outlast is the TTL of a lease that must outlast its check.
+const outlast = time.Hour
+
 // hold claims runID for o with a lease that outlasts the check. A check
 // that needs a lease live through several calls takes it so: on a real
 // clock and a slow machine, c.ttl() can run out between them.
 func (c *checkState) hold(runID string, o runstate.Owner) runstate.Claim {
-	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: runID, Owner: o, TTL: time.Hour, Statuses: anyLive})
+	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: runID, Owner: o, TTL: outlast, Statuses: anyLive})
 	if err != nil {
 		c.Fatalf("ClaimRun of "+runID+" by "+o.String()+" to succeed", "%s", describeErr(err))
 	}
@@ -63,7 +66,7 @@ func checkExclusiveClaim(c *checkState) {
 	// The clock moves between the run's last write and the claim: the
 	// lease runs from the claim's time, not from the run's updated_at.
 	c.pass(c.ttl())
-	cl := c.claim(run.RunID, owner("w1"))
+	cl := c.hold(run.RunID, owner("w1"))
 	if cl.Lease.AcquiredAt.Before(run.UpdatedAt.Add(c.ttl())) {
 		c.Errorf(fmt.Sprintf("a lease acquired at the claim's time, at least %v after the run's last write at %v", c.ttl(), run.UpdatedAt), "acquired_at %v", cl.Lease.AcquiredAt)
 	}
@@ -71,7 +74,7 @@ func checkExclusiveClaim(c *checkState) {
 		!cl.Lease.ExpiresAt.After(cl.Lease.AcquiredAt) {
 		c.Errorf("a lease for w1/i1 with a positive token and expiry after acquisition", "%s", jsonOf(cl))
 	}
-	if c.target.Capabilities.ControlledClock && cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt) != c.ttl() {
+	if c.target.Capabilities.ControlledClock && cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt) != outlast {
 		c.Errorf("expiry = acquisition + TTL", "%v", cl.Lease.ExpiresAt.Sub(cl.Lease.AcquiredAt))
 	}
 	for _, other := range []runstate.Owner{owner("w2"), owner("w1")} {
@@ -151,7 +154,7 @@ func checkClaimOrder(c *checkState) {
 	for range len(specs) + len(ties) {
 		// Leases that outlast the check: one that ran out on a slow
 		// machine made its run claimable again, ahead of the rest.
-		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: time.Hour})
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: outlast})
 		if err != nil {
 			c.Fatalf("claim-next to succeed", "%s", describeErr(err))
 		}
@@ -179,7 +182,7 @@ func checkClaimOrder(c *checkState) {
 		{runstate.RunnableFilter{WorkflowName: "elsewhere"}, otherWorkflow},
 		{runstate.RunnableFilter{Labels: map[string]string{"pool": "y"}}, otherPool},
 	} {
-		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w2"), TTL: time.Hour, Filter: f.filter})
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w2"), TTL: outlast, Filter: f.filter})
 		if err != nil || cl.Run.RunID != f.want {
 			c.Errorf(fmt.Sprintf("claim-next with filter %s to take %s", jsonOf(f.filter), f.want), "%s %s", cl.Run.RunID, describeErr(err))
 		}
@@ -190,7 +193,9 @@ func checkRenew(c *checkState) {
 	run := c.newRun()
 	cl := c.claim(run.RunID, owner("w1"))
 	c.pass(c.ttl() / 2)
-	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: c.ttl()})
+	// Renewed for longer than the first TTL: the claim below comes past
+	// the first expiry with a wide margin before the renewed one.
+	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: 4 * c.ttl()})
 	if err != nil {
 		c.Fatalf("renewing a live lease to succeed", "%s", describeErr(err))
 	}
@@ -388,19 +393,19 @@ func checkClaimStatuses(c *checkState) {
 
 func checkIncarnations(c *checkState) {
 	run := c.newRun()
-	old := c.claim(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-1"})
+	old := c.hold(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-1"})
 	_, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "w2", Incarnation: "boot-1"}, TTL: c.ttl()})
 	c.expectErr(err, runstate.ErrLeaseHeld, "another worker claiming a live lease")
 	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "w1", Incarnation: "boot-1"}, TTL: c.ttl()})
 	c.expectErr(err, runstate.ErrLeaseHeld, "the same incarnation claiming its own live lease again")
-	reborn := c.claim(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-2"})
+	reborn := c.hold(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-2"})
 	if reborn.Lease.Token <= old.Lease.Token {
 		c.Errorf("the new incarnation's token larger", "%d after %d", reborn.Lease.Token, old.Lease.Token)
 	}
 	// Incarnations are not ordered: an "older" name may take over too, and
 	// the empty incarnation is one of them.
-	back := c.claim(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-0"})
-	empty := c.claim(run.RunID, runstate.Owner{Worker: "w1"})
+	back := c.hold(run.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-0"})
+	empty := c.hold(run.RunID, runstate.Owner{Worker: "w1"})
 	if back.Lease.Token <= reborn.Lease.Token || empty.Lease.Token <= back.Lease.Token {
 		c.Errorf("every takeover by another incarnation with a larger token", "%d, %d, %d", reborn.Lease.Token, back.Lease.Token, empty.Lease.Token)
 	}
@@ -408,7 +413,7 @@ func checkIncarnations(c *checkState) {
 	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "w1x", Incarnation: "boot-9"}, TTL: c.ttl()})
 	c.expectErr(err, runstate.ErrLeaseHeld, "worker w1x claiming over w1's live lease")
 	other := c.newRun()
-	c.claim(other.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-2"})
+	c.hold(other.RunID, runstate.Owner{Worker: "w1", Incarnation: "boot-2"})
 	cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w1", Incarnation: "boot-3"}, TTL: c.ttl()})
 	if err != nil || cl.Run.RunID != run.RunID {
 		c.Errorf("claim-next by a new incarnation to take the oldest run its previous incarnation held", "%s %s", cl.Run.RunID, describeErr(err))
@@ -451,7 +456,7 @@ func checkExpiredUnclaimed(c *checkState) {
 		c.Errorf("a write with an expired but unclaimed token to succeed", "%s", describeErr(err))
 	}
 	// Renewed to outlast the check: the claim below must meet it live.
-	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: time.Hour})
+	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: outlast})
 	if err != nil || l.Token != cl.Lease.Token {
 		c.Fatalf("renewing an expired but unclaimed lease to succeed with the same token", "%s %s", jsonOf(l), describeErr(err))
 	}

@@ -161,7 +161,8 @@ func checkRecoverRequeue(c *checkState) {
 		c.Errorf("the re-queued run with status, priority and version unchanged", "%s", jsonOf(got))
 	}
 	for _, want := range []string{q.RunID, unheld[2].snap.RunID, held.RunID, w.RunID} {
-		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl()})
+		// Leases that outlast the check, or a lapsed one's run is claimed again.
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: outlast})
 		if err != nil || cl.Run.RunID != want {
 			c.Errorf("all four runs claimable, in priority order", "claimed %q, want %q: %s", cl.Run.RunID, want, describeErr(err))
 		}
@@ -371,7 +372,7 @@ func checkRecoverTakeover(c *checkState) {
 		id    string
 		token int64
 	}{{expired.RunID, dead.Lease.Token}, {earlier.RunID, left.Lease.Token}} {
-		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: c.ttl(), Filter: runstate.RunnableFilter{Statuses: []string{"running"}}})
+		cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: outlast, Filter: runstate.RunnableFilter{Statuses: []string{"running"}}})
 		if err != nil || cl.Run.RunID != want.id || cl.Lease.Token <= want.token {
 			c.Errorf("a worker naming running to take "+want.id+" over with a larger token", "%s %s", jsonOf(cl.Lease), describeErr(err))
 		}
@@ -422,7 +423,7 @@ func checkRecoverReport(c *checkState) {
 	if c.target.Capabilities.Leases {
 		// A run left alone (held by a live worker) is logged at debug level only.
 		held := c.runIn(runstate.StatusRunning, runstate.CreateRunParams{}).RunID
-		c.claim(held, owner("alive"))
+		c.hold(held, owner("alive"))
 		logs := &logRecorder{}
 		if _, err := c.recoverWith(c.store, runstate.RecoveryOptions{Owner: recoverer, Logger: slog.New(logs)}); err != nil {
 			c.Fatalf("recovery to succeed", "%s", describeErr(err))

@@ -193,7 +193,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 // statuses: part0 and part1 read the queue head, part2 the leased runs.
 // The leased runs' part reads its own indexes before the table is
 // analysed too: it never combines them with by_status, which holds every
-// queued run and their versions not yet vacuumed.
+// run, and every version of one not yet vacuumed.
 func checkClaimPlans(t *testing.T, s *Store, analysed bool) {
 	q := driver.RunnableQuery{Statuses: []runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting}, Limit: 1, Claimant: &runstate.Owner{Worker: "w", Incarnation: "1"}}
 	for _, lock := range []string{forClaimSkipping, forClaimReading} {

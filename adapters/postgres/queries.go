@@ -166,12 +166,11 @@ const (
 	hasLabel     = ` AND EXISTS (SELECT 1 FROM runstate_labels l WHERE l.run_id = r.run_id AND l.label_key = ? AND l.label_value = ?)`
 	byWorkflow   = ` AND r.workflow_name = ?`
 	byStatus     = ` AND r.status = ?`
-	inStatuses   = ` AND r.status = ANY (CAST(? AS text[]))`
 	// leasedInStatuses filters leased runs by status as an expression, not
 	// the column, so that the server never reads by_status for it: ANDed
 	// with the lease indexes, by_status gave every queued run the table
-	// held, and the versions of them not yet vacuumed (3.3 ms a claim, with
-	// 10,000 runs, for the lease indexes' few rows).
+	// held, and the versions of them not yet vacuumed (a claim's read took
+	// 1.6 ms with 10,000 runs, against 0.2 ms from the lease indexes).
 	leasedInStatuses = ` AND (r.status || '') = ANY (CAST(? AS text[]))`
 	byClaimOrder     = ` ORDER BY r.priority DESC, r.created_at, r.run_id`
 	afterClaimPos    = ` AND (r.priority < ? OR (r.priority = ? AND (r.created_at, r.run_id) > (?, ?)))`

@@ -23,7 +23,8 @@ const batchSize = 100
 // move the run to running and to success under the lease, and release it
 // (one call each, as the demo runner's workers do); runstate-fleet: one
 // process of W slots that claims and starts as many runs as it has free
-// slots in one call, each slot then writing success and releasing.
+// slots in one call, each run's success and release then written by a
+// completer while its slot takes the next.
 func BenchmarkEndToEnd(b *testing.B) {
 	srv := openServer(b)
 	for _, w := range workerCounts {

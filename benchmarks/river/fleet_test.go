@@ -13,10 +13,12 @@ import (
 // process with slots workers (perf.WorkerPool, the end-to-end workload of
 // conformance-runner bench), which claims as many runs as it has free
 // slots in one call (runstate.ClaimRuns) and, under finish, starts them in
-// the same write (Start); each worker then moves its run to success under
-// the lease, releasing the lease in the same write, a caller that hears
-// success only once that write is committed. The workers' concurrent
-// writes are single calls: the store groups what arrives together.
+// the same write (Start); each slot then hands its run to a completer,
+// which moves it to success under the lease, releasing the lease in the
+// same write, a caller that hears success only once that write is
+// committed, and the slot is free for the next claim meanwhile. The
+// completers' concurrent writes are single calls: the store groups what
+// arrives together.
 type runstateFleet struct {
 	slots  int
 	finish bool
