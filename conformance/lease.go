@@ -39,12 +39,11 @@ func init() {
 // anyLive names every non-terminal status, for claims that are not about statuses.
 var anyLive = []string{"queued", "running", "waiting"}
 
+// claim claims runID for o with a lease of the suite's TTL (c.ttl()), for
+// a check that lets it expire or needs it live for one call or two; one
+// that needs it live through more takes hold.
 func (c *checkState) claim(runID string, o runstate.Owner) runstate.Claim {
-	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: runID, Owner: o, TTL: c.ttl(), Statuses: anyLive})
-	if err != nil {
-		c.Fatalf("ClaimRun of "+runID+" by "+o.String()+" to succeed", "%s", describeErr(err))
-	}
-	return cl
+	return c.claimFor(runID, o, c.ttl())
 }
 
 // outlast is the TTL of a lease that must outlast its check.
@@ -54,7 +53,11 @@ const outlast = time.Hour
 // that needs a lease live through several calls takes it so: on a real
 // clock and a slow machine, c.ttl() can run out between them.
 func (c *checkState) hold(runID string, o runstate.Owner) runstate.Claim {
-	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: runID, Owner: o, TTL: outlast, Statuses: anyLive})
+	return c.claimFor(runID, o, outlast)
+}
+
+func (c *checkState) claimFor(runID string, o runstate.Owner, ttl time.Duration) runstate.Claim {
+	cl, err := c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: runID, Owner: o, TTL: ttl, Statuses: anyLive})
 	if err != nil {
 		c.Fatalf("ClaimRun of "+runID+" by "+o.String()+" to succeed", "%s", describeErr(err))
 	}
