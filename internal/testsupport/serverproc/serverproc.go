@@ -49,6 +49,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := ownGroup(cmd, s.RunAs); err != nil {
 		return err
 	}
+	// What a server prints before its own log is open: PostgreSQL's
+	// logging collector starts after the checks that may refuse to start.
+	early := &headBuffer{}
+	if cmd.Stdout == nil && cmd.Stderr == nil {
+		cmd.Stdout, cmd.Stderr = early, early
+		cmd.WaitDelay = time.Second // a process outside the group holding the output ends no wait
+	}
 	if err := start(cmd); err != nil {
 		return err
 	}
@@ -63,7 +70,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited while starting (%v); its log %s ends: %s", cmd.Path, cmd.ProcessState, s.Log, TailFile(s.Log))
+			return fmt.Errorf("%s exited while starting (%v), saying: %s; its log %s ends: %s", cmd.Path, cmd.ProcessState, early.String(), s.Log, TailFile(s.Log))
 		case <-ctx.Done():
 			killGroup(cmd, done)
 			return fmt.Errorf("%s did not answer within a minute; its log %s ends: %s", cmd.Path, s.Log, TailFile(s.Log))
@@ -184,4 +191,26 @@ func Tail(b []byte) string {
 func TailFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return Tail(b)
+}
+
+// headBuffer keeps the first 4 kB written to it: a server's output before
+// its own log is open, and nothing of a long life after that.
+type headBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := 4096 - len(h.buf); room > 0 {
+		h.buf = append(h.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.buf)
 }
