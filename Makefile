@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint bench bench-river perf-report conformance crash soak fuzz mutation proto plugins gateway
+.PHONY: run test lint stress bench bench-river perf-report conformance crash soak fuzz mutation proto plugins gateway
 
 # The main job: run the bundled example workflow on the default (Badger) store.
 run:
@@ -25,6 +25,15 @@ test:
 	echo; echo "go test, per package:"; \
 	sed -n 's/^{.*"Action":"output".*"Output":"\(\(ok\|FAIL\|?\) *\\t[^"]*\)\\n"}$$/\1/p' $(TESTJSON) | sed 's/\\t/\t/g'; \
 	exit $$status
+
+# The flake hunt: the time-sensitive tests (chaos, real clocks, plugin and
+# gateway processes, etcd and failover suites), each run N times under the
+# race detector with a CPU burner on every core, and each one's failure
+# rate. N defaults to as many runs as fit in 3 minutes per test; PKGS
+# (comma-separated) and RUN (a regular expression) narrow the tests.
+# Run it on the packages a change touches before handing the change in.
+stress:
+	$(GO) run ./internal/cmd/stress $(if $(KEEP),-keep) $(if $(N),-n $(N)) $(if $(PKGS),-pkgs '$(PKGS)') $(if $(RUN),-run '$(RUN)')
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

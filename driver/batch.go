@@ -95,6 +95,9 @@ func (w *wrapped) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (
 			continue
 		}
 		out.Items[i].Run, out.Items[i].Err = outcomes[i].Result()
+		if u := updates[i]; out.Items[i].Err == nil && u.ReleaseLease {
+			w.logLease(ctx, "released", runstate.Lease{RunID: u.RunID, Token: u.LeaseToken}, true)
+		}
 	}
 	return out, nil
 }
@@ -115,11 +118,20 @@ func (w *wrapped) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (ru
 	if err := ctx.Err(); err != nil {
 		return runstate.ClaimRunsResult{}, err
 	}
+	out, err := w.claimRuns(ctx, q, p.Max, c, start)
+	for _, cl := range out.Claims {
+		w.logLease(ctx, "claimed", cl.Lease, false)
+	}
+	return out, err
+}
+
+// claimRuns claims up to max runs, in one write with a BatchNextClaimer.
+func (w *wrapped) claimRuns(ctx context.Context, q RunnableQuery, max int, c claimRequest, start *runstate.UpdateRunParams) (runstate.ClaimRunsResult, error) {
 	if bc, ok := w.d.(BatchNextClaimer); ok {
-		return w.claimMany(ctx, bc, q, p.Max, c, start)
+		return w.claimMany(ctx, bc, q, max, c, start)
 	}
 	var out runstate.ClaimRunsResult
-	for len(out.Claims) < p.Max {
+	for len(out.Claims) < max {
 		claim, err := w.claimOne(ctx, q, &claiming{req: c, start: start})
 		if runstate.CodeOf(err) == runstate.CodeNotFound {
 			return out, nil // nothing runnable (is left)

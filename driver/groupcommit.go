@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -86,6 +87,12 @@ func (g GroupCommit) maxBatch() int {
 // WrapOptions configure WrapWith.
 type WrapOptions struct {
 	GroupCommit GroupCommit
+	// Logger, when set, receives a debug line for every lease the store
+	// granted, renewed or released, once the write that decided it
+	// committed: the lease's token, owner and times in the store's own
+	// clock. Read from a fleet's logs, they tell whether a lease was live
+	// when another worker took the run (docs/leases.md).
+	Logger *slog.Logger
 }
 
 // requestState is where a waiting request is: queued, sent in a shared

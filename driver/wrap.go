@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/runstate/runstate"
@@ -36,7 +37,7 @@ func Wrap(d Driver) Store { return WrapWith(d, WrapOptions{}) }
 
 // WrapWith is Wrap with options.
 func WrapWith(d Driver, opts WrapOptions) Store {
-	w := &wrapped{d: d}
+	w := &wrapped{d: d, log: opts.Logger}
 	if !opts.GroupCommit.Off {
 		if bm, ok := d.(BatchModifier); ok {
 			w.modifies = modifyCommitter(d, bm, opts.GroupCommit)
@@ -62,6 +63,23 @@ type wrapped struct {
 	modifies *committer[func(Current) Change]
 	inserts  *committer[InsertParams]
 	claims   *claimCommitters
+	// log hears of every lease decision committed (WrapOptions.Logger).
+	log *slog.Logger
+}
+
+// logLease records a lease decision that committed (WrapOptions.Logger):
+// what the store decided, in its own clock. A renewal keeps AcquiredAt,
+// so it was decided at ExpiresAt less the TTL asked for.
+func (w *wrapped) logLease(ctx context.Context, decided string, l runstate.Lease, released bool) {
+	if w.log == nil || !w.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("run_id", l.RunID), slog.Int64("token", l.Token)}
+	if !released {
+		attrs = append(attrs, slog.String("owner", l.Owner.String()),
+			slog.String("acquired_at", l.AcquiredAt.Format(time.RFC3339Nano)), slog.String("expires_at", l.ExpiresAt.Format(time.RFC3339Nano)))
+	}
+	w.log.LogAttrs(ctx, slog.LevelDebug, "lease "+decided, attrs...)
 }
 
 var _ Store = (*wrapped)(nil)
@@ -161,7 +179,11 @@ func (w *wrapped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (ru
 	if err := w.modify(ctx, p.RunID, updateChange(p, &out)); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
-	return out.Result()
+	run, err := out.Result()
+	if err == nil && p.ReleaseLease {
+		w.logLease(ctx, "released", runstate.Lease{RunID: p.RunID, Token: p.LeaseToken}, true)
+	}
+	return run, err
 }
 
 // updateChange is the change of the update p: the outcome applyUpdate
@@ -283,6 +305,7 @@ func (w *wrapped) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runs
 	if cl.refused != nil {
 		return runstate.Claim{}, cl.refused
 	}
+	w.logLease(ctx, "claimed", cl.claim.Lease, false)
 	return cl.claim, nil
 }
 
@@ -296,10 +319,15 @@ func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) 
 	if err := ctx.Err(); err != nil {
 		return runstate.Claim{}, err
 	}
+	claim := w.claimOne
 	if w.claims != nil {
-		return w.claimShared(ctx, q, &claiming{req: c})
+		claim = w.claimShared
 	}
-	return w.claimOne(ctx, q, &claiming{req: c})
+	cl, err := claim(ctx, q, &claiming{req: c})
+	if err == nil {
+		w.logLease(ctx, "claimed", cl.Lease, false)
+	}
+	return cl, err
 }
 
 // claimOne is claim-next of cl, with the driver's NextClaimer when it has one.
@@ -379,6 +407,7 @@ func (w *wrapped) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (
 	if err != nil {
 		return runstate.Lease{}, err
 	}
+	w.logLease(ctx, "renewed", lease, false)
 	return lease, nil
 }
 
@@ -397,6 +426,9 @@ func (w *wrapped) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParam
 	})
 	if err == nil {
 		err = refused
+	}
+	if err == nil {
+		w.logLease(ctx, "released", runstate.Lease{RunID: p.RunID, Token: p.Token}, true)
 	}
 	return err
 }

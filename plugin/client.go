@@ -146,8 +146,10 @@ func (c *Client) start(ctx context.Context, path string, opts Options) (*session
 	name := filepath.Base(path)
 	hclogger := newHCLogger(c.sup.log.With("plugin", name))
 	cmd := exec.Command(path)
+	// The plugin logs what the host's logger would keep, and no more.
+	cmd.Env = append(os.Environ(), LogLevelEnv+"="+lowestLevel(c.sup.log).String())
 	if now := c.testClock(); !now.IsZero() {
-		cmd.Env = append(os.Environ(), TestClockEnv+"="+now.Format(time.RFC3339Nano))
+		cmd.Env = append(cmd.Env, TestClockEnv+"="+now.Format(time.RFC3339Nano))
 	}
 	// The plugin leads a process group of its own, so that a plugin that
 	// forks (a wrapper script) is ended whole when it fails to start; and

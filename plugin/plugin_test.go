@@ -267,8 +267,10 @@ func TestPluginLogsReachHostAndSecretsDoNot(t *testing.T) {
 	}
 	c.Close()
 	logs := out.String()
-	if !strings.Contains(logs, "hello-from-plugin") || !strings.Contains(logs, "test plugin opening its store") {
-		t.Errorf("the plugin's log line did not reach the host logger:\n%s", logs)
+	// As an entry of its own level and attributes, not as a whole line
+	// logged at debug.
+	if !strings.Contains(logs, `"level":"INFO","msg":"test plugin opening its store","plugin":"`+filepath.Base(bin(t, testPkg))+`","marker":"hello-from-plugin"`) {
+		t.Errorf("the plugin's log line did not reach the host logger as an entry of its own:\n%s", logs)
 	}
 	if strings.Contains(logs, "hunter2") {
 		t.Errorf("a secret reached the logs:\n%s", logs)

@@ -53,7 +53,7 @@ func Serve(store runstate.RunStateStore, opts ...ServeOption) {
 // down, after closing the store.
 func ServeOpener(open Opener, opts ...ServeOption) {
 	// The host parses stderr lines of this shape as log entries.
-	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr)))
+	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr, levelOfEnv())))
 	defer profileCPU()()
 	defer traceStore(&open, opts)()
 	clock, err := protocol.TestClockOfEnv(TestClockEnv)
@@ -194,16 +194,48 @@ func grpcServer(opts []grpc.ServerOption) *grpc.Server {
 		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize), tracing.ServerOption()))
 }
 
-// newPluginLogHandler writes slog records as the JSON lines go-plugin's
-// host reads from a plugin's stderr (@level, @message, @timestamp).
-func newPluginLogHandler(w io.Writer) slog.Handler {
-	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+// LogLevelEnv names the lowest level a plugin logs at: the host sets it
+// to the level its own logger keeps, so that a plugin spends nothing on
+// lines the host would drop (a debug line for every lease decision, say).
+// Unset (a host of an earlier release): debug.
+const LogLevelEnv = "RUNSTATE_PLUGIN_LOG_LEVEL"
+
+// levelOfEnv is the level LogLevelEnv names, debug when unset or unknown.
+func levelOfEnv() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv(LogLevelEnv))); err != nil {
+		return slog.LevelDebug
+	}
+	return l
+}
+
+// lowestLevel is the lowest level log keeps.
+func lowestLevel(log *slog.Logger) slog.Level {
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
+		if log.Enabled(context.Background(), l) {
+			return l
+		}
+	}
+	return slog.LevelError
+}
+
+// hostTimestamp is the layout of go-plugin's log entry timestamps.
+const hostTimestamp = "2006-01-02T15:04:05.000000Z07:00"
+
+// newPluginLogHandler writes slog records of level and above as the JSON
+// lines go-plugin's host reads from a plugin's stderr (@level, @message,
+// @timestamp).
+func newPluginLogHandler(w io.Writer, level slog.Level) slog.Handler {
+	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 		if len(groups) > 0 {
 			return a
 		}
 		switch a.Key {
 		case slog.TimeKey:
-			a.Key = "@timestamp"
+			// go-plugin's host reads a line as a log entry only with its
+			// timestamp in exactly this layout; any other line it logs
+			// whole, at debug, whatever the line's level.
+			a.Key, a.Value = "@timestamp", slog.StringValue(a.Value.Time().Format(hostTimestamp))
 		case slog.LevelKey:
 			a.Key, a.Value = "@level", slog.StringValue(strings.ToLower(a.Value.String()))
 		case slog.MessageKey:

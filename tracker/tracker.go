@@ -52,9 +52,10 @@ type Options struct {
 	// would change nothing, so that no step of a leased run goes ahead
 	// without a write or a check carrying its token.
 	Leases runstate.LeaseStore
-	// OnRenewFailure, when set, is told of every lease renewal that failed
-	// (refused or not answered), for metrics.
-	OnRenewFailure func(error)
+	// OnRenewal, when set, is told of every lease renewal that failed
+	// (refused or not answered) or that the store accepted late, for
+	// metrics; the tracker logs each of them too.
+	OnRenewal func(Renewal)
 	// TracerProvider makes the tracer of the run, step and host spans
 	// (docs/tracing.md); nil means the global one, a no-op until a
 	// program installs an SDK.
@@ -116,6 +117,29 @@ type Lease struct {
 	Token int64
 	// TTL is the lease duration each renewal asks for.
 	TTL time.Duration
+	// ExpiresAt is when the claim's lease expires, in the store's clock
+	// (runstate.Lease.ExpiresAt): with it the first renewal too is judged
+	// on time or late. Zero: unknown.
+	ExpiresAt time.Time
+}
+
+// Renewal is a lease renewal that failed or came late (Options.OnRenewal).
+type Renewal struct {
+	RunID string
+	// Err is why the renewal failed; nil: the store renewed the lease.
+	Err error
+	// Late is, for a renewal the store accepted, how long after the
+	// lease's expiry it did (by the store's times: the lease had lapsed
+	// and nobody had claimed the run meanwhile); 0 when on time.
+	Late time.Duration
+	// Failures is how many renewals in a row failed, this one included.
+	Failures int
+	// SinceRenewed is how long ago, on this worker's clock, the last
+	// renewal that succeeded was sent (the claim, before the first).
+	SinceRenewed time.Duration
+	// Left is how long the lease had left by this worker's reckoning when
+	// the renewal ended: negative once it may have lapsed.
+	Left time.Duration
 }
 
 // Attach returns the handle an engine drives a run through.
@@ -128,7 +152,8 @@ func (t *Tracker) Attach(run runstate.RunSnapshot, lease Lease) (*Run, error) {
 			return nil, err
 		}
 	}
-	return &Run{t: t, id: run.RunID, snap: run, lease: lease, changed: make(chan struct{}), spans: newSpans(t.tracer, run, lease)}, nil
+	return &Run{t: t, id: run.RunID, snap: run, lease: lease, changed: make(chan struct{}), spans: newSpans(t.tracer, run, lease),
+		renewedAt: time.Now(), storeExpiry: lease.ExpiresAt}, nil
 }
 
 // AttachStarted is Attach for a run that its claim moved to running in the
@@ -167,6 +192,12 @@ type Run struct {
 	// the TTL. Zero until the first renewal.
 	validUntil time.Time
 	changed    chan struct{} // closed and replaced when validUntil moves
+	// renewedAt is when the last renewal that succeeded was sent, on this
+	// process's clock (attach time before the first); storeExpiry the
+	// expiry the store gave it; failures the renewals failed since.
+	renewedAt   time.Time
+	storeExpiry time.Time
+	failures    int
 }
 
 // Snapshot returns the run as last written or read.
@@ -264,23 +295,86 @@ func (r *Run) Confirm(ctx context.Context) error {
 
 // renew extends the lease and records how long it is valid for certain.
 // A renewal that takes longer than the lease proves nothing, so it is not
-// waited for longer than that.
+// waited for longer than that. A renewal that failed or came late is
+// logged and reported (Options.OnRenewal), every one of them.
 func (r *Run) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.lease.TTL)
 	defer cancel()
 	start := time.Now()
-	_, err := r.t.opts.Leases.RenewLease(ctx, runstate.RenewLeaseParams{RunID: r.id, Token: r.lease.Token, TTL: r.lease.TTL})
-	if err != nil {
+	lease, err := r.t.opts.Leases.RenewLease(ctx, runstate.RenewLeaseParams{RunID: r.id, Token: r.lease.Token, TTL: r.lease.TTL})
+	if err != nil && (errors.Is(ctx.Err(), context.Canceled) || r.released.Load()) {
+		// The run is over here: the caller gave up, or this worker's own
+		// write ended the run and released its lease.
 		return err
 	}
+	rep := r.recordRenewal(start, lease, err)
+	if rep.Err != nil || rep.Late > 0 || rep.Failures > 0 {
+		r.reportRenewal(rep)
+	}
+	return err
+}
+
+// recordRenewal records a renewal sent at start that returned lease or
+// err, and returns what it says of the lease.
+func (r *Run) recordRenewal(start time.Time, lease runstate.Lease, err error) Renewal {
 	r.leaseMu.Lock()
 	defer r.leaseMu.Unlock()
+	rep := Renewal{RunID: r.id, Err: err, SinceRenewed: time.Since(r.renewedAt)}
+	if err != nil {
+		r.failures++
+		rep.Failures, rep.Left = r.failures, r.lease.TTL-rep.SinceRenewed
+		if !r.validUntil.IsZero() {
+			rep.Left = time.Until(r.validUntil)
+		}
+		return rep
+	}
+	// The store decided the renewal at its expiry less the TTL, in its own
+	// clock; the lease it extended expired at storeExpiry.
+	if accepted := lease.ExpiresAt.Add(-r.lease.TTL); !r.storeExpiry.IsZero() && accepted.After(r.storeExpiry) {
+		rep.Late = accepted.Sub(r.storeExpiry)
+	}
+	rep.Failures, r.failures = r.failures, 0
+	r.renewedAt, r.storeExpiry = start, lease.ExpiresAt
 	if until := start.Add(r.lease.TTL); until.After(r.validUntil) {
 		r.validUntil = until
 		close(r.changed)
 		r.changed = make(chan struct{})
 	}
-	return nil
+	rep.Left = time.Until(r.validUntil)
+	return rep
+}
+
+// reportRenewal logs a renewal that failed, came late, or succeeded after
+// failures, and tells Options.OnRenewal of the first two.
+func (r *Run) reportRenewal(rep Renewal) {
+	log := r.t.opts.Logger
+	attrs := []any{"run_id", r.id, "token", r.lease.Token, "since_renewed", rep.SinceRenewed.Round(time.Millisecond)}
+	switch {
+	case rep.Err != nil && errors.Is(rep.Err, runstate.ErrLeaseLost):
+		log.Warn("lease renewal refused: the lease is no longer this worker's", append(attrs, "error", rep.Err)...)
+	case rep.Err != nil && rep.Left > 0:
+		log.Warn("lease renewal failed; retrying", append(attrs, "failures", rep.Failures, "lease_left", rep.Left.Round(time.Millisecond), "error", rep.Err)...)
+	case rep.Err != nil:
+		log.Warn("lease renewal failed, and the lease may have lapsed: another worker may claim the run; retrying",
+			append(attrs, "failures", rep.Failures, "lapsed_for", (-rep.Left).Round(time.Millisecond), "error", rep.Err)...)
+	case rep.Late > 0:
+		log.Warn("lease renewed late: the store accepted the renewal after the lease had expired (nobody had claimed the run meanwhile)",
+			append(attrs, "late", rep.Late.Round(time.Millisecond), "failures_before", rep.Failures)...)
+	default:
+		log.Info("lease renewed again after failed renewals", append(attrs, "failures_before", rep.Failures)...)
+		return
+	}
+	if r.t.opts.OnRenewal != nil {
+		r.t.opts.OnRenewal(rep)
+	}
+}
+
+// LastRenewed returns when the last renewal that succeeded was sent, on
+// this process's clock (when the run was attached, before the first).
+func (r *Run) LastRenewed() time.Time {
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	return r.renewedAt
 }
 
 // LeaseValidUntil returns when the lease ends at the earliest (monotonic
@@ -315,9 +409,6 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 		}
 		// Renewals do not wait for the run's writes, nor writes for them.
 		err := r.renew(r.spans.context(ctx, "", "", false))
-		if err != nil && ctx.Err() == nil && r.t.opts.OnRenewFailure != nil {
-			r.t.opts.OnRenewFailure(err)
-		}
 		switch {
 		case errors.Is(err, runstate.ErrLeaseLost) && r.released.Load():
 			// This worker's own write ended the run and its lease.
@@ -327,10 +418,7 @@ func (r *Run) KeepLease(ctx context.Context, interval time.Duration, stop func(e
 			stop(err)
 			return
 		case err != nil:
-			if ctx.Err() == nil {
-				r.t.opts.Logger.Warn("lease renewal failed; retrying", "run_id", r.id, "error", err)
-			}
-			continue
+			continue // renew logged it
 		}
 		if cur, err := r.t.store.GetRun(r.spans.context(ctx, "", "", false), r.id); err == nil && cur.Status.Terminal() {
 			stop(fmt.Errorf("%w: it is %s", ErrRunEnded, cur.Status))

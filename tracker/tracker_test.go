@@ -3,6 +3,7 @@ package tracker_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -258,5 +259,87 @@ func TestBeginOfARunItsClaimStartedOnlyNotifies(t *testing.T) {
 	}
 	if running != 1 {
 		t.Errorf("%d notices of the run running, want 1: %+v", running, rec.events)
+	}
+}
+
+// flakyRenewals fails the next failures renewals as a store that did not
+// answer would.
+type flakyRenewals struct {
+	runstate.Store
+	failures int
+}
+
+func (f *flakyRenewals) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+	if f.failures > 0 {
+		f.failures--
+		return runstate.Lease{}, runstate.Unavailable("the store did not answer", context.DeadlineExceeded)
+	}
+	return f.Store.RenewLease(ctx, p)
+}
+
+// Every renewal that fails, or that the store accepts after the lease
+// expired, is logged with its margin and reported; one on time is silent.
+func TestEveryRenewalThatFailsOrComesLateIsLoggedAndReported(t *testing.T) {
+	ctx := context.Background()
+	clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memorytest.Open(t, clock)
+	flaky := &flakyRenewals{Store: store}
+	var log strings.Builder
+	var reports []tracker.Renewal
+	tr := tracker.New(store, tracker.Options{Leases: flaky, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		OnRenewal: func(r tracker.Renewal) { reports = append(reports, r) }})
+	s, _ := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
+	cl, err := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "a"}, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := tr.Attach(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: time.Second, ExpiresAt: cl.Lease.ExpiresAt})
+
+	flaky.failures = 2
+	for range 2 {
+		if err := run.Confirm(ctx); !errors.Is(err, runstate.ErrUnavailable) {
+			t.Fatalf("a renewal the store did not answer: %v", err)
+		}
+	}
+	clock.Advance(1500 * time.Millisecond) // expired 500ms ago; nobody claimed the run
+	if err := run.Confirm(ctx); err != nil {
+		t.Fatalf("renewing an expired lease nobody claimed: %v", err)
+	}
+	if err := run.Confirm(ctx); err != nil { // on time: silent
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	if _, err := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "b"}, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Confirm(ctx); !errors.Is(err, runstate.ErrLeaseLost) {
+		t.Fatalf("renewing a lease another worker took: %v", err)
+	}
+
+	if len(reports) != 4 {
+		t.Fatalf("%d reports, want 4 (two failures, one late renewal, one refusal): %+v", len(reports), reports)
+	}
+	if reports[0].Failures != 1 || reports[1].Failures != 2 || reports[0].Err == nil || reports[1].Err == nil {
+		t.Errorf("the failures: %+v, %+v", reports[0], reports[1])
+	}
+	if r := reports[2]; r.Err != nil || r.Late != 500*time.Millisecond || r.Failures != 2 {
+		t.Errorf("the late renewal: %+v, want late by 500ms after 2 failures", r)
+	}
+	if r := reports[3]; !errors.Is(r.Err, runstate.ErrLeaseLost) || r.Late != 0 {
+		t.Errorf("the refusal: %+v", r)
+	}
+	for _, want := range []string{
+		`msg="lease renewal failed; retrying" run_id=` + s.RunID + ` token=1 since_renewed=`,
+		"failures=2 lease_left=",
+		`msg="lease renewed late: the store accepted the renewal after the lease had expired (nobody had claimed the run meanwhile)"`,
+		"late=500ms failures_before=2",
+		`msg="lease renewal refused: the lease is no longer this worker's"`,
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, log.String())
+		}
+	}
+	if n := strings.Count(log.String(), "\n"); n != 4 {
+		t.Errorf("%d log lines, want 4 (the renewal on time is silent):\n%s", n, log.String())
 	}
 }

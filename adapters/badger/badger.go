@@ -134,7 +134,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.NoSync {
 		s.log.Warn("runstate badger store opened with NoSync: acknowledged writes may be lost if the machine fails", "dir", opts.Dir)
 	}
-	return &Store{Store: driver.Wrap(s), data: s}, nil
+	return &Store{Store: driver.WrapWith(s, driver.WrapOptions{Logger: s.log}), data: s}, nil
 }
 
 func (s *storage) checkSchema() error {

@@ -8,10 +8,12 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -62,6 +64,9 @@ type Options struct {
 	// clock. Every process sharing a prefix needs a synchronised clock, as
 	// etcd has no clock of its own to lend.
 	Clock runstate.Clock
+	// Logger receives the store's debug lines (every lease decision, see
+	// driver.WrapOptions.Logger); defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Defaults of Options.
@@ -168,7 +173,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// --max-txn-ops however many callers it carries, and one run changed
 	// by another writer would send every caller's change again. etcd
 	// batches concurrent proposals into its log by itself.
-	return &Store{Store: driver.WrapWith(s, driver.WrapOptions{GroupCommit: driver.GroupCommit{Off: true}}), data: s}, nil
+	return &Store{Store: driver.WrapWith(s, driver.WrapOptions{GroupCommit: driver.GroupCommit{Off: true}, Logger: cmp.Or(opts.Logger, slog.Default())}), data: s}, nil
 }
 
 // schemaVersion is stored under the key P m 0 schema; Open refuses a

@@ -71,7 +71,7 @@ func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*sto
 	if err != nil {
 		return nil, err
 	}
-	s, err := Open(ctx, Options{Endpoints: endpoints, Prefix: settings["prefix"], MaxTxnOps: maxOps, Clock: opts.Clock})
+	s, err := Open(ctx, Options{Endpoints: endpoints, Prefix: settings["prefix"], MaxTxnOps: maxOps, Clock: opts.Clock, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

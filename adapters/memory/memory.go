@@ -14,6 +14,7 @@ package memory
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +32,9 @@ var (
 type Options struct {
 	// Clock stamps times and decides lease expiry; defaults to the system clock.
 	Clock runstate.Clock
+	// Logger receives the store's debug lines (every lease decision, see
+	// driver.WrapOptions.Logger); nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Store is a runstate store in memory. Every operation holds one mutex, so
@@ -57,7 +61,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if d.clock == nil {
 		d.clock = driver.SystemClock{}
 	}
-	return &Store{Store: driver.Wrap(d), data: d}, nil
+	return &Store{Store: driver.WrapWith(d, driver.WrapOptions{Logger: opts.Logger}), data: d}, nil
 }
 
 // CreateRuns implements runstate.BatchCreator: all runs or none, under the

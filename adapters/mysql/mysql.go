@@ -8,6 +8,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
@@ -172,7 +173,7 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 	if err := migrate(ctx, db); err != nil {
 		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
-	s.Store = driver.WrapWith(s.runs, driver.WrapOptions{GroupCommit: sqlkit.GroupCommit(opts.GroupCommit, opts.MaxOpenConns)})
+	s.Store = driver.WrapWith(s.runs, driver.WrapOptions{GroupCommit: sqlkit.GroupCommit(opts.GroupCommit, opts.MaxOpenConns), Logger: cmp.Or(opts.Logger, slog.Default())})
 	return s, nil
 }
 

@@ -198,7 +198,7 @@ func open(ctx context.Context, opts Options, wrap func(sqldriver.Connector) sqld
 		return nil, errors.Join(s.runs.OpenError(err), s.Close())
 	}
 	s.scratch = opts.ScratchSchema
-	s.Store = driver.WrapWith(s.runs, driver.WrapOptions{GroupCommit: sqlkit.GroupCommit(opts.GroupCommit, opts.MaxOpenConns)})
+	s.Store = driver.WrapWith(s.runs, driver.WrapOptions{GroupCommit: sqlkit.GroupCommit(opts.GroupCommit, opts.MaxOpenConns), Logger: s.log})
 	return s, nil
 }
 

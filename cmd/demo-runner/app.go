@@ -277,7 +277,7 @@ func start(ctx context.Context, g globals, r role, stdout, stderr io.Writer) (*a
 	notifiers = append(notifiers, a.metrics)
 	a.tracker = tracker.New(a.runs, tracker.Options{Notifiers: notifiers, Logger: log,
 		Actor: a.workerActor(), Leases: a.leases,
-		OnRenewFailure: func(error) { a.metrics.renewFailures.Inc() }})
+		OnRenewal: a.metrics.observeRenewal})
 	a.operator = tracker.Operator{Store: a.runs, Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: operatorName()}, Notifiers: notifiers}
 	a.metrics.storeGauges(a.runs, a.dead)
 	return a, nil

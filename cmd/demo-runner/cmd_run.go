@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/cmd/demo-runner/internal/workflow"
@@ -96,6 +97,7 @@ func (a *app) createRun(ctx context.Context, path string, wf workflow.Workflow, 
 // runForeground claims a run this process just created and executes it.
 func (a *app) runForeground(ctx context.Context, run runstate.RunSnapshot) error {
 	var token int64
+	var expires time.Time
 	if a.leases != nil {
 		cl, err := a.leases.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: a.owner, TTL: a.g.lease})
 		if errors.Is(err, runstate.ErrLeaseHeld) || errors.Is(err, runstate.ErrNotClaimable) {
@@ -112,9 +114,9 @@ func (a *app) runForeground(ctx context.Context, run runstate.RunSnapshot) error
 		if err != nil {
 			return storeError(err)
 		}
-		run, token = cl.Run, cl.Lease.Token
+		run, token, expires = cl.Run, cl.Lease.Token, cl.Lease.ExpiresAt
 	}
-	final, err := a.execute(ctx, executeParams{Run: run, Token: token})
+	final, err := a.execute(ctx, executeParams{Run: run, Token: token, Expires: expires})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 type executeParams struct {
 	Run   runstate.RunSnapshot
 	Token int64 // 0: no lease (a store without leases)
+	// Expires is when the claim's lease expires, in the store's clock.
+	Expires time.Time
 	// Started: the claim moved the run to running (runstate.ClaimRuns with Start).
 	Started bool
 	// Grace is how long the run may go on after ctx ends.
@@ -33,7 +35,7 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	if p.Started {
 		attach = a.tracker.AttachStarted
 	}
-	tr, err := attach(run, tracker.Lease{Token: token, TTL: a.g.lease})
+	tr, err := attach(run, tracker.Lease{Token: token, TTL: a.g.lease, ExpiresAt: p.Expires})
 	if err != nil {
 		return run, exitError{Code: exitFailure, Msg: err.Error()}
 	}
@@ -65,7 +67,7 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 		a.log.Warn("the lease was not renewed in time: the step's command was ended", "run_id", run.RunID, "token", token)
 		a.settleLapsed(tr)
 	case errors.Is(cause, runstate.ErrLeaseLost) || errors.Is(err, runstate.ErrLeaseLost):
-		return tr.Snapshot(), a.leaseLost(run.RunID, token)
+		return tr.Snapshot(), a.leaseLost(tr, token)
 	case errors.Is(cause, tracker.ErrRunEnded) || errors.Is(err, tracker.ErrRunEnded):
 		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", cmp.Or(err, cause))
 	case status == runstate.StatusWaiting && (errors.Is(err, workflow.ErrParked) || errors.Is(cause, errShutdown)):
@@ -86,7 +88,7 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 		if errors.Is(a.release(run.RunID, token), runstate.ErrLeaseLost) {
 			// The store answered again, and the run is another worker's:
 			// this worker stalled or was cut off past its lease.
-			return tr.Snapshot(), a.leaseLost(run.RunID, token)
+			return tr.Snapshot(), a.leaseLost(tr, token)
 		}
 		return tr.Snapshot(), storeError(err)
 	}
@@ -117,9 +119,14 @@ func (a *app) stopOnSignal(ctx, work context.Context, stopWork context.CancelCau
 	}
 }
 
-// leaseLost reports that another worker owns the run now.
-func (a *app) leaseLost(runID string, token int64) error {
-	a.log.Warn("the lease on the run was lost: another worker owns it now; stopping without writing", "run_id", runID, "token", token)
+// leaseLost reports that another worker owns the run now: the work has
+// stopped, and how long it went on after the last renewal that succeeded
+// tells how far past its lease it ran.
+func (a *app) leaseLost(tr *tracker.Run, token int64) error {
+	runID := tr.Snapshot().RunID
+	a.metrics.leasesLost.Inc()
+	a.log.Warn("the lease on the run was lost: another worker owns it now; stopping without writing", "run_id", runID, "token", token,
+		"went_on_after_last_renewal", time.Since(tr.LastRenewed()).Round(time.Millisecond))
 	return exitError{Code: exitFailure, Msg: "lease lost on run " + runID}
 }
 

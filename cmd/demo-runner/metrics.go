@@ -21,6 +21,8 @@ type metrics struct {
 	transitions    *prometheus.CounterVec
 	runDuration    *prometheus.HistogramVec
 	renewFailures  prometheus.Counter
+	renewLate      prometheus.Counter
+	leasesLost     prometheus.Counter
 	claimLatency   *prometheus.HistogramVec
 	webhookAttempt *prometheus.CounterVec
 }
@@ -46,12 +48,16 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.1, 3, 12)}, []string{"status"}), // 0.1 s to about 5 h
 		renewFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "runstate_lease_renew_failures_total",
 			Help: "Lease renewals that failed: refused (the lease was lost) or not answered (retried at the next tick)."}),
+		renewLate: prometheus.NewCounter(prometheus.CounterOpts{Name: "runstate_lease_renewals_late_total",
+			Help: "Lease renewals the store accepted after the lease had expired (nobody had claimed the run meanwhile): a sign that --lease is too short for this worker's pauses (docs/leases.md)."}),
+		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{Name: "runstate_leases_lost_total",
+			Help: "Runs this worker stopped because another worker or recovery took them: its lease had lapsed and was claimed."}),
 		claimLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runstate_claim_duration_seconds",
 			Help: "How long a worker's claim-next call took, by result (claimed, empty, error).", Buckets: latency}, []string{"result"}),
 		webhookAttempt: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runstate_webhook_deliveries_total",
 			Help: "Webhook delivery attempts, by outcome (delivered, retrying, dead_lettered)."}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.recovered, m.recoveryTime, m.transitions, m.runDuration, m.renewFailures, m.claimLatency,
+	m.reg.MustRegister(m.recovered, m.recoveryTime, m.transitions, m.runDuration, m.renewFailures, m.renewLate, m.leasesLost, m.claimLatency,
 		m.webhookAttempt, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series exists from the start, at 0: a dashboard or an alert on
 	// a series that has not happened yet sees 0, not nothing.
@@ -162,4 +168,14 @@ func (c *storeCollector) count(ctx context.Context, status runstate.RunStatus) (
 		}
 	}
 	return n, nil
+}
+
+// observeRenewal counts a renewal that failed or came late.
+func (m *metrics) observeRenewal(r tracker.Renewal) {
+	if r.Err != nil {
+		m.renewFailures.Inc()
+	}
+	if r.Late > 0 {
+		m.renewLate.Inc()
+	}
 }

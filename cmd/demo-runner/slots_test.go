@@ -77,7 +77,7 @@ func TestAWorkerWithSlotsRunsThatManyAtOnce(t *testing.T) {
 	}
 	// The worker's lease on a finished run was released by the write that
 	// ended it: renewing it is LEASE_LOST.
-	s := inspect(context.Background(), t, sharedStore{dsn: dsn, postgres: true}, "")
+	s := inspect(context.Background(), t, sharedStore{dsn: dsn, postgres: true}, "", nil)
 	for _, ev := range runAudit(t, global, ids[0]) {
 		if ev.To != runstate.StatusSuccess {
 			continue

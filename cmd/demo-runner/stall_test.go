@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -171,5 +172,64 @@ steps:
 	t.Logf("%d rounds: %d executions of step work (%d ran to their end), %d overlapping", rounds, len(execs), ended, n)
 	if n > 0 || len(execs) != 2*rounds || ended != rounds {
 		t.Errorf("%d overlapping executions; %d executions, %d ran to their end, want %d and %d: %v", n, len(execs), ended, 2*rounds, rounds, examples)
+	}
+}
+
+// A worker counts, on /metrics, a renewal the store accepted after its
+// lease had expired (it stalled, nobody took the run), and a lease it lost
+// (it stalled, another worker took the run), and logs each with its margin.
+func TestAWorkerCountsItsLateRenewalsAndLostLeases(t *testing.T) {
+	dsn := freshDatabase(t)
+	store := []string{"--store", "mysql:" + dsn, "--data-dir", t.TempDir()}
+	fleet := []string{"--lease", "1s", "--renew", "200ms", "--recovery", "takeover"}
+	wf := writeWorkflow(t, "name: long\nsteps:\n  - name: work\n    type: shell\n    command: sleep 60\n")
+	submit := func() string {
+		out, errOut, code := demo(t, with(store, "submit", wf)...)
+		if code != 0 {
+			t.Fatalf("submit: %s", errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	addr := freePort(t)
+	a := startDemo(t, with(store, append(fleet, "--worker-id", "worker-a", "worker", "--grace", "1s", "--metrics-addr", addr, "--statuses", "queued,waiting,running")...)...)
+	defer func() { a.cmd.Process.Signal(syscall.SIGTERM); a.cmd.Wait() }()
+
+	// Stalled past its lease, with nobody to take the run: the renewal is late.
+	first := submit()
+	a.await(t, `claimed run" run_id=`+first, 15*time.Second)
+	syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP)
+	time.Sleep(1600 * time.Millisecond)
+	syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+	a.await(t, `lease renewed late`, 10*time.Second)
+	if _, errOut, code := demo(t, with(store, "cancel", first)...); code != 0 {
+		t.Fatalf("cancel: %s", errOut)
+	}
+
+	// Stalled past its lease while another worker takes the run: lost.
+	second := submit()
+	a.await(t, `claimed run" run_id=`+second, 15*time.Second)
+	syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP)
+	b := startDemo(t, with(store, append(fleet, "--worker-id", "worker-b", "worker", "--grace", "1s", "--statuses", "queued,waiting,running")...)...)
+	defer func() { b.cmd.Process.Signal(syscall.SIGTERM); b.cmd.Wait() }()
+	b.await(t, `claimed run" run_id=`+second, 15*time.Second)
+	syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+	a.await(t, `the lease on the run was lost`, 10*time.Second)
+
+	families := scrapeMetrics(t, "http://"+addr+"/metrics")
+	for name, want := range map[string]float64{"runstate_lease_renewals_late_total": 1, "runstate_leases_lost_total": 1} {
+		f := families[name]
+		if f == nil || f.GetMetric()[0].GetCounter().GetValue() < want {
+			t.Errorf("%s = %v, want at least %v", name, f, want)
+		}
+	}
+	log := a.logs()
+	for _, want := range []string{`msg="lease renewed late: the store accepted the renewal after the lease had expired (nobody had claimed the run meanwhile)" run_id=` + first,
+		`msg="the lease on the run was lost: another worker owns it now; stopping without writing" run_id=` + second} {
+		if !strings.Contains(log, want) {
+			t.Errorf("worker a's log lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`run_id=` + second + ` token=\d+ went_on_after_last_renewal=\S+`).MatchString(log) {
+		t.Errorf("worker a's log does not say how long the run went on after its last renewal:\n%s", log)
 	}
 }

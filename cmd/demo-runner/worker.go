@@ -143,7 +143,7 @@ func (a *app) executeClaimed(ctx context.Context, cl claimedRun, grace time.Dura
 	}
 	a.log.Info("claimed run", "run_id", cl.Run.RunID, "token", cl.Lease.Token, "status", claimedAs, "priority", cl.Run.Priority,
 		"started", cl.Started)
-	final, err := a.execute(ctx, executeParams{Run: cl.Run, Token: cl.Lease.Token, Started: cl.Started, Grace: grace})
+	final, err := a.execute(ctx, executeParams{Run: cl.Run, Token: cl.Lease.Token, Expires: cl.Lease.ExpiresAt, Started: cl.Started, Grace: grace})
 	switch {
 	case err != nil:
 		a.log.Error("run stopped", "run_id", cl.Run.RunID, "error", err)
