@@ -61,7 +61,9 @@ func TestEveryCommittedLeaseDecisionIsLoggedWithTheStoresTimes(t *testing.T) {
 		_, rest, _ := strings.Cut(line, "msg=")
 		got = append(got, rest)
 	}
-	at := func(d time.Duration) string { return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).Add(d).Format(time.RFC3339Nano) }
+	at := func(d time.Duration) string {
+		return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).Add(d).Format(time.RFC3339Nano)
+	}
 	want := []string{
 		`"lease claimed" run_id=` + r1.RunID + ` token=1 owner=a/1 acquired_at=` + at(0) + ` expires_at=` + at(2*time.Second),
 		`"lease renewed" run_id=` + r1.RunID + ` token=1 owner=a/1 acquired_at=` + at(0) + ` expires_at=` + at(3*time.Second),
