@@ -190,7 +190,7 @@ func validateBatchSize(field string, n int) error {
 // refusal: that is NOT atomic. The result then holds the runs created
 // before it, which stay, and the error the refused item's *BatchItemError.
 func CreateRuns(ctx context.Context, s RunStateStore, p CreateRunsParams) (CreateRunsResult, error) {
-	if b, ok := s.(BatchCreator); ok {
+	if b, ok := As[BatchCreator](s); ok {
 		return b.CreateRuns(ctx, p)
 	}
 	if err := p.Validate(); err != nil {
@@ -212,7 +212,7 @@ func CreateRuns(ctx context.Context, s RunStateStore, p CreateRunsParams) (Creat
 // once the batch passed Validate; an item met after a failure of the
 // store (or ctx) carries that failure.
 func UpdateRuns(ctx context.Context, s RunStateStore, p UpdateRunsParams) (UpdateRunsResult, error) {
-	if b, ok := s.(BatchUpdater); ok {
+	if b, ok := As[BatchUpdater](s); ok {
 		return b.UpdateRuns(ctx, p)
 	}
 	if err := p.Validate(); err != nil {
@@ -233,16 +233,12 @@ func UpdateRuns(ctx context.Context, s RunStateStore, p UpdateRunsParams) (Updat
 // claim is then followed by a fenced UpdateRun to running, which is a
 // second write: a run whose start fails has its lease released, and the
 // error says so, with the claims made before it in the result.
-func ClaimRuns(ctx context.Context, s LeaseStore, p ClaimRunsParams) (ClaimRunsResult, error) {
-	if b, ok := s.(BatchClaimer); ok {
+func ClaimRuns(ctx context.Context, s Store, p ClaimRunsParams) (ClaimRunsResult, error) {
+	if b, ok := As[BatchClaimer](s); ok {
 		return b.ClaimRuns(ctx, p)
 	}
 	if err := p.Validate(); err != nil {
 		return ClaimRunsResult{}, err
-	}
-	if _, ok := s.(RunStateStore); p.Start && !ok {
-		// Refused before anything is claimed: starting needs UpdateRun.
-		return ClaimRunsResult{}, InvalidArgument("start", "the store updates no runs (it is no RunStateStore): claim without Start")
 	}
 	var out ClaimRunsResult
 	for len(out.Claims) < p.Max {
@@ -265,10 +261,9 @@ func ClaimRuns(ctx context.Context, s LeaseStore, p ClaimRunsParams) (ClaimRunsR
 
 // startClaimed moves a run just claimed to running under its lease, or
 // releases the lease when it cannot.
-func startClaimed(ctx context.Context, s LeaseStore, claim Claim, p ClaimRunsParams) (Claim, error) {
-	runs := s.(RunStateStore) // ClaimRuns checked it
+func startClaimed(ctx context.Context, s Store, claim Claim, p ClaimRunsParams) (Claim, error) {
 	var err error
-	claim.Run, err = runs.UpdateRun(ctx, UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
+	claim.Run, err = s.UpdateRun(ctx, UpdateRunParams{RunID: claim.Run.RunID, ExpectedVersion: claim.Run.Version,
 		LeaseToken: claim.Lease.Token, Status: string(StatusRunning), Actor: p.Actor, Reason: p.Reason})
 	if err == nil {
 		return claim, nil

@@ -11,9 +11,15 @@ import (
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 )
 
-// singleCalls hides a store's batch interfaces, so that the package
+// singleCalls hides a store's batch features, so that the package
 // functions take their fallback.
 type singleCalls struct{ runstate.Store }
+
+func (s singleCalls) Features() runstate.Features {
+	f := s.Store.Features()
+	f.BatchCreator, f.BatchUpdater, f.BatchClaimer = nil, nil, nil
+	return f
+}
 
 func TestCreateRunsFallbackStopsAtTheRefusedItem(t *testing.T) {
 	ctx := context.Background()
@@ -120,26 +126,5 @@ func TestClaimRunsFallback(t *testing.T) {
 	bad := runstate.ClaimRunsParams{Owner: owner, TTL: time.Minute, Max: 1, Start: true, Filter: runstate.RunnableFilter{Statuses: []string{"running"}}}
 	if _, err := runstate.ClaimRuns(ctx, singleCalls{s}, bad); !errors.Is(err, runstate.ErrInvalidArgument) {
 		t.Errorf("Start with status running: %v", err)
-	}
-}
-
-// leasesOnly is a store that leases runs and updates none.
-type leasesOnly struct{ runstate.LeaseStore }
-
-// Start on a store that cannot update runs is refused before any claim.
-func TestClaimRunsFallbackRefusesStartWithoutUpdates(t *testing.T) {
-	ctx := context.Background()
-	s := memorytest.Open(t, nil)
-	if _, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"}); err != nil {
-		t.Fatal(err)
-	}
-	owner := runstate.Owner{Worker: "w1", Incarnation: "i1"}
-	_, err := runstate.ClaimRuns(ctx, leasesOnly{s}, runstate.ClaimRunsParams{Owner: owner, TTL: time.Minute, Max: 1, Start: true})
-	if !errors.Is(err, runstate.ErrInvalidArgument) {
-		t.Fatalf("Start on a lease-only store: %v, want INVALID_ARGUMENT", err)
-	}
-	page, err := s.ListRunnableRuns(ctx, runstate.ListRunnableParams{})
-	if err != nil || len(page.Runs) != 1 {
-		t.Errorf("%v, %d runnable runs; want the run left unclaimed", err, len(page.Runs))
 	}
 }

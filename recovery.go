@@ -155,15 +155,14 @@ func Recover(ctx context.Context, store Store, opts RecoveryOptions) (RecoveryRe
 // leases nothing tells a run that a live process executes from one a
 // crashed process left behind, so the caller asserts, by calling this,
 // that no other process uses the store. It refuses a store that has leases,
-// where Recover is the safe choice. It cannot see leases that a wrapper
-// hides (the mistake that made recovery interrupt runs live workers held):
-// that is why the caller's promise is in the function's name, and why
-// Recover, which takes a Store, does not compile with such a wrapper.
+// where Recover is the safe choice. It asks the store's Features, so a
+// wrapper that hides the lease methods (the mistake that once made
+// recovery interrupt runs live workers held) cannot hide the leases.
 func RecoverExclusive(ctx context.Context, store RunStateStore, opts RecoveryOptions) (RecoveryReport, error) {
 	if store == nil {
 		return RecoveryReport{}, InvalidArgument("store", "recovery needs a store")
 	}
-	if _, ok := store.(LeaseStore); ok {
+	if store.Features().Leases != nil {
 		return RecoveryReport{}, InvalidArgument("store",
 			"the store has leases: recover it with Recover, which leaves alone the runs live workers hold")
 	}

@@ -96,6 +96,11 @@ func (s conflicting) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) 
 	return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeVersionConflict, RunID: p.RunID, ExpectedVersion: p.ExpectedVersion, CurrentVersion: p.ExpectedVersion + 1}
 }
 
+// withoutLeases hides a store's lease side.
+type withoutLeases struct{ runstate.RunStateStore }
+
+func (s withoutLeases) Features() runstate.Features { return runstate.Features{} }
+
 type countingGets struct {
 	runstate.RunStateStore
 	gets *int
@@ -114,7 +119,7 @@ func TestRecoveryGivesUpOnARunThatKeepsChanging(t *testing.T) {
 	run, _ := store.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
 	store.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: 1, Status: "running"})
 	gets := 0
-	leaseless := struct{ runstate.RunStateStore }{countingGets{conflicting{store}, &gets}}
+	leaseless := withoutLeases{countingGets{conflicting{store}, &gets}}
 	_, err := runstate.RecoverExclusive(ctx, leaseless, runstate.RecoveryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if !errors.Is(err, runstate.ErrVersionConflict) {
 		t.Fatalf("recovery of a run that keeps changing: %v", err)

@@ -50,6 +50,13 @@ type RunStateStore interface {
 	// ListAuditEvents returns a run's audit events in Seq order; ErrNotFound
 	// when the run does not exist.
 	ListAuditEvents(ctx context.Context, p ListAuditParams) (AuditPage, error)
+
+	// Features returns what the store can do beyond this interface: its
+	// lease side, batches, watches (Features). It is asked each time a call
+	// needs a feature, and a wrapper keeps the features of the store it
+	// wraps, so no layer can drop one unseen. A store that implements the
+	// optional interfaces as methods of its own returns FeaturesOf(itself).
+	Features() Features
 }
 
 // LeaseStore hands out leases so that several workers can share one store

@@ -51,7 +51,7 @@ func checkBadIDs(c *checkState) {
 		c.expectInvalid(err, "auditing a run whose id has "+name)
 		_, err = c.store.CreateRun(c.ctx, runstate.CreateRunParams{WorkflowName: workflow, RetryOf: id})
 		c.expectInvalid(err, "retrying a run whose id has "+name)
-		if ls, ok := c.store.(runstate.LeaseStore); ok {
+		if ls, ok := runstate.As[runstate.LeaseStore](c.store); ok {
 			_, err = ls.ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: id, Owner: owner("w1"), TTL: c.ttl()})
 			c.expectInvalid(err, "claiming a run whose id has "+name)
 		}

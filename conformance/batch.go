@@ -24,7 +24,7 @@ func init() {
 
 // batchCreator returns the store as a BatchCreator, or skips the check.
 func (c *checkState) batchCreator() runstate.BatchCreator {
-	b, ok := c.store.(runstate.BatchCreator)
+	b, ok := runstate.As[runstate.BatchCreator](c.store)
 	if !ok {
 		c.skip(fmt.Sprintf("needs runstate.BatchCreator, which %T does not implement", c.store))
 	}
@@ -33,7 +33,7 @@ func (c *checkState) batchCreator() runstate.BatchCreator {
 
 // batchUpdater returns the store as a BatchUpdater, or skips the check.
 func (c *checkState) batchUpdater() runstate.BatchUpdater {
-	b, ok := c.store.(runstate.BatchUpdater)
+	b, ok := runstate.As[runstate.BatchUpdater](c.store)
 	if !ok {
 		c.skip(fmt.Sprintf("needs runstate.BatchUpdater, which %T does not implement", c.store))
 	}
@@ -42,7 +42,7 @@ func (c *checkState) batchUpdater() runstate.BatchUpdater {
 
 // batchClaimerOf returns s as a BatchClaimer, or skips the check.
 func (c *checkState) batchClaimerOf(s runstate.RunStateStore) runstate.BatchClaimer {
-	b, ok := s.(runstate.BatchClaimer)
+	b, ok := runstate.As[runstate.BatchClaimer](s)
 	if !ok {
 		c.skip(fmt.Sprintf("needs runstate.BatchClaimer, which %T does not implement", s))
 	}
@@ -181,7 +181,7 @@ func checkUpdateRunsPerItem(c *checkState) {
 	}
 	want := []error{nil, runstate.ErrVersionConflict, runstate.ErrInvalidTransition, runstate.ErrNotFound, runstate.ErrInvalidArgument, runstate.ErrNotFound}
 	var fenced runstate.RunSnapshot
-	if ls, ok := c.store.(runstate.LeaseStore); ok { // a stale token: LEASE_LOST
+	if ls, ok := runstate.As[runstate.LeaseStore](c.store); ok { // a stale token: LEASE_LOST
 		fenced = c.newRun()
 		cl := c.claim(fenced.RunID, owner("w1"))
 		if err := ls.ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: fenced.RunID, Token: cl.Lease.Token}); err != nil {
@@ -375,7 +375,7 @@ func checkClaimRunsStart(c *checkState) {
 	if err != nil || len(res.Claims) != len(before) {
 		c.Fatalf(fmt.Sprintf("%d claims that start their runs", len(before)), "%d claims, %s", len(res.Claims), describeErr(err))
 	}
-	reader, hasReader := c.store.(runstate.LeaseReader)
+	reader, hasReader := runstate.As[runstate.LeaseReader](c.store)
 	for _, cl := range res.Claims {
 		was := before[cl.Run.RunID]
 		if cl.Run.Status != runstate.StatusRunning || cl.Run.Version != was.Version+1 || cl.Run.StartedAt.IsZero() {
@@ -400,9 +400,9 @@ func checkClaimRunsStart(c *checkState) {
 }
 
 func checkBatchLimits(c *checkState) {
-	bc, creates := c.store.(runstate.BatchCreator)
-	bu, updates := c.store.(runstate.BatchUpdater)
-	bk, claims := c.store.(runstate.BatchClaimer)
+	f := runstate.Resolve(c.store)
+	bc, bu, bk := f.BatchCreator, f.BatchUpdater, f.BatchClaimer
+	creates, updates, claims := bc != nil, bu != nil, bk != nil
 	if !creates && !updates && !claims {
 		c.skip(fmt.Sprintf("needs runstate.BatchCreator, BatchUpdater or BatchClaimer, which %T does not implement", c.store))
 	}
@@ -435,7 +435,7 @@ func checkBatchLimits(c *checkState) {
 			_, err := bk.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w1"), TTL: c.ttl(), Max: n})
 			c.expectInvalid(err, fmt.Sprintf("ClaimRuns with Max %d", n))
 		}
-		if ls, ok := c.store.(runstate.LeaseStore); ok {
+		if ls, ok := runstate.As[runstate.LeaseStore](c.store); ok {
 			page, err := ls.ListRunnableRuns(c.ctx, runstate.ListRunnableParams{})
 			if err != nil || len(page.Runs) != 1 {
 				c.Errorf("the run still runnable after refused claims", "%d runnable, %s", len(page.Runs), describeErr(err))

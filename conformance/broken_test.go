@@ -12,6 +12,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/testsupport/featuretest"
 )
 
 // Broken stores: each breaks one promise of the contract on top of the
@@ -256,13 +257,11 @@ func TestUnbrokenStorePassesTheSameRules(t *testing.T) {
 	}
 }
 
-// leaseless hides the memory store's LeaseStore side.
-type leaseless struct{ runstate.RunStateStore }
 
 func TestCapabilities(t *testing.T) {
 	leaseRules, _ := conformance.Select([]string{"LEASE"}, nil)
 	t.Run("undeclared capability skips, never passes", func(t *testing.T) {
-		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return leaseless{m} })
+		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return featuretest.WithoutLeases(m) })
 		target.Capabilities.Leases = false
 		for _, res := range conformance.RunRules(context.Background(), target, leaseRules, nil) {
 			if res.Outcome != conformance.Skip {
@@ -279,7 +278,7 @@ func TestCapabilities(t *testing.T) {
 	})
 	t.Run("a store without the batch interfaces skips the batch rules", func(t *testing.T) {
 		batchRules, _ := conformance.Select([]string{"BATCH"}, nil)
-		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return struct{ runstate.Store }{m} })
+		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return featuretest.WithoutBatches(m) })
 		for _, res := range conformance.RunRules(context.Background(), target, batchRules, nil) {
 			if res.Outcome != conformance.Skip || !strings.Contains(res.Detail, "runstate.Batch") {
 				t.Errorf("%s: outcome %s (%s), want a skip naming the interface", res.Rule.ID, res.Outcome, res.Detail)
@@ -287,7 +286,7 @@ func TestCapabilities(t *testing.T) {
 		}
 	})
 	t.Run("declared but absent capability fails", func(t *testing.T) {
-		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return leaseless{m} })
+		target := brokenTarget(func(m *memory.Store) runstate.RunStateStore { return featuretest.WithoutLeases(m) })
 		for _, res := range conformance.RunRules(context.Background(), target, leaseRules[:3], nil) {
 			if res.Outcome != conformance.Fail {
 				t.Errorf("%s: outcome %s, want fail", res.Rule.ID, res.Outcome)
@@ -310,7 +309,7 @@ func TestCapabilities(t *testing.T) {
 type partialCreates struct{ *memory.Store }
 
 func (s partialCreates) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
-	return runstate.CreateRuns(ctx, struct{ runstate.RunStateStore }{s.Store}, p)
+	return runstate.CreateRuns(ctx, featuretest.WithoutBatches(s.Store), p)
 }
 
 // reordersCreates returns a batch's runs by run id, not in item order.

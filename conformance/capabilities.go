@@ -13,7 +13,7 @@ func init() {
 }
 
 func checkLeasesDeclared(c *checkState) {
-	_, implements := c.store.(runstate.LeaseStore)
+	implements := c.store.Features().Leases != nil
 	if declared := c.target.Capabilities.Leases; declared != implements {
 		c.Errorf("the leases capability declared exactly when the store implements runstate.LeaseStore",
 			"declared %v, implemented %v (%T)", declared, implements, c.store)

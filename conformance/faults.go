@@ -838,7 +838,7 @@ func (c *checkState) expectQueueDrained(f Fault, l *claimLedger) {
 // or a whole one of a claim whose answer was lost. It returns how many of
 // the latter there are.
 func (c *checkState) expectOneWholeLeaseEach(f Fault, l *claimLedger) (lingering int) {
-	reader, hasReader := c.store.(runstate.LeaseReader)
+	reader, hasReader := runstate.As[runstate.LeaseReader](c.store)
 	for _, id := range l.ids {
 		got := l.claims[id]
 		if len(got) > 1 {

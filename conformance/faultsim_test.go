@@ -107,6 +107,8 @@ type simStore struct {
 var _ runstate.Store = simStore{}
 var _ runstate.LeaseReader = simStore{}
 
+func (s simStore) Features() runstate.Features { return runstate.FeaturesOf(s) }
+
 func (s simStore) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
 	return simCall(s.link, ctx, func(ctx context.Context) (runstate.RunSnapshot, error) { return s.m.CreateRun(ctx, p) })
 }

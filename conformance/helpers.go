@@ -17,7 +17,7 @@ func (c *checkState) Context() context.Context { return c.ctx }
 
 // leases returns the store's LeaseStore. A target that declares Leases but
 // does not implement the interface fails the rule.
-func (c *checkState) leases() runstate.LeaseStore {
+func (c *checkState) leases() runstate.Store {
 	return c.leaseStoreOf(c.store)
 }
 
@@ -54,11 +54,12 @@ func (c *checkState) handles(n int) []runstate.RunStateStore {
 	return out
 }
 
-// leaseStoreOf returns s as a LeaseStore; a handle without it fails the rule.
-func (c *checkState) leaseStoreOf(s runstate.RunStateStore) runstate.LeaseStore {
-	ls, ok := s.(runstate.LeaseStore)
+// leaseStoreOf returns s with its lease side as a Store; a handle without
+// leases fails the rule.
+func (c *checkState) leaseStoreOf(s runstate.RunStateStore) runstate.Store {
+	ls, ok := runstate.As[runstate.Store](s)
 	if !ok {
-		c.Fatalf("every handle of a store declaring the leases capability to implement runstate.LeaseStore", "%T does not", s)
+		c.Fatalf("every handle of a store declaring the leases capability to have leases (Features().Leases)", "%T has none", s)
 	}
 	return ls
 }

@@ -26,12 +26,22 @@ func (s hookedStore) ListRuns(ctx context.Context, p runstate.ListRunsParams) (r
 	return page, err
 }
 
-type hookedLeaseStore struct {
-	hookedStore
-	runstate.LeaseStore
+// Features implements runstate.RunStateStore: the store's, with its lease
+// side hooked.
+func (s hookedStore) Features() runstate.Features {
+	f := runstate.Resolve(s.RunStateStore)
+	if f.Leases != nil {
+		f.Leases = hookedLeases{f.Leases, s.h}
+	}
+	return f
 }
 
-func (s hookedLeaseStore) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+type hookedLeases struct {
+	runstate.LeaseStore
+	h hooks
+}
+
+func (s hookedLeases) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
 	cl, err := s.LeaseStore.ClaimRun(ctx, p)
 	if err == nil && s.h.afterClaim != nil {
 		s.h.afterClaim(ctx, p.RunID)
@@ -39,11 +49,7 @@ func (s hookedLeaseStore) ClaimRun(ctx context.Context, p runstate.ClaimRunParam
 	return cl, err
 }
 
-// withHooks wraps store, keeping its LeaseStore side when it has one.
+// withHooks wraps store, keeping its features.
 func withHooks(store runstate.RunStateStore, h hooks) runstate.RunStateStore {
-	hs := hookedStore{store, h}
-	if ls, ok := store.(runstate.LeaseStore); ok {
-		return hookedLeaseStore{hs, ls}
-	}
-	return hs
+	return hookedStore{store, h}
 }

@@ -584,7 +584,7 @@ func checkRunnableAtOneInstant(c *checkState) {
 // release, a new claim, expiry and takeover, reading it after each step
 // with runstate.LeaseReader; the gateway decides who may act on a run by it.
 func checkLeaseReader(c *checkState) {
-	reader, ok := c.store.(runstate.LeaseReader)
+	reader, ok := runstate.As[runstate.LeaseReader](c.store)
 	if !ok {
 		c.skip(fmt.Sprintf("needs runstate.LeaseReader, which %T does not implement", c.store))
 	}

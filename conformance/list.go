@@ -139,7 +139,7 @@ func checkListPaging(c *checkState) {
 	// Runs created in one batch share a created_at where the store stamps
 	// a batch once, also on a real clock: a cursor that resumes after the
 	// last run's created_at, not after its (created_at, run_id), skips them.
-	if b, ok := c.store.(runstate.BatchCreator); ok {
+	if b, ok := runstate.As[runstate.BatchCreator](c.store); ok {
 		var items []runstate.CreateRunParams
 		for i := range 7 {
 			items = append(items, runstate.CreateRunParams{RunID: fmt.Sprintf("batch-%02d", (i*3)%7), WorkflowName: workflow})

@@ -39,7 +39,7 @@ func (c *checkState) recoverWith(store runstate.RunStateStore, opts runstate.Rec
 	if !c.target.Capabilities.Leases {
 		return runstate.RecoverExclusive(c.ctx, store, opts)
 	}
-	full, ok := store.(runstate.Store)
+	full, ok := runstate.As[runstate.Store](store)
 	if !ok {
 		c.Fatalf("every handle of a store declaring the leases capability to implement runstate.Store", "%T does not", store)
 	}
@@ -319,7 +319,7 @@ func checkRecoverRace(c *checkState) {
 			}
 		},
 	})
-	if _, ok := c.store.(runstate.LeaseStore); !ok {
+	if c.store.Features().Leases == nil {
 		// Without leases recovery writes straight after reading: race there.
 		hooked = withHooks(c.store, hooks{afterList: func(ctx context.Context) {
 			listed.Do(func() {
@@ -450,22 +450,14 @@ func checkRecoverReport(c *checkState) {
 	}
 }
 
-// listFails is a store whose ListRuns fails, keeping its LeaseStore side.
+// listFails is a store whose ListRuns fails, keeping its features.
 type listFails struct{ runstate.RunStateStore }
 
 func (s listFails) ListRuns(context.Context, runstate.ListRunsParams) (runstate.RunPage, error) {
 	return runstate.RunPage{}, runstate.Unavailable("listing failed on purpose", nil)
 }
 
-func (s listFails) store() runstate.RunStateStore {
-	if ls, ok := s.RunStateStore.(runstate.LeaseStore); ok {
-		return struct {
-			listFails
-			runstate.LeaseStore
-		}{s, ls}
-	}
-	return s
-}
+func (s listFails) store() runstate.RunStateStore { return s }
 
 // logRecorder is a slog.Handler that keeps every record's attributes.
 type logRecorder struct {

@@ -59,7 +59,7 @@ func checkUnknownRun(c *checkState) {
 	c.expectErr(err, runstate.ErrNotFound, "UpdateRun of an unknown run")
 	_, err = c.store.ListAuditEvents(c.ctx, runstate.ListAuditParams{RunID: id})
 	c.expectErr(err, runstate.ErrNotFound, "ListAuditEvents of an unknown run")
-	if ls, ok := c.store.(runstate.LeaseStore); ok {
+	if ls, ok := runstate.As[runstate.LeaseStore](c.store); ok {
 		_, err = ls.ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: id, Owner: owner("w1"), TTL: c.ttl()})
 		c.expectErr(err, runstate.ErrNotFound, "ClaimRun of an unknown run")
 		_, err = ls.RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: id, Token: 1, TTL: c.ttl()})

@@ -129,7 +129,7 @@ func MeasureScale(ctx context.Context, target Target, opts ScaleOptions) ([]Scal
 		defer h.Close(context.WithoutCancel(ctx))
 		s := &scaler{st: h.Store()}
 		if target.Capabilities.Leases {
-			s.leases, _ = s.st.(runstate.LeaseStore)
+			s.leases, _ = runstate.As[runstate.LeaseStore](s.st)
 		}
 		opts.Progress(fmt.Sprintf("scale: filling a store with %d runs no claim may take", size))
 		if err := s.fill(ctx, size); err != nil {

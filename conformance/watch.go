@@ -33,7 +33,7 @@ func (c *checkState) runWatcher() runstate.RunWatcher {
 		}
 		c.skip("needs runstate.RunWatcher, which the harness's store does not offer")
 	}
-	w, ok := c.store.(runstate.RunWatcher)
+	w, ok := runstate.As[runstate.RunWatcher](c.store)
 	if !ok {
 		c.skip(fmt.Sprintf("needs runstate.RunWatcher, which %T does not implement", c.store))
 	}

@@ -102,9 +102,16 @@ func (w *wrapped) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (
 	return out, nil
 }
 
-// singleCalls hides a store's batch methods, so that the package
+// singleCalls hides a store's batch features, so that the package
 // functions fall back to its single calls.
 type singleCalls struct{ runstate.Store }
+
+// Features implements runstate.RunStateStore: the store's, without batches.
+func (s singleCalls) Features() runstate.Features {
+	f := runstate.Resolve(s.Store)
+	f.BatchCreator, f.BatchUpdater, f.BatchClaimer = nil, nil, nil
+	return f
+}
 
 // ClaimRuns implements runstate.BatchClaimer: each claim decided as
 // claim-next's (BATCH-006, BATCH-007), and with p.Start the start decided
@@ -179,6 +186,13 @@ func (w *wrapped) claimMany(ctx context.Context, bc BatchNextClaimer, q Runnable
 type wrappedCreator struct{ *wrapped }
 
 var _ runstate.BatchCreator = (*wrappedCreator)(nil)
+
+// Features implements runstate.RunStateStore: the kit's, with batch creates.
+func (w *wrappedCreator) Features() runstate.Features {
+	f := w.wrapped.Features()
+	f.BatchCreator = w
+	return f
+}
 
 // CreateRuns implements runstate.BatchCreator: each item decided as
 // CreateRun decides it (BATCH-002), then every run inserted in one write

@@ -14,38 +14,37 @@ import (
 // client, whose far side is a store of its own): bad input gets the typed
 // error a Driver-based store gives, without reaching inner. CreateRun and
 // UpdateRun pass their input on normalised (a generated run_id, status
-// aliases resolved); the other calls pass it on as given. The result is a
-// runstate.Store when inner is one, else only a runstate.RunStateStore.
-func Checked(inner runstate.RunStateStore) runstate.RunStateStore {
-	runs := checkedRuns{inner}
-	leases, ok := inner.(runstate.LeaseStore)
-	if !ok {
-		return withBatches(runs, inner)
-	}
-	runsAndLeases := checkedRunsAndLeases{runs, checkedLeases{leases}}
-	if reader, ok := inner.(runstate.LeaseReader); ok {
-		return withBatches(checkedStore{runsAndLeases, checkedReader{reader}}, inner)
-	}
-	return withBatches(runsAndLeases, inner)
-}
+// aliases resolved); the other calls pass it on as given.
+//
+// Its Features are inner's, asked of inner at each call, each behind the
+// same door; a feature the door does not know passes through as it is.
+// runstate.As[runstate.Store] gives its lease side with it as one store.
+func Checked(inner runstate.RunStateStore) runstate.RunStateStore { return checkedRuns{inner} }
 
 type checkedRuns struct{ inner runstate.RunStateStore }
 
+// Features implements runstate.RunStateStore: inner's, behind the checks.
+func (c checkedRuns) Features() runstate.Features {
+	f := runstate.Resolve(c.inner)
+	if f.Leases != nil {
+		f.Leases = checkedLeases{f.Leases}
+	}
+	if f.LeaseReader != nil {
+		f.LeaseReader = checkedReader{f.LeaseReader}
+	}
+	if f.BatchCreator != nil {
+		f.BatchCreator = checkedCreator{f.BatchCreator}
+	}
+	if f.BatchUpdater != nil {
+		f.BatchUpdater = checkedUpdater{f.BatchUpdater}
+	}
+	if f.BatchClaimer != nil {
+		f.BatchClaimer = checkedClaimer{f.BatchClaimer}
+	}
+	return f
+}
+
 type checkedLeases struct{ inner runstate.LeaseStore }
-
-// checkedRunsAndLeases embeds both halves of a runstate.Store: a struct
-// with only the RunStateStore half shows no lease methods.
-type checkedRunsAndLeases struct {
-	checkedRuns
-	checkedLeases
-}
-
-// checkedStore is a Store: checkedRunsAndLeases that also tells who holds
-// a lease.
-type checkedStore struct {
-	checkedRunsAndLeases
-	checkedReader
-}
 
 type checkedReader struct{ inner runstate.LeaseReader }
 
@@ -56,8 +55,11 @@ type checkedUpdater struct{ inner runstate.BatchUpdater }
 type checkedClaimer struct{ inner runstate.BatchClaimer }
 
 var (
-	_ runstate.Store = checkedRunsAndLeases{}
-	_ Store          = checkedStoreUpdaterClaimer{}
+	_ runstate.LeaseStore   = checkedLeases{}
+	_ runstate.LeaseReader  = checkedReader{}
+	_ runstate.BatchCreator = checkedCreator{}
+	_ runstate.BatchUpdater = checkedUpdater{}
+	_ runstate.BatchClaimer = checkedClaimer{}
 )
 
 // pass calls inner once the input passed its check (inputErr nil) and ctx

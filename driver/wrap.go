@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -12,12 +13,17 @@ import (
 
 // Store is what Wrap returns: a runstate.Store that also tells who holds a
 // run's lease and takes batches of updates and claims (a BatchCreator too
-// when the driver is a BatchInserter).
+// when the driver is a BatchInserter), and closes its driver. Its Features
+// say all of that, so a struct that embeds it keeps every feature.
 type Store interface {
 	runstate.Store
 	runstate.LeaseReader
 	runstate.BatchUpdater
 	runstate.BatchClaimer
+	// Close closes the driver when it has a Close method (io.Closer, or
+	// a Close without a result), and does nothing otherwise: a program, or
+	// plugin.Serve, closes any store built on the kit the same way.
+	Close() error
 }
 
 // Wrap returns the runstate.Store that d's storage serves. Every call checks
@@ -83,6 +89,23 @@ func (w *wrapped) logLease(ctx context.Context, decided string, l runstate.Lease
 }
 
 var _ Store = (*wrapped)(nil)
+
+// Features implements runstate.RunStateStore: everything the kit does for
+// every driver.
+func (w *wrapped) Features() runstate.Features {
+	return runstate.Features{Leases: w, LeaseReader: w, BatchUpdater: w, BatchClaimer: w}
+}
+
+// Close implements Store.
+func (w *wrapped) Close() error {
+	switch c := w.d.(type) {
+	case io.Closer:
+		return c.Close()
+	case interface{ Close() }:
+		c.Close()
+	}
+	return nil
+}
 
 // maxClaimRounds bounds how often the kit's claim-next looks again after
 // other claimers took every candidate it found. Each such round is other

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/testsupport/featuretest"
 )
 
 // Batches are authorized as their single calls: a reader may make none, a
@@ -24,7 +25,7 @@ func TestTheGatewayAuthorizesBatchesAsTheirSingleCalls(t *testing.T) {
 	operator := w.dial(t, "operator-o")
 	workerA, workerB, reader := w.dial(t, "worker-a"), w.dial(t, "worker-b"), w.dial(t, "reader-r")
 	for _, s := range []runstate.Store{operator, workerA, reader} {
-		if _, ok := s.(runstate.BatchUpdater); !ok {
+		if ok := s.Features().BatchUpdater != nil; !ok {
 			t.Fatalf("the gateway's store %T offers no batches", s)
 		}
 	}
@@ -32,14 +33,14 @@ func TestTheGatewayAuthorizesBatchesAsTheirSingleCalls(t *testing.T) {
 	asA := runstate.Owner{Worker: "worker-a", Incarnation: "1"}
 
 	// A worker's batch create and claim are recorded as its own.
-	if _, err := workerA.(runstate.BatchCreator).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{
+	if _, err := featuretest.Must(runstate.As[runstate.BatchCreator](workerA)).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{
 		{RunID: "a1", WorkflowName: "wa", Actor: someoneElse}, {RunID: "a2", WorkflowName: "wa", Actor: someoneElse}}}); err != nil {
 		t.Fatalf("a worker creates a batch: %v", err)
 	}
 	if _, err := operator.CreateRun(ctx, runstate.CreateRunParams{RunID: "b1", WorkflowName: "wb"}); err != nil {
 		t.Fatal(err)
 	}
-	claimsA, err := workerA.(runstate.BatchClaimer).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: asA, TTL: time.Minute, Max: 2,
+	claimsA, err := featuretest.Must(runstate.As[runstate.BatchClaimer](workerA)).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: asA, TTL: time.Minute, Max: 2,
 		Filter: runstate.RunnableFilter{WorkflowName: "wa"}, Start: true, Actor: someoneElse})
 	if err != nil || len(claimsA.Claims) != 2 {
 		t.Fatalf("worker-a claims a batch in its own name: %+v, %v", claimsA, err)
@@ -82,37 +83,37 @@ func TestTheGatewayAuthorizesBatchesAsTheirSingleCalls(t *testing.T) {
 		index int // the item named, -1 for none
 	}{
 		{"a reader creating a batch", func() error {
-			_, err := reader.(runstate.BatchCreator).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{{RunID: "r9", WorkflowName: "w"}}})
+			_, err := featuretest.Must(runstate.As[runstate.BatchCreator](reader)).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{{RunID: "r9", WorkflowName: "w"}}})
 			return err
 		}, -1},
 		{"a reader updating a batch", func() error {
-			_, err := reader.(runstate.BatchUpdater).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{finish(claimsA.Claims[0])}})
+			_, err := featuretest.Must(runstate.As[runstate.BatchUpdater](reader)).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{finish(claimsA.Claims[0])}})
 			return err
 		}, -1},
 		{"a reader claiming a batch", func() error {
-			_, err := reader.(runstate.BatchClaimer).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "reader-r", Incarnation: "1"}, TTL: time.Minute, Max: 1})
+			_, err := featuretest.Must(runstate.As[runstate.BatchClaimer](reader)).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "reader-r", Incarnation: "1"}, TTL: time.Minute, Max: 1})
 			return err
 		}, -1},
 		{"a worker claiming a batch in another's name", func() error {
-			_, err := workerB.(runstate.BatchClaimer).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: asA, TTL: time.Minute, Max: 1})
+			_, err := featuretest.Must(runstate.As[runstate.BatchClaimer](workerB)).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: asA, TTL: time.Minute, Max: 1})
 			return err
 		}, -1},
 		{"a worker updating another's lease in a batch", func() error {
-			_, err := workerB.(runstate.BatchUpdater).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
+			_, err := featuretest.Must(runstate.As[runstate.BatchUpdater](workerB)).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
 				finish(claimB), finish(claimsA.Claims[1])}})
 			return err
 		}, 1},
 		{"a worker updating without a lease in a batch", func() error {
 			unleased := finish(claimsA.Claims[0])
 			unleased.LeaseToken = 0
-			_, err := workerA.(runstate.BatchUpdater).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
+			_, err := featuretest.Must(runstate.As[runstate.BatchUpdater](workerA)).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
 				finish(claimsA.Claims[1]), unleased}})
 			return err
 		}, 1},
 		{"a worker updating under a token not yet issued in a batch", func() error {
 			next := finish(claimB)
 			next.RunID, next.LeaseToken = "a1", claimsA.Claims[0].Lease.Token+1
-			_, err := workerB.(runstate.BatchUpdater).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{next}})
+			_, err := featuretest.Must(runstate.As[runstate.BatchUpdater](workerB)).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{next}})
 			return err
 		}, 0},
 	} {
@@ -132,7 +133,7 @@ func TestTheGatewayAuthorizesBatchesAsTheirSingleCalls(t *testing.T) {
 	}
 
 	// The holder finishes its runs in one batch; every write is its own.
-	res, err := workerA.(runstate.BatchUpdater).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
+	res, err := featuretest.Must(runstate.As[runstate.BatchUpdater](workerA)).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
 		finish(claimsA.Claims[0]), finish(claimsA.Claims[1])}})
 	if err != nil || res.Items[0].Err != nil || res.Items[1].Err != nil {
 		t.Fatalf("the holder's batch: %+v, %v", res, err)

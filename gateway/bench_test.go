@@ -37,7 +37,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	stores := map[string]runstate.Store{"in-process": w.store, "gateway": w.dial(b, "operator-o"), "plugin": p.Store().(runstate.Store)}
+	stores := map[string]runstate.Store{"in-process": w.store, "gateway": w.dial(b, "operator-o"), "plugin": leased(p.Store())}
 	for _, op := range []string{"GetRun", "UpdateRun"} {
 		for _, name := range []string{"in-process", "plugin", "gateway"} {
 			b.Run(op+"/"+name, func(b *testing.B) {

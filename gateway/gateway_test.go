@@ -27,6 +27,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/internal/testsupport/featuretest"
 	"github.com/runstate/runstate/internal/testsupport/testlog"
 	"github.com/runstate/runstate/internal/testsupport/testtls"
 	"github.com/runstate/runstate/protocol/pb"
@@ -137,7 +138,7 @@ func (w *world) rawConn(t testing.TB) *grpc.ClientConn {
 
 func (w *world) dial(t testing.TB, principal string) runstate.Store {
 	t.Helper()
-	return w.dialClient(t, principal).Store().(runstate.Store)
+	return leased(w.dialClient(t, principal).Store())
 }
 
 // dialClient dials the gateway as principal.
@@ -161,7 +162,7 @@ func TestConformanceThroughTheGateway(t *testing.T) {
 		NewHarness: func(ctx context.Context) (conformance.Harness, error) {
 			w := newWorld(t)
 			c := w.dialClient(t, "operator-o")
-			return &harness{w: w, t: t, store: c.Store().(runstate.Store), watcher: c.RunWatcher()}, nil
+			return &harness{w: w, t: t, store: leased(c.Store()), watcher: c.RunWatcher()}, nil
 		},
 	})
 }
@@ -356,11 +357,11 @@ func TestTheGatewayRefusesWhatAPrincipalMayNotDo(t *testing.T) {
 	}
 
 	// Who holds a lease crosses the wire, for a reader too.
-	lease, err := reader.(runstate.LeaseReader).GetLease(ctx, "r1")
+	lease, err := featuretest.Must(runstate.As[runstate.LeaseReader](reader)).GetLease(ctx, "r1")
 	if err != nil || lease.Owner.Worker != "worker-a" || lease.Token != claimA.Lease.Token {
 		t.Fatalf("GetLease through the gateway: %+v, %v", lease, err)
 	}
-	if _, err := reader.(runstate.LeaseReader).GetLease(ctx, "no-such-run"); !errors.Is(err, runstate.ErrNotFound) {
+	if _, err := featuretest.Must(runstate.As[runstate.LeaseReader](reader)).GetLease(ctx, "no-such-run"); !errors.Is(err, runstate.ErrNotFound) {
 		t.Fatalf("GetLease of an unknown run: %v", err)
 	}
 
@@ -415,7 +416,7 @@ func TestTheTrailNamesTheOperatorsPrincipal(t *testing.T) {
 	if _, err := operator.UpdateRun(ctx, runstate.UpdateRunParams{RunID: "r1", ExpectedVersion: run.Version, Status: "waiting", Reason: "by hand"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := operator.(runstate.BatchCreator).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{{RunID: "r2", WorkflowName: "w", Actor: forged}}}); err != nil {
+	if _, err := featuretest.Must(runstate.As[runstate.BatchCreator](operator)).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{{RunID: "r2", WorkflowName: "w", Actor: forged}}}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]runstate.Actor{
@@ -504,3 +505,9 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 }
 func (rawCodec) Unmarshal(b []byte, v any) error { return proto.Unmarshal(b, v.(proto.Message)) }
 func (rawCodec) Name() string                    { return "proto" }
+
+// leased returns s with its lease side as one runstate.Store (nil without leases).
+func leased(s runstate.RunStateStore) runstate.Store {
+	st, _ := runstate.As[runstate.Store](s)
+	return st
+}

@@ -114,7 +114,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.tokens.Store(opts.Tokens)
-	s.leases, _ = opts.Store.(runstate.LeaseReader)
+	s.leases, _ = runstate.As[runstate.LeaseReader](opts.Store)
 	if s.leases == nil {
 		s.log.Warn("the store does not tell who holds a lease (runstate.LeaseReader): workers may claim, but not renew, release or write under a lease")
 	}

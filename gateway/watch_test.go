@@ -15,9 +15,15 @@ import (
 	"github.com/runstate/runstate/internal/testsupport/testlog"
 )
 
-// withoutWatcher is a store that announces nothing: its RunnableWatcher
-// is not promoted, as for a store that never had one.
+// withoutWatcher is a store that announces nothing, as a store that never
+// had a RunnableWatcher.
 type withoutWatcher struct{ runstate.Store }
+
+func (s withoutWatcher) Features() runstate.Features {
+	f := s.Store.Features()
+	f.RunnableWatcher = nil
+	return f
+}
 
 // A remote worker behind the gateway, polling every 10 minutes, claims a
 // run within 100 ms of its submission when the gateway's store announces
@@ -48,7 +54,7 @@ func TestARemoteWorkerWakesOnSubmit(t *testing.T) {
 				t.Fatalf("the client offers a watcher: %v, want %v", watcher != nil, watching)
 			}
 			idle, claimed := make(chan struct{}, 1), make(chan time.Time, 1)
-			go remoteWorker(ctx, worker.Store().(runstate.Store), watcher, 10*time.Minute, idle, claimed)
+			go remoteWorker(ctx, leased(worker.Store()), watcher, 10*time.Minute, idle, claimed)
 			select {
 			case <-idle:
 			case <-time.After(20 * time.Second):

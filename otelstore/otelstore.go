@@ -9,7 +9,6 @@
 // the error's runstate code (NOT_FOUND, LEASE_LOST…) in error.type and
 // db.response.status_code; the error's text is not recorded, as it may
 // quote input. Nothing else of the call's input or output is recorded.
-//go:generate go run gen.go
 
 package otelstore
 
@@ -43,15 +42,12 @@ type Options struct {
 	System string
 }
 
-// Wrap returns store with every call traced. The result implements
-// exactly the optional interfaces store implements among
-// runstate.LeaseStore, runstate.LeaseReader, runstate.BatchCreator,
-// runstate.BatchUpdater, runstate.BatchClaimer, runstate.RunnableWatcher
-// and runstate.RunWatcher, so that a type assertion on it tells the
-// truth; of a store without leases, it hides LeaseReader, BatchClaimer
-// and RunnableWatcher, which mean nothing without them. It also has Close() error, which closes store when store has
-// such a method and else does nothing. Other methods of store are hidden:
-// Unwrap returns it.
+// Wrap returns store with every call traced. Its Features are store's,
+// asked of store at each call, each traced; a feature this package does
+// not know yet passes through untraced rather than lost
+// (runstate.Features). It also has Close() error, which closes store when
+// store has such a method and else does nothing. Other methods of store
+// are hidden: Unwrap returns it.
 func Wrap(store runstate.RunStateStore, opts Options) runstate.RunStateStore {
 	tp := opts.TracerProvider
 	if tp == nil {
@@ -61,7 +57,7 @@ func Wrap(store runstate.RunStateStore, opts Options) runstate.RunStateStore {
 		opts.System = "runstate"
 	}
 	t := &tracer{tracer: tp.Tracer(ScopeName), system: semconv.DBSystemNameKey.String(opts.System)}
-	return compose(store, t)
+	return runs{store, t}
 }
 
 // Unwrap returns the store Wrap wrapped, or store itself when Wrap did not
@@ -128,6 +124,33 @@ type runs struct {
 }
 
 func (s runs) unwrap() runstate.RunStateStore { return s.inner }
+
+// Features implements runstate.RunStateStore: the wrapped store's, traced.
+func (s runs) Features() runstate.Features {
+	f := runstate.Resolve(s.inner)
+	if f.Leases != nil {
+		f.Leases = leases{f.Leases, s.t}
+	}
+	if f.LeaseReader != nil {
+		f.LeaseReader = reader{f.LeaseReader, s.t}
+	}
+	if f.BatchCreator != nil {
+		f.BatchCreator = creator{f.BatchCreator, s.t}
+	}
+	if f.BatchUpdater != nil {
+		f.BatchUpdater = updater{f.BatchUpdater, s.t}
+	}
+	if f.BatchClaimer != nil {
+		f.BatchClaimer = claimer{f.BatchClaimer, s.t}
+	}
+	if f.RunnableWatcher != nil {
+		f.RunnableWatcher = watcher{f.RunnableWatcher, s.t}
+	}
+	if f.RunWatcher != nil {
+		f.RunWatcher = runWatcher{f.RunWatcher, s.t}
+	}
+	return f
+}
 
 // Close closes the wrapped store when it can be closed.
 func (s runs) Close() error {

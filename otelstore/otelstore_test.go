@@ -45,66 +45,11 @@ func (h traced) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) 
 }
 
 // Stores with some of the optional interfaces.
-type (
-	runsOnly    struct{ runstate.RunStateStore }
-	runsBatches struct {
-		runstate.RunStateStore
-		runstate.BatchCreator
-		runstate.BatchUpdater
-	}
-	storeWatcher struct {
-		runstate.Store
-		runstate.RunnableWatcher
-	}
-	// A run's watcher means something without leases (a console).
-	runsRunWatcher struct {
-		runstate.RunStateStore
-		runstate.RunWatcher
-	}
-	storeReaderClaimer struct {
-		runstate.Store
-		runstate.LeaseReader
-		runstate.BatchClaimer
-	}
-	// A claimer without leases means nothing: it is hidden.
-	runsClaimer struct {
-		runstate.RunStateStore
-		runstate.BatchClaimer
-	}
-)
-
-func interfaces(s runstate.RunStateStore) map[string]bool {
-	_, leases := s.(runstate.LeaseStore)
-	_, reader := s.(runstate.LeaseReader)
-	_, creator := s.(runstate.BatchCreator)
-	_, updater := s.(runstate.BatchUpdater)
-	_, claimer := s.(runstate.BatchClaimer)
-	_, watcher := s.(runstate.RunnableWatcher)
-	_, runWatcher := s.(runstate.RunWatcher)
-	return map[string]bool{"LeaseStore": leases, "LeaseReader": reader && leases, "BatchCreator": creator, "BatchUpdater": updater,
-		"BatchClaimer": claimer && leases, "RunnableWatcher": watcher && leases, "RunWatcher": runWatcher}
-}
-
-func TestWrapShowsTheOptionalInterfacesOfTheStore(t *testing.T) {
-	for _, s := range []runstate.RunStateStore{runsOnly{}, runsBatches{}, storeWatcher{}, runsRunWatcher{}, storeReaderClaimer{}, runsClaimer{},
-		memorytest.Open(t, nil)} {
-		want := interfaces(s)
-		got := interfaces(otelstore.Wrap(s, otelstore.Options{}))
-		for name, w := range want {
-			if got[name] != w {
-				t.Errorf("%T wrapped: %s is %v; want %v", s, name, got[name], w)
-			}
-		}
-		if otelstore.Unwrap(otelstore.Wrap(s, otelstore.Options{})) != s {
-			t.Errorf("%T: Unwrap does not return the store", s)
-		}
-	}
-}
 
 func TestCallsAreDatabaseClientSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	st := otelstore.Wrap(memorytest.Open(t, nil), otelstore.Options{TracerProvider: tp, System: "memory"}).(runstate.Store)
+	st, _ := runstate.As[runstate.Store](otelstore.Wrap(memorytest.Open(t, nil), otelstore.Options{TracerProvider: tp, System: "memory"}))
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "caller")
 
 	run, err := st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})

@@ -16,6 +16,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
+	"github.com/runstate/runstate/internal/testsupport/featuretest"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -57,9 +58,9 @@ func serveStore(t *testing.T, store runstate.RunStateStore) served {
 
 // has reports which batch interfaces s implements.
 func has(s runstate.RunStateStore) protocol.BatchCalls {
-	_, creator := s.(runstate.BatchCreator)
-	_, updater := s.(runstate.BatchUpdater)
-	_, claimer := s.(runstate.BatchClaimer)
+	creator := s.Features().BatchCreator != nil
+	updater := s.Features().BatchUpdater != nil
+	claimer := s.Features().BatchClaimer != nil
 	return protocol.BatchCalls{CreateRuns: creator, UpdateRuns: updater, ClaimRuns: claimer}
 }
 
@@ -73,26 +74,15 @@ func TestTheClientHasExactlyTheServersBatchInterfaces(t *testing.T) {
 		want   protocol.BatchCalls
 	}{
 		{"all three", func(m *memory.Store) runstate.RunStateStore { return m }, true, protocol.BatchCalls{CreateRuns: true, UpdateRuns: true, ClaimRuns: true}},
-		{"none", func(m *memory.Store) runstate.RunStateStore { return struct{ runstate.Store }{m} }, true, protocol.BatchCalls{}},
+		{"none", func(m *memory.Store) runstate.RunStateStore { return featuretest.WithoutBatches(m) }, true, protocol.BatchCalls{}},
 		{"creates only", func(m *memory.Store) runstate.RunStateStore {
-			return struct {
-				runstate.Store
-				runstate.BatchCreator
-			}{m, m}
+			return featuretest.Edit(m, func(f *runstate.Features) { f.BatchUpdater, f.BatchClaimer = nil, nil })
 		}, true, protocol.BatchCalls{CreateRuns: true}},
 		{"updates and claims", func(m *memory.Store) runstate.RunStateStore {
-			return struct {
-				runstate.Store
-				runstate.BatchUpdater
-				runstate.BatchClaimer
-			}{m, m, m}
+			return featuretest.Edit(m, func(f *runstate.Features) { f.BatchCreator = nil })
 		}, true, protocol.BatchCalls{UpdateRuns: true, ClaimRuns: true}},
 		{"no leases: no batch claims", func(m *memory.Store) runstate.RunStateStore {
-			return struct {
-				runstate.RunStateStore
-				runstate.BatchUpdater
-				runstate.BatchClaimer
-			}{m, m, m}
+			return featuretest.Edit(m, func(f *runstate.Features) { f.Leases, f.BatchCreator = nil, nil })
 		}, false, protocol.BatchCalls{UpdateRuns: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,7 +94,7 @@ func TestTheClientHasExactlyTheServersBatchInterfaces(t *testing.T) {
 			if got := has(store); got != tc.want {
 				t.Fatalf("the client's store is %T with %+v, want %+v", store, got, tc.want)
 			}
-			if _, leases := store.(runstate.LeaseStore); leases != tc.leases {
+			if leases := store.Features().Leases != nil; leases != tc.leases {
 				t.Fatalf("the client's store has leases %v, want %v", leases, tc.leases)
 			}
 			// A batch the store has works through the client's store.
@@ -113,7 +103,7 @@ func TestTheClientHasExactlyTheServersBatchInterfaces(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := store.(runstate.BatchUpdater).UpdateRuns(context.Background(), runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
+				res, err := featuretest.Must(runstate.As[runstate.BatchUpdater](store)).UpdateRuns(context.Background(), runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
 					{RunID: "r1", ExpectedVersion: run.Version, Status: "canceled"}}})
 				if err != nil || res.Items[0].Err != nil || res.Items[0].Run.Status != runstate.StatusCanceled {
 					t.Fatalf("UpdateRuns: %+v, %v", res, err)
@@ -157,7 +147,7 @@ func TestAServerWithoutBatchCallsLeavesTheClientWorking(t *testing.T) {
 	if _, err := pb.NewRunStateStoreClient(s.conn).CreateRuns(ctx, &pb.CreateRunsRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("the old server answers CreateRuns with %v, want UNIMPLEMENTED", err)
 	}
-	store, ok := s.remote.Checked().(runstate.Store)
+	store, ok := runstate.As[runstate.Store](s.remote.Checked())
 	if !ok {
 		t.Fatalf("the client's store %T has lost its leases", s.remote.Checked())
 	}
@@ -200,7 +190,7 @@ func TestBatchErrorsKeepTheirIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := store.(runstate.BatchCreator).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{
+	_, err := featuretest.Must(runstate.As[runstate.BatchCreator](store)).CreateRuns(ctx, runstate.CreateRunsParams{Runs: []runstate.CreateRunParams{
 		{RunID: "new", WorkflowName: "w"}, {RunID: "taken", WorkflowName: "w"}}})
 	var item *runstate.BatchItemError
 	if !errors.As(err, &item) || item.Index != 1 || !errors.Is(err, runstate.ErrAlreadyExists) {
@@ -215,7 +205,7 @@ func TestBatchErrorsKeepTheirIdentity(t *testing.T) {
 	if _, err := store.CreateRun(ctx, runstate.CreateRunParams{RunID: "stale", WorkflowName: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.(runstate.BatchUpdater).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: updates})
+	res, err := featuretest.Must(runstate.As[runstate.BatchUpdater](store)).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: updates})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,13 +217,13 @@ func TestBatchErrorsKeepTheirIdentity(t *testing.T) {
 
 	late, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
-	if _, err := store.(runstate.BatchClaimer).ClaimRuns(late, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"},
+	if _, err := featuretest.Must(runstate.As[runstate.BatchClaimer](store)).ClaimRuns(late, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"},
 		TTL: time.Minute, Max: 1}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a batch claim past its deadline: %v", err)
 	}
 
 	s.remote.Close()
-	if _, err := store.(runstate.BatchUpdater).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: updates[:1]}); !errors.Is(err, runstate.ErrUnavailable) {
+	if _, err := featuretest.Must(runstate.As[runstate.BatchUpdater](store)).UpdateRuns(ctx, runstate.UpdateRunsParams{Updates: updates[:1]}); !errors.Is(err, runstate.ErrUnavailable) {
 		t.Fatalf("a batch on a closed client: %v", err)
 	}
 }
@@ -259,7 +249,7 @@ func TestClaimsBeforeAnErrorCrossWithIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := serveStore(t, failingClaimer{m}).remote.Checked()
-	res, err := store.(runstate.BatchClaimer).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Minute, Max: 2})
+	res, err := featuretest.Must(runstate.As[runstate.BatchClaimer](store)).ClaimRuns(ctx, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Minute, Max: 2})
 	if !errors.Is(err, runstate.ErrUnavailable) || len(res.Claims) != 1 || res.Claims[0].Lease.RunID != "r1" {
 		t.Fatalf("ClaimRuns: %+v, %v", res, err)
 	}

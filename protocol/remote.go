@@ -141,11 +141,9 @@ func (r *RemoteStore) Info() StoreInfo { return r.info }
 // Checked returns the store behind the kit's checks (driver.Checked), so
 // that input is validated once on this side of the connection (protobuf
 // strings must be valid UTF-8 to be sent at all) and once by the store
-// beyond it: a runstate.Store when the server's store has leases,
-// otherwise only a runstate.RunStateStore; and the batch interfaces the
-// server offers (Info().Batches), no others.
+// beyond it, with the features the server offers (Features), no others.
 func (r *RemoteStore) Checked() runstate.RunStateStore {
-	return driver.Checked(r.offered())
+	return driver.Checked(r)
 }
 
 // Close ends a store Connect returned: calls in flight end, later calls

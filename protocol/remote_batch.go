@@ -7,95 +7,41 @@ import (
 	"github.com/runstate/runstate/protocol/pb"
 )
 
-// A RemoteStore's batch calls live on types of their own, so that the
-// store offered to callers (offered, behind Checked) has exactly the batch
-// interfaces the server said its store has: a type assertion on it tells
-// the truth, and a caller of runstate.CreateRuns and its kin falls back to
-// single calls against a server without them (an older one, say). Go
-// composes a method set only by type, hence one struct per combination.
-
+// A RemoteStore's batch calls live on types of their own, which its
+// Features hand out exactly when the server said its store has them: a
+// caller of runstate.CreateRuns and its kin falls back to single calls
+// against a server without them (an older one, say).
 type (
 	remoteCreator struct{ r *RemoteStore }
 	remoteUpdater struct{ r *RemoteStore }
 	remoteClaimer struct{ r *RemoteStore }
 )
 
-// runOnly shows only the RunStateStore methods of a store without leases:
-// embedding the interface promotes nothing else.
-type runOnly struct{ runstate.RunStateStore }
-
-// offered returns r with the interfaces its server offers: runstate.Store
-// and runstate.LeaseReader with leases, else runstate.RunStateStore alone;
-// and the batch interfaces of Info().Batches (a batch claim only with
-// leases).
-func (r *RemoteStore) offered() runstate.RunStateStore {
-	b := r.info.Batches
-	c, u, k := remoteCreator{r}, remoteUpdater{r}, remoteClaimer{r}
-	if !r.info.Leases {
-		runs := runOnly{r}
-		switch {
-		case b.CreateRuns && b.UpdateRuns:
-			return struct {
-				runOnly
-				remoteCreator
-				remoteUpdater
-			}{runs, c, u}
-		case b.CreateRuns:
-			return struct {
-				runOnly
-				remoteCreator
-			}{runs, c}
-		case b.UpdateRuns:
-			return struct {
-				runOnly
-				remoteUpdater
-			}{runs, u}
+// Features implements runstate.RunStateStore: what the server said of its
+// store when opened (Info): its leases and lease reading, the batch calls
+// it offers (a batch claim only with leases) and the watches it streams.
+func (r *RemoteStore) Features() runstate.Features {
+	var f runstate.Features
+	info := r.info
+	if info.Leases {
+		f.Leases, f.LeaseReader = r, r
+		if info.Batches.ClaimRuns {
+			f.BatchClaimer = remoteClaimer{r}
 		}
-		return runs
+		if info.WatchRunnable {
+			f.RunnableWatcher = r
+		}
 	}
-	switch {
-	case b.CreateRuns && b.UpdateRuns && b.ClaimRuns:
-		return struct {
-			*RemoteStore
-			remoteCreator
-			remoteUpdater
-			remoteClaimer
-		}{r, c, u, k}
-	case b.CreateRuns && b.UpdateRuns:
-		return struct {
-			*RemoteStore
-			remoteCreator
-			remoteUpdater
-		}{r, c, u}
-	case b.CreateRuns && b.ClaimRuns:
-		return struct {
-			*RemoteStore
-			remoteCreator
-			remoteClaimer
-		}{r, c, k}
-	case b.UpdateRuns && b.ClaimRuns:
-		return struct {
-			*RemoteStore
-			remoteUpdater
-			remoteClaimer
-		}{r, u, k}
-	case b.CreateRuns:
-		return struct {
-			*RemoteStore
-			remoteCreator
-		}{r, c}
-	case b.UpdateRuns:
-		return struct {
-			*RemoteStore
-			remoteUpdater
-		}{r, u}
-	case b.ClaimRuns:
-		return struct {
-			*RemoteStore
-			remoteClaimer
-		}{r, k}
+	if info.Batches.CreateRuns {
+		f.BatchCreator = remoteCreator{r}
 	}
-	return r
+	if info.Batches.UpdateRuns {
+		f.BatchUpdater = remoteUpdater{r}
+	}
+	if info.WatchRun {
+		f.RunWatcher = r
+	}
+	return f
 }
 
 // CreateRuns implements runstate.BatchCreator: a refused item's

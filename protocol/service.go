@@ -49,11 +49,11 @@ type Service struct {
 	info  StoreInfo
 	clock *TestClock // nil: SetClock is refused
 
-	mu      sync.RWMutex
-	store   runstate.RunStateStore
-	leases  runstate.LeaseStore
-	watcher runstate.RunnableWatcher // nil: the store announces nothing
-	// runWatch announces the writes of a run; nil: it announces nothing.
+	mu    sync.RWMutex
+	store runstate.RunStateStore
+	// watcher and runWatch, when set, announce in place of the store's
+	// own watches (ServiceOptions).
+	watcher  runstate.RunnableWatcher
 	runWatch runstate.RunWatcher
 }
 
@@ -67,19 +67,12 @@ func NewService(opts ServiceOptions) *Service {
 		if s.clock != nil {
 			s.clock.read.Store(true)
 		}
-		s.store = opts.Store
-		s.leases, _ = opts.Store.(runstate.LeaseStore)
-		s.watcher = opts.Watcher
-		if s.watcher == nil {
-			s.watcher, _ = opts.Store.(runstate.RunnableWatcher)
-		}
-		s.runWatch = opts.RunWatcher
-		if s.runWatch == nil {
-			s.runWatch, _ = opts.Store.(runstate.RunWatcher)
-		}
+		s.store, s.watcher, s.runWatch = opts.Store, opts.Watcher, opts.RunWatcher
 	}
 	return s
 }
+
+
 
 // Register serves s on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { pb.RegisterRunStateStoreServer(r, s) }
@@ -98,7 +91,7 @@ func (s *Service) Close() {
 			slog.Error("closing the store", "error", err)
 		}
 	}
-	s.store, s.leases, s.watcher, s.runWatch = nil, nil, nil, nil
+	s.store = nil
 }
 
 // Open implements the protocol's Open: it opens the store (a shared one is
@@ -118,13 +111,15 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 			return nil, toStatus(err)
 		}
 		s.store = store
-		s.leases, _ = store.(runstate.LeaseStore)
-		s.watcher, _ = store.(runstate.RunnableWatcher)
-		s.runWatch, _ = store.(runstate.RunWatcher)
 	}
-	resp := batchCalls(s.store)
-	resp.Name, resp.Version, resp.Leases = s.info.Name, s.info.Version, s.leases != nil
-	resp.WatchRunnable, resp.WatchRun = s.watcher != nil, s.runWatch != nil
+	resp := openResponse(s.store.Features())
+	resp.Name, resp.Version = s.info.Name, s.info.Version
+	if s.watcher != nil {
+		resp.WatchRunnable = resp.Leases
+	}
+	if s.runWatch != nil {
+		resp.WatchRun = true
+	}
 	resp.TestClock = s.clock != nil && s.clock.read.Load()
 	return resp, nil
 }
@@ -136,7 +131,8 @@ func (s *Service) get() (runstate.RunStateStore, runstate.LeaseStore, error) {
 	if s.store == nil {
 		return nil, nil, toStatus(runstate.Unavailable("the served store is not open: the client must call Open first", nil))
 	}
-	return s.store, s.leases, nil
+	leases, _ := runstate.As[runstate.LeaseStore](s.store)
+	return s.store, leases, nil
 }
 
 func (s *Service) leaseStore() (runstate.LeaseStore, error) {
@@ -258,7 +254,7 @@ func (s *Service) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease,
 	if err != nil {
 		return nil, err
 	}
-	reader, ok := st.(runstate.LeaseReader)
+	reader, ok := runstate.As[runstate.LeaseReader](st)
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "the store does not tell who holds a lease (runstate.LeaseReader)")
 	}
@@ -266,36 +262,34 @@ func (s *Service) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease,
 	return leasePB(l), toStatus(err)
 }
 
-// batchCalls reports which batch calls st offers: a claim of many runs
-// needs leases too.
-func batchCalls(st runstate.RunStateStore) *pb.OpenResponse {
-	_, creator := st.(runstate.BatchCreator)
-	_, updater := st.(runstate.BatchUpdater)
-	_, claimer := st.(runstate.BatchClaimer)
-	_, leases := st.(runstate.LeaseStore)
-	return &pb.OpenResponse{CreateRuns: creator, UpdateRuns: updater, ClaimRuns: claimer && leases}
+// openResponse announces the features f: a batch claim, and a watch of
+// runnable runs, only with leases.
+func openResponse(f runstate.Features) *pb.OpenResponse {
+	leases := f.Leases != nil
+	return &pb.OpenResponse{Leases: leases, CreateRuns: f.BatchCreator != nil, UpdateRuns: f.BatchUpdater != nil,
+		ClaimRuns: leases && f.BatchClaimer != nil, WatchRunnable: leases && f.RunnableWatcher != nil, WatchRun: f.RunWatcher != nil}
 }
 
-// batchOf returns the open store as the batch interface B, named what;
-// a store without it is answered UNIMPLEMENTED, as a server without batch
-// calls would answer, so that a client treats both alike.
-func batchOf[B any](s *Service, what string) (B, error) {
+// featureOf returns the open store's feature F (runstate.As), named
+// what; a store without it is answered UNIMPLEMENTED, as a server without
+// the call would answer, so that a client treats both alike.
+func featureOf[F any](s *Service, what string) (F, error) {
 	st, _, err := s.get()
 	if err != nil {
-		var none B
+		var none F
 		return none, err
 	}
-	b, ok := st.(B)
+	f, ok := runstate.As[F](st)
 	if !ok {
-		return b, status.Errorf(codes.Unimplemented, "the store does not implement %s", what)
+		return f, status.Errorf(codes.Unimplemented, "the store does not implement %s", what)
 	}
-	return b, nil
+	return f, nil
 }
 
 // CreateRuns implements the protocol's CreateRuns, when the store is a
 // runstate.BatchCreator.
 func (s *Service) CreateRuns(ctx context.Context, r *pb.CreateRunsRequest) (*pb.CreateRunsResponse, error) {
-	creator, err := batchOf[runstate.BatchCreator](s, "runstate.BatchCreator")
+	creator, err := featureOf[runstate.BatchCreator](s, "runstate.BatchCreator")
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +311,7 @@ func (s *Service) CreateRuns(ctx context.Context, r *pb.CreateRunsRequest) (*pb.
 // UpdateRuns implements the protocol's UpdateRuns, when the store is a
 // runstate.BatchUpdater: each item's error crosses with its identity.
 func (s *Service) UpdateRuns(ctx context.Context, r *pb.UpdateRunsRequest) (*pb.UpdateRunsResponse, error) {
-	updater, err := batchOf[runstate.BatchUpdater](s, "runstate.BatchUpdater")
+	updater, err := featureOf[runstate.BatchUpdater](s, "runstate.BatchUpdater")
 	if err != nil {
 		return nil, err
 	}
@@ -345,10 +339,7 @@ func (s *Service) UpdateRuns(ctx context.Context, r *pb.UpdateRunsRequest) (*pb.
 // with the error beside them: they are held, and the caller's to use.
 func (s *Service) ClaimRuns(ctx context.Context, r *pb.ClaimRunsRequest) (*pb.ClaimRunsResponse, error) {
 	// Batch claims need leases; Open offers them only then.
-	claimer, err := batchOf[interface {
-		runstate.BatchClaimer
-		runstate.LeaseStore
-	}](s, "runstate.BatchClaimer with runstate.LeaseStore")
+	claimer, err := featureOf[runstate.BatchClaimer](s, "runstate.BatchClaimer with runstate.LeaseStore")
 	if err != nil {
 		return nil, err
 	}

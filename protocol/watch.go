@@ -60,29 +60,19 @@ func serveWatch[T any](stream grpc.ServerStreamingServer[T], what string, watch 
 // runnableWatcher returns what announces the open store's runnable runs;
 // a store without it is answered UNIMPLEMENTED, as an older server would.
 func (s *Service) runnableWatcher() (runstate.RunnableWatcher, error) {
-	if _, _, err := s.get(); err != nil {
-		return nil, err
+	if s.watcher != nil {
+		return s.watcher, nil
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.watcher == nil {
-		return nil, status.Error(codes.Unimplemented, "the store does not announce runnable runs (runstate.RunnableWatcher): poll")
-	}
-	return s.watcher, nil
+	return featureOf[runstate.RunnableWatcher](s, "runstate.RunnableWatcher: it does not announce runnable runs; poll")
 }
 
 // runWatcher returns what announces the writes of the open store's runs;
 // a store without it is answered UNIMPLEMENTED, as an older server would.
 func (s *Service) runWatcher() (runstate.RunWatcher, error) {
-	if _, _, err := s.get(); err != nil {
-		return nil, err
+	if s.runWatch != nil {
+		return s.runWatch, nil
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.runWatch == nil {
-		return nil, status.Error(codes.Unimplemented, "the store does not announce the writes of a run (runstate.RunWatcher): poll")
-	}
-	return s.runWatch, nil
+	return featureOf[runstate.RunWatcher](s, "runstate.RunWatcher: it does not announce the writes of a run; poll")
 }
 
 var (

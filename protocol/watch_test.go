@@ -20,6 +20,8 @@ type announcing struct {
 	notices chan struct{}
 }
 
+func (a announcing) Features() runstate.Features { return runstate.FeaturesOf(a) }
+
 func (a announcing) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParams) (<-chan struct{}, error) {
 	wake := make(chan struct{}, 1)
 	go func() {
@@ -157,3 +159,9 @@ func TestRunNoticesCrossTheConnection(t *testing.T) {
 // withoutRunWatcher hides the memory store's RunWatcher, as a store that
 // never had one.
 type withoutRunWatcher struct{ runstate.Store }
+
+func (s withoutRunWatcher) Features() runstate.Features {
+	f := s.Store.Features()
+	f.RunWatcher = nil
+	return f
+}

@@ -194,29 +194,28 @@ type Opened struct {
 
 // Leases returns the same store with its leases, nil when it has none.
 func (o *Opened) Leases() runstate.Store {
-	s, _ := o.Runs.(runstate.Store)
+	s, _ := runstate.As[runstate.Store](o.Runs)
 	return s
 }
 
 // Watcher returns what announces the store's runnable runs (Watch, else
-// the store when it is a runstate.RunnableWatcher), nil when nothing
-// does: then workers poll.
+// the store's feature), nil when nothing does: then workers poll.
 func (o *Opened) Watcher() runstate.RunnableWatcher {
 	if o.Watch != nil {
 		return o.Watch
 	}
-	w, _ := o.Runs.(runstate.RunnableWatcher)
+	w, _ := runstate.As[runstate.RunnableWatcher](o.Runs)
 	return w
 }
 
 // RunWatcher returns what announces the writes of a run (WatchRuns, else
-// the store when it is a runstate.RunWatcher), nil when nothing does:
-// then followers of a run poll.
+// the store's feature), nil when nothing does: then followers of a run
+// poll.
 func (o *Opened) RunWatcher() runstate.RunWatcher {
 	if o.WatchRuns != nil {
 		return o.WatchRuns
 	}
-	w, _ := o.Runs.(runstate.RunWatcher)
+	w, _ := runstate.As[runstate.RunWatcher](o.Runs)
 	return w
 }
 

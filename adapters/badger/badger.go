@@ -156,6 +156,10 @@ func (s *storage) checkSchema() error {
 
 var _ runstate.RunWatcher = (*Store)(nil)
 
+// Features implements runstate.RunStateStore: the kit's, with batch
+// creates and run watches.
+func (s *Store) Features() runstate.Features { return runstate.FeaturesOf(s) }
+
 // WatchRun implements runstate.RunWatcher: every commit of this store
 // wakes the watchers of the runs it wrote.
 func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {

@@ -19,7 +19,7 @@ var (
 // CreateRuns implements runstate.BatchCreator: all runs or none, in one
 // transaction.
 func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
-	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
+	return s.Store.Features().BatchCreator.CreateRuns(ctx, p)
 }
 
 // InsertMany implements driver.BatchInserter: every run in one

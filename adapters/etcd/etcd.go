@@ -217,7 +217,7 @@ func (s *storage) close() error {
 // CreateRuns implements runstate.BatchCreator: all runs or none, in one
 // transaction.
 func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
-	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
+	return s.Store.Features().BatchCreator.CreateRuns(ctx, p)
 }
 
 // enter admits an operation after checking its context (CTX-001); the

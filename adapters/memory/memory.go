@@ -46,6 +46,9 @@ type Store struct {
 
 var _ runstate.RunWatcher = (*Store)(nil)
 
+// Features implements runstate.RunStateStore: the kit's, with run watches.
+func (s *Store) Features() runstate.Features { return runstate.FeaturesOf(s) }
+
 // WatchRun implements runstate.RunWatcher: every write of this store
 // wakes the run's watchers, within the process.
 func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
@@ -67,7 +70,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // CreateRuns implements runstate.BatchCreator: all runs or none, under the
 // store's mutex.
 func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
-	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
+	return s.Store.Features().BatchCreator.CreateRuns(ctx, p)
 }
 
 // Close discards the data; later calls return runstate.ErrUnavailable.

@@ -273,5 +273,5 @@ func isErrorNumber(err error, number uint16) bool {
 // CreateRuns implements runstate.BatchCreator: every run, its labels and
 // its created event in one transaction, all or none (BATCH-001).
 func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
-	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
+	return s.Store.Features().BatchCreator.CreateRuns(ctx, p)
 }

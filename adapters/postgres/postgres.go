@@ -318,5 +318,5 @@ func isConnectError(err error) bool {
 // CreateRuns implements runstate.BatchCreator: every run, its labels and
 // its created event in one transaction, all or none (BATCH-001).
 func (s *Store) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
-	return s.Store.(runstate.BatchCreator).CreateRuns(ctx, p)
+	return s.Store.Features().BatchCreator.CreateRuns(ctx, p)
 }

@@ -29,6 +29,10 @@ const runChannel = "runstate_run"
 // trigger on (Options.NotifyRuns).
 const notifyRunsSetting = "runstate.notify_runs"
 
+// Features implements runstate.RunStateStore: the kit's, with batch
+// creates and the watches of LISTEN/NOTIFY.
+func (s *Store) Features() runstate.Features { return runstate.FeaturesOf(s) }
+
 // WatchRunnable implements runstate.RunnableWatcher with LISTEN/NOTIFY, on a
 // connection of its own, outside the pool: it hears the announcements of
 // every handle of the same schema that has Options.NotifyRunnable. When

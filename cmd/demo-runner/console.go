@@ -92,7 +92,7 @@ func (a *app) lease(ctx context.Context, runID string) (leaseView, error) {
 	if _, err := a.runs.GetRun(ctx, runID); err != nil {
 		return leaseView{}, err
 	}
-	lr, ok := a.runs.(runstate.LeaseReader)
+	lr, ok := runstate.As[runstate.LeaseReader](a.runs)
 	if !ok {
 		return leaseView{}, nil
 	}

@@ -135,6 +135,24 @@ type workerLife struct {
 	p       *proc
 }
 
+// runningThroughout reports whether the process ran (started, not
+// killed, not stopped) all through [from, to].
+func (w *workerLife) runningThroughout(from, to time.Time) bool {
+	if w.started.After(from) || (!w.ended.IsZero() && w.ended.Before(to)) {
+		return false
+	}
+	for _, s := range w.stops {
+		end := s[1]
+		if end.IsZero() {
+			end = to
+		}
+		if s[0].Before(to) && end.After(from) {
+			return false
+		}
+	}
+	return true
+}
+
 type fleet struct {
 	t      *testing.T
 	global []string
@@ -428,8 +446,8 @@ steps:
 	for _, e := range c.examples {
 		t.Log("  " + e)
 	}
-	t.Logf("allowed: %d takeovers of lapsed leases, %d of them recovery's interruptions; lapsed for %s before the claim",
-		c.takeovers, len(c.lapsed), spread(c.lapsed))
+	t.Logf("allowed: %d takeovers of lapsed leases, %d of them recovery's interruptions (%d while the holder's worker ran, neither killed nor stopped); lapsed for %s before the claim",
+		c.takeovers, len(c.lapsed), c.lapsedRunning, spread(c.lapsed))
 	for _, e := range c.lapsedExamples {
 		t.Log("  " + e)
 	}
@@ -453,6 +471,7 @@ type chaosCounts struct {
 	notSettled, overlaps, staleWrites, rejected, missing int
 	liveTakeovers, liveRecovered, takeovers, unjudged    int
 	historyRuns                                          int // runs the lease history holds
+	lapsedRunning                                        int // recovery's interruptions of leases that lapsed while their worker ran
 	examples                                             []string
 	lapsed                                               []time.Duration // recovery's interruptions of lapsed leases: how long lapsed
 	lapsedExamples                                       []string
@@ -544,7 +563,7 @@ func (f *fleet) check(ctx context.Context, store runstate.Store, submitted []str
 				c.example("run %s: write under token %d accepted after token %d: %+v", id, e.LeaseToken, maxToken, e)
 			}
 			if e.Actor.Kind == runstate.ActorRecovery && e.To.Terminal() && e.LeaseToken > 1 {
-				c.judgeRecovery(history, e)
+				c.judgeRecovery(history, e, f.lifeOf)
 			}
 			if e.LeaseToken > maxToken {
 				maxToken = e.LeaseToken
@@ -565,7 +584,11 @@ func (f *fleet) check(ctx context.Context, store runstate.Store, submitted []str
 // the claim it wrote under ended the previous token's lease, which was
 // either live in the store's time (a violation, counted with every other
 // claim of a live lease) or lapsed (allowed, reported with how long).
-func (c *chaosCounts) judgeRecovery(h leaseHistory, e runstate.AuditEvent) {
+//
+// A lapse whose holder ran all through its last lease (neither killed nor
+// stopped by the test) is counted apart: the machine starved the worker,
+// or the store's serving process, until the lease ran out.
+func (c *chaosCounts) judgeRecovery(h leaseHistory, e runstate.AuditEvent, lifeOf func(owner string) *workerLife) {
 	t, ok := h.find(e.RunID, e.LeaseToken)
 	switch {
 	case !ok || t.ended() == endedUnknown:
@@ -575,8 +598,13 @@ func (c *chaosCounts) judgeRecovery(h leaseHistory, e runstate.AuditEvent) {
 		c.liveRecovered++
 	case t.ended() == endedLapsed:
 		c.lapsed = append(c.lapsed, t.lapsedFor())
-		if len(c.lapsedExamples) < 5 {
-			c.lapsedExamples = append(c.lapsedExamples, t.describe(chaosLease, chaosRenew))
+		story := t.describe(chaosLease, chaosRenew)
+		if w := lifeOf(t.prev.owner); w != nil && w.runningThroughout(t.prev.expires.Add(-chaosLease), t.granted) {
+			c.lapsedRunning++
+			story = "while its worker ran: " + story
+		}
+		if len(c.lapsedExamples) < 10 {
+			c.lapsedExamples = append(c.lapsedExamples, story)
 		}
 	}
 }
@@ -591,4 +619,18 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// lifeOf returns the worker process an owner (worker/pid-random) names.
+func (f *fleet) lifeOf(owner string) *workerLife {
+	worker, inc, _ := strings.Cut(owner, "/")
+	pid, _, _ := strings.Cut(inc, "-")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.lives {
+		if w.id == worker && strconv.Itoa(w.pid) == pid {
+			return w
+		}
+	}
+	return nil
 }

@@ -132,7 +132,8 @@ func (f *fleet) second() string {
 
 func (f *fleet) dialAt(addr, name string) runstate.Store {
 	f.t.Helper()
-	return f.client(addr, name).Store().(runstate.Store)
+	st, _ := runstate.As[runstate.Store](f.client(addr, name).Store())
+	return st
 }
 
 // client dials the gateway at addr as name.

@@ -44,7 +44,7 @@ func endToEndLevel(ctx context.Context, target conformance.Target, opts Options,
 	opts.Progress(fmt.Sprintf("%s, slots=%d", name, level))
 	var m Measurement
 	err := withStore(ctx, target, func(st runstate.RunStateStore) error {
-		full, ok := st.(runstate.Store)
+		full, ok := runstate.As[runstate.Store](st)
 		if !ok {
 			return errors.New("the target declares leases but its store has no lease operations")
 		}

@@ -270,7 +270,7 @@ func claims(ctx context.Context, target conformance.Target, opts Options) ([]Mea
 		}
 		opts.Progress(fmt.Sprintf("%s, workers=%d", ClaimNext, level))
 		err := withStore(ctx, target, func(st runstate.RunStateStore) error {
-			leases, ok := st.(runstate.LeaseStore)
+			leases, ok := runstate.As[runstate.LeaseStore](st)
 			if !ok {
 				return errors.New("the target declares leases but its store has no lease operations")
 			}
@@ -394,7 +394,7 @@ func recovery(ctx context.Context, target conformance.Target, opts Options) ([]M
 		ropts := runstate.RecoveryOptions{Owner: runstate.Owner{Worker: "bench-recovery", Incarnation: "1"}, Logger: slog.New(slog.DiscardHandler)}
 		start := time.Now()
 		var rep runstate.RecoveryReport
-		if full, ok := st.(runstate.Store); ok && target.Capabilities.Leases {
+		if full, ok := runstate.As[runstate.Store](st); ok && target.Capabilities.Leases {
 			rep, err = runstate.Recover(ctx, full, ropts)
 		} else {
 			rep, err = runstate.RecoverExclusive(ctx, st, ropts)

@@ -84,7 +84,8 @@ func TestDoubleClaimsAreCounted(t *testing.T) {
 type doubling struct{ conformance.Harness }
 
 func (d doubling) Store() runstate.RunStateStore {
-	return &doublingStore{Store: d.Harness.Store().(runstate.Store)}
+	st, _ := runstate.As[runstate.Store](d.Harness.Store())
+	return &doublingStore{Store: st}
 }
 
 type doublingStore struct {
@@ -153,7 +154,8 @@ func TestPoolClaimsWhileCompletionsCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := &slowCompletions{Store: h.Store().(runstate.Store)}
+	full, _ := runstate.As[runstate.Store](h.Store())
+	st := &slowCompletions{Store: full}
 	res, err := perf.WorkerPool{Store: st, Slots: slots, OnClaim: func(runstate.Claim) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()

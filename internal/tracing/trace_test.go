@@ -62,7 +62,7 @@ func chain(t *testing.T) runstate.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	st, ok := otelstore.Wrap(c.Store(), otelstore.Options{System: "gateway"}).(runstate.Store)
+	st, ok := runstate.As[runstate.Store](otelstore.Wrap(c.Store(), otelstore.Options{System: "gateway"}))
 	if !ok {
 		t.Fatal("the traced gateway store lost its leases")
 	}

@@ -60,6 +60,11 @@ type Store struct {
 
 var _ runstate.Store = (*Store)(nil)
 
+// Features implements runstate.RunStateStore: leases and lease reading,
+// one call at a time (a batch call through the socket would have to be
+// tried again whole when its server is gone).
+func (s *Store) Features() runstate.Features { return runstate.FeaturesOf(s) }
+
 // backend is how this process reaches the store right now.
 type backend struct {
 	store runstate.Store
@@ -210,7 +215,7 @@ func (s *Store) dial(ctx context.Context) (*backend, error) {
 		conn.Close()
 		return nil, err
 	}
-	st, ok := c.Checked().(runstate.Store)
+	st, ok := runstate.As[runstate.Store](c.Checked())
 	if !ok {
 		c.Close()
 		conn.Close()
@@ -456,7 +461,7 @@ func (s *Store) ListRunnableRuns(ctx context.Context, p runstate.ListRunnablePar
 // would drop the connection to the serving process.)
 func (s *Store) GetLease(ctx context.Context, runID string) (runstate.Lease, error) {
 	return call(s, ctx, true, func(st runstate.Store) (runstate.Lease, error) {
-		lr, ok := st.(runstate.LeaseReader)
+		lr, ok := runstate.As[runstate.LeaseReader](st)
 		if !ok {
 			return runstate.Lease{}, errors.New("badgershare: the store behind the socket does not tell leases")
 		}
