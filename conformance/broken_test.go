@@ -257,7 +257,6 @@ func TestUnbrokenStorePassesTheSameRules(t *testing.T) {
 	}
 }
 
-
 func TestCapabilities(t *testing.T) {
 	leaseRules, _ := conformance.Select([]string{"LEASE"}, nil)
 	t.Run("undeclared capability skips, never passes", func(t *testing.T) {

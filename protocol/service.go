@@ -72,8 +72,6 @@ func NewService(opts ServiceOptions) *Service {
 	return s
 }
 
-
-
 // Register serves s on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { pb.RegisterRunStateStoreServer(r, s) }
 
