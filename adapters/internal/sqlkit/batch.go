@@ -39,26 +39,20 @@ var (
 // creator commits one of its run_ids between its check and its insert.
 const insertManyAttempts = 3
 
-// InsertMany implements driver.BatchInserter: one transaction that first
+// InsertMany implements driver.BatchInserter, the way New chose (writeWay).
+func (k *Driver) InsertMany(ctx context.Context, runs []driver.InsertParams) error {
+	return k.writes.insertMany(ctx, runs)
+}
+
+// insertMany is InsertMany the locking way: one transaction that first
 // reads which run_ids exist (ExistingRuns), so that the item that
 // collides is named, then inserts every run, label and created event with
 // one statement per table. A creator that commits one of the run_ids
 // between the check and the insert makes the insert fail on the key; the
 // transaction is then run again, and its check names the item.
-func (k *Driver) InsertMany(ctx context.Context, runs []driver.InsertParams) error {
-	if k.lean() {
-		err := k.insertLean(ctx, runs)
-		if !errors.Is(err, runstate.ErrAlreadyExists) {
-			return err
-		}
-		if i, findErr := k.existingIndex(ctx, runs); findErr != nil || i < 0 {
-			return errors.Join(err, findErr)
-		} else {
-			return &runstate.BatchItemError{Index: i, Err: runstate.ErrAlreadyExists}
-		}
-	}
+func (k lockingWay) insertMany(ctx context.Context, runs []driver.InsertParams) error {
 	for attempt := 1; ; attempt++ {
-		err := k.InTx(ctx, func(tx *sqlx.Tx) error { return k.insertMany(ctx, tx, runs) })
+		err := k.InTx(ctx, func(tx *sqlx.Tx) error { return k.insertManyIn(ctx, tx, runs) })
 		var itemErr *runstate.BatchItemError
 		if attempt == insertManyAttempts || !errors.Is(err, runstate.ErrAlreadyExists) || errors.As(err, &itemErr) {
 			return err
@@ -66,8 +60,8 @@ func (k *Driver) InsertMany(ctx context.Context, runs []driver.InsertParams) err
 	}
 }
 
-// insertMany is one transaction of InsertMany.
-func (k *Driver) insertMany(ctx context.Context, tx *sqlx.Tx, runs []driver.InsertParams) error {
+// insertManyIn is one transaction of lockingWay.insertMany.
+func (k *Driver) insertManyIn(ctx context.Context, tx *sqlx.Tx, runs []driver.InsertParams) error {
 	ids := make([]string, len(runs))
 	for i, r := range runs {
 		ids[i] = r.Run.RunID
@@ -123,41 +117,17 @@ func (k *Driver) existingRuns(ctx context.Context, tx sqlx.QueryerContext, ids [
 	return out, nil
 }
 
-// ModifyMany implements driver.BatchModifier: the lean way where the
-// dialect has it (lean.go), and the locking way for the items that lean
-// writes leave.
+// ModifyMany implements driver.BatchModifier, the way New chose (writeWay).
 func (k *Driver) ModifyMany(ctx context.Context, items []driver.ModifyItem) error {
-	if !k.lean() {
-		return k.modifyManyLocked(ctx, items)
-	}
-	rest, err := k.modifyLean(ctx, items)
-	if err != nil || len(rest) == 0 {
-		return err
-	}
-	locking := make([]driver.ModifyItem, len(rest))
-	for i, at := range rest {
-		locking[i] = driver.ModifyItem{RunID: items[at].RunID, Change: items[at].Change}
-	}
-	if err := k.modifyManyLocked(ctx, locking); err != nil {
-		// The lean writes of the other items are committed: only
-		// these hear the failure.
-		for _, at := range rest {
-			items[at].Err = err
-		}
-		return nil
-	}
-	for i, at := range rest {
-		items[at].Err = locking[i].Err
-	}
-	return nil
+	return k.writes.modifyMany(ctx, items)
 }
 
-// modifyManyLocked is ModifyMany in one transaction: one
+// modifyMany is ModifyMany the locking way, in one transaction: one
 // statement locks every item's row in run_id order (LockRuns), so that
 // batches locking some of the same runs wait for each other instead of
 // deadlocking, with the database time read once; each item's Change is
 // decided on its row and all are written together (batchWrite).
-func (k *Driver) modifyManyLocked(ctx context.Context, items []driver.ModifyItem) error {
+func (k lockingWay) modifyMany(ctx context.Context, items []driver.ModifyItem) error {
 	ids := make([]string, len(items))
 	for i, it := range items {
 		ids[i] = it.RunID
@@ -205,19 +175,20 @@ func (k *Driver) lockRuns(ctx context.Context, tx *sqlx.Tx, ids []string) (map[s
 	return out, nil
 }
 
-// ClaimNextMany implements driver.BatchNextClaimer as ClaimNext does, for
-// up to max runs in one transaction: the skipping pass locks up to max
+// ClaimNextMany implements driver.BatchNextClaimer, the way New chose
+// (writeWay).
+func (k *Driver) ClaimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
+	return k.writes.claimNextMany(ctx, q, max, take)
+}
+
+// claimNextMany is ClaimNextMany the locking way, as its claimNext does,
+// for up to max runs in one transaction: the skipping pass locks up to max
 // candidates of each kind (SKIP LOCKED) and claims the first max that q
 // admits, in claim order, written together (batchWrite). When it finds
 // none, the transaction goes on as ClaimNext's second pass, which waits
 // for the best locked candidate and claims that one run: the answer is 0
 // only when nothing matching was claimable (BATCH-007, LEASE-017).
-func (k *Driver) ClaimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
-	if k.lean() {
-		if n, ok, err := k.claimLean(ctx, q, max, take); err != nil || ok {
-			return n, err
-		}
-	}
+func (k lockingWay) claimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
 	skipping, err := k.claimCandidates(q, k.sql.ClaimSkippingMany, []any{max})
 	if err != nil {
 		return 0, err

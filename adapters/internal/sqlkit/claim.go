@@ -15,7 +15,12 @@ import (
 	"github.com/runstate/runstate/driver"
 )
 
-// ClaimNext implements driver.NextClaimer, in up to two passes.
+// ClaimNext implements driver.NextClaimer, the way New chose (writeWay).
+func (k *Driver) ClaimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	return k.writes.claimNext(ctx, q, take)
+}
+
+// claimNext is ClaimNext the locking way, in up to two passes.
 //
 // The first locks the best candidate of each kind, skipping rows that
 // other transactions hold, and claims the best of those: under load it
@@ -33,12 +38,7 @@ import (
 // When another claimer won the run the second pass waited for, the
 // transaction ends having written nothing and claim-next looks again from
 // the start.
-func (k *Driver) ClaimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
-	if k.lean() {
-		if _, ok, err := k.claimLean(ctx, q, 1, take); err != nil || ok {
-			return ok, err
-		}
-	}
+func (k lockingWay) claimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
 	skipping, err := k.ClaimCandidates(q, k.sql.ClaimSkipping)
 	if err != nil {
 		return false, err

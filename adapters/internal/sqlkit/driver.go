@@ -36,6 +36,8 @@ type Driver struct {
 	dbClock serverClock
 	// claims are the runs the handle's lean claims are writing (lean.go).
 	claims claimHolds
+	// writes is the way the handle writes, chosen in New.
+	writes writeWay
 }
 
 // Params configure New.
@@ -54,11 +56,37 @@ type Params struct {
 func New(p Params) *Driver {
 	k := &Driver{db: p.DB, dialect: p.Dialect, clock: p.Clock, where: p.Where}
 	k.sql = &k.dialect.Statements
-	if k.lean() {
+	k.writes = lockingWay{k}
+	if k.sql.Lean.WriteRuns != "" { // the dialect writes the lean way
 		k.known = new(knownRows)
+		k.writes = leanWay{lockingWay{k}}
 	}
 	return k
 }
+
+// writeWay is how a Driver writes runs: the lean way (lean.go) where the
+// dialect has lean statements, else the locking way. New chooses it once;
+// its methods are what the two ways do differently.
+type writeWay interface {
+	insert(ctx context.Context, r driver.InsertParams) error
+	insertMany(ctx context.Context, runs []driver.InsertParams) error
+	modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error
+	modifyMany(ctx context.Context, items []driver.ModifyItem) error
+	claimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error)
+	claimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error)
+	// estimatedNow is the database's time from a recent reading of its
+	// clock (serverClock), where the way lets Now answer without a round
+	// trip.
+	estimatedNow() (time.Time, bool)
+}
+
+// lockingWay writes in a transaction of several statements, which locks
+// the rows it changes (SELECT … FOR UPDATE) before it decides on them. It
+// embeds the Driver, whose helpers its methods use.
+type lockingWay struct{ *Driver }
+
+// estimatedNow: the locking way's Now always reads the database's clock.
+func (lockingWay) estimatedNow() (time.Time, bool) { return time.Time{}, false }
 
 // DB is the connection pool.
 func (k *Driver) DB() *sqlx.DB { return k.db }
@@ -161,7 +189,7 @@ func (k *Driver) Now(ctx context.Context) (time.Time, error) {
 	if k.clock != nil {
 		return driver.Timestamp(k.clock.Now()), nil
 	}
-	if now, ok := k.dbClock.estimate(time.Now()); ok && k.lean() {
+	if now, ok := k.writes.estimatedNow(); ok {
 		return now, nil
 	}
 	var now time.Time

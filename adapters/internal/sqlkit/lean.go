@@ -3,6 +3,7 @@ package sqlkit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -69,8 +70,83 @@ type LeanStatements struct {
 	ClaimReadingMany string
 }
 
-// lean reports whether the dialect writes the lean way.
-func (k *Driver) lean() bool { return k.sql.Lean.WriteRuns != "" }
+// leanWay writes the lean way, and what lean writes leave the locking way.
+type leanWay struct{ lockingWay }
+
+// insert is Insert the lean way: one InsertRuns.
+func (k leanWay) insert(ctx context.Context, r driver.InsertParams) error {
+	return k.insertLean(ctx, []driver.InsertParams{r})
+}
+
+// insertMany is InsertMany the lean way: one InsertRuns, which stores
+// nothing when a run_id exists; the item that collided is then looked up.
+func (k leanWay) insertMany(ctx context.Context, runs []driver.InsertParams) error {
+	err := k.insertLean(ctx, runs)
+	if !errors.Is(err, runstate.ErrAlreadyExists) {
+		return err
+	}
+	if i, findErr := k.existingIndex(ctx, runs); findErr != nil || i < 0 {
+		return errors.Join(err, findErr)
+	} else {
+		return &runstate.BatchItemError{Index: i, Err: runstate.ErrAlreadyExists}
+	}
+}
+
+// modify is Modify the lean way: modifyMany of one item.
+func (k leanWay) modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
+	items := []driver.ModifyItem{{RunID: runID, Change: change}}
+	if err := k.modifyMany(ctx, items); err != nil {
+		return err
+	}
+	return items[0].Err
+}
+
+// modifyMany is ModifyMany the lean way (modifyLean), and the locking way
+// for the items that lean writes leave.
+func (k leanWay) modifyMany(ctx context.Context, items []driver.ModifyItem) error {
+	rest, err := k.modifyLean(ctx, items)
+	if err != nil || len(rest) == 0 {
+		return err
+	}
+	locking := make([]driver.ModifyItem, len(rest))
+	for i, at := range rest {
+		locking[i] = driver.ModifyItem{RunID: items[at].RunID, Change: items[at].Change}
+	}
+	if err := k.lockingWay.modifyMany(ctx, locking); err != nil {
+		// The lean writes of the other items are committed: only
+		// these hear the failure.
+		for _, at := range rest {
+			items[at].Err = err
+		}
+		return nil
+	}
+	for i, at := range rest {
+		items[at].Err = locking[i].Err
+	}
+	return nil
+}
+
+// claimNext is ClaimNext the lean way (claimLean), and the locking way
+// when that claimed nothing.
+func (k leanWay) claimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	if _, ok, err := k.claimLean(ctx, q, 1, take); err != nil || ok {
+		return ok, err
+	}
+	return k.lockingWay.claimNext(ctx, q, take)
+}
+
+// claimNextMany is ClaimNextMany the lean way (claimLean), and the
+// locking way when that claimed nothing.
+func (k leanWay) claimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
+	if n, ok, err := k.claimLean(ctx, q, max, take); err != nil || ok {
+		return n, err
+	}
+	return k.lockingWay.claimNextMany(ctx, q, max, take)
+}
+
+// estimatedNow: lean statements read the database's clock with the rows
+// (observeRows, keepWritten), so a recent reading is at hand.
+func (k leanWay) estimatedNow() (time.Time, bool) { return k.dbClock.estimate(time.Now()) }
 
 // Columns are a table among a lean statement's arguments: one slice per
 // column, all of one length, a row per index.

@@ -17,9 +17,11 @@ import (
 // created event, in one transaction. A duplicate run_id is
 // ErrAlreadyExists (Dialect.Interpret).
 func (k *Driver) Insert(ctx context.Context, r driver.InsertParams) error {
-	if k.lean() {
-		return k.insertLean(ctx, []driver.InsertParams{r})
-	}
+	return k.writes.insert(ctx, r)
+}
+
+// insert is Insert the locking way: a statement per table.
+func (k lockingWay) insert(ctx context.Context, r driver.InsertParams) error {
 	return k.InTx(ctx, func(tx *sqlx.Tx) error {
 		run := r.Run
 		b, err := json.Marshal(run)
@@ -41,20 +43,18 @@ func (k *Driver) Insert(ctx context.Context, r driver.InsertParams) error {
 	})
 }
 
-// Modify implements driver.Driver: the row is locked, the change decided
+// Modify implements driver.Driver, the way New chose (writeWay).
+func (k *Driver) Modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
+	return k.writes.modify(ctx, runID, change)
+}
+
+// modify is Modify the locking way: the row is locked, the change decided
 // on the database's time, and the snapshot, lease and audit rows committed
 // together. The UPDATE of the snapshot repeats the version and lease-token
 // checks in its WHERE clause. Of writers racing from one version exactly
 // one wins (CAS-003); the audit rows commit with the change (AUD-005), so
 // reads never see one without the other (LIN-001).
-func (k *Driver) Modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
-	if k.lean() {
-		items := []driver.ModifyItem{{RunID: runID, Change: change}}
-		if err := k.ModifyMany(ctx, items); err != nil {
-			return err
-		}
-		return items[0].Err
-	}
+func (k lockingWay) modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
 	return k.InTx(ctx, func(tx *sqlx.Tx) error {
 		locked, err := k.lockRun(ctx, tx, runID)
 		if err != nil {
