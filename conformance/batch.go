@@ -26,7 +26,7 @@ func init() {
 func (c *checkState) batchCreator() runstate.BatchCreator {
 	b, ok := c.store.(runstate.BatchCreator)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.BatchCreator, which %T does not implement", c.store))
+		c.skip(lackBatchCreator)
 	}
 	return b
 }
@@ -35,7 +35,7 @@ func (c *checkState) batchCreator() runstate.BatchCreator {
 func (c *checkState) batchUpdater() runstate.BatchUpdater {
 	b, ok := c.store.(runstate.BatchUpdater)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.BatchUpdater, which %T does not implement", c.store))
+		c.skip(lackBatchUpdater)
 	}
 	return b
 }
@@ -44,7 +44,7 @@ func (c *checkState) batchUpdater() runstate.BatchUpdater {
 func (c *checkState) batchClaimerOf(s runstate.RunStateStore) runstate.BatchClaimer {
 	b, ok := s.(runstate.BatchClaimer)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.BatchClaimer, which %T does not implement", s))
+		c.skip(lackBatchClaimer)
 	}
 	return b
 }
@@ -404,7 +404,7 @@ func checkBatchLimits(c *checkState) {
 	bu, updates := c.store.(runstate.BatchUpdater)
 	bk, claims := c.store.(runstate.BatchClaimer)
 	if !creates && !updates && !claims {
-		c.skip(fmt.Sprintf("needs runstate.BatchCreator, BatchUpdater or BatchClaimer, which %T does not implement", c.store))
+		c.skip(lackAnyBatch)
 	}
 	run := c.newRun()
 	before := c.state(run.RunID)
