@@ -26,7 +26,7 @@ func init() {
 func (c *checkState) batchCreator() runstate.BatchCreator {
 	b, ok := runstate.As[runstate.BatchCreator](c.store)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.BatchCreator, which %T does not implement", c.store))
+		c.skip(lackBatchCreator)
 	}
 	return b
 }
@@ -35,7 +35,7 @@ func (c *checkState) batchCreator() runstate.BatchCreator {
 func (c *checkState) batchUpdater() runstate.BatchUpdater {
 	b, ok := runstate.As[runstate.BatchUpdater](c.store)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.BatchUpdater, which %T does not implement", c.store))
+		c.skip(lackBatchUpdater)
 	}
 	return b
 }
@@ -44,7 +44,7 @@ func (c *checkState) batchUpdater() runstate.BatchUpdater {
 func (c *checkState) batchClaimerOf(s runstate.RunStateStore) runstate.BatchClaimer {
 	b, ok := runstate.As[runstate.BatchClaimer](s)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.BatchClaimer, which %T does not implement", s))
+		c.skip(lackBatchClaimer)
 	}
 	return b
 }
@@ -404,7 +404,7 @@ func checkBatchLimits(c *checkState) {
 	bc, bu, bk := f.BatchCreator, f.BatchUpdater, f.BatchClaimer
 	creates, updates, claims := bc != nil, bu != nil, bk != nil
 	if !creates && !updates && !claims {
-		c.skip(fmt.Sprintf("needs runstate.BatchCreator, BatchUpdater or BatchClaimer, which %T does not implement", c.store))
+		c.skip(lackAnyBatch)
 	}
 	run := c.newRun()
 	before := c.state(run.RunID)

@@ -189,10 +189,14 @@ func (f Failure) String() string {
 
 // Result is the outcome of one rule.
 type Result struct {
-	Rule     Rule          `json:"rule"`
-	Outcome  Outcome       `json:"outcome"`
-	Failures []Failure     `json:"failures,omitempty"`
-	Detail   string        `json:"detail,omitempty"`
+	Rule     Rule      `json:"rule"`
+	Outcome  Outcome   `json:"outcome"`
+	Failures []Failure `json:"failures,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+	// Lacks names, for a check that skipped because the store lacks an
+	// optional interface, that interface ("runstate.BatchCreator");
+	// Detail then says what the store does without it.
+	Lacks    string        `json:"lacks,omitempty"`
 	Duration time.Duration `json:"-"` // duration_seconds in JSON
 	// Attachments are files a check made to explain its result, such as
 	// the visualisation of a history that is not linearizable.
@@ -319,7 +323,7 @@ func (c *checkState) result() Result {
 	case len(c.failures) > 0:
 		res.Outcome, res.Failures = Fail, slices.Clone(c.failures)
 	case c.skipped != "":
-		res.Outcome, res.Detail = Skip, c.skipped
+		res.Outcome, res.Detail, res.Lacks = Skip, c.skipped, c.lacks
 	}
 	return res
 }
@@ -338,6 +342,7 @@ type checkState struct {
 	failures    []Failure
 	harnessErr  string
 	skipped     string // why the check skipped itself: the store lacks an optional interface
+	lacks       string // that interface
 	notes       []string
 	attachments []Attachment
 
@@ -385,13 +390,39 @@ func (c *checkState) broke(detail string) {
 	}
 }
 
-// skip ends the check as skipped, saying why; never as passed.
-func (c *checkState) skip(why string) {
+// skip ends the check as skipped, saying what the store lacks; never as
+// passed.
+func (c *checkState) skip(l lack) {
 	c.mu.Lock()
-	c.skipped = why
+	c.skipped, c.lacks = l.why, l.iface
 	c.mu.Unlock()
 	runtime.Goexit()
 }
+
+// A lack is an optional interface a check needs and the store does not
+// have: iface names it as runstate does, and why says, in terms of what a
+// store's author wrote or can add, what the store does without it. Skip
+// reasons name no Go type of the store's: a store the kit makes, or one
+// behind a plugin or a gateway, is a wrapper whose type tells its author
+// nothing.
+type lack struct{ iface, why string }
+
+var (
+	lackBatchCreator = lack{"runstate.BatchCreator", "the store creates runs one at a time: it has no batch create, all runs or none " +
+		"(runstate.BatchCreator; driver.Wrap gives it to a driver that implements driver.BatchInserter)"}
+	lackBatchUpdater = lack{"runstate.BatchUpdater", "the store updates runs one at a time: it has no batch update " +
+		"(runstate.BatchUpdater; driver.Wrap gives it to every driver, a store of your own implements it)"}
+	lackBatchClaimer = lack{"runstate.BatchClaimer", "the store claims runs one at a time: it has no batch claim " +
+		"(runstate.BatchClaimer; driver.Wrap gives it to every driver, a store of your own implements it)"}
+	lackAnyBatch = lack{"runstate.BatchCreator, BatchUpdater or BatchClaimer", "the store has no batch calls at all: no batch create, update or claim " +
+		"(runstate.BatchCreator, BatchUpdater, BatchClaimer; driver.Wrap gives every driver the last two)"}
+	lackLeaseReader = lack{"runstate.LeaseReader", "the store cannot be asked for a run's lease: it has no GetLease " +
+		"(runstate.LeaseReader; driver.Wrap gives it to every driver, a store of your own implements it)"}
+	lackRunWatcher = lack{"runstate.RunWatcher", "the store does not wake the watchers of a run, so followers poll: it has no WatchRun " +
+		"(runstate.RunWatcher, which driver.Wrap does not give: the store adds WatchRun beside the kit's methods, with driver.RunNotices within one process)"}
+	lackRemoteRunWatcher = lack{"runstate.RunWatcher", "the store does not wake the watchers of a run, so followers poll: " +
+		"the plugin or gateway it is reached through offers no WatchRun (its store has no runstate.RunWatcher)"}
+)
 
 // harnessFatal records a harness error and ends the calling goroutine.
 func (c *checkState) harnessFatal(format string, args ...any) {

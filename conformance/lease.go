@@ -586,7 +586,7 @@ func checkRunnableAtOneInstant(c *checkState) {
 func checkLeaseReader(c *checkState) {
 	reader, ok := runstate.As[runstate.LeaseReader](c.store)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.LeaseReader, which %T does not implement", c.store))
+		c.skip(lackLeaseReader)
 	}
 	expect := func(after string, want runstate.Lease) {
 		got, err := reader.GetLease(c.ctx, want.RunID)

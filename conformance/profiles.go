@@ -113,7 +113,7 @@ const (
 	// none failed in any (for scale: no operation grew beyond its bound).
 	Certified = "certified"
 	// Failed: a rule failed, or the harness broke, in some mode; or scale
-	// flagged an operation.
+	// flagged an operation, or the store failed while measured.
 	Failed = "failed"
 	// NotCertified: nothing failed, but a rule passed in no mode, because
 	// the target lacks what it needs (Lacks) or it was not run.
@@ -151,11 +151,14 @@ type ModeOutcome struct {
 	Mode    string  `json:"mode"`
 	Outcome Outcome `json:"outcome"`
 	Detail  string  `json:"detail,omitempty"`
+	lacks   string  // Result.Lacks
 }
 
 // Verdicts judges each profile from the results of every mode: a rule is
 // proven when it passed in some mode and neither failed nor broke in any.
-// scale is the MeasureScale of the scale profile (nil: not measured).
+// scale is the MeasureScale of the scale profile (nil: not measured), the
+// measurement of the operation that failed included when it returned a
+// *ScaleFailure.
 func Verdicts(selected []Profile, modes []ModeResults, scale []ScaleMeasurement) []ProfileVerdict {
 	var out []ProfileVerdict
 	for _, p := range selected {
@@ -180,7 +183,7 @@ func (v *ProfileVerdict) judgeRules(rules []Rule, modes []ModeResults) {
 				continue
 			}
 			res := m.Results[i]
-			o := ModeOutcome{Rule: r.ID, Mode: m.Mode, Outcome: res.Outcome, Detail: res.Detail}
+			o := ModeOutcome{Rule: r.ID, Mode: m.Mode, Outcome: res.Outcome, Detail: res.Detail, lacks: res.Lacks}
 			switch res.Outcome {
 			case Pass:
 				passed = true
@@ -241,7 +244,7 @@ func (v *ProfileVerdict) judgeRules(rules []Rule, modes []ModeResults) {
 // lackOf names what the target lacked for rule r to skip as s: the
 // capabilities the mode did not declare, each fault by itself ("fault
 // restart"), or the optional interface the check asked of the store
-// ("runstate.LeaseReader"); none when the skip says neither.
+// (Result.Lacks: "runstate.LeaseReader"); none when the skip says neither.
 func lackOf(modes []ModeResults, r Rule, s ModeOutcome) []string {
 	i := slices.IndexFunc(modes, func(m ModeResults) bool { return m.Mode == s.Mode })
 	if i >= 0 {
@@ -259,9 +262,8 @@ func lackOf(modes []ModeResults, r Rule, s ModeOutcome) []string {
 			return out
 		}
 	}
-	if what, ok := strings.CutPrefix(s.Detail, "needs "); ok {
-		what, _, _ = strings.Cut(what, ", which")
-		return []string{what}
+	if s.lacks != "" {
+		return []string{s.lacks}
 	}
 	return nil
 }
@@ -285,9 +287,11 @@ func lacksText(lacks []string) string {
 
 func (v *ProfileVerdict) judgeScale(scale []ScaleMeasurement) {
 	v.Scale = scale
-	var flagged, skipped []string
+	var broken, flagged, skipped []string
 	for _, m := range scale {
 		switch {
+		case m.Failed != "":
+			broken = append(broken, m.Operation+": "+m.Failed)
 		case m.Skipped != "":
 			skipped = append(skipped, m.Operation+": "+m.Skipped)
 		case m.Flagged:
@@ -300,6 +304,8 @@ func (v *ProfileVerdict) judgeScale(scale []ScaleMeasurement) {
 		v.Lacks = []string{"leases"}
 	}
 	switch {
+	case len(broken) > 0:
+		v.Status, v.Verdict = Failed, fmt.Sprintf("%s (the store failed while measured: %s)", Failed, strings.Join(broken, "; "))
 	case len(flagged) > 0:
 		v.Status, v.Verdict = Failed, fmt.Sprintf("%s (grows linearly or worse: %s)", Failed, strings.Join(flagged, "; "))
 	case len(scale) == 0:

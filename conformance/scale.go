@@ -81,12 +81,42 @@ type ScaleMeasurement struct {
 	// a call's fixed cost (a process boundary, a network round trip),
 	// which hides part of an operation's growth when it dominates.
 	GetRunSeconds float64 `json:"get_run_seconds"`
-	// Skipped says why the operation was not measured.
+	// Skipped says why the operation was not measured: the store lacks
+	// what it needs (leases).
 	Skipped string `json:"skipped,omitempty"`
+	// Failed says how the store failed while measured: an operation
+	// returned an error or a wrong answer, here or while the store was
+	// filled. The figures are then absent and the profile is failed.
+	Failed string `json:"failed,omitempty"`
 }
+
+// ScaleFailure is MeasureScale's error when the store failed what the
+// measurement asked of it: a call that returned an error, or a wrong
+// answer (a runnable listing empty while claimable runs wait, a ListRuns
+// that ends before the runs the store holds). A broken store is a
+// failure, not a lack: the scale profile is failed. MeasureScale's other
+// errors are the harness's (a store it could not open), the caller's
+// (the sizes) or the context's.
+type ScaleFailure struct {
+	// Operation is what the store was doing: one of the operations timed
+	// (ScaleClaimNext, ScaleListRunnable, ScaleListRunsDeep), "get-run",
+	// or "fill" (creating and claiming the runs no claim may take).
+	Operation string
+	Err       error
+}
+
+func (e *ScaleFailure) Error() string { return "scale: " + e.Operation + ": " + e.Err.Error() }
+
+func (e *ScaleFailure) Unwrap() error { return e.Err }
+
+// scaleFill is the Operation of a ScaleFailure while a store was filled.
+const scaleFill = "fill"
 
 // String is the measurement as reports print it.
 func (m ScaleMeasurement) String() string {
+	if m.Failed != "" {
+		return fmt.Sprintf("%s: FAILED: %s", m.Operation, m.Failed)
+	}
 	if m.Skipped != "" {
 		return fmt.Sprintf("%s: not measured (%s)", m.Operation, m.Skipped)
 	}
@@ -115,11 +145,30 @@ func seconds(s float64) time.Duration {
 // both sizes alike, and the ratios do not depend on how fast the machine
 // is. Claim-next and the runnable listing need leases; without them only
 // the deep page is measured.
+//
+// A store that fails while measured returns a *ScaleFailure, with the
+// measurement of the operation that failed (its Failed set), so that
+// Verdicts fails the profile.
 func MeasureScale(ctx context.Context, target Target, opts ScaleOptions) ([]ScaleMeasurement, error) {
 	opts = opts.withDefaults()
 	if opts.Large <= opts.Small {
 		return nil, fmt.Errorf("scale: Large (%d) must exceed Small (%d)", opts.Large, opts.Small)
 	}
+	ms, err := measureScale(ctx, target, opts)
+	var failure *ScaleFailure
+	switch {
+	case err == nil:
+		return ms, nil
+	case ctx.Err() != nil: // cut short, not failed
+		return nil, fmt.Errorf("scale: %w", ctx.Err())
+	case errors.As(err, &failure):
+		return []ScaleMeasurement{{Operation: failure.Operation, SmallRuns: opts.Small, LargeRuns: opts.Large,
+			Bound: math.Sqrt(float64(opts.Large) / float64(opts.Small)), Failed: failure.Err.Error()}}, failure
+	}
+	return nil, err
+}
+
+func measureScale(ctx context.Context, target Target, opts ScaleOptions) ([]ScaleMeasurement, error) {
 	var pair [2]*scaler
 	for i, size := range []int{opts.Small, opts.Large} {
 		h, err := target.NewHarness(ctx)
@@ -209,7 +258,7 @@ func (s *scaler) fill(ctx context.Context, n int) error {
 	wg.Wait()
 	s.created += n
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("scale: filling a store with %d runs: %w", n, err)
+		return &ScaleFailure{Operation: scaleFill, Err: fmt.Errorf("filling a store with %d runs: %w", n, err)}
 	}
 	return nil
 }
@@ -237,7 +286,7 @@ func (s *scaler) addClaimable(ctx context.Context, n int) error {
 	for range n {
 		r, err := s.st.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: workflow, Labels: scaleLabels})
 		if err != nil {
-			return fmt.Errorf("scale: create a claimable run: %w", err)
+			return &ScaleFailure{Operation: scaleFill, Err: fmt.Errorf("creating a claimable run: %w", err)}
 		}
 		s.last = r.RunID
 	}
@@ -268,13 +317,13 @@ func timePair(ctx context.Context, pair [2]*scaler, opts ScaleOptions) (map[stri
 			}
 			return err
 		}); err != nil {
-			return nil, fmt.Errorf("scale: %s: %w", ScaleListRunnable, err)
+			return nil, &ScaleFailure{Operation: ScaleListRunnable, Err: err}
 		}
 		if out[ScaleClaimNext], err = timeAlternating(pair, opts, func(_ int, s *scaler) error {
 			_, err := s.leases.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: scaleTaker, TTL: runstate.MaxLeaseTTL})
 			return err
 		}); err != nil {
-			return nil, fmt.Errorf("scale: %s: %w", ScaleClaimNext, err)
+			return nil, &ScaleFailure{Operation: ScaleClaimNext, Err: err}
 		}
 	}
 	for _, s := range pair {
@@ -289,13 +338,13 @@ func timePair(ctx context.Context, pair [2]*scaler, opts ScaleOptions) (map[stri
 		_, err := s.st.GetRun(ctx, s.last)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("scale: GetRun: %w", err)
+		return nil, &ScaleFailure{Operation: getRun, Err: err}
 	}
 	var cursors [2]string
 	for i, s := range pair {
 		c, err := s.cursorAt(ctx, s.created*9/10)
 		if err != nil {
-			return nil, fmt.Errorf("scale: %s: %w", ScaleListRunsDeep, err)
+			return nil, &ScaleFailure{Operation: ScaleListRunsDeep, Err: fmt.Errorf("paging nine tenths into the store: %w", err)}
 		}
 		cursors[i] = c
 	}
@@ -307,7 +356,7 @@ func timePair(ctx context.Context, pair [2]*scaler, opts ScaleOptions) (map[stri
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("scale: %s: %w", ScaleListRunsDeep, err)
+		return nil, &ScaleFailure{Operation: ScaleListRunsDeep, Err: err}
 	}
 	return out, nil
 }
@@ -345,15 +394,16 @@ func timeAlternating(pair [2]*scaler, opts ScaleOptions, op func(i int, s *scale
 
 // cursorAt pages through ListRuns to the cursor after depth runs.
 func (s *scaler) cursorAt(ctx context.Context, depth int) (string, error) {
-	cursor := ""
+	cursor, paged := "", 0
 	for depth > 0 {
 		limit := min(depth, runstate.MaxPageLimit)
 		page, err := s.st.ListRuns(ctx, runstate.ListRunsParams{Limit: limit, Cursor: cursor})
 		if err != nil {
 			return "", err
 		}
+		paged += len(page.Runs)
 		if page.NextCursor == "" {
-			return "", fmt.Errorf("ListRuns ended %d runs short of depth", depth)
+			return "", fmt.Errorf("ListRuns gave no next page after %d runs, while the store holds %d", paged, s.created)
 		}
 		cursor, depth = page.NextCursor, depth-len(page.Runs)
 	}

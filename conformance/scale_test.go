@@ -2,9 +2,12 @@ package conformance_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger/badgertest"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
@@ -79,6 +82,64 @@ func TestScaleMeasuresTheReferenceStores(t *testing.T) {
 				t.Errorf("%s: want every operation measured, got %v", name, m)
 			}
 		}
+	}
+}
+
+// brokenListing is the memory store whose ListRuns never offers a next
+// page: every rule that pages deeper than one page would fail on it.
+type brokenListing struct{ runstate.Store }
+
+func (s brokenListing) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
+	page, err := s.Store.ListRuns(ctx, p)
+	page.NextCursor = ""
+	return page, err
+}
+
+type brokenListingHarness struct{ conformance.Harness }
+
+func (h brokenListingHarness) Store() runstate.RunStateStore {
+	return brokenListing{h.Harness.Store().(runstate.Store)}
+}
+
+// brokenListingTarget is the memory target with its listing broken.
+func brokenListingTarget() conformance.Target {
+	target := memorytest.Target(true)
+	newHarness := target.NewHarness
+	target.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
+		h, err := newHarness(ctx)
+		return brokenListingHarness{h}, err
+	}
+	return target
+}
+
+// A store that fails while measured is failed, not unmeasured: its
+// listing cannot reach the deep page, and the verdict says so.
+func TestScaleFailsAStoreWhoseListingIsBroken(t *testing.T) {
+	opts := scaleTestOptions
+	opts.Large = 200
+	ms, err := conformance.MeasureScale(context.Background(), brokenListingTarget(), opts)
+	var failure *conformance.ScaleFailure
+	if !errors.As(err, &failure) || failure.Operation != conformance.ScaleListRunsDeep {
+		t.Fatalf("MeasureScale on a broken listing: %v, want a *ScaleFailure of %s", err, conformance.ScaleListRunsDeep)
+	}
+	if len(ms) != 1 || ms[0].Operation != conformance.ScaleListRunsDeep || !strings.Contains(ms[0].Failed, "no next page") {
+		t.Fatalf("measurements: %+v, want the deep page's, failed for the missing next page", ms)
+	}
+	v := conformance.Verdicts([]conformance.Profile{{ID: conformance.ProfileScale}}, nil, ms)[0]
+	if v.Status != conformance.Failed || !strings.Contains(v.Verdict, "the store failed while measured: list-runs-deep") {
+		t.Errorf("scale verdict of a broken listing: %q (%s), want failed naming the operation", v.Verdict, v.Status)
+	}
+	t.Log(v.Verdict)
+}
+
+// A harness that cannot open a store leaves scale unmeasured: no
+// *ScaleFailure, since the store did nothing wrong.
+func TestScaleHarnessErrorIsNoFailure(t *testing.T) {
+	target := memorytest.Target(true)
+	target.NewHarness = func(context.Context) (conformance.Harness, error) { return nil, errors.New("database unreachable") }
+	ms, err := conformance.MeasureScale(context.Background(), target, scaleTestOptions)
+	if err == nil || errors.As(err, new(*conformance.ScaleFailure)) || ms != nil {
+		t.Errorf("MeasureScale without a store: %v, %v; want a plain error and no measurement", ms, err)
 	}
 }
 

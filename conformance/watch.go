@@ -31,11 +31,11 @@ func (c *checkState) runWatcher() runstate.RunWatcher {
 		if w := h.RunWatcher(); w != nil {
 			return w
 		}
-		c.skip("needs runstate.RunWatcher, which the harness's store does not offer")
+		c.skip(lackRemoteRunWatcher)
 	}
 	w, ok := runstate.As[runstate.RunWatcher](c.store)
 	if !ok {
-		c.skip(fmt.Sprintf("needs runstate.RunWatcher, which %T does not implement", c.store))
+		c.skip(lackRunWatcher)
 	}
 	return w
 }

@@ -35,7 +35,13 @@ import (
 // Change.
 type Driver interface {
 	// Now returns the store's time, which stamps creations: the same clock
-	// Modify reports, so that one clock decides for every worker.
+	// Modify reports (Current.Now) and Runnable and ClaimNext judge leases
+	// by, so that one clock decides for every worker. A driver given a
+	// clock (runstate.Clock: plugin.TestClock, conformance.ManualClock)
+	// reads it in all four. Return it at any precision and in any location:
+	// the kit passes it through Timestamp (UTC, whole microseconds) before
+	// it stamps the run's created_at and updated_at and its created event,
+	// so InsertParams carries the normalised time.
 	Now(ctx context.Context) (time.Time, error)
 
 	// Insert stores a new run with its created event (Seq 1) in one atomic
@@ -75,6 +81,16 @@ type Driver interface {
 	// claim-next answers "nothing runnable" when Runnable finds nothing,
 	// which is then true (LEASE-017), and claims the first candidate that
 	// is still admitted when Modify reads it.
+	//
+	// The now q.Admits compares lease expiry with is the store's time, read
+	// from the same clock as Now and Current.Now. A driver that reads
+	// time.Now() here while Modify reads the clock it was given (a test
+	// clock that certification moves) lists as held a lease the store's
+	// clock has let expire, or as free one it still holds: claim-next then
+	// answers "nothing runnable" while a run whose lease expired waits
+	// (LEASE-010, LEASE-017), or offers candidates that Modify, on the
+	// store's clock, finds still held, and gives up with
+	// runstate.ErrUnavailable after passing over them all.
 	Runnable(ctx context.Context, q RunnableQuery) ([]runstate.RunSnapshot, error)
 }
 
@@ -85,11 +101,27 @@ type NextClaimer interface {
 	// ClaimNext finds the run that q.Admits and that comes first in claim
 	// order and, in one atomic write, calls take with it and stores the
 	// Change take returns. q.Claimant is set, q.Limit is 1 and q.After is
-	// nil. The run is admitted at the instant take receives as Current.Now.
-	// It may pass over a run another call holds at that instant, but it
-	// answers false (no run claimed) only when no run matching q was
-	// claimable (LEASE-017). A run take refuses (an empty Change) is the
-	// driver's mistake: the kit answers runstate.ErrUnavailable.
+	// nil. It may pass over a run another call holds at that instant, but
+	// it answers false (no run claimed) only when no run matching q was
+	// claimable (LEASE-017).
+	//
+	// The run is admitted at the instant take receives as Current.Now, the
+	// store's time from the clock Now and Modify read: ClaimNext compares
+	// lease expiry with it, so a driver that judges candidates by
+	// time.Now() while Current.Now comes from the clock it was given (a
+	// test clock) offers take runs whose lease that clock says is live, or
+	// passes over runs whose lease it says expired.
+	//
+	// take refuses a run q does not admit at Current.Now: it returns an
+	// empty Change, and the driver stores nothing (an empty Change writes
+	// nothing, as in Modify) and returns true and no error, since it did
+	// offer a run. The kit then answers the caller runstate.ErrUnavailable
+	// ("the store offered a run it may not claim"), with the refusal as the
+	// cause, and claims nothing; that is the driver's mistake (most often
+	// two clocks), never a contention to retry. Returning false instead
+	// would make the kit answer "nothing runnable" (runstate.ErrNotFound),
+	// which is untrue while that run waits. A driver that calls take again
+	// (a retry after an optimistic conflict) is judged by take's last call.
 	ClaimNext(ctx context.Context, q RunnableQuery, take func(Current) Change) (bool, error)
 }
 
@@ -103,7 +135,10 @@ type LeaseReader interface {
 	GetLease(ctx context.Context, runID string) (LeaseState, error)
 }
 
-// InsertParams is a run to insert: its first snapshot and its created event.
+// InsertParams is a run to insert: its first snapshot and its created
+// event, both complete, to store as they are. The kit has set the run's
+// RunID, and the event's RunID (the run's) and Seq (1); their times are
+// the store's Now through Timestamp.
 type InsertParams struct {
 	Run     runstate.RunSnapshot
 	Created runstate.AuditEvent
@@ -115,7 +150,11 @@ type Current struct {
 	Lease LeaseState
 	// LastSeq is the Seq of the run's last audit event.
 	LastSeq int64
-	// Now is the store's time of this write (for a SQL store, its server's).
+	// Now is the store's time of this write (for a SQL store, its
+	// server's), from the clock Now reads. The driver passes it as it reads
+	// it: every decision the kit takes on it passes it through Timestamp
+	// first, and every time the Change carries (updated_at, lease times,
+	// event times) is so normalised.
 	Now time.Time
 }
 
@@ -125,10 +164,14 @@ type Change struct {
 	Run *runstate.RunSnapshot
 	// Lease replaces the lease.
 	Lease *LeaseState
-	// Events are appended to the audit trail as they are: the kit numbers
-	// them Current.LastSeq+1, +2, …, and the last one's Seq is the run's new
-	// LastSeq. Seq numbers have no gaps, so a store may find event n at
-	// position n of the trail.
+	// Events are appended to the audit trail as they are, complete: the
+	// kit has set each one's RunID (the run's) and Seq, numbered
+	// Current.LastSeq+1, +2, … from the Current it was given, so the last
+	// one's Seq is the run's new LastSeq, and its Time (Current.Now through
+	// Timestamp). The driver stores them unchanged and assigns nothing.
+	// Seq numbers have no gaps, so a store may find event n at position n
+	// of the trail. A change function called again (an optimistic retry)
+	// numbers its events afresh from the Current of that call.
 	Events []runstate.AuditEvent
 }
 

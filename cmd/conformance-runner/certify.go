@@ -46,20 +46,23 @@ Profiles:
   scale   claim-next, the runnable listing and a deep ListRuns page timed on two stores, one
           holding --scale-small runs no claim may take, the other --scale-large; an operation
           whose time grows more than the square root of the growth (×10 for 100 times the
-          runs) is flagged
+          runs) is flagged; a store that fails while measured (an error, a listing that
+          ends early) fails it
 
 A profile is certified when every rule in it passed in at least one mode and none failed or
 broke in any; a rule that passed in no mode, because the target lacks a capability or an
 optional interface, makes it "not certified (lacks …)", never certified.
 
-Exit codes: 0 every selected profile certified, 1 a rule failed or scale flagged an operation,
-2 usage error or a store that holds runs, 3 the harness broke, 4 a selected profile is not
-certified because the target lacks what it needs (nothing failed).`
+Exit codes: 0 every selected profile certified, 1 a rule failed, scale flagged an operation or
+the store failed while measured, 2 usage error or a store that holds runs, 3 the harness broke,
+4 a selected profile is not certified because the target lacks what it needs (nothing failed).
+The faults profile needs faults a plugin cannot declare (a failover, a member of a replicated
+backend restarting), so certify a plugin with --profile naming the profiles it can prove.`
 
 const certifyExample = `  conformance-runner certify
   conformance-runner certify --profile core,leases --format json
   conformance-runner certify --adapter badger --markdown certificate.md --junit certificate.xml
-  conformance-runner certify --plugin ./runstate-plugin-badger --config dir={{tempdir}} --kill-plugin`
+  conformance-runner certify --plugin ./runstate-plugin-badger --config dir={{tempdir}} --profile core,leases`
 
 type certifyOptions struct {
 	options
@@ -185,6 +188,11 @@ func (o certifyOptions) certifyPlan(ctx context.Context, p plan, selected []conf
 			Progress: func(s string) { fmt.Fprintln(stderr, s) }})
 	}
 	cert.Profiles = conformance.Verdicts(selected, runs, scale)
+	// A store that failed while measured is judged failed from its
+	// measurement; any other error left scale unmeasured: the harness broke.
+	if errors.As(scaleErr, new(*conformance.ScaleFailure)) {
+		scaleErr = nil
+	}
 	if scaleErr != nil {
 		for i := range cert.Profiles {
 			if cert.Profiles[i].Profile == conformance.ProfileScale {
@@ -200,7 +208,8 @@ func (o certifyOptions) certifyPlan(ctx context.Context, p plan, selected []conf
 }
 
 // certificateExit is the exit code of a certificate: a failure first, then
-// a broken harness, then a profile not certified.
+// a broken harness (scaleErr: scale could not be measured), then a
+// profile not certified.
 func certificateExit(cert certificate, scaleErr error) error {
 	var broke, failed, uncertified bool
 	for _, m := range cert.Modes {
@@ -491,6 +500,8 @@ func writeCertificateJUnit(w io.Writer, c certificate) error {
 		for _, m := range v.Scale {
 			tc := junitCase{Name: "scale " + m.Operation, Classname: "runstate.scale", Time: m.SmallSeconds + m.LargeSeconds}
 			switch {
+			case m.Failed != "":
+				tc.Failure, s.Failures = &junitMessage{Message: m.String()}, s.Failures+1
 			case m.Skipped != "":
 				tc.Skipped, s.Skipped = &junitMessage{Message: m.Skipped}, s.Skipped+1
 			case m.Flagged:

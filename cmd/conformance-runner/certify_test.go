@@ -233,6 +233,54 @@ func TestCertifyScaleReportsItsFigures(t *testing.T) {
 	}
 }
 
+// brokenListing is the memory store whose ListRuns never offers a next
+// page.
+type brokenListing struct{ runstate.Store }
+
+func (s brokenListing) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
+	page, err := s.Store.ListRuns(ctx, p)
+	page.NextCursor = ""
+	return page, err
+}
+
+type brokenListingHarness struct{ conformance.Harness }
+
+func (h brokenListingHarness) Store() runstate.RunStateStore {
+	return brokenListing{h.Harness.Store().(runstate.Store)}
+}
+
+// A store that fails while measured fails the scale profile, exit 1, in
+// every report: its broken listing is a failure, not a lack (exit 4) nor
+// a broken harness (exit 3).
+func TestCertifyScaleFailsABrokenListing(t *testing.T) {
+	target := memorytest.Target(true)
+	newHarness := target.NewHarness
+	target.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
+		h, err := newHarness(ctx)
+		return brokenListingHarness{h}, err
+	}
+	junit := filepath.Join(t.TempDir(), "scale.xml")
+	o := certifyOptions{options: options{format: "json", junit: junit}, scaleSmall: 20, scaleLarge: 200}
+	selected, _ := conformance.SelectProfiles([]string{"scale"})
+	var out, errOut bytes.Buffer
+	err := o.certifyPlan(context.Background(), planModes(target, target, selected), selected, &out, &errOut)
+	v := verdictOf(t, decodeCertificate(t, out.String()), conformance.ProfileScale)
+	if code := exitCode(err); code != exitFail {
+		t.Errorf("exit %d, want %d (failed)", code, exitFail)
+	}
+	if v.Status != conformance.Failed || !strings.Contains(v.Verdict, "the store failed while measured: list-runs-deep") ||
+		len(v.Scale) != 1 || v.Scale[0].Failed == "" {
+		t.Errorf("scale of a broken listing: %q (%s), measurements %+v; want failed, naming the operation", v.Verdict, v.Status, v.Scale)
+	}
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `failures="1"`) || !strings.Contains(string(data), "list-runs-deep: FAILED") {
+		t.Errorf("junit does not report the failure:\n%s", data)
+	}
+}
+
 // Without leases, scale measures the deep page alone and is never
 // certified: it lacks leases.
 func TestCertifyScaleWithoutLeases(t *testing.T) {

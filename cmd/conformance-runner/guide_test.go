@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,10 @@ func fences(md string) []fence {
 // TestIntegratorsGuideAsWritten follows docs/integrators.md literally, in a
 // fresh module outside this repository: its shell blocks run in order in
 // one shell, its Go files are written where their first line says, and the
-// runner it ends with must print the summary the guide shows.
+// runner it ends with must print the summary and the skip lines the guide
+// shows. The guide says every file of the module is on the page but the
+// store, which it copies whole from examples/filestore: the module must
+// hold exactly those files, the copy unchanged.
 func TestIntegratorsGuideAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a separate module and sleeps through real lease TTLs")
@@ -61,6 +65,10 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 	}
 	script := []string{"set -euo pipefail"}
 	wantSummary := ""
+	var wantLines []string
+	// The files the guide writes, and the one it copies whole.
+	const copied = "filestore/filestore.go"
+	files := map[string]bool{copied: true}
 	for _, f := range fences(string(guide)) {
 		first, _, _ := strings.Cut(f.body, "\n")
 		switch {
@@ -68,6 +76,7 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 			script = append(script, f.body)
 		case f.lang == "go" && strings.HasPrefix(first, "// ") && strings.HasSuffix(first, ".go"):
 			path := strings.TrimPrefix(first, "// ")
+			files[path] = true
 			script = append(script, "mkdir -p "+filepath.Dir(path)+"\ncat > "+path+" <<'GUIDE_EOF'\n"+f.body+"GUIDE_EOF")
 		case f.lang == "go" && strings.HasPrefix(first, "func Test"):
 			// How this repository certifies its plugins: quoted from its tests.
@@ -80,10 +89,15 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 			}
 		case f.lang == "text" && summaryLine.MatchString(f.body):
 			wantSummary = summaryLine.FindString(f.body)
+		case f.lang == "text" && strings.HasPrefix(f.body, "  SKIP "):
+			wantLines = append(wantLines, strings.TrimSuffix(f.body, "\n"))
 		}
 	}
 	if wantSummary == "" {
 		t.Fatal("the guide shows no summary line to expect")
+	}
+	if !strings.Contains(string(guide), `cp "$RUNSTATE/examples/filestore/filestore.go" filestore/`) {
+		t.Fatal("the guide no longer copies the example store whole: update the files this test expects")
 	}
 
 	cmd := exec.Command("bash", "-c", strings.Join(script, "\n"))
@@ -102,6 +116,32 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 	}
 	if got := summaryLine.FindString(string(out)); got != wantSummary {
 		t.Fatalf("the guide promises %q; the runner printed %q\n%s", wantSummary, got, out)
+	}
+	for _, line := range wantLines {
+		if !strings.Contains(string(out), line+"\n") {
+			t.Errorf("the guide shows the line\n%s\nwhich the runner did not print:\n%s", line, out)
+		}
+	}
+	module := filepath.Join(cmd.Dir, "mystore")
+	err = filepath.WalkDir(module, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".go" {
+			return err
+		}
+		rel, err := filepath.Rel(module, path)
+		if err == nil && !files[filepath.ToSlash(rel)] {
+			t.Errorf("the module holds %s, which the guide neither shows nor copies", rel)
+		}
+		delete(files, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path := range files {
+		t.Errorf("the guide writes or copies %s, which the module does not hold", path)
+	}
+	if got, err := os.ReadFile(filepath.Join(module, copied)); err != nil || string(got) != string(example) {
+		t.Errorf("%s is not the example copied whole: %v", copied, err)
 	}
 	md, err := os.ReadFile(filepath.Join(cmd.Dir, "mystore", "report.md"))
 	if err != nil || !strings.Contains(string(md), "]("+conformance.Rules()[0].URL+")") {

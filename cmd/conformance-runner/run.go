@@ -194,7 +194,7 @@ func addCheckFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
 	fs.StringVar(&o.markdown, "markdown", "", "also write a Markdown report to this file")
 	fs.BoolVar(&o.killPlugin, "kill-plugin", false, "plugins: declare the restart fault, for a store whose data outlives its process: the FAULT rules kill the plugin (SIGKILL) and its client starts it again")
-	fs.BoolVar(&o.secondProcess, "second-process", false, "plugins: declare a second handle, for a store that two processes may open at once on one configuration (a database server's): checks that need a second worker start another plugin process")
+	fs.BoolVar(&o.secondProcess, "second-process", false, "plugins: declare a second handle, for a store that two processes may open at once on one configuration (a database server, or a file that two processes open together, as SQLite's): checks that need a second worker start another plugin process on the same configuration, {{tempdir}} and {{unique}} included")
 	fs.StringVar(&o.proxyBackend, "proxy-backend", "", "plugins: HOST:PORT of the plugin's own server (its database): every check puts a fault proxy in front of it, {{proxy}} in --config values becomes the proxy's address, and the FAULT rules partition, reset and delay the plugin's connections")
 	fs.BoolVar(&o.allowStoredRuns, "allow-stored-runs", false, "run although the store holds runs: checks may change and claim them, and listing checks fail")
 }
