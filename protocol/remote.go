@@ -28,6 +28,9 @@ type StoreInfo struct {
 	// TestClock: the server runs in test mode and its store reads the test
 	// clock, which SetClock moves.
 	TestClock bool
+	// Features names what the server's store can do (Feature*): the
+	// client's store has exactly these.
+	Features []string
 }
 
 // BatchCalls names the batch interfaces a server's store implements.
@@ -65,7 +68,7 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 	}
 	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases,
 		Batches:       BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases},
-		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun, TestClock: resp.TestClock}, nil
+		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun, TestClock: resp.TestClock, Features: featuresOfResponse(resp)}, nil
 }
 
 // RemoteOptions configure NewRemoteStore.

@@ -17,29 +17,14 @@ type (
 	remoteClaimer struct{ r *RemoteStore }
 )
 
-// Features implements runstate.RunStateStore: what the server said of its
-// store when opened (Info): its leases and lease reading, the batch calls
-// it offers (a batch claim only with leases) and the watches it streams.
+// Features implements runstate.RunStateStore: the features the server
+// named when opened (Info().Features), no others.
 func (r *RemoteStore) Features() runstate.Features {
 	var f runstate.Features
-	info := r.info
-	if info.Leases {
-		f.Leases, f.LeaseReader = r, r
-		if info.Batches.ClaimRuns {
-			f.BatchClaimer = remoteClaimer{r}
+	for _, sf := range storeFeatures {
+		if r.info.Has(sf.name) {
+			sf.set(&f, r)
 		}
-		if info.WatchRunnable {
-			f.RunnableWatcher = r
-		}
-	}
-	if info.Batches.CreateRuns {
-		f.BatchCreator = remoteCreator{r}
-	}
-	if info.Batches.UpdateRuns {
-		f.BatchUpdater = remoteUpdater{r}
-	}
-	if info.WatchRun {
-		f.RunWatcher = r
 	}
 	return f
 }

@@ -110,14 +110,15 @@ func (s *Service) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse
 		}
 		s.store = store
 	}
-	resp := openResponse(s.store.Features())
-	resp.Name, resp.Version = s.info.Name, s.info.Version
-	if s.watcher != nil {
-		resp.WatchRunnable = resp.Leases
+	f := runstate.Resolve(s.store)
+	if s.watcher != nil && f.Leases != nil {
+		f.RunnableWatcher = s.watcher
 	}
 	if s.runWatch != nil {
-		resp.WatchRun = true
+		f.RunWatcher = s.runWatch
 	}
+	resp := openResponse(f)
+	resp.Name, resp.Version = s.info.Name, s.info.Version
 	resp.TestClock = s.clock != nil && s.clock.read.Load()
 	return resp, nil
 }
@@ -260,12 +261,11 @@ func (s *Service) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease,
 	return leasePB(l), toStatus(err)
 }
 
-// openResponse announces the features f: a batch claim, and a watch of
-// runnable runs, only with leases.
+// openResponse announces the features f, by name and, for clients older
+// than the names, in the fields they read.
 func openResponse(f runstate.Features) *pb.OpenResponse {
-	leases := f.Leases != nil
-	return &pb.OpenResponse{Leases: leases, CreateRuns: f.BatchCreator != nil, UpdateRuns: f.BatchUpdater != nil,
-		ClaimRuns: leases && f.BatchClaimer != nil, WatchRunnable: leases && f.RunnableWatcher != nil, WatchRun: f.RunWatcher != nil}
+	return &pb.OpenResponse{Features: featureNames(f), Leases: f.Leases != nil, CreateRuns: f.BatchCreator != nil,
+		UpdateRuns: f.BatchUpdater != nil, ClaimRuns: f.BatchClaimer != nil, WatchRunnable: f.RunnableWatcher != nil, WatchRun: f.RunWatcher != nil}
 }
 
 // featureOf returns the open store's feature F (runstate.As), named

@@ -180,7 +180,13 @@ type OpenResponse struct {
 	WatchRun bool `protobuf:"varint,8,opt,name=watch_run,json=watchRun,proto3" json:"watch_run,omitempty"`
 	// test_clock: the server runs in test mode and its store reads the test
 	// clock, which SetClock moves.
-	TestClock     bool `protobuf:"varint,9,opt,name=test_clock,json=testClock,proto3" json:"test_clock,omitempty"`
+	TestClock bool `protobuf:"varint,9,opt,name=test_clock,json=testClock,proto3" json:"test_clock,omitempty"`
+	// features names everything the server's store can do beyond the calls
+	// every server answers (docs/protocol.md, "Features"): leases,
+	// lease_reader, batch_create, batch_update, batch_claim, watch_runnable,
+	// watch_run. A client reaches only these. A server older than the list
+	// sends none, and the client reads the fields above instead.
+	Features      []string `protobuf:"bytes,10,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +282,13 @@ func (x *OpenResponse) GetTestClock() bool {
 		return x.TestClock
 	}
 	return false
+}
+
+func (x *OpenResponse) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
 }
 
 // ErrorDetail is the runstate.Error of a failed call.
@@ -2884,7 +2897,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x02\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
@@ -2898,7 +2911,9 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x0ewatch_runnable\x18\a \x01(\bR\rwatchRunnable\x12\x1b\n" +
 	"\twatch_run\x18\b \x01(\bR\bwatchRun\x12\x1d\n" +
 	"\n" +
-	"test_clock\x18\t \x01(\bR\ttestClock\"\xee\x02\n" +
+	"test_clock\x18\t \x01(\bR\ttestClock\x12\x1a\n" +
+	"\bfeatures\x18\n" +
+	" \x03(\tR\bfeatures\"\xee\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x15\n" +
