@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/runstate/runstate"
 )
@@ -12,6 +13,7 @@ func init() {
 	register("CAS-002", "An update whose expected version is stale fails with VERSION_CONFLICT, reports the current version and writes nothing.", none, checkStaleVersion)
 	register("CAS-003", "Of N writers racing from the same version, exactly one wins and the others get VERSION_CONFLICT.", none, checkRacingWriters)
 	register("CAS-004", "A stale update that also asks for a forbidden transition is a version conflict, not an invalid transition: the run is not failed.", none, checkConflictBeforeTransition)
+	register("CAS-005", "Version and updated_at move only with an accepted update: lease operations and an update with nothing to change leave both as they were.", none, checkUpdatedAtMovesWithVersion)
 }
 
 func checkVersionSteps(c *checkState) {
@@ -121,4 +123,46 @@ func checkConflictBeforeTransition(c *checkState) {
 	_, err := c.store.UpdateRun(c.ctx, p)
 	c.expectErr(err, runstate.ErrVersionConflict, "a stale forbidden transition")
 	c.expectUnchanged(before, "after a stale forbidden transition")
+}
+
+// checkUpdatedAtMovesWithVersion moves the clock before each write that
+// changes nothing, so that a store stamping updated_at on it shows the
+// write's time instead of the run's last change; the lease operations run
+// where the target has leases.
+func checkUpdatedAtMovesWithVersion(c *checkState) {
+	const later = 20 * time.Millisecond // on a real clock, far beyond a stored time's microsecond
+	run := c.newRun()
+	expectAsItWas := func(got runstate.RunSnapshot, after string) {
+		if !got.UpdatedAt.Equal(run.UpdatedAt) || got.Version != run.Version {
+			c.Errorf(fmt.Sprintf("updated_at %v and version %d, as they were, %s", run.UpdatedAt, run.Version, after), "updated_at %v, version %d", got.UpdatedAt, got.Version)
+		}
+	}
+	c.pass(later)
+	// Its refusal is BAD-007's to judge; here only what it leaves.
+	_, _ = c.store.UpdateRun(c.ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version})
+	expectAsItWas(c.get(run.RunID), "after an update with nothing to change")
+	if !c.target.Capabilities.Leases {
+		return
+	}
+	c.pass(later)
+	cl := c.hold(run.RunID, owner("w1"))
+	expectAsItWas(cl.Run, "in the run a claim returns")
+	expectAsItWas(c.get(run.RunID), "after a claim")
+	c.pass(later)
+	if _, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: outlast}); err != nil {
+		c.Fatalf("renewing a live lease to succeed", "%s", describeErr(err))
+	}
+	expectAsItWas(c.get(run.RunID), "after a renewal")
+	c.pass(later)
+	if err := c.leases().ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: run.RunID, Token: cl.Lease.Token}); err != nil {
+		c.Fatalf("releasing a live lease to succeed", "%s", describeErr(err))
+	}
+	expectAsItWas(c.get(run.RunID), "after a release")
+	c.pass(later)
+	cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w2"), TTL: outlast})
+	if err != nil || cl.Run.RunID != run.RunID {
+		c.Fatalf("claim-next to take "+run.RunID+", the one runnable run", "%s %s", cl.Run.RunID, describeErr(err))
+	}
+	expectAsItWas(cl.Run, "in the run claim-next returns")
+	expectAsItWas(c.get(run.RunID), "after claim-next")
 }

@@ -130,27 +130,41 @@ func (d *mapDriver) ListAudit(_ context.Context, q driver.AuditQuery) ([]runstat
 }
 
 func (d *mapDriver) Runnable(_ context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
+	return d.runnable(q, q.Admits), nil
+}
+
+// admission decides whether a run with its lease is a claim candidate at
+// now: the kit's is RunnableQuery.Admits; a mutant has its own.
+type admission func(s runstate.RunSnapshot, l driver.LeaseState, now time.Time) bool
+
+// runnable is Runnable with the candidates that admits selects.
+func (d *mapDriver) runnable(q driver.RunnableQuery, admits admission) []runstate.RunSnapshot {
 	now := d.now()
 	return d.selectRuns(func(r *mapRecord) bool {
-		return q.Admits(r.run, r.lease, now) && (q.After == nil || q.After.Less(driver.RunnablePositionOf(r.run)))
-	}, byRunnableOrder, q.Limit), nil
+		return admits(r.run, r.lease, now) && (q.After == nil || q.After.Less(driver.RunnablePositionOf(r.run)))
+	}, byRunnableOrder, q.Limit)
 }
 
 func (d *mapDriver) ClaimNext(_ context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	return d.claimNext(q.Admits, take), nil
+}
+
+// claimNext is ClaimNext of the first run in claim order that admits selects.
+func (d *mapDriver) claimNext(admits admission, take func(driver.Current) driver.Change) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
 	var best *mapRecord
 	for _, r := range d.runs {
-		if q.Admits(r.run, r.lease, now) && (best == nil || byRunnableOrder(r.run, best.run) < 0) {
+		if admits(r.run, r.lease, now) && (best == nil || byRunnableOrder(r.run, best.run) < 0) {
 			best = r
 		}
 	}
 	if best == nil {
-		return false, nil
+		return false
 	}
 	d.apply(best, take(d.current(best)))
-	return true, nil
+	return true
 }
 
 func (d *mapDriver) GetLease(_ context.Context, runID string) (driver.LeaseState, error) {
@@ -166,12 +180,22 @@ func (d *mapDriver) GetLease(_ context.Context, runID string) (driver.LeaseState
 // driverTarget serves the driver that fault makes of a correct mapDriver
 // through the kit, with a manual clock and every capability.
 func driverTarget(fault func(*mapDriver) driver.Driver) conformance.Target {
+	return driverTargetOn(true, fault)
+}
+
+// driverTargetOn is driverTarget on a manual clock (controlled) or on the
+// system clock, as a driver out of process is certified.
+func driverTargetOn(controlled bool, fault func(*mapDriver) driver.Driver) conformance.Target {
 	return conformance.Target{
 		Name:         "driver mutant",
-		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true},
+		Capabilities: conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: controlled},
 		NewHarness: func(context.Context) (conformance.Harness, error) {
 			clock := conformance.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			return &kitHarness{store: driver.Wrap(fault(newMapDriver(clock))), clock: clock}, nil
+			var storeClock runstate.Clock = clock
+			if !controlled {
+				storeClock = driver.SystemClock{}
+			}
+			return &kitHarness{store: driver.Wrap(fault(newMapDriver(storeClock))), clock: clock}, nil
 		},
 	}
 }
@@ -344,10 +368,97 @@ func (d leaseReadFromCache) GetLease(ctx context.Context, runID string) (driver.
 	return l, err
 }
 
+// candidatesMisjudged selects claim candidates by an admission of its own
+// instead of RunnableQuery.Admits, in Runnable, in ClaimNext or in both,
+// as a driver whose queries restate the kit's rule may.
+type candidatesMisjudged struct {
+	*mapDriver
+	admits                  func(driver.RunnableQuery) admission
+	inRunnable, inClaimNext bool
+}
+
+// judge is the admission Runnable or ClaimNext uses: its own where it
+// misjudges, else the kit's.
+func (d candidatesMisjudged) judge(q driver.RunnableQuery, misjudged bool) admission {
+	if misjudged {
+		return d.admits(q)
+	}
+	return q.Admits
+}
+
+func (d candidatesMisjudged) Runnable(_ context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
+	return d.runnable(q, d.judge(q, d.inRunnable)), nil
+}
+
+func (d candidatesMisjudged) ClaimNext(_ context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	return d.claimNext(d.judge(q, d.inClaimNext), take), nil
+}
+
+// misjudging returns the fault of a driver that admits candidates by
+// admits in Runnable, ClaimNext or both.
+func misjudging(admits func(driver.RunnableQuery) admission, inRunnable, inClaimNext bool) func(*mapDriver) driver.Driver {
+	return func(d *mapDriver) driver.Driver { return candidatesMisjudged{d, admits, inRunnable, inClaimNext} }
+}
+
+// anyLabel admits as q does, but a run carrying any one of q's label pairs
+// matches, as a query joining the pairs with OR would.
+func anyLabel(q driver.RunnableQuery) admission {
+	unlabelled := q
+	unlabelled.Labels = nil
+	return func(s runstate.RunSnapshot, l driver.LeaseState, now time.Time) bool {
+		if !unlabelled.Admits(s, l, now) {
+			return false
+		}
+		for k, v := range q.Labels {
+			if got, ok := s.Labels[k]; ok && got == v {
+				return true
+			}
+		}
+		return len(q.Labels) == 0
+	}
+}
+
+// aSecondEarly admits as q does, but judges leases a second ahead: a lease
+// that expires within the second counts as expired, as a query comparing
+// expires_at with now plus a margin would.
+func aSecondEarly(q driver.RunnableQuery) admission {
+	return func(s runstate.RunSnapshot, l driver.LeaseState, now time.Time) bool {
+		return q.Admits(s, l, now.Add(time.Second))
+	}
+}
+
+// rowStampedOnEveryWrite sets the run's updated_at to the write's time on
+// every write of the run, a lease's alone included, as a row whose
+// updated_at column is declared ON UPDATE CURRENT_TIMESTAMP does.
+type rowStampedOnEveryWrite struct{ *mapDriver }
+
+func stamped(change func(driver.Current) driver.Change) func(driver.Current) driver.Change {
+	return func(cur driver.Current) driver.Change {
+		c := change(cur)
+		if !c.Empty() && c.Run == nil {
+			run := cur.Run.Clone()
+			run.UpdatedAt = driver.Timestamp(cur.Now)
+			c.Run = &run
+		}
+		return c
+	}
+}
+
+func (d rowStampedOnEveryWrite) Modify(ctx context.Context, runID string, change func(driver.Current) driver.Change) error {
+	return d.mapDriver.Modify(ctx, runID, stamped(change))
+}
+
+func (d rowStampedOnEveryWrite) ClaimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
+	return d.mapDriver.ClaimNext(ctx, q, stamped(take))
+}
+
 // driverMutants is the catalogue of single-fault drivers.
 func driverMutants() []targetMutant {
 	t := func(fault func(*mapDriver) driver.Driver) func() conformance.Target {
 		return func() conformance.Target { return driverTarget(fault) }
+	}
+	realClock := func(fault func(*mapDriver) driver.Driver) func() conformance.Target {
+		return func() conformance.Target { return driverTargetOn(false, fault) }
 	}
 	return []targetMutant{
 		{"AUD-009", "driver: Modify appends a refusal's event from a stale read", t(func(d *mapDriver) driver.Driver { return staleAppend{d} })},
@@ -361,6 +472,17 @@ func driverMutants() []targetMutant {
 		{"LEASE-021", "driver: GetLease answers from a cache", t(func(d *mapDriver) driver.Driver {
 			return leaseReadFromCache{d, &overrides[driver.LeaseState]{}}
 		})},
+		{"LEASE-023", "driver: Runnable and ClaimNext match labels by any pair", t(misjudging(anyLabel, true, true))},
+		{"LEASE-023", "driver: Runnable alone matches labels by any pair", t(misjudging(anyLabel, true, false))},
+		{"LEASE-023", "driver: ClaimNext alone matches labels by any pair", t(misjudging(anyLabel, false, true))},
+		{"LEASE-023", "driver: Runnable and ClaimNext match labels by any pair, real clock", realClock(misjudging(anyLabel, true, true))},
+		{"LEASE-024", "driver: Runnable and ClaimNext take a lease expiring within the second for expired", t(misjudging(aSecondEarly, true, true))},
+		{"LEASE-024", "driver: Runnable alone takes a lease expiring within the second for expired", t(misjudging(aSecondEarly, true, false))},
+		{"LEASE-024", "driver: ClaimNext alone takes a lease expiring within the second for expired", t(misjudging(aSecondEarly, false, true))},
+		{"LEASE-024", "driver: Runnable and ClaimNext take a lease expiring within the second for expired, real clock", realClock(misjudging(aSecondEarly, true, true))},
+		{"LEASE-024", "driver: ClaimNext alone takes a lease expiring within the second for expired, real clock", realClock(misjudging(aSecondEarly, false, true))},
+		{"CAS-005", "driver: updated_at stamped on every write of the run, a lease's alone too", t(func(d *mapDriver) driver.Driver { return rowStampedOnEveryWrite{d} })},
+		{"CAS-005", "driver: updated_at stamped on every write of the run, a lease's alone too, real clock", realClock(func(d *mapDriver) driver.Driver { return rowStampedOnEveryWrite{d} })},
 	}
 }
 
@@ -373,9 +495,26 @@ func TestCorrectMapDriverPassesEveryRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, res := range conformance.RunRules(context.Background(), driverTarget(func(d *mapDriver) driver.Driver { return d }), rules, nil) {
+	correct := func(d *mapDriver) driver.Driver { return d }
+	for _, res := range conformance.RunRules(context.Background(), driverTarget(correct), rules, nil) {
 		if res.Outcome != conformance.Pass && !(res.Outcome == conformance.Skip && strings.Contains(res.Detail, "BatchCreator")) {
 			t.Errorf("%s: %s %s %v", res.Rule.ID, res.Outcome, res.Detail, res.Failures)
+		}
+	}
+	// On the real clock, the rules whose driver mutants run there too.
+	var onRealClock []string
+	for _, m := range driverMutants() {
+		if strings.HasSuffix(m.name, ", real clock") && !slices.Contains(onRealClock, m.rule) {
+			onRealClock = append(onRealClock, m.rule)
+		}
+	}
+	rules, err = conformance.Select(onRealClock, nil)
+	if err != nil || len(rules) == 0 {
+		t.Fatalf("the rules of the real-clock driver mutants: %v, %v", onRealClock, err)
+	}
+	for _, res := range conformance.RunRules(context.Background(), driverTargetOn(false, correct), rules, nil) {
+		if res.Outcome != conformance.Pass {
+			t.Errorf("%s, real clock: %s %s %v", res.Rule.ID, res.Outcome, res.Detail, res.Failures)
 		}
 	}
 }

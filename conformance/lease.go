@@ -16,7 +16,7 @@ func init() {
 	register("LEASE-001", "While a lease is live, claiming the run for another owner fails with LEASE_HELD.", leases, checkExclusiveClaim)
 	register("LEASE-002", "N workers running claim-next concurrently over M runs claim each run exactly once.", leases, checkConcurrentClaimNext)
 	register("LEASE-003", "Claim-next takes, among the runs its filter matches, the highest priority first, then the oldest run, then the smallest run_id.", leases, checkClaimOrder)
-	register("LEASE-004", "Renewing extends the expiry and keeps owner and token; the renewed lease outlives its first expiry.", leases, checkRenew)
+	register("LEASE-004", "Renewing extends the expiry to now + TTL (not acquired_at + TTL) and keeps owner and token; the renewed lease outlives its first expiry.", leases, checkRenew)
 	register("LEASE-005", "After a lease expires another worker can claim the run, with a larger token.", leases, checkExpiryTakeover)
 	register("LEASE-006", "A write carrying a stale lease token fails with LEASE_LOST and writes nothing; the current token's write succeeds.", leases, checkFencedWrites)
 	register("LEASE-007", "Renewing or releasing with a stale or released token fails with LEASE_LOST.", leases, checkStaleRenewRelease)
@@ -34,6 +34,8 @@ func init() {
 	register("LEASE-020", "The runnable listing reads a page at one instant: while writes move runnable runs about in claim order, a page holding every matching run lists each exactly once.", leases, checkRunnableAtOneInstant)
 	register("LEASE-021", "A store with runstate.LeaseReader reports the last lease issued: token 0 before any claim, then each claim, renewal and takeover as returned, a released lease as the last issued; an unknown run is NOT_FOUND.", leases, checkLeaseReader)
 	register("LEASE-022", "An update with ReleaseLease applies and releases its lease in one write; refused, it releases nothing; without a token it is INVALID_ARGUMENT.", leases, checkUpdateReleasesLease)
+	register("LEASE-023", "A label filter of several pairs selects only runs carrying every pair, in the runnable listing, claim-next and ClaimRuns alike.", leases, checkRunnableLabelsAll)
+	register("LEASE-024", "A lease live at a claim keeps its run out however soon it expires: claim-next takes another run or answers NOT_FOUND, never UNAVAILABLE.", leases, checkLeaseAboutToExpire)
 }
 
 // anyLive names every non-terminal status, for claims that are not about statuses.
@@ -192,21 +194,47 @@ func checkClaimOrder(c *checkState) {
 	}
 }
 
+// checkRenew renews a lease half-way through it. On the controlled clock
+// the renewal is for the first TTL again and judged exactly: extended from
+// its acquisition instead of from now, it would end at the first expiry,
+// and the claim between the two expiries would succeed. On a real clock
+// the renewal is for four TTLs, so that the claim comes far from either
+// expiry whatever a loaded machine delays, and the expiry is judged by
+// how far the suite's own clock moved between the claim and the renewal,
+// which the store's moved at least as far.
 func checkRenew(c *checkState) {
+	controlled := c.target.Capabilities.ControlledClock
 	run := c.newRun()
 	cl := c.claim(run.RunID, owner("w1"))
-	c.pass(c.ttl() / 2)
-	// Renewed for longer than the first TTL: the claim below comes past
-	// the first expiry with a wide margin before the renewed one.
-	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: 4 * c.ttl()})
+	claimed := time.Now()
+	half := c.ttl() / 2
+	c.pass(half)
+	ttl := c.ttl()
+	if !controlled {
+		ttl = 4 * c.ttl()
+	}
+	renewing := time.Now()
+	l, err := c.leases().RenewLease(c.ctx, runstate.RenewLeaseParams{RunID: run.RunID, Token: cl.Lease.Token, TTL: ttl})
 	if err != nil {
 		c.Fatalf("renewing a live lease to succeed", "%s", describeErr(err))
 	}
 	if l.Owner != cl.Lease.Owner || l.Token != cl.Lease.Token || !l.ExpiresAt.After(cl.Lease.ExpiresAt) {
 		c.Errorf("renew to keep owner and token and extend expiry", "before %s after %s", jsonOf(cl.Lease), jsonOf(l))
 	}
+	fromAcquisition := cl.Lease.AcquiredAt.Add(ttl)
+	if controlled {
+		if want := cl.Lease.AcquiredAt.Add(half + ttl); !l.ExpiresAt.Equal(want) {
+			c.Errorf(fmt.Sprintf("the lease acquired at %v, renewed %v later for %v, to expire at now + TTL, %v", cl.Lease.AcquiredAt, half, ttl, want),
+				"expires_at %v (acquired_at + TTL is %v)", l.ExpiresAt, fromAcquisition)
+		}
+	} else if least := cl.Lease.AcquiredAt.Add(renewing.Sub(claimed) + ttl - time.Millisecond); l.ExpiresAt.Before(least) {
+		// A millisecond's grace: stored times are cut to microseconds, and
+		// two clocks tick at rates a little apart.
+		c.Errorf(fmt.Sprintf("the lease acquired at %v, renewed at least %v later for %v, to expire at now + TTL, no earlier than %v",
+			cl.Lease.AcquiredAt, renewing.Sub(claimed), ttl, least), "expires_at %v (acquired_at + TTL is %v)", l.ExpiresAt, fromAcquisition)
+	}
 	// Past the first expiry, within the renewed one.
-	c.pass(c.ttl()/2 + c.ttl()/4)
+	c.pass(half + c.ttl()/4)
 	_, err = c.leases().ClaimRun(c.ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: owner("w2"), TTL: c.ttl()})
 	c.expectErr(err, runstate.ErrLeaseHeld, "claiming a renewed lease after its first expiry")
 }
@@ -680,4 +708,143 @@ func checkUpdateReleasesLease(c *checkState) {
 	_, err = c.store.UpdateRun(c.ctx, p)
 	c.expectInvalid(err, "ReleaseLease without a lease token")
 	c.expectUnchanged(was, "ReleaseLease without a lease token")
+}
+
+// checkRunnableLabelsAll: runs that carry one pair of a two-pair label
+// filter, ranked ahead of the run that carries both, are passed by where
+// claims look (LIST-003 holds the same in ListRuns). A search that joins
+// the pairs with OR lists them, and claim-next and ClaimRuns take them
+// first.
+func checkRunnableLabelsAll(c *checkState) {
+	both := map[string]string{"env": "prod", "team": "web"}
+	filter := runstate.RunnableFilter{Labels: both}
+	want := c.create(runstate.CreateRunParams{Labels: map[string]string{"env": "prod", "team": "web", "extra": "more than asked for"}}).RunID
+	for _, some := range []map[string]string{{"env": "prod", "team": "db"}, {"env": "dev", "team": "web"}, {"env": "prod"}, {"team": "web"}} {
+		c.create(runstate.CreateRunParams{Priority: 9, Labels: some})
+	}
+	page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{Filter: filter})
+	if err != nil {
+		c.Fatalf("the runnable listing to succeed", "%s", describeErr(err))
+	}
+	c.expectIDs("the runnable listing with labels env=prod,team=web", runIDs(page.Runs), []string{want})
+	// Leases that outlast the check: the runs they hold stay out.
+	cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: outlast, Filter: filter})
+	if err != nil || cl.Run.RunID != want {
+		c.Errorf("claim-next with labels env=prod,team=web to take "+want+", the one run carrying both", "%s %s", cl.Run.RunID, describeErr(err))
+	}
+	cl, err = c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w2"), TTL: outlast, Filter: filter})
+	if !errors.Is(err, runstate.ErrNotFound) {
+		c.Errorf("claim-next with labels env=prod,team=web to fail with NOT_FOUND once the run carrying both is claimed", "%s %s", cl.Run.RunID, describeErr(err))
+	}
+	b, ok := c.store.(runstate.BatchClaimer)
+	if !ok {
+		return
+	}
+	want = c.create(runstate.CreateRunParams{Labels: both}).RunID
+	res, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w3"), TTL: outlast, Max: 10, Filter: filter})
+	if err != nil {
+		c.Fatalf("ClaimRuns to succeed", "%s", describeErr(err))
+	}
+	var claimed []string
+	for _, cl := range res.Claims {
+		claimed = append(claimed, cl.Run.RunID)
+	}
+	if !slices.Equal(claimed, []string{want}) {
+		c.Errorf("ClaimRuns with labels env=prod,team=web to claim "+want+" alone, the one runnable run carrying both", "claimed %v", claimed)
+	}
+}
+
+// runIDs returns the run_ids of runs, in order.
+func runIDs(runs []runstate.RunSnapshot) []string {
+	var ids []string
+	for _, r := range runs {
+		ids = append(ids, r.RunID)
+	}
+	return ids
+}
+
+// expiresSoon is the TTL of a lease that ends within the second.
+const expiresSoon = 900 * time.Millisecond
+
+// checkLeaseAboutToExpire: run held, first in claim order, is leased by
+// another owner for a moment more; run free is claimable. Claim-next
+// takes free and then answers NOT_FOUND, ClaimRuns then claims nothing,
+// and the runnable listing lists free alone. A store that takes a lease
+// near its expiry for expired offers held, which the kit refuses as
+// UNAVAILABLE.
+//
+// On the controlled clock the lease has a microsecond left throughout. On
+// a real clock it lasts expiresSoon and may lapse during the check on a
+// loaded machine, and then held is claimable: an answer counts against
+// the store only when the lease was surely live, by the store's own times
+// for a claim, by the suite's clock for a listing. Once the lease has
+// lapsed, the rest is not judged.
+func checkLeaseAboutToExpire(c *checkState) {
+	controlled := c.target.Capabilities.ControlledClock
+	held := c.create(runstate.CreateRunParams{Priority: 9}).RunID
+	free := c.create(runstate.CreateRunParams{}).RunID
+	claiming := time.Now()
+	lease := c.claimFor(held, owner("holder"), expiresSoon).Lease
+	if controlled {
+		c.h.Advance(lease.ExpiresAt.Sub(lease.AcquiredAt) - time.Microsecond)
+	}
+	// surelyLive reports whether the lease was live through a call that
+	// has just returned: it was acquired after claiming, and the store's
+	// clock moves as the suite's does.
+	surelyLive := func() bool { return controlled || time.Since(claiming) < expiresSoon }
+	leaseLive := fmt.Sprintf("while another owner's lease on %s, expiring at %v, is live", held, lease.ExpiresAt)
+	// tookHeld judges a claim of held: taken while the lease was live by
+	// the store's clock, it fails the rule; otherwise the lease lapsed.
+	// Either way, the rest cannot be judged.
+	tookHeld := func(cl runstate.Claim, doing string) bool {
+		if cl.Run.RunID != held {
+			return false
+		}
+		if cl.Lease.AcquiredAt.Before(lease.ExpiresAt) {
+			c.Errorf(doing+" never to take "+held+" "+leaseLive, "taken at %v", cl.Lease.AcquiredAt)
+		} else {
+			c.note(fmt.Sprintf("the lease on %s lapsed before %s (real clock); the rest was not judged", held, doing))
+		}
+		return true
+	}
+
+	page, err := c.leases().ListRunnableRuns(c.ctx, runstate.ListRunnableParams{})
+	if err != nil {
+		c.Fatalf("the runnable listing to succeed", "%s", describeErr(err))
+	}
+	if slices.Contains(runIDs(page.Runs), held) && surelyLive() {
+		c.Errorf("the runnable listing to pass "+held+" by "+leaseLive, "listed %v", runIDs(page.Runs))
+	}
+	cl, err := c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w1"), TTL: outlast})
+	switch {
+	case err != nil:
+		c.Fatalf("claim-next to take "+free+", the claimable run, "+leaseLive, "%s", describeErr(err))
+	case tookHeld(cl, "claim-next"):
+		return
+	case cl.Run.RunID != free:
+		c.Fatalf("claim-next to take "+free+", the claimable run", "took %s", cl.Run.RunID)
+	}
+	cl, err = c.leases().ClaimNextRun(c.ctx, runstate.ClaimNextParams{Owner: owner("w2"), TTL: outlast})
+	switch {
+	case errors.Is(err, runstate.ErrNotFound):
+	case err != nil:
+		c.Errorf("claim-next to fail with NOT_FOUND, nothing being claimable, "+leaseLive, "%s", describeErr(err))
+	case tookHeld(cl, "claim-next with nothing else claimable"):
+		return
+	default:
+		c.Errorf("claim-next to fail with NOT_FOUND, nothing being claimable", "took %s", cl.Run.RunID)
+	}
+	b, ok := c.store.(runstate.BatchClaimer)
+	if !ok {
+		return
+	}
+	res, err := b.ClaimRuns(c.ctx, runstate.ClaimRunsParams{Owner: owner("w3"), TTL: outlast, Max: 5})
+	if err != nil {
+		c.Errorf("ClaimRuns to succeed with no claim, nothing being claimable, "+leaseLive, "%s", describeErr(err))
+	}
+	for _, cl := range res.Claims {
+		if !tookHeld(cl, "ClaimRuns") {
+			c.Errorf("ClaimRuns to claim nothing, nothing being claimable", "claimed %s", cl.Run.RunID)
+		}
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/driver"
 )
 
 // Single-fault stores for the classes of mistake a check once exercised
@@ -373,6 +375,7 @@ func sharperMutants() []targetMutant {
 		{"LEASE-003", "claim-next ignores the workflow name", b(func(s base) runstate.RunStateStore { return claimNextIgnoresWorkflow{s} })},
 		{"LEASE-003", "claim-next ignores labels", b(func(s base) runstate.RunStateStore { return claimNextIgnoresLabels{s} })},
 		{"BATCH-007", "ClaimRuns ignores its filter's workflow and labels", b(func(s base) runstate.RunStateStore { return claimRunsIgnoresFilter{s} })},
+		{"LEASE-023", "ClaimRuns ignores its filter's workflow and labels", b(func(s base) runstate.RunStateStore { return claimRunsIgnoresFilter{s} })},
 		{"LEASE-001", "leases timed from the run's last write", b(func(s base) runstate.RunStateStore { return claimsTimedByLastWrite{s} })},
 		{"FSM-005", "rejected events timed by the run's last write", b(func(s base) runstate.RunStateStore { return rejectedEventsTimedByLastWrite{s} })},
 		{"LEASE-009", "a released token fences only after the next claim", b(func(s base) runstate.RunStateStore { return &releasedTokensFenceLate{base: s} })},
@@ -384,10 +387,45 @@ func sharperMutants() []targetMutant {
 		{"LIST-005", "a page cursor that skips runs sharing the last run's created_at, real clock", func() conformance.Target {
 			return realClockTarget(func(s base) runstate.RunStateStore { return cursorSkipsEqualCreated{s} })
 		}},
+		{"LEASE-004", "renewals extended from the acquisition, not from now, real clock", func() conformance.Target {
+			return realClockTarget(func(s base) runstate.RunStateStore { return renewalsFromAcquisition{s, driver.SystemClock{}} })
+		}},
+		{"CAS-005", "updated_at stamped by lease operations and updates with nothing to change, real clock", func() conformance.Target {
+			return realClockTarget(func(s base) runstate.RunStateStore { return &noOpWritesTouchRuns{base: s, clock: driver.SystemClock{}} })
+		}},
 		{"REC-002", "diagnostics stored as not retryable", b(func(s base) runstate.RunStateStore { return diagnosticsNotRetryable{s} })},
 		{"REC-007", "a batch applies its first update and reports all applied", b(func(s base) runstate.RunStateStore { return batchesApplyTheFirstItemOnly{s} })},
 		{"REC-009", "recovery's claims take over each other's leases", b(func(s base) runstate.RunStateStore { return recoveryClaimsTakeOver{s} })},
 		{"REC-010", "fenced writes skip compare-and-set", b(func(s base) runstate.RunStateStore { return fencedWritesSkipCAS{s} })},
 		{"REC-012", "batched updates answered with the run before the write", b(func(s base) runstate.RunStateStore { return batchesReturnTheRunBefore{s} })},
+	}
+}
+
+// slowToLook is the correct store whose runnable listing and claim-next
+// each take a second before they look, as on a loaded machine: longer
+// than the lease of LEASE-024's check lasts.
+type slowToLook struct{ base }
+
+func (s slowToLook) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
+	time.Sleep(time.Second)
+	return s.Store.ListRunnableRuns(ctx, p)
+}
+
+func (s slowToLook) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	time.Sleep(time.Second)
+	return s.Store.ClaimNextRun(ctx, p)
+}
+
+// On a real clock the lease of LEASE-024's check may lapse before the
+// store looks; a correct store then lists and claims the run it held,
+// and the check must not count that against it.
+func TestLeaseAboutToExpireOnASlowMachine(t *testing.T) {
+	rules, err := conformance.Select([]string{"LEASE-024"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := conformance.RunRule(context.Background(), realClockTarget(func(s base) runstate.RunStateStore { return slowToLook{s} }), rules[0])
+	if res.Outcome != conformance.Pass || !strings.Contains(res.Detail, "lapsed") {
+		t.Errorf("a correct store whose lease lapsed before it looked: %s %q %v, want pass, saying the lease lapsed", res.Outcome, res.Detail, res.Failures)
 	}
 }

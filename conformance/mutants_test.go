@@ -350,6 +350,73 @@ func (s tableBeforeVersion) UpdateRun(ctx context.Context, p runstate.UpdateRunP
 	return s.Store.UpdateRun(ctx, p)
 }
 
+// noOpWritesTouchRuns stamps updated_at with the store's time on writes
+// that change nothing: a lease's claim, renewal or release, and an update
+// refused for having nothing to change.
+type noOpWritesTouchRuns struct {
+	base
+	clock   runstate.Clock
+	touched overrides[time.Time]
+}
+
+func (s *noOpWritesTouchRuns) touch(id string) {
+	s.touched.set(id, driver.Timestamp(s.clock.Now()))
+}
+
+// stamped is run with the time of its last touch, where that is later than
+// its last change.
+func (s *noOpWritesTouchRuns) stamped(run runstate.RunSnapshot) runstate.RunSnapshot {
+	if t, ok := s.touched.get(run.RunID); ok && t.After(run.UpdatedAt) {
+		run.UpdatedAt = t
+	}
+	return run
+}
+
+func (s *noOpWritesTouchRuns) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	run, err := s.Store.UpdateRun(ctx, p)
+	if errors.Is(err, runstate.ErrInvalidArgument) && changesNothing(p) {
+		s.touch(p.RunID)
+	}
+	return run, err
+}
+
+func (s *noOpWritesTouchRuns) GetRun(ctx context.Context, id string) (runstate.RunSnapshot, error) {
+	run, err := s.Store.GetRun(ctx, id)
+	return s.stamped(run), err
+}
+
+func (s *noOpWritesTouchRuns) claimed(cl runstate.Claim, err error) (runstate.Claim, error) {
+	if err == nil {
+		s.touch(cl.Run.RunID)
+		cl.Run = s.stamped(cl.Run)
+	}
+	return cl, err
+}
+
+func (s *noOpWritesTouchRuns) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runstate.Claim, error) {
+	return s.claimed(s.Store.ClaimRun(ctx, p))
+}
+
+func (s *noOpWritesTouchRuns) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	return s.claimed(s.Store.ClaimNextRun(ctx, p))
+}
+
+func (s *noOpWritesTouchRuns) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+	l, err := s.Store.RenewLease(ctx, p)
+	if err == nil {
+		s.touch(p.RunID)
+	}
+	return l, err
+}
+
+func (s *noOpWritesTouchRuns) ReleaseLease(ctx context.Context, p runstate.ReleaseLeaseParams) error {
+	err := s.Store.ReleaseLease(ctx, p)
+	if err == nil {
+		s.touch(p.RunID)
+	}
+	return err
+}
+
 // ---- DIAG ----
 
 type blankDiagnosticsRepaired struct{ base }
@@ -807,6 +874,21 @@ func (s renewalsNotStored) RenewLease(ctx context.Context, p runstate.RenewLease
 	return l, err
 }
 
+// renewalsFromAcquisition extends a renewed lease from when it was
+// acquired, not from now: expires_at = acquired_at + TTL.
+type renewalsFromAcquisition struct {
+	base
+	clock runstate.Clock
+}
+
+func (s renewalsFromAcquisition) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
+	if held, err := s.Store.GetLease(ctx, p.RunID); err == nil && held.Token == p.Token {
+		// The store adds the TTL to now: less what passed since the acquisition.
+		p.TTL = max(p.TTL-driver.Timestamp(s.clock.Now()).Sub(held.AcquiredAt), time.Microsecond)
+	}
+	return s.Store.RenewLease(ctx, p)
+}
+
 type staleRenewalsAccepted struct{ base }
 
 func (s staleRenewalsAccepted) RenewLease(ctx context.Context, p runstate.RenewLeaseParams) (runstate.Lease, error) {
@@ -1215,10 +1297,15 @@ func (s invalidTextRepaired) CreateRun(ctx context.Context, p runstate.CreateRun
 	return s.Store.CreateRun(ctx, p)
 }
 
+// changesNothing reports an update that sets no field.
+func changesNothing(p runstate.UpdateRunParams) bool {
+	return p.Status == "" && p.Message == nil && p.Priority == nil && p.Diagnostic == nil && p.Labels == nil && len(p.Steps) == 0
+}
+
 type emptyUpdatesAccepted struct{ base }
 
 func (s emptyUpdatesAccepted) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
-	if p.Status == "" && p.Message == nil && p.Priority == nil && p.Diagnostic == nil && p.Labels == nil && len(p.Steps) == 0 && p.ExpectedVersion >= 1 {
+	if changesNothing(p) && p.ExpectedVersion >= 1 {
 		return s.Store.GetRun(ctx, p.RunID)
 	}
 	return s.Store.UpdateRun(ctx, p)
@@ -1263,6 +1350,9 @@ func mutants() []mutant {
 		{"CAS-003", "check-then-write compare-and-set", b(func(s base) runstate.RunStateStore { return racyCAS{s, 50 * time.Microsecond} })},
 		{"CAS-003", "check-then-write compare-and-set, narrow window", b(func(s base) runstate.RunStateStore { return racyCAS{s, 0} })},
 		{"CAS-004", "the table is checked before the version", b(func(s base) runstate.RunStateStore { return tableBeforeVersion{s} })},
+		{"CAS-005", "updated_at stamped by lease operations and updates with nothing to change", func(m *memory.Store, c *conformance.ManualClock) runstate.RunStateStore {
+			return &noOpWritesTouchRuns{base: base{m}, clock: c}
+		}},
 		{"DIAG-001", "missing diagnostics invented", b(func(s base) runstate.RunStateStore { return inventsDiagnostics{s.Store} })},
 		{"DIAG-002", "blank diagnostic fields repaired", b(func(s base) runstate.RunStateStore { return blankDiagnosticsRepaired{s} })},
 		{"DIAG-003", "missing interrupted reasons invented", b(func(s base) runstate.RunStateStore { return reasonsInvented{s} })},
@@ -1311,6 +1401,9 @@ func mutants() []mutant {
 		{"LEASE-003", "ties broken by the largest run_id", b(func(s base) runstate.RunStateStore { return largestIDOnTies{s.Store} })},
 		{"LEASE-004", "renewals not stored", func(m *memory.Store, c *conformance.ManualClock) runstate.RunStateStore {
 			return renewalsNotStored{base{m}, c}
+		}},
+		{"LEASE-004", "renewals extended from the acquisition, not from now", func(m *memory.Store, c *conformance.ManualClock) runstate.RunStateStore {
+			return renewalsFromAcquisition{base{m}, c}
 		}},
 		{"LEASE-005", "tokens reused", b(func(s base) runstate.RunStateStore { return reusesTokens{s.Store} })},
 		{"LEASE-006", "writes not fenced", b(func(s base) runstate.RunStateStore { return noFencing{s.Store} })},

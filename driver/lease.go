@@ -10,7 +10,9 @@ import (
 // LeaseState is what a store keeps about a run's lease: the last lease
 // issued (Token 0: never leased). A driver stores it as it is and returns
 // it in Current; the kit decides every change to it. Lease changes never
-// change a run's version or audit trail (LEASE-014).
+// change a run's version or audit trail (LEASE-014), nor its updated_at:
+// a Change without a Run leaves the stored snapshot as it is, so a store
+// stamps no updated_at on every write of the run's row (CAS-005).
 //
 // Stores that keep it as JSON keep these names: they are part of stored data.
 type LeaseState struct {
@@ -22,7 +24,9 @@ type LeaseState struct {
 }
 
 // Live reports whether the lease still excludes other claimants at now. It
-// has expired from ExpiresAt on (LEASE-018); a released lease is not live (LEASE-009).
+// has expired from ExpiresAt on (LEASE-018), and is live until then however
+// near it is: a search that judges it with a margin offers claim-next a run
+// it may not claim (LEASE-024); a released lease is not live (LEASE-009).
 func (l LeaseState) Live(now time.Time) bool {
 	return l.Token > 0 && !l.Released && now.Before(l.ExpiresAt)
 }
@@ -91,7 +95,7 @@ func (l LeaseState) checkFence(runID string, token int64) error {
 }
 
 // renew decides a renewal of the lease with token for ttl at now: expiry
-// now + ttl, same owner and token (LEASE-004). A stale or released token is
+// now + ttl, not AcquiredAt + ttl, same owner and token (LEASE-004). A stale or released token is
 // ErrLeaseLost (LEASE-007); an expired lease nobody claimed renews (LEASE-015).
 func (l LeaseState) renew(runID string, token int64, ttl time.Duration, now time.Time) (LeaseState, error) {
 	if err := l.checkFence(runID, token); err != nil {

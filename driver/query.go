@@ -189,7 +189,9 @@ func (q RunnableQuery) FirstClaimable(candidates []Current) int {
 	return best
 }
 
-// matches passes terminal runs by (LEASE-008).
+// matches passes terminal runs by (LEASE-008), and selects by every label
+// pair, as ListRuns does (LIST-003): the runnable listing and claims alike
+// (LEASE-023).
 func (q RunnableQuery) matches(s runstate.RunSnapshot) bool {
 	return !s.Status.Terminal() && slices.Contains(q.Statuses, s.Status) &&
 		(q.WorkflowName == "" || q.WorkflowName == s.WorkflowName) && labelsMatch(s.Labels, q.Labels)

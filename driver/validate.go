@@ -136,6 +136,8 @@ func prepareUpdate(p *runstate.UpdateRunParams) error {
 	if err := validateText("reason", p.Reason, runstate.MaxReasonLen, false); err != nil {
 		return err
 	}
+	// An update with nothing to change is refused, so it writes nothing,
+	// updated_at included (BAD-007, CAS-005).
 	if p.Status == "" && p.Message == nil && p.Priority == nil && p.Diagnostic == nil &&
 		p.Labels == nil && len(p.Steps) == 0 {
 		return runstate.InvalidArgument("update", "changes nothing; set a status, message, priority, labels, diagnostic or steps")
