@@ -10,6 +10,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/featuretest"
 )
 
 // A rule skipped for an optional interface says what the store lacks in
@@ -25,7 +26,7 @@ func TestSkipReasonsSayWhatTheStoreLacks(t *testing.T) {
 	// A store of its own behind driver.Checked, without batches: the
 	// wrapper's type (driver.checkedStore) is what skips used to name.
 	checked := brokenTarget(func(m *memory.Store) runstate.RunStateStore {
-		return driver.Checked(struct{ runstate.Store }{m})
+		return driver.Checked(featuretest.Edit(m, func(f *runstate.Features) { *f = runstate.Features{Leases: f.Leases} }))
 	})
 	for _, c := range []struct {
 		target            conformance.Target

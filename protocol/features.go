@@ -23,7 +23,8 @@ const (
 
 // storeFeatures pairs each store feature's name with whether a
 // runstate.Features has it and how the client's store gives it, one row
-// per field of runstate.Features (TestEveryStoreFeatureCrossesTheWire).
+// per field of runstate.Features (TestEveryCombinationOfFeaturesSurvivesEveryWrapper
+// fails on a field without one).
 var storeFeatures = []struct {
 	name string
 	has  func(runstate.Features) bool

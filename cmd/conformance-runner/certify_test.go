@@ -298,3 +298,20 @@ func TestCertifyScaleWithoutLeases(t *testing.T) {
 		}
 	}
 }
+
+// The integrator's case: the kit's store embedded in a struct of their own
+// to add Close, served as a plugin, certifies core, its batch rules
+// included (embedding once hid BatchCreator, and BATCH-001…003 skipped).
+func TestAStoreEmbeddedInAStructOfItsOwnCertifiesCore(t *testing.T) {
+	t.Setenv("RUNSTATE_TESTPLUGIN", "embedded")
+	out, errOut, code := runCLI(t, "certify", "--plugin", bin(t, testPkg), "--profile", "core", "--format", "json")
+	if code != exitPass {
+		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
+	}
+	core := verdictOf(t, decodeCertificate(t, out), conformance.ProfileCore)
+	for _, rule := range []string{"BATCH-001", "BATCH-002", "BATCH-003"} {
+		if !slices.Contains(core.Proven, rule) {
+			t.Errorf("%s not proven: %s (proven %v)", rule, core.Verdict, core.Proven)
+		}
+	}
+}

@@ -7,6 +7,8 @@
 //	broken   ignores expected versions: a store the suite must fail
 //	scratch  opens once per marker file (config "marker"), as a scratch
 //	         database does: started again on it, Open logs and refuses
+//	embedded serves the kit's store embedded in a struct of the
+//	         integrator's own that adds Close, as docs/plugins.md shows
 //
 // It logs one line at start, to show that plugin logs reach the host.
 package main
@@ -23,8 +25,18 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/driver"
 	"github.com/runstate/runstate/plugin"
 )
+
+// integratorsStore is how an integrator gives the kit's store a Close of
+// their own: a struct that embeds it.
+type integratorsStore struct {
+	driver.Store
+	close func() error
+}
+
+func (s integratorsStore) Close() error { return s.close() }
 
 type slowStore struct{ *memory.Store }
 
@@ -69,6 +81,15 @@ func main() {
 			f.Close()
 			return memory.Open(ctx, memory.Options{})
 		}, plugin.WithName("scratch", "test"))
+		return
+	case "embedded":
+		plugin.ServeOpener(func(ctx context.Context, _ map[string]string) (runstate.RunStateStore, error) {
+			m, err := memory.Open(ctx, memory.Options{Clock: plugin.TestClock(ctx)})
+			if err != nil {
+				return nil, err
+			}
+			return integratorsStore{Store: m.Store, close: m.Close}, nil
+		}, plugin.WithName("embedded", "test"))
 		return
 	case "version2":
 		hs := plugin.Handshake
