@@ -25,6 +25,7 @@ const (
 	CodeUnavailable       Code = "UNAVAILABLE"
 	CodePermissionDenied  Code = "PERMISSION_DENIED"
 	CodeUnauthenticated   Code = "UNAUTHENTICATED"
+	CodeUnsupported       Code = "UNSUPPORTED"
 )
 
 // Sentinel errors, checked with errors.Is. Every error a store returns for
@@ -64,6 +65,11 @@ var (
 	// ErrUnauthenticated: the call carried no credentials, or ones nobody
 	// issued (a store behind a gateway). Retrying needs another credential.
 	ErrUnauthenticated error = sentinel(CodeUnauthenticated)
+	// ErrUnsupported: the call asks for something the store, or the peer
+	// of another version that it crosses to, cannot do without dropping
+	// part of it (a principal an older plugin would not record, say).
+	// Nothing was written; the message names what, and the versions.
+	ErrUnsupported error = sentinel(CodeUnsupported)
 )
 
 // Error is the error type of the contract. Only Code decides identity; the

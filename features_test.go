@@ -117,7 +117,9 @@ func (s everyFeature) CreateRun(context.Context, runstate.CreateRunParams) (runs
 func (s everyFeature) UpdateRun(context.Context, runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	return someRun, nil
 }
-func (s everyFeature) GetRun(context.Context, string) (runstate.RunSnapshot, error) { return someRun, nil }
+func (s everyFeature) GetRun(context.Context, string) (runstate.RunSnapshot, error) {
+	return someRun, nil
+}
 func (s everyFeature) ListRuns(context.Context, runstate.ListRunsParams) (runstate.RunPage, error) {
 	return runstate.RunPage{}, nil
 }

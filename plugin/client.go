@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,17 +51,23 @@ type Options struct {
 	// again in its place. A plugin opened without it refuses AdvanceClock
 	// (ErrNoTestClock). Never for production: the store's time stops.
 	TestClock time.Time
+	// AcceptNoPrincipal sends writes to a plugin of protocol 1.6 or older,
+	// which cannot record principals, without theirs, instead of refusing
+	// them with runstate.ErrUnsupported (protocol.RemoteOptions).
+	AcceptNoPrincipal bool
 }
 
 // Client is the host's side of a plugin: Store gives the plugin's store,
 // Close stops the plugin process. A supervisor keeps the process, and with
 // Options.Relaunch starts it again after a crash.
 type Client struct {
-	info   protocol.StoreInfo // what the first process said of its store
-	peer   string             // the other side, in messages: "plugin memory"
-	sup    *supervisor
-	store  runstate.RunStateStore // what Store returns
-	remote *protocol.RemoteStore  // behind store; it watches
+	info protocol.StoreInfo // what the first process said of its store
+	// acceptNoPrincipal: Options.AcceptNoPrincipal.
+	acceptNoPrincipal bool
+	peer              string // the other side, in messages: "plugin memory"
+	sup               *supervisor
+	store             runstate.RunStateStore // what Store returns
+	remote            *protocol.RemoteStore  // behind store; it watches
 
 	// clockMu orders the moves of the test clock, which every process
 	// of the client is sent: clockNow is its time (zero without
@@ -119,7 +127,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	}
 	name := filepath.Base(path)
 	log.Info("starting store plugin", "path", path, "config", Redacted(opts.Config, opts.Secret))
-	c := &Client{peer: "plugin " + name, clockNow: opts.TestClock}
+	c := &Client{peer: "plugin " + name, clockNow: opts.TestClock, acceptNoPrincipal: opts.AcceptNoPrincipal}
 	c.sup = newSupervisor(c.peer, log)
 	launch := func(ctx context.Context) (*session, error) { return c.start(ctx, path, opts) }
 	if opts.Relaunch {
@@ -136,7 +144,8 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c.begin(name, s)
-	log.Info("store plugin ready", "plugin", name, "store", c.info.Name, "version", c.info.Version, "leases", c.info.Leases, "batches", c.info.Batches)
+	log.Info("store plugin ready", "plugin", name, "store", c.info.Name, "version", c.info.Version, "protocol", cmp.Or(c.info.ProtocolVersion, "1.6 or older"),
+		"features", strings.Join(c.info.Features, ","))
 	return c, nil
 }
 
@@ -245,7 +254,7 @@ func (c *Client) begin(name string, s *session) {
 	if c.info.Name == "" {
 		c.info.Name = name
 	}
-	c.remote = protocol.NewRemoteStore(protocol.RemoteOptions{Peer: c.peer, Info: c.info, Route: c.route})
+	c.remote = protocol.NewRemoteStore(protocol.RemoteOptions{Peer: c.peer, Info: c.info, Route: c.route, AcceptNoPrincipal: c.acceptNoPrincipal})
 	c.store = c.remote.Checked()
 	c.sup.begin(s)
 }

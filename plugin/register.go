@@ -19,7 +19,8 @@ func init() {
 
 func openNamed(ctx context.Context, name stores.Name, opts stores.Options) (*stores.Opened, error) {
 	log := opts.Log()
-	c, err := Open(ctx, name.Arg, Options{Config: opts.Plugin.Config, Logger: log, Relaunch: opts.Plugin.Relaunch})
+	c, err := Open(ctx, name.Arg, Options{Config: opts.Plugin.Config, Logger: log, Relaunch: opts.Plugin.Relaunch,
+		AcceptNoPrincipal: opts.Plugin.AcceptNoPrincipal})
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ var grpcCodes = map[runstate.Code]codes.Code{
 	runstate.CodeUnavailable:       codes.Unavailable,
 	runstate.CodePermissionDenied:  codes.PermissionDenied,
 	runstate.CodeUnauthenticated:   codes.Unauthenticated,
+	runstate.CodeUnsupported:       codes.FailedPrecondition,
 }
 
 // Status returns the gRPC status error that carries err across the wire

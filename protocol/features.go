@@ -21,6 +21,34 @@ const (
 	FeatureWatchRun      = "watch_run"
 )
 
+// Fields whose meaning a peer must not drop: a server names each it keeps,
+// and a client sends none that its server does not name (protobuf drops a
+// field it does not know without a word). Each falls back or is refused,
+// as docs/protocol.md says.
+const (
+	// FeatureUpdateReleaseLease: UpdateRun's and UpdateRuns' release_lease
+	// releases the lease in the update's own write (LEASE-022). Without it
+	// the client falls back to the update and then a ReleaseLease call:
+	// two writes.
+	FeatureUpdateReleaseLease = "update_release_lease"
+	// FeaturePrincipal: a write's actor.principal is recorded in its audit
+	// events (AUD-010). Without it the client refuses a write that carries
+	// a principal (runstate.ErrUnsupported), unless told to accept a trail
+	// without principals (RemoteOptions.AcceptNoPrincipal).
+	FeaturePrincipal = "principal"
+	// FeatureBatchClaimStart: ClaimRuns' start moves each claimed run to
+	// running in the claim's write (BATCH-008). Without it the client
+	// claims one run at a time and starts each with an UpdateRun, as
+	// runstate.ClaimRuns does for a store without batch claims: two
+	// writes per run.
+	FeatureBatchClaimStart = "batch_claim_start"
+)
+
+// keptFields are the fields with meaning this version's server keeps: all
+// of them, whatever its store, as a store honours the whole contract (and
+// a store across another boundary falls back or refuses on its own).
+var keptFields = []string{FeatureUpdateReleaseLease, FeaturePrincipal, FeatureBatchClaimStart}
+
 // storeFeatures pairs each store feature's name with whether a
 // runstate.Features has it and how the client's store gives it, one row
 // per field of runstate.Features (TestEveryCombinationOfFeaturesSurvivesEveryWrapper

@@ -28,9 +28,13 @@ type StoreInfo struct {
 	// TestClock: the server runs in test mode and its store reads the test
 	// clock, which SetClock moves.
 	TestClock bool
-	// Features names what the server's store can do (Feature*): the
-	// client's store has exactly these.
+	// Features names what the server can do (Feature*): the client's store
+	// has exactly these features, and sends no field with meaning that is
+	// not among them.
 	Features []string
+	// ProtocolVersion is the server's, MAJOR.MINOR; empty from a server
+	// that predates it (1.6 or older).
+	ProtocolVersion string
 }
 
 // BatchCalls names the batch interfaces a server's store implements.
@@ -62,13 +66,14 @@ type OpenParams struct {
 // returns what the server says of the store. A client calls it once per
 // connection, before any other call.
 func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
-	resp, err := p.Route.Client.Open(ctx, &pb.OpenRequest{Config: p.Config})
+	resp, err := p.Route.Client.Open(ctx, &pb.OpenRequest{Config: p.Config, ProtocolVersion: Version})
 	if err != nil {
 		return StoreInfo{}, callError(ctx, p.Peer, p.Route, err)
 	}
 	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases,
 		Batches:       BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases},
-		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun, TestClock: resp.TestClock, Features: featuresOfResponse(resp)}, nil
+		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun, TestClock: resp.TestClock, Features: featuresOfResponse(resp),
+		ProtocolVersion: resp.ProtocolVersion}, nil
 }
 
 // RemoteOptions configure NewRemoteStore.
@@ -80,6 +85,11 @@ type RemoteOptions struct {
 	Route func() (Route, error)
 	// Info is what the server said of its store when opened (Open).
 	Info StoreInfo
+	// AcceptNoPrincipal sends writes to a server that does not record
+	// principals (one older than FeaturePrincipal) without theirs, instead
+	// of refusing them: the audit trail then does not say which principal
+	// made them.
+	AcceptNoPrincipal bool
 }
 
 // RemoteStore is the store a Service serves at the other end of a gRPC
@@ -90,6 +100,8 @@ type RemoteStore struct {
 	peer  string
 	route func() (Route, error)
 	info  StoreInfo
+	// acceptNoPrincipal: RemoteOptions.AcceptNoPrincipal.
+	acceptNoPrincipal bool
 	close context.CancelFunc // set by Connect
 	// done ends when the store is closed: watches end with it.
 	done    context.Context
@@ -105,7 +117,7 @@ var (
 // picks, each opened already.
 func NewRemoteStore(opts RemoteOptions) *RemoteStore {
 	done, release := context.WithCancel(context.Background())
-	return &RemoteStore{peer: opts.Peer, route: opts.Route, info: opts.Info, done: done, release: release}
+	return &RemoteStore{peer: opts.Peer, route: opts.Route, info: opts.Info, acceptNoPrincipal: opts.AcceptNoPrincipal, done: done, release: release}
 }
 
 // ConnectParams are the input of Connect.
@@ -116,6 +128,8 @@ type ConnectParams struct {
 	Peer string
 	// Config is sent to the server's Opener (a shared store ignores it).
 	Config map[string]string
+	// AcceptNoPrincipal is RemoteOptions.AcceptNoPrincipal.
+	AcceptNoPrincipal bool
 }
 
 // Connect opens the store a Service serves on p.Conn and returns it.
@@ -128,7 +142,7 @@ func Connect(ctx context.Context, p ConnectParams) (*RemoteStore, error) {
 		return nil, err
 	}
 	closed := runstate.Unavailable(p.Peer+" is closed", nil)
-	r := NewRemoteStore(RemoteOptions{Peer: p.Peer, Info: info, Route: func() (Route, error) {
+	r := NewRemoteStore(RemoteOptions{Peer: p.Peer, Info: info, AcceptNoPrincipal: p.AcceptNoPrincipal, Route: func() (Route, error) {
 		if life.Err() != nil {
 			return Route{}, closed
 		}
@@ -201,6 +215,9 @@ func call[T any](r *RemoteStore, ctx context.Context, f func(context.Context, pb
 
 // CreateRun implements runstate.RunStateStore.
 func (r *RemoteStore) CreateRun(ctx context.Context, p runstate.CreateRunParams) (runstate.RunSnapshot, error) {
+	if err := r.principal(&p.Actor); err != nil {
+		return runstate.RunSnapshot{}, err
+	}
 	run, err := call(r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
 		return rpc.CreateRun(ctx, createPB(p))
 	})
@@ -210,15 +227,21 @@ func (r *RemoteStore) CreateRun(ctx context.Context, p runstate.CreateRunParams)
 	return fromRun(run), nil
 }
 
-// UpdateRun implements runstate.RunStateStore.
+// UpdateRun implements runstate.RunStateStore. To a server that cannot
+// release the lease in the update's write (FeatureUpdateReleaseLease), an
+// update with ReleaseLease is two writes: the update, then ReleaseLease.
 func (r *RemoteStore) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if err := r.principal(&p.Actor); err != nil {
+		return runstate.RunSnapshot{}, err
+	}
+	release := r.releaseAfter(&p)
 	run, err := call(r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
 		return rpc.UpdateRun(ctx, updatePB(p))
 	})
 	if err != nil {
 		return runstate.RunSnapshot{}, err
 	}
-	return fromRun(run), nil
+	return fromRun(run), release(ctx)
 }
 
 // GetRun implements runstate.RunStateStore.

@@ -34,6 +34,9 @@ func (r *RemoteStore) Features() runstate.Features {
 func (c remoteCreator) CreateRuns(ctx context.Context, p runstate.CreateRunsParams) (runstate.CreateRunsResult, error) {
 	req := &pb.CreateRunsRequest{Runs: make([]*pb.CreateRunRequest, len(p.Runs))}
 	for i, run := range p.Runs {
+		if err := c.r.principal(&run.Actor); err != nil {
+			return runstate.CreateRunsResult{}, &runstate.BatchItemError{Index: i, Err: err}
+		}
 		req.Runs[i] = createPB(run)
 	}
 	resp, err := call(c.r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.CreateRunsResponse, error) {
@@ -50,10 +53,17 @@ func (c remoteCreator) CreateRuns(ctx context.Context, p runstate.CreateRunsPara
 }
 
 // UpdateRuns implements runstate.BatchUpdater: each item's error arrives
-// with its identity.
+// with its identity. To a server that cannot release a lease in an
+// update's write, each applied item with ReleaseLease is followed by its
+// ReleaseLease call, whose failure is the item's (UpdateRun says more).
 func (u remoteUpdater) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
 	req := &pb.UpdateRunsRequest{Updates: make([]*pb.UpdateRunRequest, len(p.Updates))}
+	releases := make([]func(context.Context) error, len(p.Updates))
 	for i, update := range p.Updates {
+		if err := u.r.principal(&update.Actor); err != nil {
+			return runstate.UpdateRunsResult{}, err
+		}
+		releases[i] = u.r.releaseAfter(&update)
 		req.Updates[i] = updatePB(update)
 	}
 	resp, err := call(u.r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.UpdateRunsResponse, error) {
@@ -68,14 +78,27 @@ func (u remoteUpdater) UpdateRuns(ctx context.Context, p runstate.UpdateRunsPara
 			out.Items[i].Err = fromErrorDetail(item.Error, u.r.peer)
 		} else {
 			out.Items[i].Run = fromRun(item.GetRun())
+			if i < len(releases) {
+				out.Items[i].Err = releases[i](ctx)
+			}
 		}
 	}
 	return out, nil
 }
 
 // ClaimRuns implements runstate.BatchClaimer: the claims made before an
-// error arrive with it.
+// error arrive with it. A server that cannot start the runs in the claim's
+// write (FeatureBatchClaimStart) is asked as runstate.ClaimRuns asks a
+// store without batch claims: one claim, then one start, per run.
 func (k remoteClaimer) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
+	if p.Start {
+		if err := k.r.principal(&p.Actor); err != nil {
+			return runstate.ClaimRunsResult{}, err
+		}
+		if !k.r.info.Has(FeatureBatchClaimStart) {
+			return runstate.ClaimRuns(ctx, oneClaimAtATime{k.r}, p)
+		}
+	}
 	resp, err := call(k.r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.ClaimRunsResponse, error) {
 		return rpc.ClaimRuns(ctx, claimRunsPB(p))
 	})

@@ -264,7 +264,7 @@ func (s *Service) GetLease(ctx context.Context, r *pb.GetRunRequest) (*pb.Lease,
 // openResponse announces the features f, by name and, for clients older
 // than the names, in the fields they read.
 func openResponse(f runstate.Features) *pb.OpenResponse {
-	return &pb.OpenResponse{Features: featureNames(f), Leases: f.Leases != nil, CreateRuns: f.BatchCreator != nil,
+	return &pb.OpenResponse{ProtocolVersion: Version, Features: append(featureNames(f), keptFields...), Leases: f.Leases != nil, CreateRuns: f.BatchCreator != nil,
 		UpdateRuns: f.BatchUpdater != nil, ClaimRuns: f.BatchClaimer != nil, WatchRunnable: f.RunnableWatcher != nil, WatchRun: f.RunWatcher != nil}
 }
 

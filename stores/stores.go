@@ -126,6 +126,10 @@ type PluginOptions struct {
 	// Relaunch starts a plugin that died again, so that a long-running
 	// process outlives it.
 	Relaunch bool
+	// AcceptNoPrincipal writes through a plugin that cannot record
+	// principals without them, instead of refusing the writes
+	// (plugin.Options.AcceptNoPrincipal).
+	AcceptNoPrincipal bool
 }
 
 // GatewayOptions configure a gateway:HOST:PORT store (docs/gateway.md).

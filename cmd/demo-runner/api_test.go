@@ -344,7 +344,7 @@ func TestErrorCodesMapToHTTPStatus(t *testing.T) {
 		runstate.CodeInvalidArgument: 400, runstate.CodeMissingDiagnostic: 400, runstate.CodeUnauthenticated: 401,
 		runstate.CodePermissionDenied: 403, runstate.CodeNotFound: 404, runstate.CodeAlreadyExists: 409,
 		runstate.CodeVersionConflict: 409, runstate.CodeInvalidTransition: 409, runstate.CodeLeaseHeld: 409,
-		runstate.CodeLeaseLost: 409, runstate.CodeNotClaimable: 409, runstate.CodeUnavailable: 503,
+		runstate.CodeLeaseLost: 409, runstate.CodeNotClaimable: 409, runstate.CodeUnavailable: 503, runstate.CodeUnsupported: 501,
 	}
 	errs := map[runstate.Code]error{
 		runstate.CodeInvalidArgument: runstate.ErrInvalidArgument, runstate.CodeMissingDiagnostic: runstate.ErrMissingDiagnostic,
@@ -353,6 +353,7 @@ func TestErrorCodesMapToHTTPStatus(t *testing.T) {
 		runstate.CodeVersionConflict: runstate.ErrVersionConflict, runstate.CodeInvalidTransition: runstate.ErrInvalidTransition,
 		runstate.CodeLeaseHeld: runstate.ErrLeaseHeld, runstate.CodeLeaseLost: runstate.ErrLeaseLost,
 		runstate.CodeNotClaimable: runstate.ErrNotClaimable, runstate.CodeUnavailable: runstate.ErrUnavailable,
+		runstate.CodeUnsupported: runstate.ErrUnsupported,
 	}
 	for code, status := range want {
 		rec := httptest.NewRecorder()

@@ -44,6 +44,7 @@ var httpStatus = map[runstate.Code]int{
 	runstate.CodeLeaseLost:         http.StatusConflict,
 	runstate.CodeNotClaimable:      http.StatusConflict,
 	runstate.CodeUnavailable:       http.StatusServiceUnavailable,
+	runstate.CodeUnsupported:       http.StatusNotImplemented,
 }
 
 // Codes of the API's own refusals, beside the contract's.

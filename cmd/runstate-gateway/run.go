@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cli.ExitError{Code: exitUsage, Msg: err.Error()}
 	}
 	opened, err := stores.Open(ctx, f.storeName, stores.Options{Logger: log, NotifyRunnable: true, NotifyRuns: true,
-		Plugin: stores.PluginOptions{Relaunch: true}, Clock: clock.Clock()})
+		Plugin: stores.PluginOptions{Relaunch: true, AcceptNoPrincipal: f.acceptNoPrincipal}, Clock: clock.Clock()})
 	if err != nil {
 		return err
 	}
@@ -159,6 +159,7 @@ type flags struct {
 	listen, storeName, tokensPath string
 	certFile, keyFile, clientCA   string
 	plaintext                     bool
+	acceptNoPrincipal             bool
 	maxMessage                    int
 	metricsListen                 string
 }
@@ -177,6 +178,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.keyFile, "tls-key", "", "the server certificate's key (PEM)")
 	fs.StringVar(&f.clientCA, "client-ca", "", "CA certificates (PEM) that sign client certificates: mutual TLS")
 	fs.BoolVar(&f.plaintext, "plaintext", false, "serve without TLS, on a loopback address only")
+	fs.BoolVar(&f.acceptNoPrincipal, "accept-trail-without-principals", false,
+		"with a plugin store of protocol 1.6 or older, which cannot record principals, write without them instead of refusing writes (the audit trail then does not say who made them)")
 	fs.IntVar(&f.maxMessage, "max-message-bytes", gateway.DefaultMaxMessageBytes, "largest request or response")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address of a plain HTTP server of /metrics (Prometheus); off when empty")
 	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {

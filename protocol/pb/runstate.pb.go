@@ -121,9 +121,12 @@ func (x *SetClockResponse) GetNow() *timestamppb.Timestamp {
 type OpenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Configuration of the store (a path, a DSN); values never reach logs.
-	Config        map[string]string `protobuf:"bytes,1,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Config map[string]string `protobuf:"bytes,1,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// protocol_version is the client's, MAJOR.MINOR (docs/protocol.md); a
+	// client older than it sends none.
+	ProtocolVersion string `protobuf:"bytes,2,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OpenRequest) Reset() {
@@ -163,6 +166,13 @@ func (x *OpenRequest) GetConfig() map[string]string {
 	return nil
 }
 
+func (x *OpenRequest) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
 type OpenResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -181,14 +191,21 @@ type OpenResponse struct {
 	// test_clock: the server runs in test mode and its store reads the test
 	// clock, which SetClock moves.
 	TestClock bool `protobuf:"varint,9,opt,name=test_clock,json=testClock,proto3" json:"test_clock,omitempty"`
-	// features names everything the server's store can do beyond the calls
-	// every server answers (docs/protocol.md, "Features"): leases,
+	// features names everything the server can do beyond the calls every
+	// server answers (docs/protocol.md, "Features"): its store's (leases,
 	// lease_reader, batch_create, batch_update, batch_claim, watch_runnable,
-	// watch_run. A client reaches only these. A server older than the list
-	// sends none, and the client reads the fields above instead.
-	Features      []string `protobuf:"bytes,10,rep,name=features,proto3" json:"features,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// watch_run) and the request fields whose meaning it keeps
+	// (update_release_lease, principal, batch_claim_start). A client sends
+	// nothing the list does not name: it falls back or refuses, as the
+	// protocol says for each. A server older than the list sends none; the
+	// client then reads the fields above, and takes it to keep none of the
+	// fields with meaning.
+	Features []string `protobuf:"bytes,10,rep,name=features,proto3" json:"features,omitempty"`
+	// protocol_version is the server's, MAJOR.MINOR; a server older than it
+	// sends none (it speaks 1.6 or older).
+	ProtocolVersion string `protobuf:"bytes,11,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OpenResponse) Reset() {
@@ -289,6 +306,13 @@ func (x *OpenResponse) GetFeatures() []string {
 		return x.Features
 	}
 	return nil
+}
+
+func (x *OpenResponse) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
 }
 
 // ErrorDetail is the runstate.Error of a failed call.
@@ -2892,12 +2916,13 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x0fSetClockRequest\x12*\n" +
 	"\x02to\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"@\n" +
 	"\x10SetClockResponse\x12,\n" +
-	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"\x8d\x01\n" +
+	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"\xb8\x01\n" +
 	"\vOpenRequest\x12C\n" +
-	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x1a9\n" +
+	"\x06config\x18\x01 \x03(\v2+.runstate.plugin.v1.OpenRequest.ConfigEntryR\x06config\x12)\n" +
+	"\x10protocol_version\x18\x02 \x01(\tR\x0fprotocolVersion\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x02\n" +
 	"\fOpenResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
@@ -2913,7 +2938,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\n" +
 	"test_clock\x18\t \x01(\bR\ttestClock\x12\x1a\n" +
 	"\bfeatures\x18\n" +
-	" \x03(\tR\bfeatures\"\xee\x02\n" +
+	" \x03(\tR\bfeatures\x12)\n" +
+	"\x10protocol_version\x18\v \x01(\tR\x0fprotocolVersion\"\xee\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x15\n" +

@@ -1,0 +1,142 @@
+package protocol_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/protocol"
+	"github.com/runstate/runstate/protocol/pb"
+)
+
+// asAnOlderServer makes today's service answer as a server of protocol
+// 1.6 or older would: its Open names no features and no version, and the
+// fields it does not know are dropped from the requests, as protobuf
+// drops them.
+func asAnOlderServer(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	switch r := req.(type) {
+	case *pb.UpdateRunRequest:
+		r.ReleaseLease = false
+		if r.Actor != nil {
+			r.Actor.Principal = ""
+		}
+	case *pb.CreateRunRequest:
+		if r.Actor != nil {
+			r.Actor.Principal = ""
+		}
+	}
+	resp, err := handler(ctx, req)
+	if open, ok := resp.(*pb.OpenResponse); ok {
+		open.Features, open.ProtocolVersion = nil, ""
+	}
+	return resp, err
+}
+
+// olderServer serves store as an older server, and connects to it.
+func olderServer(t *testing.T, store runstate.RunStateStore, acceptNoPrincipal bool) *protocol.RemoteStore {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(asAnOlderServer))
+	protocol.NewService(protocol.ServiceOptions{Name: "older", Store: store}).Register(srv)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	r, err := protocol.Connect(context.Background(), protocol.ConnectParams{Conn: conn, Peer: "plugin older", AcceptNoPrincipal: acceptNoPrincipal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// Today's server names every feature and the fields whose meaning it
+// keeps, with its version.
+func TestTodaysServerNamesItsFeaturesAndVersion(t *testing.T) {
+	info := serveStore(t, memoryStore(t)).remote.Info()
+	if info.ProtocolVersion != protocol.Version {
+		t.Errorf("version %q, want %q", info.ProtocolVersion, protocol.Version)
+	}
+	for _, f := range []string{protocol.FeatureLeases, protocol.FeatureBatchClaim, protocol.FeatureUpdateReleaseLease,
+		protocol.FeaturePrincipal, protocol.FeatureBatchClaimStart} {
+		if !info.Has(f) {
+			t.Errorf("Open does not name %s: %v", f, info.Features)
+		}
+	}
+}
+
+// An older server keeps none of the fields with meaning: the client
+// releases a lease with a call of its own after the update, refuses a
+// principal the server would drop (unless told to accept that), and
+// starts batch-claimed runs with an update each. Nothing is lost.
+func TestAnOlderServerIsSentNothingItWouldDrop(t *testing.T) {
+	ctx := context.Background()
+	m, err := memory.Open(ctx, memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := olderServer(t, m, false)
+	if info := older.Info(); info.ProtocolVersion != "" || info.Has(protocol.FeaturePrincipal) || !info.Has(protocol.FeatureBatchClaim) {
+		t.Fatalf("the older server's Open: %+v", info)
+	}
+	store := older.Checked()
+	s, _ := runstate.As[runstate.Store](store)
+
+	// Release with the update: the update, then a ReleaseLease.
+	run, _ := s.CreateRun(ctx, runstate.CreateRunParams{RunID: "r1", WorkflowName: "w"})
+	cl, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "a", Incarnation: "1"}, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, LeaseToken: cl.Lease.Token,
+		Status: "running", ReleaseLease: true}); err != nil {
+		t.Fatalf("an update that releases its lease: %v", err)
+	}
+	if _, err := m.ClaimRun(ctx, runstate.ClaimRunParams{RunID: run.RunID, Owner: runstate.Owner{Worker: "b", Incarnation: "1"}, TTL: time.Hour,
+		Statuses: []string{"running"}}); err != nil {
+		t.Errorf("the lease was not released: another worker's claim %v", err)
+	}
+
+	// A principal the server would drop is refused, and nothing is written.
+	_, err = s.CreateRun(ctx, runstate.CreateRunParams{RunID: "r2", WorkflowName: "w", Actor: runstate.Actor{Kind: runstate.ActorOperator, Principal: "alice"}})
+	if !errors.Is(err, runstate.ErrUnsupported) || !strings.Contains(err.Error(), "principal") || !strings.Contains(err.Error(), "1.6 or older") ||
+		!strings.Contains(err.Error(), protocol.Version) {
+		t.Errorf("a write with a principal to an older server: %v", err)
+	}
+	if _, err := m.GetRun(ctx, "r2"); !errors.Is(err, runstate.ErrNotFound) {
+		t.Errorf("the refused create wrote the run: %v", err)
+	}
+	accepting := olderServer(t, m, true).Checked()
+	if _, err := accepting.CreateRun(ctx, runstate.CreateRunParams{RunID: "r2", WorkflowName: "w", Actor: runstate.Actor{Kind: runstate.ActorOperator, Principal: "alice"}}); err != nil {
+		t.Errorf("with a trail without principals accepted: %v", err)
+	}
+
+	// Batch claims that start their runs: claimed, then started, each (r2
+	// and these two).
+	for _, id := range []string{"q1", "q2"} {
+		s.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "w"})
+	}
+	res, err := runstate.ClaimRuns(ctx, s, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "c", Incarnation: "1"}, TTL: time.Hour, Max: 5, Start: true,
+		Filter: runstate.RunnableFilter{Statuses: []string{"queued"}}})
+	if err != nil || len(res.Claims) != 3 {
+		t.Fatalf("claims that start their runs: %+v, %v", res, err)
+	}
+	for _, c := range res.Claims {
+		if got, _ := m.GetRun(ctx, c.Run.RunID); got.Status != runstate.StatusRunning || c.Run.Status != runstate.StatusRunning {
+			t.Errorf("%s claimed %s, stored %s: want running", c.Run.RunID, c.Run.Status, got.Status)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+package protocol
+
+import "fmt"
+
+// The protocol's version, MAJOR.MINOR (docs/protocol.md, "Versions").
+// Major is the version go-plugin's handshake checks (plugin.ProtocolVersion)
+// and the service's package (runstate.plugin.v1): a new major is a new
+// protocol, which a peer of another major refuses at once. Minor grows
+// with every addition a minor version may make: a call, a feature a server
+// announces, a field whose meaning a server keeps. CHANGELOG.md lists what
+// each minor added.
+const (
+	Major = 1
+	Minor = 7
+)
+
+// Version is this package's protocol version, MAJOR.MINOR.
+var Version = fmt.Sprintf("%d.%d", Major, Minor)
+
+// olderThanNames stands for the version of a peer that predates
+// version numbers in Open (and feature names with them).
+const olderThanNames = "1.6 or older"
