@@ -74,6 +74,12 @@ func TestAWorkerClaimsAWaitingRunAheadWithoutStartingIt(t *testing.T) {
 // startsConflict is a store without batch claims whose updates all conflict.
 type startsConflict struct{ runstate.Store }
 
+func (s startsConflict) Features() runstate.Features {
+	f := runstate.Resolve(s.Store)
+	f.BatchClaimer = nil
+	return f
+}
+
 func (startsConflict) UpdateRun(context.Context, runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	return runstate.RunSnapshot{}, runstate.ErrVersionConflict
 }
