@@ -11,6 +11,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/conformance/perf"
+	"github.com/runstate/runstate/internal/testsupport/featuretest"
 )
 
 var small = perf.Options{Levels: []int{1, 4}, Duration: 100 * time.Millisecond, Claims: 200, ListRuns: 1000, RecoveryRuns: 300}
@@ -135,7 +136,7 @@ type noLeases struct{ conformance.Harness }
 
 // Store hides the lease operations.
 func (n noLeases) Store() runstate.RunStateStore {
-	return struct{ runstate.RunStateStore }{n.Harness.Store()}
+	return featuretest.WithoutLeases(n.Harness.Store())
 }
 
 // A pool claims a slot's next run while the slot's last completion

@@ -401,10 +401,26 @@ func (e *execution) runCommand(ctx context.Context, s Step, host string) (string
 	} else {
 		err = cmd.Run()
 	}
+	if ctx.Err() != nil && cmd.Process != nil {
+		// The group was killed: the step ends once its processes are gone,
+		// not merely signalled (a process dies when next scheduled, which
+		// on a loaded machine may be a while).
+		awaitGroupGone(cmd.Process.Pid, 5*time.Second)
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("timed out after %v", s.Timeout)
 	}
 	return out.String(), err
+}
+
+// awaitGroupGone waits, at most for limit, until no process of the group
+// pgid is left but zombies (which have run their last instruction).
+func awaitGroupGone(pgid int, limit time.Duration) {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if !groupHasLiving(pgid) {
+			return
+		}
+	}
 }
 
 // wait parks the run in waiting until a signal for this step resumes it
