@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint stress bench bench-river perf-report conformance crash soak fuzz mutation proto plugins gateway
+.PHONY: run test lint buf protocheck stress bench bench-river perf-report conformance crash soak fuzz mutation proto plugins gateway
 
 # The main job: run the bundled example workflow on the default (Badger) store.
 run:
@@ -40,6 +40,19 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd examples/filestore && $(GO) vet ./...
+
+# buf, pinned, in bin/: .ci/run installs it before the tests, whose
+# TestTheProtoPassesBufLintAndBreaking fails under CI=true without it.
+BUF_VERSION = 1.75.0
+buf:
+	@[ "$$(bin/buf --version 2>/dev/null)" = "$(BUF_VERSION)" ] || \
+		GOBIN=$(CURDIR)/bin $(GO) install github.com/bufbuild/buf/cmd/buf@v$(BUF_VERSION)
+
+# The wire protocol's proto: buf lint (protocol/pb/buf.yaml) and buf
+# breaking against the previous minor version's proto in protocol/testdata
+# (docs/protocol.md, "Checking the proto"), as the test does.
+protocheck: buf
+	$(GO) test -count=1 -run '^TestTheProtoPassesBufLintAndBreaking$$' -v ./protocol
 
 # Every benchmark of docs/performance.md, each beside its baseline measured
 # in the same run: the adapters against hand-written transactions (MySQL

@@ -102,7 +102,7 @@ type RemoteStore struct {
 	info  StoreInfo
 	// acceptNoPrincipal: RemoteOptions.AcceptNoPrincipal.
 	acceptNoPrincipal bool
-	close context.CancelFunc // set by Connect
+	close             context.CancelFunc // set by Connect
 	// done ends when the store is closed: watches end with it.
 	done    context.Context
 	release context.CancelFunc

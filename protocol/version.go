@@ -7,8 +7,8 @@ import "fmt"
 // and the service's package (runstate.plugin.v1): a new major is a new
 // protocol, which a peer of another major refuses at once. Minor grows
 // with every addition a minor version may make: a call, a feature a server
-// announces, a field whose meaning a server keeps. CHANGELOG.md lists what
-// each minor added.
+// announces, a field whose meaning a server keeps. docs/protocol.md,
+// "History", lists what each minor added.
 const (
 	Major = 1
 	Minor = 7
