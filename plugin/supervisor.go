@@ -235,11 +235,11 @@ func (sp *supervisor) launch(dead *session) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The client's store kept the interfaces the first process offered.
-	if s.opened.Leases != dead.opened.Leases || s.opened.Batches != dead.opened.Batches {
+	// The client's store kept the features the first process named.
+	if now, was := slices.Sorted(slices.Values(s.opened.Features)), slices.Sorted(slices.Values(dead.opened.Features)); !slices.Equal(now, was) {
 		s.kill()
-		return nil, fmt.Errorf("the plugin started again reports a store with leases %v and batch calls %+v, where it had %v and %+v",
-			s.opened.Leases, s.opened.Batches, dead.opened.Leases, dead.opened.Batches)
+		return nil, fmt.Errorf("the plugin started again names the features %v, where it named %v: the client's store keeps the first's",
+			now, was)
 	}
 	return s, nil
 }

@@ -45,7 +45,7 @@ func (l *fakeLauncher) launch(ctx context.Context) (*session, error) {
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
 	s := l.sp.newSession(nil, p)
-	s.opened = protocol.StoreInfo{Leases: true}
+	s.opened = protocol.StoreInfo{Leases: true, Features: []string{protocol.FeatureLeases, protocol.FeatureLeaseReader}}
 	if l.start != nil {
 		if err := l.start(n, s); err != nil {
 			s.kill()
@@ -260,9 +260,9 @@ func TestSupervisorRetriesARelaunchThatFailsToOpen(t *testing.T) {
 		sp, l, log := startSupervised(t, time.Millisecond, func(n int, s *session) error {
 			switch n {
 			case 1: // a store of another kind: refused
-				s.opened.Leases = false
+				s.opened.Features = slices.DeleteFunc(slices.Clone(s.opened.Features), func(f string) bool { return f == protocol.FeatureLeases })
 			case 2: // a store with other batch calls: refused too
-				s.opened.Batches.CreateRuns = true
+				s.opened.Features = append(slices.Clone(s.opened.Features), protocol.FeatureBatchCreate)
 			case 3:
 				return runstate.InvalidArgument("dir", "is locked")
 			}

@@ -70,10 +70,13 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 	if err != nil {
 		return StoreInfo{}, callError(ctx, p.Peer, p.Route, err)
 	}
-	return StoreInfo{Name: resp.Name, Version: resp.Version, Leases: resp.Leases,
-		Batches:       BatchCalls{CreateRuns: resp.CreateRuns, UpdateRuns: resp.UpdateRuns, ClaimRuns: resp.ClaimRuns && resp.Leases},
-		WatchRunnable: resp.WatchRunnable, WatchRun: resp.WatchRun, TestClock: resp.TestClock, Features: featuresOfResponse(resp),
-		ProtocolVersion: resp.ProtocolVersion}, nil
+	info := StoreInfo{Name: resp.Name, Version: resp.Version, TestClock: resp.TestClock, Features: featuresOfResponse(resp),
+		ProtocolVersion: resp.ProtocolVersion}
+	// The fields below say what the names say: one source.
+	info.Leases = info.Has(FeatureLeases)
+	info.Batches = BatchCalls{CreateRuns: info.Has(FeatureBatchCreate), UpdateRuns: info.Has(FeatureBatchUpdate), ClaimRuns: info.Has(FeatureBatchClaim)}
+	info.WatchRunnable, info.WatchRun = info.Has(FeatureWatchRunnable), info.Has(FeatureWatchRun)
+	return info, nil
 }
 
 // RemoteOptions configure NewRemoteStore.

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/protocol/pb"
@@ -53,18 +54,27 @@ func (c remoteCreator) CreateRuns(ctx context.Context, p runstate.CreateRunsPara
 }
 
 // UpdateRuns implements runstate.BatchUpdater: each item's error arrives
-// with its identity. To a server that cannot release a lease in an
-// update's write, each applied item with ReleaseLease is followed by its
+// with its identity. An item the client refuses (a principal its server
+// would drop) is refused on its own, as the store refuses an item, and
+// the others go. To a server that cannot release a lease in an update's
+// write, each applied item with ReleaseLease is followed by its
 // ReleaseLease call, whose failure is the item's (UpdateRun says more).
 func (u remoteUpdater) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
-	req := &pb.UpdateRunsRequest{Updates: make([]*pb.UpdateRunRequest, len(p.Updates))}
-	releases := make([]func(context.Context) error, len(p.Updates))
+	out := runstate.UpdateRunsResult{Items: make([]runstate.UpdateRunsItem, len(p.Updates))}
+	req := &pb.UpdateRunsRequest{}
+	var sent []int                             // the item of each update sent
+	var releases []func(context.Context) error // and its release after it
 	for i, update := range p.Updates {
 		if err := u.r.principal(&update.Actor); err != nil {
-			return runstate.UpdateRunsResult{}, err
+			out.Items[i].Err = err
+			continue
 		}
-		releases[i] = u.r.releaseAfter(&update)
-		req.Updates[i] = updatePB(update)
+		releases = append(releases, u.r.releaseAfter(&update))
+		req.Updates = append(req.Updates, updatePB(update))
+		sent = append(sent, i)
+	}
+	if len(sent) == 0 {
+		return out, nil
 	}
 	resp, err := call(u.r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.UpdateRunsResponse, error) {
 		return rpc.UpdateRuns(ctx, req)
@@ -72,16 +82,17 @@ func (u remoteUpdater) UpdateRuns(ctx context.Context, p runstate.UpdateRunsPara
 	if err != nil {
 		return runstate.UpdateRunsResult{}, err
 	}
-	out := runstate.UpdateRunsResult{Items: make([]runstate.UpdateRunsItem, len(resp.Items))}
-	for i, item := range resp.Items {
+	if len(resp.Items) != len(sent) {
+		return runstate.UpdateRunsResult{}, runstate.Unavailable(fmt.Sprintf("%s answered %d items for %d updates", u.r.peer, len(resp.Items), len(sent)), nil)
+	}
+	for k, item := range resp.Items {
+		i := sent[k]
 		if item.Error != nil {
 			out.Items[i].Err = fromErrorDetail(item.Error, u.r.peer)
-		} else {
-			out.Items[i].Run = fromRun(item.GetRun())
-			if i < len(releases) {
-				out.Items[i].Err = releases[i](ctx)
-			}
+			continue
 		}
+		out.Items[i].Run = fromRun(item.GetRun())
+		out.Items[i].Err = releases[k](ctx)
 	}
 	return out, nil
 }
