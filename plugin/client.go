@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,7 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c.begin(name, s)
-	log.Info("store plugin ready", "plugin", name, "store", c.info.Name, "version", c.info.Version, "protocol", cmp.Or(c.info.ProtocolVersion, "1.6 or older"),
+	log.Info("store plugin ready", "plugin", name, "store", c.info.Name, "version", c.info.Version, "protocol", c.info.Speaks(),
 		"features", strings.Join(c.info.Features, ","))
 	return c, nil
 }
@@ -275,6 +274,10 @@ func (c *Client) Leases() bool { return c.info.Leases }
 // Name and Version are what the plugin reported about its store.
 func (c *Client) Name() string    { return c.info.Name }
 func (c *Client) Version() string { return c.info.Version }
+
+// Info is everything the first plugin process said of its store when
+// opened: its protocol version and features among it.
+func (c *Client) Info() protocol.StoreInfo { return c.info }
 
 // Store returns the plugin's store: a runstate.Store when it has leases,
 // otherwise only a runstate.RunStateStore; and runstate.BatchCreator,

@@ -40,6 +40,15 @@ func WithName(name, version string) ServeOption {
 	return func(c *serveConfig) { c.name, c.version = name, version }
 }
 
+// configOf applies opts to a store named defaultName.
+func configOf(defaultName string, opts []ServeOption) serveConfig {
+	cfg := serveConfig{name: defaultName}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
 // Serve runs the plugin process for a store that needs no configuration.
 // It is the one call a plugin's main makes:
 //
@@ -50,8 +59,16 @@ func Serve(store runstate.RunStateStore, opts ...ServeOption) {
 
 // ServeOpener runs the plugin process for a store made from the host's
 // configuration (a path, a DSN). It returns when the host shuts the plugin
-// down, after closing the store.
+// down, after closing the store. Run by hand with --version (or version;
+// --format json), the binary prints the kit's and the protocol's versions,
+// the store's name and version (WithName) and the protocol's features,
+// and exits.
 func ServeOpener(open Opener, opts ...ServeOption) {
+	// Answered before go-plugin's handshake, which tells a person who runs
+	// the binary from a terminal only that it is a plugin, and exits.
+	if code, asked := answerVersion(os.Args[1:], configOf("plugin", opts), os.Stdout, os.Stderr); asked {
+		os.Exit(code)
+	}
 	// The host parses stderr lines of this shape as log entries.
 	slog.SetDefault(slog.New(newPluginLogHandler(os.Stderr, levelOfEnv())))
 	defer profileCPU()()
@@ -85,10 +102,7 @@ func ServeOpener(open Opener, opts ...ServeOption) {
 // store *open makes, its calls the children of the host's calls; it
 // returns what exports the spans left when the plugin ends.
 func traceStore(open *Opener, opts []ServeOption) (shutdown func()) {
-	cfg := serveConfig{name: "plugin"}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := configOf("plugin", opts)
 	t, err := tracing.Setup(context.Background(), tracing.SetupParams{Service: "runstate-plugin-" + cfg.name})
 	if err != nil {
 		slog.Error("tracing stays off", "error", err)
@@ -165,20 +179,14 @@ func RegisterGRPC(s *grpc.Server, open Opener, opts ...ServeOption) (closeStore 
 // client's Open succeeds without opening anything (its config is ignored).
 // It is protocol.NewService with ServiceOptions.Store.
 func RegisterShared(s *grpc.Server, store runstate.RunStateStore, opts ...ServeOption) {
-	cfg := serveConfig{name: "shared"}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := configOf("shared", opts)
 	protocol.NewService(protocol.ServiceOptions{Name: cfg.name, Version: cfg.version, Store: store}).Register(s)
 }
 
 // newService is the service of the store open makes, named by opts or
 // defaultName; clock, when set, is the test clock it offers.
 func newService(defaultName string, open Opener, opts []ServeOption, clock *protocol.TestClock) *protocol.Service {
-	cfg := serveConfig{name: defaultName}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := configOf(defaultName, opts)
 	return protocol.NewService(protocol.ServiceOptions{Name: cfg.name, Version: cfg.version, Open: open, Clock: clock})
 }
 

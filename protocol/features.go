@@ -49,6 +49,17 @@ const (
 // a store across another boundary falls back or refuses on its own).
 var keptFields = []string{FeatureUpdateReleaseLease, FeaturePrincipal, FeatureBatchClaimStart}
 
+// Features names every feature this version of the protocol knows: the
+// store features, then the fields with meaning, as a server of this
+// version may announce them.
+func Features() []string {
+	names := make([]string, 0, len(storeFeatures)+len(keptFields))
+	for _, sf := range storeFeatures {
+		names = append(names, sf.name)
+	}
+	return append(names, keptFields...)
+}
+
 // storeFeatures pairs each store feature's name with whether a
 // runstate.Features has it and how the client's store gives it, one row
 // per field of runstate.Features (TestEveryCombinationOfFeaturesSurvivesEveryWrapper

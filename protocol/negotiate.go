@@ -13,18 +13,10 @@ import (
 // runstate.ErrUnsupported naming the feature and both versions. This file
 // holds both, for every call that carries such a field.
 
-// peerVersion names the server's protocol version in messages.
-func (r *RemoteStore) peerVersion() string {
-	if r.info.ProtocolVersion == "" {
-		return olderThanNames
-	}
-	return r.info.ProtocolVersion
-}
-
 // unsupported refuses a call that needs feature, which the server lacks.
 func (r *RemoteStore) unsupported(feature, consequence, remedy string) error {
 	return &runstate.Error{Code: runstate.CodeUnsupported, Message: fmt.Sprintf("%s speaks protocol %s, which does not announce %s: %s; "+
-		"this client speaks protocol %s. %s", r.peer, r.peerVersion(), feature, consequence, Version, remedy)}
+		"this client speaks protocol %s. %s", r.peer, r.info.Speaks(), feature, consequence, Version, remedy)}
 }
 
 // principal checks the actor of a write: a principal the server would drop
@@ -60,7 +52,7 @@ func (r *RemoteStore) releaseAfter(p *runstate.UpdateRunParams) func(context.Con
 		}
 		return &runstate.Error{Code: runstate.CodeOf(err), RunID: p.RunID, Cause: err, Message: fmt.Sprintf(
 			"the update of run %s was written, but releasing its lease then failed (%s speaks protocol %s, which releases in a call of its own): the lease is held until it expires",
-			p.RunID, r.peer, r.peerVersion())}
+			p.RunID, r.peer, r.info.Speaks())}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,27 @@ func TestTodaysServerNamesItsFeaturesAndVersion(t *testing.T) {
 		if !info.Has(f) {
 			t.Errorf("Open does not name %s: %v", f, info.Features)
 		}
+	}
+}
+
+// protocol.Features names, each once, every feature a server of this
+// version announces; an older server's version reads "1.6 or older".
+func TestFeaturesNameWhatAServerAnnounces(t *testing.T) {
+	all := protocol.Features()
+	announced := serveStore(t, memoryStore(t)).remote.Info()
+	for _, f := range announced.Features {
+		if !slices.Contains(all, f) {
+			t.Errorf("the server announces %s, which protocol.Features %v lacks", f, all)
+		}
+	}
+	if compacted := slices.Compact(slices.Sorted(slices.Values(all))); len(compacted) != len(all) {
+		t.Errorf("protocol.Features names a feature twice: %v", all)
+	}
+	if v := announced.Speaks(); v != protocol.Version {
+		t.Errorf("today's server speaks %q, want %q", v, protocol.Version)
+	}
+	if v := olderServer(t, memoryStore(t), false).Info().Speaks(); v != "1.6 or older" {
+		t.Errorf("an older server speaks %q, want 1.6 or older", v)
 	}
 }
 

@@ -20,3 +20,13 @@ var Version = fmt.Sprintf("%d.%d", Major, Minor)
 // olderThanNames stands for the version of a peer that predates
 // version numbers in Open (and feature names with them).
 const olderThanNames = "1.6 or older"
+
+// Speaks is the protocol version the server speaks as messages and
+// reports show it: ProtocolVersion, or "1.6 or older" from a server that
+// predates version numbers in Open.
+func (i StoreInfo) Speaks() string {
+	if i.ProtocolVersion == "" {
+		return olderThanNames
+	}
+	return i.ProtocolVersion
+}

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/buildinfo"
 	"github.com/runstate/runstate/internal/cli"
+	"github.com/runstate/runstate/protocol"
 	"github.com/spf13/cobra"
 )
 
@@ -106,17 +108,24 @@ func (o *certifyOptions) check() error {
 
 // certificate is the verdict of a certification, in every format.
 type certificate struct {
-	Suite        string                       `json:"suite_version"`
-	Target       string                       `json:"target"`
-	StoreVersion string                       `json:"target_version"`
-	Capabilities conformance.Capabilities     `json:"capabilities"`
-	Config       map[string]string            `json:"config,omitempty"`
-	Environment  map[string]string            `json:"environment"`
-	Started      time.Time                    `json:"started"`
-	Duration     time.Duration                `json:"-"` // duration_seconds in JSON
-	Modes        []modeReport                 `json:"modes"`
-	NotRun       []modeNotRun                 `json:"modes_not_run,omitempty"`
-	Profiles     []conformance.ProfileVerdict `json:"profiles"`
+	Suite string `json:"suite_version"`
+	// Kit and Protocol are the certifying host's: the kit's version of
+	// this binary and the wire protocol's version it speaks.
+	Kit          string `json:"kit_version"`
+	Protocol     string `json:"protocol_version"`
+	Target       string `json:"target"`
+	StoreVersion string `json:"target_version"`
+	// TargetProtocol, for a plugin or a gateway, is what its server
+	// announced when opened; nil for a store in this process.
+	TargetProtocol *targetProtocol              `json:"target_protocol,omitempty"`
+	Capabilities   conformance.Capabilities     `json:"capabilities"`
+	Config         map[string]string            `json:"config,omitempty"`
+	Environment    map[string]string            `json:"environment"`
+	Started        time.Time                    `json:"started"`
+	Duration       time.Duration                `json:"-"` // duration_seconds in JSON
+	Modes          []modeReport                 `json:"modes"`
+	NotRun         []modeNotRun                 `json:"modes_not_run,omitempty"`
+	Profiles       []conformance.ProfileVerdict `json:"profiles"`
 }
 
 func (c certificate) MarshalJSON() ([]byte, error) {
@@ -133,6 +142,41 @@ type modeReport struct {
 	Capabilities conformance.Capabilities    `json:"capabilities"`
 	Counts       map[conformance.Outcome]int `json:"counts"`
 	Results      []conformance.Result        `json:"results"`
+}
+
+// targetProtocol is the protocol a plugin's or a gateway's server
+// announced when opened.
+type targetProtocol struct {
+	// Version is the server's, MAJOR.MINOR, or "1.6 or older" from a
+	// server that predates version numbers in Open.
+	Version string `json:"version"`
+	// Features are the features it named (protocol.Feature*).
+	Features []string `json:"features"`
+}
+
+// announcer is a harness whose store is reached through a server of the
+// wire protocol: a plugin process's (plugintest) or a gateway's
+// (gatewaytest).
+type announcer interface {
+	// Announced is what the server said of its store when opened.
+	Announced() protocol.StoreInfo
+}
+
+// announcedProtocol opens one harness of target, as a check would, and
+// returns the protocol its server announced; nil for a harness that
+// reaches its store through none.
+func announcedProtocol(ctx context.Context, target conformance.Target) (*targetProtocol, error) {
+	h, err := target.NewHarness(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close(ctx)
+	a, ok := h.(announcer)
+	if !ok {
+		return nil, nil
+	}
+	info := a.Announced()
+	return &targetProtocol{Version: info.Speaks(), Features: slices.Clone(info.Features)}, nil
 }
 
 type modeNotRun struct {
@@ -169,9 +213,17 @@ func (o certifyOptions) certifyPlan(ctx context.Context, p plan, selected []conf
 	if err := o.refuseStoredRuns(ctx, p.base); err != nil {
 		return err
 	}
-	cert := certificate{Suite: conformance.Version, Target: p.base.Name, StoreVersion: p.base.StoreVersion,
+	cert := certificate{Suite: conformance.Version, Kit: buildinfo.Version(), Protocol: protocol.Version,
+		Target: p.base.Name, StoreVersion: p.base.StoreVersion,
 		Capabilities: p.base.Capabilities, Config: o.reportedConfig(), Environment: environment(),
 		Started: time.Now().UTC(), NotRun: p.notRun}
+	if o.pluginPath != "" || o.gatewayPath != "" {
+		announced, err := announcedProtocol(ctx, p.base)
+		if err != nil {
+			return exitError{Code: exitHarness, Msg: fmt.Sprintf("cannot open the target to read the protocol it announces: %v", err)}
+		}
+		cert.TargetProtocol = announced
+	}
 	var runs []conformance.ModeResults
 	for _, m := range p.modes {
 		fmt.Fprintf(stderr, "%s: %d rules, capabilities %s\n", m.name, len(m.rules), m.target.Capabilities)
@@ -394,6 +446,24 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
+// versionsLine names the kit and protocol versions of the certifying
+// host and, for a plugin or a gateway, the protocol its server announced.
+func (c certificate) versionsLine() string {
+	line := fmt.Sprintf("kit %s, protocol %s", c.Kit, c.Protocol)
+	if t := c.TargetProtocol; t != nil {
+		line += fmt.Sprintf("; the target announced protocol %s with features: %s", t.Version, t.featuresList())
+	}
+	return line
+}
+
+// featuresList lists the features, or says there are none.
+func (t targetProtocol) featuresList() string {
+	if len(t.Features) == 0 {
+		return "none"
+	}
+	return strings.Join(t.Features, ", ")
+}
+
 // modesLine says which modes ran and which did not, and why.
 func (c certificate) modesLine() string {
 	var parts []string
@@ -408,7 +478,7 @@ func (c certificate) modesLine() string {
 }
 
 func writeCertificateText(w io.Writer, c certificate) {
-	fmt.Fprintf(w, "runstate certification %s: %s (%s)\ncapabilities: %s\nmodes: %s\n\n", c.Suite, c.Target, c.StoreVersion, c.Capabilities, c.modesLine())
+	fmt.Fprintf(w, "runstate certification %s: %s (%s)\nversions: %s\ncapabilities: %s\nmodes: %s\n\n", c.Suite, c.Target, c.StoreVersion, c.versionsLine(), c.Capabilities, c.modesLine())
 	for _, v := range c.Profiles {
 		fmt.Fprintf(w, "%-7s %s\n", v.Profile, v.Verdict)
 		for _, f := range v.Failed {
@@ -426,7 +496,11 @@ func writeCertificateText(w io.Writer, c certificate) {
 
 func writeCertificateMarkdown(w io.Writer, c certificate) {
 	fmt.Fprintf(w, "# runstate certificate: %s\n\n| | |\n| --- | --- |\n", c.Target)
-	fmt.Fprintf(w, "| suite | %s |\n| target | %s |\n| target version | %s |\n| capabilities | %s |\n", c.Suite, c.Target, c.StoreVersion, c.Capabilities)
+	fmt.Fprintf(w, "| suite | %s |\n| kit | %s |\n| protocol | %s |\n| target | %s |\n| target version | %s |\n", c.Suite, c.Kit, c.Protocol, c.Target, c.StoreVersion)
+	if t := c.TargetProtocol; t != nil {
+		fmt.Fprintf(w, "| target protocol | %s |\n| target features | %s |\n", t.Version, t.featuresList())
+	}
+	fmt.Fprintf(w, "| capabilities | %s |\n", c.Capabilities)
 	for _, k := range sortedKeys(c.Config) {
 		fmt.Fprintf(w, "| config %s | `%s` |\n", k, c.Config[k])
 	}
@@ -471,8 +545,12 @@ func sortedModes(m map[string][]conformance.ModeOutcome) []string {
 // rule and mode, and one per scale measurement.
 func writeCertificateJUnit(w io.Writer, c certificate) error {
 	out := junitSuites{Name: "runstate certification " + c.Suite + ": " + c.Target, Time: c.Duration.Seconds()}
-	out.Properties = []junitProperty{{"suite_version", c.Suite}, {"target", c.Target}, {"target_version", c.StoreVersion},
-		{"capabilities", c.Capabilities.String()}, {"modes", c.modesLine()}}
+	out.Properties = []junitProperty{{"suite_version", c.Suite}, {"kit_version", c.Kit}, {"protocol_version", c.Protocol},
+		{"target", c.Target}, {"target_version", c.StoreVersion}}
+	if t := c.TargetProtocol; t != nil {
+		out.Properties = append(out.Properties, junitProperty{"target_protocol_version", t.Version}, junitProperty{"target_features", strings.Join(t.Features, ",")})
+	}
+	out.Properties = append(out.Properties, junitProperty{"capabilities", c.Capabilities.String()}, junitProperty{"modes", c.modesLine()})
 	for _, v := range c.Profiles {
 		out.Properties = append(out.Properties, junitProperty{"profile." + v.Profile, v.Verdict})
 		s := junitSuite{Name: v.Profile}

@@ -15,16 +15,21 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/buildinfo"
+	"github.com/runstate/runstate/protocol"
 )
 
 // certificateJSON is the JSON certificate as a reader sees it.
 type certificateJSON struct {
-	Suite        string                   `json:"suite_version"`
-	Target       string                   `json:"target"`
-	StoreVersion string                   `json:"target_version"`
-	Capabilities conformance.Capabilities `json:"capabilities"`
-	Duration     float64                  `json:"duration_seconds"`
-	Modes        []struct {
+	Suite          string                   `json:"suite_version"`
+	Kit            string                   `json:"kit_version"`
+	Protocol       string                   `json:"protocol_version"`
+	TargetProtocol *targetProtocol          `json:"target_protocol"`
+	Target         string                   `json:"target"`
+	StoreVersion   string                   `json:"target_version"`
+	Capabilities   conformance.Capabilities `json:"capabilities"`
+	Duration       float64                  `json:"duration_seconds"`
+	Modes          []struct {
 		Mode         string                      `json:"mode"`
 		Capabilities conformance.Capabilities    `json:"capabilities"`
 		Counts       map[conformance.Outcome]int `json:"counts"`
@@ -67,6 +72,10 @@ func TestCertifyMemoryCoreAndLeases(t *testing.T) {
 	if c.Suite != conformance.Version || c.Target != "memory" || c.StoreVersion != "builtin" || !c.Capabilities.Leases || !c.Capabilities.ControlledClock || c.Duration <= 0 {
 		t.Errorf("stamp: %+v", c)
 	}
+	// The host's versions; a store in this process announces no protocol.
+	if c.Kit != buildinfo.Version() || c.Protocol != protocol.Version || c.TargetProtocol != nil {
+		t.Errorf("versions: kit %q, protocol %q, target protocol %+v; want %q, %q and none", c.Kit, c.Protocol, c.TargetProtocol, buildinfo.Version(), protocol.Version)
+	}
 	var modes []string
 	for _, m := range c.Modes {
 		modes = append(modes, m.Mode)
@@ -105,29 +114,43 @@ func TestCertifyMemoryCoreAndLeases(t *testing.T) {
 	if err := xml.Unmarshal(data, &suites); err != nil {
 		t.Fatal(err)
 	}
-	if len(suites.Suites) != 2 || suites.Failures+suites.Errors != 0 || !slices.Contains(suites.Properties, junitProperty{"suite_version", conformance.Version}) {
+	if len(suites.Suites) != 2 || suites.Failures+suites.Errors != 0 || !slices.Contains(suites.Properties, junitProperty{"suite_version", conformance.Version}) ||
+		!slices.Contains(suites.Properties, junitProperty{"kit_version", buildinfo.Version()}) || !slices.Contains(suites.Properties, junitProperty{"protocol_version", protocol.Version}) {
 		t.Errorf("junit: %d suites, %d failures, %d errors, properties %v", len(suites.Suites), suites.Failures, suites.Errors, suites.Properties)
 	}
 	md, err := os.ReadFile(markdown)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| suite | " + conformance.Version, "| leases | certified (", "Skipped in real-clock:", "controlled-clock ("} {
+	for _, want := range []string{"| suite | " + conformance.Version, "| kit | " + buildinfo.Version() + " |", "| protocol | " + protocol.Version + " |",
+		"| leases | certified (", "Skipped in real-clock:", "controlled-clock ("} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+	if strings.Contains(string(md), "target protocol") {
+		t.Errorf("markdown names a target protocol for a store in this process:\n%s", md)
 	}
 }
 
 // noLeases is the memory store with only runstate.RunStateStore: a store
 // without leases, as a target that declares none.
 func noLeases() conformance.Target {
-	t := memorytest.Target(true)
+	t := memoryWith(func(h conformance.Harness) conformance.Harness { return plainHarness{h} })
 	t.Name, t.Capabilities.Leases = "memory without leases", false
+	return t
+}
+
+// memoryWith is the memory store's target with each harness wrapped.
+func memoryWith(wrap func(conformance.Harness) conformance.Harness) conformance.Target {
+	t := memorytest.Target(true)
 	newHarness := t.NewHarness
 	t.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
 		h, err := newHarness(ctx)
-		return plainHarness{h}, err
+		if err != nil {
+			return nil, err
+		}
+		return wrap(h), nil
 	}
 	return t
 }
@@ -253,12 +276,7 @@ func (h brokenListingHarness) Store() runstate.RunStateStore {
 // every report: its broken listing is a failure, not a lack (exit 4) nor
 // a broken harness (exit 3).
 func TestCertifyScaleFailsABrokenListing(t *testing.T) {
-	target := memorytest.Target(true)
-	newHarness := target.NewHarness
-	target.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
-		h, err := newHarness(ctx)
-		return brokenListingHarness{h}, err
-	}
+	target := memoryWith(func(h conformance.Harness) conformance.Harness { return brokenListingHarness{h} })
 	junit := filepath.Join(t.TempDir(), "scale.xml")
 	o := certifyOptions{options: options{format: "json", junit: junit}, scaleSmall: 20, scaleLarge: 200}
 	selected, _ := conformance.SelectProfiles([]string{"scale"})
@@ -308,10 +326,93 @@ func TestAStoreEmbeddedInAStructOfItsOwnCertifiesCore(t *testing.T) {
 	if code != exitPass {
 		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
 	}
-	core := verdictOf(t, decodeCertificate(t, out), conformance.ProfileCore)
+	cert := decodeCertificate(t, out)
+	core := verdictOf(t, cert, conformance.ProfileCore)
 	for _, rule := range []string{"BATCH-001", "BATCH-002", "BATCH-003"} {
 		if !slices.Contains(core.Proven, rule) {
 			t.Errorf("%s not proven: %s (proven %v)", rule, core.Verdict, core.Proven)
 		}
+	}
+	if announced := cert.TargetProtocol; announced == nil || !slices.Contains(announced.Features, protocol.FeatureBatchCreate) {
+		t.Errorf("the plugin announced %+v, want batch_create among its features", announced)
+	}
+}
+
+// A plugin or a gateway is certified with the protocol version and the
+// features its server announced at Open, in every report.
+func TestCertificatesStampTheProtocolVersionAndFeaturesATargetAnnounced(t *testing.T) {
+	for _, target := range [][]string{{"--plugin", bin(t, memoryPkg)}, {"--gateway", bin(t, gatewayPkg), "--store", "memory"}} {
+		dir := t.TempDir()
+		junit, markdown := filepath.Join(dir, "cert.xml"), filepath.Join(dir, "cert.md")
+		args := append([]string{"certify", "--profile", "watch", "--format", "json", "--junit", junit, "--markdown", markdown}, target...)
+		out, errOut, code := runCLI(t, args...)
+		if code != exitPass {
+			t.Fatalf("%v: exit %d\n%s\n%s", target, code, out, errOut)
+		}
+		c := decodeCertificate(t, out)
+		if c.Kit != buildinfo.Version() || c.Protocol != protocol.Version {
+			t.Errorf("%v: kit %q, protocol %q", target, c.Kit, c.Protocol)
+		}
+		announced := c.TargetProtocol
+		if announced == nil || announced.Version != protocol.Version || !slices.Contains(announced.Features, protocol.FeatureLeases) ||
+			!slices.Contains(announced.Features, protocol.FeaturePrincipal) || slices.Contains(announced.Features, protocol.FeatureWatchRunnable) {
+			t.Fatalf("%v: target protocol %+v, want %s with the memory store's features (leases, principal, no watch_runnable)", target, announced, protocol.Version)
+		}
+		md, err := os.ReadFile(markdown)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"| target protocol | " + protocol.Version + " |", "| target features | " + strings.Join(announced.Features, ", ") + " |"} {
+			if !strings.Contains(string(md), want) {
+				t.Errorf("%v: markdown lacks %q:\n%s", target, want, md)
+			}
+		}
+		xmlReport, err := os.ReadFile(junit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var suites junitSuites
+		if err := xml.Unmarshal(xmlReport, &suites); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(suites.Properties, junitProperty{"target_protocol_version", protocol.Version}) ||
+			!slices.Contains(suites.Properties, junitProperty{"target_features", strings.Join(announced.Features, ",")}) {
+			t.Errorf("%v: junit properties %v", target, suites.Properties)
+		}
+	}
+}
+
+// olderServerHarness reaches its store through a server of protocol 1.6
+// or older, which announced no version.
+type olderServerHarness struct{ conformance.Harness }
+
+func (olderServerHarness) Announced() protocol.StoreInfo {
+	return protocol.StoreInfo{Features: []string{protocol.FeatureLeases, protocol.FeatureLeaseReader}}
+}
+
+// A target whose server predates protocol versions in Open is certified as
+// of "1.6 or older".
+func TestACertificateSaysATargetPredatesProtocolVersions(t *testing.T) {
+	target := memoryWith(func(h conformance.Harness) conformance.Harness { return olderServerHarness{h} })
+	announced, err := announcedProtocol(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if announced == nil || announced.Version != "1.6 or older" || !slices.Equal(announced.Features, []string{protocol.FeatureLeases, protocol.FeatureLeaseReader}) {
+		t.Fatalf("announced %+v, want 1.6 or older with leases and lease_reader", announced)
+	}
+	cert := certificate{Kit: "v1.2.0", Protocol: protocol.Version, Target: "old", TargetProtocol: announced}
+	var md, text bytes.Buffer
+	writeCertificateMarkdown(&md, cert)
+	writeCertificateText(&text, cert)
+	if !strings.Contains(md.String(), "| target protocol | 1.6 or older |\n| target features | leases, lease_reader |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+	if want := "versions: kit v1.2.0, protocol " + protocol.Version + "; the target announced protocol 1.6 or older with features: leases, lease_reader\n"; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, text.String())
+	}
+	// A store in this process announces nothing.
+	if announced, err := announcedProtocol(context.Background(), memorytest.Target(true)); announced != nil || err != nil {
+		t.Errorf("a store in this process: %+v, %v", announced, err)
 	}
 }

@@ -108,7 +108,8 @@ const rootExample = `  conformance-runner
       --config 'dsn=postgres://user@{{proxy}}/runs' --config 'schema=runs_{{unique}}' --config scratch_schema=true
   conformance-runner --adapter postgres --config 'dsn=postgres://user@db:5432/runs'
   conformance-runner --gateway ./runstate-gateway --store 'badger:{{tempdir}}/s'
-  conformance-runner --list-rules --run LEASE`
+  conformance-runner --list-rules --run LEASE
+  conformance-runner version --format json`
 
 type options struct {
 	adapter, pluginPath, gatewayPath, storeName                      string
@@ -146,7 +147,7 @@ func newRoot() *cobra.Command {
 	fs.Var(&o.run, "run", "rule IDs or areas to run, comma-separated (default all)")
 	fs.Var(&o.skip, "skip", "rule IDs or areas to skip, comma-separated")
 	root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
-	root.AddCommand(newBenchCommand(), newCertifyCommand())
+	root.AddCommand(newBenchCommand(), newCertifyCommand(), cli.VersionCommand(root.Name()))
 	return root
 }
 

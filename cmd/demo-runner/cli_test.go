@@ -19,6 +19,8 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/buildinfo"
+	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/tracker"
 )
 
@@ -111,6 +113,29 @@ func TestEveryCommandsHelpDescribesIt(t *testing.T) {
 				t.Errorf("%s --help lacks %q:\n%s", c.Name(), want, out)
 			}
 		}
+	}
+}
+
+// version prints the kit's version, the protocol's and the protocol's
+// features, as text or JSON, and opens no store.
+func TestVersionPrintsTheKitTheProtocolAndItsFeatures(t *testing.T) {
+	dir := t.TempDir()
+	global := []string{"--data-dir", filepath.Join(dir, "data")}
+	out, errOut, code := inProcess(t, append(global, "version")...)
+	want := "kit: " + buildinfo.Version() + "\nprotocol: " + protocol.Version + "\nfeatures: " + strings.Join(protocol.Features(), " ") + "\n"
+	if code != 0 || out != want {
+		t.Errorf("version: exit %d %q\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+	out, _, code = inProcess(t, append(global, "version", "--format", "json")...)
+	var v buildinfo.Versions
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || v.Protocol != protocol.Version || v.Kit != buildinfo.Version() || len(v.Features) != len(protocol.Features()) {
+		t.Errorf("version --format json: exit %d, %v: %+v", code, err, v)
+	}
+	if _, errOut, code := inProcess(t, append(global, "version", "--format", "yaml")...); code != exitUsage || !strings.Contains(errOut, "want text or json") {
+		t.Errorf("version --format yaml: exit %d %q, want %d", code, errOut, exitUsage)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
+		t.Error("version created the data directory")
 	}
 }
 

@@ -38,7 +38,7 @@ func newRoot(g *globals, o *options) *cobra.Command {
 	c := commands{g: g, o: o}
 	byName := map[string]*cobra.Command{}
 	for _, cmd := range []*cobra.Command{c.run(), c.submit(), c.worker(), c.status(), c.list(), c.audit(),
-		c.cancel(), c.signal(), c.retry(), c.recover(), c.serve(), c.deadletters()} {
+		c.cancel(), c.signal(), c.retry(), c.recover(), c.serve(), c.deadletters(), cli.VersionCommand(root.Name())} {
 		byName[cmd.Name()] = cmd
 		root.AddCommand(cmd)
 	}

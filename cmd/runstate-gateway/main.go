@@ -5,6 +5,7 @@
 //	    --tls-cert gw.crt --tls-key gw.key [--client-ca clients.pem] [--listen :7443]
 //	runstate-gateway gen-token               # a new token, and its token_sha256
 //	runstate-gateway hash-token < token     # the token_sha256 of a token
+//	runstate-gateway version [--format json] # the kit's and the protocol's versions
 //
 // Once it listens, it prints "listening ADDR" on stdout. SIGHUP reloads the
 // tokens file; SIGINT or SIGTERM stop it after the calls in flight.

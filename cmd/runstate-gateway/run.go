@@ -21,6 +21,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/gateway"
+	"github.com/runstate/runstate/internal/buildinfo"
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/otelstore"
@@ -57,6 +58,7 @@ Usage:
   runstate-gateway --store STORE --tokens FILE (--tls-cert F --tls-key F [--client-ca F] | --plaintext) [flags]
   runstate-gateway gen-token       print a new token, then its token_sha256 for the tokens file
   runstate-gateway hash-token      print the token_sha256 of the token on stdin
+  runstate-gateway version         print the kit's version, the protocol's and its features (--format json)
 
 Flags:
 `
@@ -73,6 +75,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if len(args) > 0 && args[0] == "gen-token" {
 		return genToken(stdout)
+	}
+	if len(args) > 0 && args[0] == "version" {
+		return printVersion(args[1:], stdout, stderr)
 	}
 	f, err := parseFlags(args, stderr)
 	if err != nil {
@@ -272,6 +277,24 @@ func serveUntilStopped(ctx context.Context, s serving) error {
 			return nil
 		}
 	}
+}
+
+// printVersion prints the kit's version, the protocol's version and the
+// protocol's features, as text or JSON (--format).
+func printVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("runstate-gateway version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "text", "stdout format: text or json")
+	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Errorf(exitUsage, "version takes no arguments, got %q", fs.Arg(0))
+	}
+	if err := buildinfo.CheckFormat(*format); err != nil {
+		return cli.Errorf(exitUsage, "%v", err)
+	}
+	return buildinfo.Current().Write(stdout, *format)
 }
 
 // hashToken prints the token_sha256 of the token on stdin's first line.

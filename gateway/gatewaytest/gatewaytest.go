@@ -21,6 +21,7 @@ import (
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/testsupport/proctest"
+	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/stores"
 )
 
@@ -196,6 +197,10 @@ func (h *harness) start(listen string) error {
 }
 
 func (h *harness) Store() runstate.RunStateStore { return h.first }
+
+// Announced is what the gateway said of its store when the first handle
+// connected (its protocol version and features), for reports.
+func (h *harness) Announced() protocol.StoreInfo { return h.clients[0].Info() }
 
 // RunWatcher implements conformance.RunWatching: the first handle's.
 func (h *harness) RunWatcher() runstate.RunWatcher { return h.clients[0].RunWatcher() }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/runstate/runstate/internal/buildinfo"
 )
 
 // Execute runs root with args the way runstate's commands behave: flags
@@ -81,4 +83,29 @@ func ExactArgs(names ...string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// VersionCommand is the version subcommand of the command root: it prints
+// the kit's version, the protocol's, and the features the protocol knows
+// (buildinfo.Versions), as text or, with --format json, as JSON.
+func VersionCommand(root string) *cobra.Command {
+	format := "text"
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the kit's version, the protocol's version and the protocol's features",
+		Long: `version prints which build this is: the kit's version (a release, or "devel" and the commit it
+was built from, "+dirty" when the checkout was modified), the version of the wire protocol it
+speaks to plugins and gateways (MAJOR.MINOR), and the features that protocol knows, which a
+plugin or gateway of it may announce. Text prints a "key: value" line each; --format json one
+object (kit_version, protocol_version, features).`,
+		Example: "  " + root + " version\n  " + root + " version --format json",
+		Args:    ExactArgs(),
+		PreRunE: func(*cobra.Command, []string) error { return buildinfo.CheckFormat(format) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			return buildinfo.Current().Write(c.OutOrStdout(), format)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", format, "stdout format: text or json")
+	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }

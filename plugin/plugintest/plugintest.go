@@ -30,6 +30,7 @@ import (
 	"github.com/runstate/runstate/internal/testsupport/proctest"
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/plugin"
+	"github.com/runstate/runstate/protocol"
 )
 
 // Build compiles the packages (import paths of plugin mains) into dir and
@@ -286,6 +287,10 @@ func (h *processHarness) EndFault(ctx context.Context) error {
 
 func (h *processHarness) Store() runstate.RunStateStore { return h.first.Store() }
 
+// Announced is what the first plugin process said of its store when
+// opened (its protocol version and features), for reports.
+func (h *processHarness) Announced() protocol.StoreInfo { return h.first.Info() }
+
 // RunWatcher implements conformance.RunWatching.
 func (h *processHarness) RunWatcher() runstate.RunWatcher { return h.first.RunWatcher() }
 func (h *processHarness) OpenHandle(ctx context.Context) (runstate.RunStateStore, error) {
@@ -393,6 +398,9 @@ type inProcessHarness struct {
 }
 
 func (h *inProcessHarness) Store() runstate.RunStateStore { return h.Client.Store() }
+
+// Announced is what the served store's service said of it when opened.
+func (h *inProcessHarness) Announced() protocol.StoreInfo { return h.Client.Info() }
 
 // RunWatcher implements conformance.RunWatching.
 func (h *inProcessHarness) RunWatcher() runstate.RunWatcher { return h.Client.RunWatcher() }
