@@ -3,7 +3,6 @@ package runstate_test
 import (
 	"context"
 	"errors"
-	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,12 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/grpctest"
 	"github.com/runstate/runstate/otelstore"
 	"github.com/runstate/runstate/protocol"
 )
@@ -185,17 +181,7 @@ func (u *usersStore) Close() error { u.closed = true; return nil }
 // store, behind the kit's checks, as a plugin's or a gateway's client has it.
 func remote(t *testing.T, s runstate.RunStateStore) runstate.RunStateStore {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	protocol.NewService(protocol.ServiceOptions{Name: "every-feature", Store: s}).Register(srv)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := grpctest.Dial(t, protocol.NewService(protocol.ServiceOptions{Name: "every-feature", Store: s}).Register)
 	r, err := protocol.Connect(context.Background(), protocol.ConnectParams{Conn: conn, Peer: "the test's server"})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger/badgertest"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
@@ -85,21 +84,6 @@ func TestScaleMeasuresTheReferenceStores(t *testing.T) {
 	}
 }
 
-// brokenListing is the memory store whose ListRuns never offers a next
-// page: every rule that pages deeper than one page would fail on it.
-type brokenListing struct{ runstate.Store }
-
-func (s brokenListing) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
-	page, err := s.Store.ListRuns(ctx, p)
-	page.NextCursor = ""
-	return page, err
-}
-
-type brokenListingHarness struct{ conformance.Harness }
-
-func (h brokenListingHarness) Store() runstate.RunStateStore {
-	return brokenListing{h.Harness.Store().(runstate.Store)}
-}
 
 // brokenListingTarget is the memory target with its listing broken.
 func brokenListingTarget() conformance.Target {
@@ -107,7 +91,7 @@ func brokenListingTarget() conformance.Target {
 	newHarness := target.NewHarness
 	target.NewHarness = func(ctx context.Context) (conformance.Harness, error) {
 		h, err := newHarness(ctx)
-		return brokenListingHarness{h}, err
+		return memorytest.WithoutNextPages(h), err
 	}
 	return target
 }

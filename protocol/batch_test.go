@@ -3,20 +3,18 @@ package protocol_test
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/internal/testsupport/featuretest"
+	"github.com/runstate/runstate/internal/testsupport/grpctest"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -32,18 +30,7 @@ type served struct {
 // connects to it.
 func serve(t *testing.T, register func(grpc.ServiceRegistrar)) served {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	register(srv)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := grpctest.Dial(t, register)
 	remote, err := protocol.Connect(context.Background(), protocol.ConnectParams{Conn: conn, Peer: "the test's server"})
 	if err != nil {
 		t.Fatal(err)

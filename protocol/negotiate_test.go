@@ -3,18 +3,16 @@ package protocol_test
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/internal/testsupport/grpctest"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
 )
@@ -45,17 +43,7 @@ func asAnOlderServer(ctx context.Context, req any, _ *grpc.UnaryServerInfo, hand
 // olderServer serves store as an older server, and connects to it.
 func olderServer(t *testing.T, store runstate.RunStateStore, acceptNoPrincipal bool) *protocol.RemoteStore {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(asAnOlderServer))
-	protocol.NewService(protocol.ServiceOptions{Name: "older", Store: store}).Register(srv)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := grpctest.Dial(t, protocol.NewService(protocol.ServiceOptions{Name: "older", Store: store}).Register, grpc.UnaryInterceptor(asAnOlderServer))
 	r, err := protocol.Connect(context.Background(), protocol.ConnectParams{Conn: conn, Peer: "plugin older", AcceptNoPrincipal: acceptNoPrincipal})
 	if err != nil {
 		t.Fatal(err)

@@ -256,27 +256,12 @@ func TestCertifyScaleReportsItsFigures(t *testing.T) {
 	}
 }
 
-// brokenListing is the memory store whose ListRuns never offers a next
-// page.
-type brokenListing struct{ runstate.Store }
-
-func (s brokenListing) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
-	page, err := s.Store.ListRuns(ctx, p)
-	page.NextCursor = ""
-	return page, err
-}
-
-type brokenListingHarness struct{ conformance.Harness }
-
-func (h brokenListingHarness) Store() runstate.RunStateStore {
-	return brokenListing{h.Harness.Store().(runstate.Store)}
-}
 
 // A store that fails while measured fails the scale profile, exit 1, in
 // every report: its broken listing is a failure, not a lack (exit 4) nor
 // a broken harness (exit 3).
 func TestCertifyScaleFailsABrokenListing(t *testing.T) {
-	target := memoryWith(func(h conformance.Harness) conformance.Harness { return brokenListingHarness{h} })
+	target := memoryWith(memorytest.WithoutNextPages)
 	junit := filepath.Join(t.TempDir(), "scale.xml")
 	o := certifyOptions{options: options{format: "json", junit: junit}, scaleSmall: 20, scaleLarge: 200}
 	selected, _ := conformance.SelectProfiles([]string{"scale"})

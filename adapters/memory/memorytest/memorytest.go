@@ -60,3 +60,21 @@ func (h *harness) Store() runstate.RunStateStore                              { 
 func (h *harness) OpenHandle(context.Context) (runstate.RunStateStore, error) { return h.store, nil }
 func (h *harness) Advance(d time.Duration)                                    { h.clock.Advance(d) }
 func (h *harness) Close(context.Context) error                                { return h.store.Close() }
+
+// WithoutNextPages returns h with its store's listing broken: ListRuns
+// never offers a next page, so that every rule or measurement that reads
+// past a first page fails on it. For the tests of what a broken store gets.
+func WithoutNextPages(h conformance.Harness) conformance.Harness { return noNextPagesHarness{h} }
+
+type noNextPagesHarness struct{ conformance.Harness }
+
+func (h noNextPagesHarness) Store() runstate.RunStateStore { return noNextPages{h.Harness.Store()} }
+
+// noNextPages is a store whose ListRuns never offers a next page.
+type noNextPages struct{ runstate.RunStateStore }
+
+func (s noNextPages) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
+	page, err := s.RunStateStore.ListRuns(ctx, p)
+	page.NextCursor = ""
+	return page, err
+}
