@@ -65,5 +65,13 @@ func (c schema) Open(ctx context.Context, dsn string, clock runstate.Clock, firs
 		NotifyRunnable: true, NotifyRuns: true, Logger: slog.New(slog.DiscardHandler), Clock: clock})
 }
 
-// Drop reports the first handle's Close, which dropped the schema.
-func (c schema) Drop(_ context.Context, firstClosed error) error { return firstClosed }
+// Drop finishes what the first handle's Close began: it dropped the
+// schema, within the 2 s a plugin host allows a plugin to stop, which a
+// loaded machine may take more than for DDL; then the harness drops it,
+// within its own close's time.
+func (c schema) Drop(ctx context.Context, firstClosed error) error {
+	if firstClosed == nil {
+		return nil
+	}
+	return c.server.DropSchema(ctx, c.name)
+}
