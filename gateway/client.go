@@ -111,6 +111,10 @@ func (o Options) token() (string, error) {
 // Store returns the gateway's store: a runstate.Store when it has leases.
 func (c *Client) Store() runstate.RunStateStore { return c.store.Checked() }
 
+// Info is what the gateway said of its store when the client connected:
+// its protocol version and features among it.
+func (c *Client) Info() protocol.StoreInfo { return c.store.Info() }
+
 // Watcher returns the gateway's store as a runstate.RunnableWatcher when
 // the gateway offers watching (its store announces runnable runs), else
 // nil: then workers poll.

@@ -276,6 +276,10 @@ func (c *Client) Leases() bool { return c.info.Leases }
 func (c *Client) Name() string    { return c.info.Name }
 func (c *Client) Version() string { return c.info.Version }
 
+// Info is everything the first plugin process said of its store when
+// opened: its protocol version and features among it.
+func (c *Client) Info() protocol.StoreInfo { return c.info }
+
 // Store returns the plugin's store: a runstate.Store when it has leases,
 // otherwise only a runstate.RunStateStore; and runstate.BatchCreator,
 // BatchUpdater and BatchClaimer exactly when the plugin's store is one (a

@@ -21,6 +21,7 @@ import (
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway"
 	"github.com/runstate/runstate/internal/testsupport/proctest"
+	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/stores"
 )
 
@@ -114,6 +115,27 @@ func StartWith(bin string, args, env []string, logPath string) (*exec.Cmd, strin
 		return nil, "", fmt.Errorf("the gateway did not say where it listens: %q, %v\n%s", line, err, b)
 	}
 	return cmd, addr, nil
+}
+
+// Describe starts the gateway as a target of s would, in front of store,
+// and returns what it says of itself at Open: whether it runs on the test
+// clock (a gateway built before test mode does not), its protocol version
+// and the features it names.
+func Describe(ctx context.Context, s Setup, store string) (protocol.StoreInfo, error) {
+	h := &harness{setup: s, store: store, drop: func() {}}
+	if s.TestClock {
+		h.clock = ClockStart
+	}
+	if err := h.start("127.0.0.1:0"); err != nil {
+		return protocol.StoreInfo{}, err
+	}
+	defer h.Close(ctx)
+	c, err := gateway.Dial(ctx, h.addr, s.Dial)
+	if err != nil {
+		return protocol.StoreInfo{}, err
+	}
+	h.clients = append(h.clients, c)
+	return c.Info(), nil
 }
 
 // Store makes a fresh store for one check: the value of the gateway's
