@@ -126,8 +126,10 @@ func buildCommit(commit string) (binaries, error) {
 	}
 	root = strings.TrimSpace(root)
 	if _, err := git(root, "cat-file", "-e", commit+"^{commit}"); err != nil {
-		shallow, _ := git(root, "rev-parse", "--is-shallow-repository")
-		return nil, fmt.Errorf("%s: %w (shallow clone: %s)", commit, errNoHistory, strings.TrimSpace(shallow))
+		if shallow, _ := git(root, "rev-parse", "--is-shallow-repository"); strings.TrimSpace(shallow) == "true" {
+			return nil, fmt.Errorf("%s: %w, a shallow clone", commit, errNoHistory)
+		}
+		return nil, fmt.Errorf("%s: %w", commit, errNoHistory)
 	}
 	mains, err := commandPaths(root, commit)
 	if err != nil {
