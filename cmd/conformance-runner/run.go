@@ -30,6 +30,7 @@ import (
 	"github.com/runstate/runstate/internal/cli"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/plugin/plugintest"
+	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/stores"
 	_ "github.com/runstate/runstate/stores/all" // every store kind --store names
 	"github.com/spf13/cobra"
@@ -88,8 +89,9 @@ Stores:
   --store NAME               front of the store NAME names (memory, badger:PATH, mysql:DSN, postgres:DSN,
                              plugin:PATH, as runstate-gateway --store; also --config store=NAME), and
                              reached over TCP as an operator; in test mode, its store on a clock the
-                             checks move (not a plugin's; --real-clock keeps real time), and killed and
-                             started again for the FAULT rules when the store outlives it (not memory)
+                             checks move (not a plugin's, nor with a gateway built before test mode;
+                             --real-clock keeps real time), and killed and started again for the FAULT
+                             rules when the store outlives it (not memory)
 
 Checks create runs and claim runnable ones: a store that holds runs before the first check is
 refused (exit 2) before anything is written, unless --allow-stored-runs is given. Secret
@@ -379,7 +381,7 @@ func (o options) target(ctx context.Context) (conformance.Target, func(), error)
 		return t, none, err
 	}
 	if o.gatewayPath != "" {
-		return o.gatewayTarget()
+		return o.gatewayTarget(ctx)
 	}
 	t, err := o.builtinTarget()
 	return t, none, err
@@ -487,7 +489,7 @@ func (o *options) checkProxyBackend() error {
 // gatewayTarget starts the gateway binary afresh for every check, without
 // TLS on loopback, in front of the store --store (or --config store=)
 // names.
-func (o options) gatewayTarget() (conformance.Target, func(), error) {
+func (o options) gatewayTarget(ctx context.Context) (conformance.Target, func(), error) {
 	none := func() {}
 	if _, err := os.Stat(o.gatewayPath); err != nil {
 		return conformance.Target{}, none, usageError("--gateway: %v", err)
@@ -512,11 +514,32 @@ func (o options) gatewayTarget() (conformance.Target, func(), error) {
 	setup.Restart = gatewaytest.Outlives(o.config["store"])
 	setup.TestClock = !o.realClock && gateway.CheckTestClock(o.config["store"]) == nil
 	config := templated(o.config)
+	if setup.TestClock {
+		// A gateway built before test mode keeps real time, as a plugin
+		// whose store does not read the test clock: the clock rules skip.
+		info, err := describeGateway(ctx, setup, config)
+		if err != nil {
+			removeDir()
+			return conformance.Target{}, none, exitError{Code: exitHarness, Msg: fmt.Sprintf("the gateway did not start: %v", err)}
+		}
+		setup.TestClock = info.TestClock
+	}
 	kind := stores.Parse(o.config["store"]).Scheme
 	return gatewaytest.ProcessTarget(kind, setup, func(ctx context.Context) (string, func(), error) {
 		cfg, cleanup, err := config(ctx)
 		return cfg["store"], cleanup, err
 	}), removeDir, nil
+}
+
+// describeGateway starts the gateway once, as setup starts it, in front of
+// a store of its own, and returns what it says of itself.
+func describeGateway(ctx context.Context, setup gatewaytest.Setup, config plugintest.Config) (protocol.StoreInfo, error) {
+	cfg, cleanup, err := config(ctx)
+	if err != nil {
+		return protocol.StoreInfo{}, err
+	}
+	defer cleanup()
+	return gatewaytest.Describe(ctx, setup, cfg["store"])
 }
 
 // templated expands {{tempdir}} and {{unique}} in config values afresh for

@@ -117,6 +117,27 @@ func StartWith(bin string, args, env []string, logPath string) (*exec.Cmd, strin
 	return cmd, addr, nil
 }
 
+// Describe starts the gateway as a target of s would, in front of store,
+// and returns what it says of itself at Open: whether it runs on the test
+// clock (a gateway built before test mode does not), its protocol version
+// and the features it names.
+func Describe(ctx context.Context, s Setup, store string) (protocol.StoreInfo, error) {
+	h := &harness{setup: s, store: store, drop: func() {}}
+	if s.TestClock {
+		h.clock = ClockStart
+	}
+	if err := h.start("127.0.0.1:0"); err != nil {
+		return protocol.StoreInfo{}, err
+	}
+	defer h.Close(ctx)
+	c, err := gateway.Dial(ctx, h.addr, s.Dial)
+	if err != nil {
+		return protocol.StoreInfo{}, err
+	}
+	h.clients = append(h.clients, c)
+	return c.Info(), nil
+}
+
 // Store makes a fresh store for one check: the value of the gateway's
 // --store, and what removes the store afterwards.
 type Store func(ctx context.Context) (store string, drop func(), err error)
