@@ -50,7 +50,7 @@ type Options struct {
 	// again in its place. A plugin opened without it refuses AdvanceClock
 	// (ErrNoTestClock). Never for production: the store's time stops.
 	TestClock time.Time
-	// AcceptNoPrincipal sends writes to a plugin of protocol 1.6 or older,
+	// AcceptNoPrincipal sends writes to a plugin of protocol 1.5 or older,
 	// which cannot record principals, without theirs, instead of refusing
 	// them with runstate.ErrUnsupported (protocol.RemoteOptions).
 	AcceptNoPrincipal bool

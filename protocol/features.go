@@ -1,7 +1,12 @@
 package protocol
 
 import (
+	"context"
 	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/protocol/pb"
@@ -87,6 +92,34 @@ func featureNames(f runstate.Features) []string {
 		}
 	}
 	return names
+}
+
+// keptSince16 are the fields with meaning a server of 1.6 keeps, of those
+// it has: release with an update (1.2), the principal (1.3), and a batch
+// claim's start (1.1, with batch claims).
+func keptSince16(features []string) []string {
+	kept := []string{FeatureUpdateReleaseLease, FeaturePrincipal}
+	if slices.Contains(features, FeatureBatchClaim) {
+		kept = append(kept, FeatureBatchClaimStart)
+	}
+	return kept
+}
+
+// answersSetClock reports whether the server has SetClock, which 1.6
+// added: any answer but UNIMPLEMENTED (a clock time of zero is refused by
+// every server that has it, and moves nothing). A server that cannot be
+// asked is not taken for one.
+func answersSetClock(ctx context.Context, route Route) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	callCtx, end := route.bind(ctx)
+	defer end()
+	_, err := route.Client.SetClock(callCtx, &pb.SetClockRequest{})
+	switch status.Code(err) {
+	case codes.Unimplemented, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false
+	}
+	return true
 }
 
 // featuresOfResponse reads the features an Open answer names: its list,

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
@@ -18,10 +20,13 @@ import (
 )
 
 // asAnOlderServer makes today's service answer as a server of protocol
-// 1.6 or older would: its Open names no features and no version, and the
-// fields it does not know are dropped from the requests, as protobuf
-// drops them.
-func asAnOlderServer(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// 1.5 or older would: its Open names no features and no version, it has no
+// SetClock, and the fields it does not know are dropped from the
+// requests, as protobuf drops them.
+func asAnOlderServer(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if strings.HasSuffix(info.FullMethod, "/SetClock") {
+		return nil, status.Error(codes.Unimplemented, "unknown method SetClock")
+	}
 	switch r := req.(type) {
 	case *pb.UpdateRunRequest:
 		r.ReleaseLease = false
@@ -33,7 +38,18 @@ func asAnOlderServer(ctx context.Context, req any, _ *grpc.UnaryServerInfo, hand
 			r.Actor.Principal = ""
 		}
 	}
-	resp, err := handler(ctx, req)
+	return withoutNames(handler(ctx, req))
+}
+
+// asA16Server makes today's service answer as a server of protocol 1.6:
+// its Open names no features and no version, and it keeps every field.
+func asA16Server(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return withoutNames(handler(ctx, req))
+}
+
+// withoutNames takes the version and the feature names out of an answer
+// to Open.
+func withoutNames(resp any, err error) (any, error) {
 	if open, ok := resp.(*pb.OpenResponse); ok {
 		open.Features, open.ProtocolVersion = nil, ""
 	}
@@ -42,8 +58,13 @@ func asAnOlderServer(ctx context.Context, req any, _ *grpc.UnaryServerInfo, hand
 
 // olderServer serves store as an older server, and connects to it.
 func olderServer(t *testing.T, store runstate.RunStateStore, acceptNoPrincipal bool) *protocol.RemoteStore {
+	return serveAs(t, store, asAnOlderServer, acceptNoPrincipal)
+}
+
+// serveAs serves store through the interceptor as, and connects to it.
+func serveAs(t *testing.T, store runstate.RunStateStore, as grpc.UnaryServerInterceptor, acceptNoPrincipal bool) *protocol.RemoteStore {
 	t.Helper()
-	conn := grpctest.Dial(t, protocol.NewService(protocol.ServiceOptions{Name: "older", Store: store}).Register, grpc.UnaryInterceptor(asAnOlderServer))
+	conn := grpctest.Dial(t, protocol.NewService(protocol.ServiceOptions{Name: "older", Store: store}).Register, grpc.UnaryInterceptor(as))
 	r, err := protocol.Connect(context.Background(), protocol.ConnectParams{Conn: conn, Peer: "plugin older", AcceptNoPrincipal: acceptNoPrincipal})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +89,7 @@ func TestTodaysServerNamesItsFeaturesAndVersion(t *testing.T) {
 }
 
 // protocol.Features names, each once, every feature a server of this
-// version announces; an older server's version reads "1.6 or older".
+// version announces; an older server's version reads "1.5 or older".
 func TestFeaturesNameWhatAServerAnnounces(t *testing.T) {
 	all := protocol.Features()
 	announced := serveStore(t, memoryStore(t)).remote.Info()
@@ -83,8 +104,8 @@ func TestFeaturesNameWhatAServerAnnounces(t *testing.T) {
 	if v := announced.Speaks(); v != protocol.Version {
 		t.Errorf("today's server speaks %q, want %q", v, protocol.Version)
 	}
-	if v := olderServer(t, memoryStore(t), false).Info().Speaks(); v != "1.6 or older" {
-		t.Errorf("an older server speaks %q, want 1.6 or older", v)
+	if v := olderServer(t, memoryStore(t), false).Info().Speaks(); v != "1.5 or older" {
+		t.Errorf("an older server speaks %q, want 1.5 or older", v)
 	}
 }
 
@@ -122,7 +143,7 @@ func TestAnOlderServerIsSentNothingItWouldDrop(t *testing.T) {
 
 	// A principal the server would drop is refused, and nothing is written.
 	_, err = s.CreateRun(ctx, runstate.CreateRunParams{RunID: "r2", WorkflowName: "w", Actor: runstate.Actor{Kind: runstate.ActorOperator, Principal: "alice"}})
-	if !errors.Is(err, runstate.ErrUnsupported) || !strings.Contains(err.Error(), "principal") || !strings.Contains(err.Error(), "1.6 or older") ||
+	if !errors.Is(err, runstate.ErrUnsupported) || !strings.Contains(err.Error(), "principal") || !strings.Contains(err.Error(), "1.5 or older") ||
 		!strings.Contains(err.Error(), protocol.Version) {
 		t.Errorf("a write with a principal to an older server: %v", err)
 	}
@@ -148,5 +169,28 @@ func TestAnOlderServerIsSentNothingItWouldDrop(t *testing.T) {
 		if got, _ := m.GetRun(ctx, c.Run.RunID); got.Status != runstate.StatusRunning || c.Run.Status != runstate.StatusRunning {
 			t.Errorf("%s claimed %s, stored %s: want running", c.Run.RunID, c.Run.Status, got.Status)
 		}
+	}
+}
+
+// A server of 1.6, which names nothing, is known by its SetClock: it keeps
+// the fields 1.1 to 1.3 added, so its client sends them as to today's.
+func TestA16ServerIsRecognisedAndSentEveryFieldItKeeps(t *testing.T) {
+	ctx := context.Background()
+	m, err := memory.Open(ctx, memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := serveAs(t, m, asA16Server, false)
+	info := r.Info()
+	if info.ProtocolVersion != "1.6" || !info.Has(protocol.FeaturePrincipal) || !info.Has(protocol.FeatureUpdateReleaseLease) || !info.Has(protocol.FeatureBatchClaimStart) {
+		t.Fatalf("a 1.6 server: %+v", info)
+	}
+	run, err := r.Checked().CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w", Actor: runstate.Actor{Kind: runstate.ActorOperator, Principal: "alice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := m.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: run.RunID})
+	if err != nil || len(page.Events) != 1 || page.Events[0].Actor.Principal != "alice" {
+		t.Errorf("the principal in the trail: %+v, %v", page.Events, err)
 	}
 }

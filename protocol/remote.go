@@ -32,8 +32,9 @@ type StoreInfo struct {
 	// has exactly these features, and sends no field with meaning that is
 	// not among them.
 	Features []string
-	// ProtocolVersion is the server's, MAJOR.MINOR; empty from a server
-	// that predates it (1.6 or older).
+	// ProtocolVersion is the server's, MAJOR.MINOR: as it named it, or
+	// 1.6 for a server recognised as one (recognisedVersion); empty from an
+	// older server (1.5 or older).
 	ProtocolVersion string
 }
 
@@ -72,6 +73,10 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 	}
 	info := StoreInfo{Name: resp.Name, Version: resp.Version, TestClock: resp.TestClock, Features: featuresOfResponse(resp),
 		ProtocolVersion: resp.ProtocolVersion}
+	if info.ProtocolVersion == "" && answersSetClock(ctx, p.Route) {
+		info.ProtocolVersion = recognisedVersion
+		info.Features = append(info.Features, keptSince16(info.Features)...)
+	}
 	// The fields below say what the names say: one source.
 	info.Leases = info.Has(FeatureLeases)
 	info.Batches = BatchCalls{CreateRuns: info.Has(FeatureBatchCreate), UpdateRuns: info.Has(FeatureBatchUpdate), ClaimRuns: info.Has(FeatureBatchClaim)}

@@ -17,13 +17,19 @@ const (
 // Version is this package's protocol version, MAJOR.MINOR.
 var Version = fmt.Sprintf("%d.%d", Major, Minor)
 
-// olderThanNames stands for the version of a peer that predates
-// version numbers in Open (and feature names with them).
-const olderThanNames = "1.6 or older"
+// A server older than version numbers in Open names none, nor features.
+// One of 1.6 is known by the call 1.6 added, SetClock, which it answers
+// (whatever the answer) where an older one answers UNIMPLEMENTED: it keeps
+// the fields with meaning of 1.1 to 1.3 (keptSince16). One older than that
+// is taken to keep none.
+const (
+	recognisedVersion = "1.6"
+	olderThanNames    = "1.5 or older"
+)
 
 // Speaks is the protocol version the server speaks as messages and
-// reports show it: ProtocolVersion, or "1.6 or older" from a server that
-// predates version numbers in Open.
+// reports show it: ProtocolVersion, or "1.5 or older" from a server that
+// predates version numbers in Open and is not recognised as 1.6.
 func (i StoreInfo) Speaks() string {
 	if i.ProtocolVersion == "" {
 		return olderThanNames

@@ -147,7 +147,7 @@ type modeReport struct {
 // targetProtocol is the protocol a plugin's or a gateway's server
 // announced when opened.
 type targetProtocol struct {
-	// Version is the server's, MAJOR.MINOR, or "1.6 or older" from a
+	// Version is the server's, MAJOR.MINOR, or "1.5 or older" from a
 	// server that predates version numbers in Open.
 	Version string `json:"version"`
 	// Features are the features it named (protocol.Feature*).

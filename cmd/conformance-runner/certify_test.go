@@ -376,24 +376,24 @@ func (olderServerHarness) Announced() protocol.StoreInfo {
 }
 
 // A target whose server predates protocol versions in Open is certified as
-// of "1.6 or older".
+// of "1.5 or older".
 func TestACertificateSaysATargetPredatesProtocolVersions(t *testing.T) {
 	target := memoryWith(func(h conformance.Harness) conformance.Harness { return olderServerHarness{h} })
 	announced, err := announcedProtocol(context.Background(), target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if announced == nil || announced.Version != "1.6 or older" || !slices.Equal(announced.Features, []string{protocol.FeatureLeases, protocol.FeatureLeaseReader}) {
-		t.Fatalf("announced %+v, want 1.6 or older with leases and lease_reader", announced)
+	if announced == nil || announced.Version != "1.5 or older" || !slices.Equal(announced.Features, []string{protocol.FeatureLeases, protocol.FeatureLeaseReader}) {
+		t.Fatalf("announced %+v, want 1.5 or older with leases and lease_reader", announced)
 	}
 	cert := certificate{Kit: "v1.2.0", Protocol: protocol.Version, Target: "old", TargetProtocol: announced}
 	var md, text bytes.Buffer
 	writeCertificateMarkdown(&md, cert)
 	writeCertificateText(&text, cert)
-	if !strings.Contains(md.String(), "| target protocol | 1.6 or older |\n| target features | leases, lease_reader |") {
+	if !strings.Contains(md.String(), "| target protocol | 1.5 or older |\n| target features | leases, lease_reader |") {
 		t.Errorf("markdown:\n%s", md.String())
 	}
-	if want := "versions: kit v1.2.0, protocol " + protocol.Version + "; the target announced protocol 1.6 or older with features: leases, lease_reader\n"; !strings.Contains(text.String(), want) {
+	if want := "versions: kit v1.2.0, protocol " + protocol.Version + "; the target announced protocol 1.5 or older with features: leases, lease_reader\n"; !strings.Contains(text.String(), want) {
 		t.Errorf("text lacks %q:\n%s", want, text.String())
 	}
 	// A store in this process announces nothing.

@@ -184,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.clientCA, "client-ca", "", "CA certificates (PEM) that sign client certificates: mutual TLS")
 	fs.BoolVar(&f.plaintext, "plaintext", false, "serve without TLS, on a loopback address only")
 	fs.BoolVar(&f.acceptNoPrincipal, "accept-trail-without-principals", false,
-		"with a plugin store of protocol 1.6 or older, which cannot record principals, write without them instead of refusing writes (the audit trail then does not say who made them)")
+		"with a plugin store of protocol 1.5 or older, which cannot record principals, write without them instead of refusing writes (the audit trail then does not say who made them)")
 	fs.IntVar(&f.maxMessage, "max-message-bytes", gateway.DefaultMaxMessageBytes, "largest request or response")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address of a plain HTTP server of /metrics (Prometheus); off when empty")
 	if err := cli.Parse(fs, args, exitOK, exitUsage); err != nil {

@@ -10,7 +10,7 @@ import (
 // The judge of a cell reports every difference that no fallback, named
 // refusal or named lack explains, without running anything.
 func TestJudgeReportsWhatNothingExplains(t *testing.T) {
-	refusal := `expected CreateRun to succeed; seen error "runstate: plugin p speaks protocol 1.6 or older, which does not announce principal: …" (code "UNSUPPORTED")`
+	refusal := `expected CreateRun to succeed; seen error "runstate: plugin p speaks protocol 1.5 or older, which does not announce principal: …" (code "UNSUPPORTED")`
 	oldPeer := &protocol.StoreInfo{Features: []string{protocol.FeatureLeases}}
 	want := expectation{
 		fellBack: map[string][]string{protocol.FeatureUpdateReleaseLease: {"LEASE-022"}},
