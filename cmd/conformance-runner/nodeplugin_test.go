@@ -27,17 +27,17 @@ func nodePlugin(t *testing.T) string {
 	}
 	var missing string
 	if _, err := exec.LookPath("node"); err != nil {
-		missing = "node is not installed (Node.js 18 or later)"
+		missing = "node is not installed: install Node.js 18 or later, then"
 	} else {
 		for _, dep := range []string{"@grpc/grpc-js", "@grpc/proto-loader"} {
 			if _, err := os.Stat(filepath.Join(dir, "node_modules", dep, "package.json")); err != nil {
-				missing = "the plugin's npm dependencies are not installed (" + dep + ")"
+				missing = "the plugin's npm dependencies are not installed (" + dep + " is missing):"
 				break
 			}
 		}
 	}
 	if missing != "" {
-		msg := missing + ": run `npm ci` in examples/node-plugin"
+		msg := missing + " run `npm ci` in examples/node-plugin"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
