@@ -34,6 +34,10 @@ const (
 
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
+	// MaxCursorLen bounds a cursor a store issues: what it holds is the
+	// store's own (the kit's, or a plugin's of any language), opaque to its
+	// callers and to every layer between them.
+	MaxCursorLen = 1024
 
 	// MaxBatchItems bounds the items of one batch call (creates, updates,
 	// or claims), so that a batch stays one bounded write (BATCH-009).

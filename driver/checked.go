@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/runstate/runstate"
 )
@@ -92,8 +93,23 @@ func (c checkedRuns) GetRun(ctx context.Context, runID string) (runstate.RunSnap
 }
 
 func (c checkedRuns) ListRuns(ctx context.Context, p runstate.ListRunsParams) (runstate.RunPage, error) {
-	_, err := prepareListRuns(p)
+	err := opaqueCursor(p.Cursor)
+	if err == nil {
+		withoutCursor := p
+		withoutCursor.Cursor = ""
+		_, err = prepareListRuns(withoutCursor)
+	}
 	return pass(ctx, err, func() (runstate.RunPage, error) { return c.inner.ListRuns(ctx, p) })
+}
+
+// opaqueCursor checks a cursor as the front door can: the store behind it
+// issued it, in a layout of its own, and refuses one it did not (LIST-007);
+// what crosses here is text of a bounded length.
+func opaqueCursor(cursor string) error {
+	if len(cursor) > runstate.MaxCursorLen || !utf8.ValidString(cursor) {
+		return badCursor()
+	}
+	return nil
 }
 
 func (c checkedRuns) ListAuditEvents(ctx context.Context, p runstate.ListAuditParams) (runstate.AuditPage, error) {
@@ -121,7 +137,10 @@ func (c checkedLeases) ReleaseLease(ctx context.Context, p runstate.ReleaseLease
 }
 
 func (c checkedLeases) ListRunnableRuns(ctx context.Context, p runstate.ListRunnableParams) (runstate.RunPage, error) {
-	_, err := prepareRunnable(p.Filter, p.Limit, p.Cursor)
+	err := opaqueCursor(p.Cursor)
+	if err == nil {
+		_, err = prepareRunnable(p.Filter, p.Limit, "")
+	}
 	return pass(ctx, err, func() (runstate.RunPage, error) { return c.inner.ListRunnableRuns(ctx, p) })
 }
 

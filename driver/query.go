@@ -241,6 +241,9 @@ func encodeCursor(kind string, fields ...string) string {
 }
 
 func decodeCursor(c, kind string, n int) ([]string, error) {
+	if len(c) > runstate.MaxCursorLen {
+		return nil, badCursor()
+	}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return nil, badCursor()
