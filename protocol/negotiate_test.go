@@ -141,6 +141,28 @@ func TestAnOlderServerIsSentNothingItWouldDrop(t *testing.T) {
 		t.Errorf("the lease was not released: another worker's claim %v", err)
 	}
 
+	// In a batch too: each applied item's lease is released after it.
+	var ups []runstate.UpdateRunParams
+	for _, id := range []string{"b1", "b2"} {
+		r, _ := s.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "w"})
+		c, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: id, Owner: runstate.Owner{Worker: "a", Incarnation: "1"}, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups = append(ups, runstate.UpdateRunParams{RunID: id, ExpectedVersion: r.Version, LeaseToken: c.Lease.Token, Status: "canceled", ReleaseLease: true})
+	}
+	res, err := runstate.UpdateRuns(ctx, s, runstate.UpdateRunsParams{Updates: ups})
+	if err != nil || res.Items[0].Err != nil || res.Items[1].Err != nil {
+		t.Fatalf("a batch of updates that release their leases: %+v, %v", res, err)
+	}
+	for _, id := range []string{"b1", "b2"} {
+		if l, err := m.GetLease(ctx, id); err != nil || l.Token != 1 {
+			t.Fatalf("%s's lease: %+v, %v", id, l, err)
+		} else if err := m.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: id, Token: 1}); !errors.Is(err, runstate.ErrLeaseLost) {
+			t.Errorf("%s's lease was not released by the batch: releasing it again %v", id, err)
+		}
+	}
+
 	// A principal the server would drop is refused, and nothing is written.
 	_, err = s.CreateRun(ctx, runstate.CreateRunParams{RunID: "r2", WorkflowName: "w", Actor: runstate.Actor{Kind: runstate.ActorOperator, Principal: "alice"}})
 	if !errors.Is(err, runstate.ErrUnsupported) || !strings.Contains(err.Error(), "principal") || !strings.Contains(err.Error(), "1.5 or older") ||
@@ -160,12 +182,12 @@ func TestAnOlderServerIsSentNothingItWouldDrop(t *testing.T) {
 	for _, id := range []string{"q1", "q2"} {
 		s.CreateRun(ctx, runstate.CreateRunParams{RunID: id, WorkflowName: "w"})
 	}
-	res, err := runstate.ClaimRuns(ctx, s, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "c", Incarnation: "1"}, TTL: time.Hour, Max: 5, Start: true,
+	claims, err := runstate.ClaimRuns(ctx, s, runstate.ClaimRunsParams{Owner: runstate.Owner{Worker: "c", Incarnation: "1"}, TTL: time.Hour, Max: 5, Start: true,
 		Filter: runstate.RunnableFilter{Statuses: []string{"queued"}}})
-	if err != nil || len(res.Claims) != 3 {
-		t.Fatalf("claims that start their runs: %+v, %v", res, err)
+	if err != nil || len(claims.Claims) != 3 {
+		t.Fatalf("claims that start their runs: %+v, %v", claims, err)
 	}
-	for _, c := range res.Claims {
+	for _, c := range claims.Claims {
 		if got, _ := m.GetRun(ctx, c.Run.RunID); got.Status != runstate.StatusRunning || c.Run.Status != runstate.StatusRunning {
 			t.Errorf("%s claimed %s, stored %s: want running", c.Run.RunID, c.Run.Status, got.Status)
 		}
