@@ -84,7 +84,6 @@ func TestScaleMeasuresTheReferenceStores(t *testing.T) {
 	}
 }
 
-
 // brokenListingTarget is the memory target with its listing broken.
 func brokenListingTarget() conformance.Target {
 	target := memorytest.Target(true)

@@ -256,7 +256,6 @@ func TestCertifyScaleReportsItsFigures(t *testing.T) {
 	}
 }
 
-
 // A store that fails while measured fails the scale profile, exit 1, in
 // every report: its broken listing is a failure, not a lack (exit 4) nor
 // a broken harness (exit 3).
