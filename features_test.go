@@ -3,7 +3,11 @@ package runstate_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -284,4 +288,34 @@ func TestAsPanicsOnATypeThatIsNoFeature(t *testing.T) {
 		}
 	}()
 	runstate.As[error](everyFeature{mask: -1, mu: &sync.Mutex{}, called: new([]string)})
+}
+
+// No code of the module finds an optional feature by type assertion: it
+// would miss one a wrapper keeps as a feature, as runstate.As does not.
+func TestNoFeatureIsFoundByTypeAssertion(t *testing.T) {
+	assertion := regexp.MustCompile(`\.\((runstate\.)?(Store|LeaseStore|LeaseReader|BatchCreator|BatchUpdater|BatchClaimer|RunnableWatcher|RunWatcher)\)`)
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if assertion.MatchString(line) {
+				t.Errorf("%s:%d finds a feature by type assertion; use runstate.As: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

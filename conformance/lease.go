@@ -736,7 +736,7 @@ func checkRunnableLabelsAll(c *checkState) {
 	if !errors.Is(err, runstate.ErrNotFound) {
 		c.Errorf("claim-next with labels env=prod,team=web to fail with NOT_FOUND once the run carrying both is claimed", "%s %s", cl.Run.RunID, describeErr(err))
 	}
-	b, ok := c.store.(runstate.BatchClaimer)
+	b, ok := runstate.As[runstate.BatchClaimer](c.store)
 	if !ok {
 		return
 	}
@@ -834,7 +834,7 @@ func checkLeaseAboutToExpire(c *checkState) {
 	default:
 		c.Errorf("claim-next to fail with NOT_FOUND, nothing being claimable", "took %s", cl.Run.RunID)
 	}
-	b, ok := c.store.(runstate.BatchClaimer)
+	b, ok := runstate.As[runstate.BatchClaimer](c.store)
 	if !ok {
 		return
 	}

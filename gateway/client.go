@@ -108,7 +108,9 @@ func (o Options) token() (string, error) {
 		EnvToken + " (in Go: Options.Token or Options.TokenFile)"}
 }
 
-// Store returns the gateway's store: a runstate.Store when it has leases.
+// Store returns the gateway's store, with the features the gateway named
+// (runstate.Features, read with runstate.As: runstate.As[runstate.Store]
+// gives it with its leases).
 func (c *Client) Store() runstate.RunStateStore { return c.store.Checked() }
 
 // Info is what the gateway said of its store when the client connected:

@@ -279,11 +279,11 @@ func (c *Client) Version() string { return c.info.Version }
 // opened: its protocol version and features among it.
 func (c *Client) Info() protocol.StoreInfo { return c.info }
 
-// Store returns the plugin's store: a runstate.Store when it has leases,
-// otherwise only a runstate.RunStateStore; and runstate.BatchCreator,
-// BatchUpdater and BatchClaimer exactly when the plugin's store is one (a
-// plugin built before batches offers none). Input is checked (driver.Checked)
-// on this side of the process boundary too. It is the one way to the store.
+// Store returns the plugin's store, with the features the plugin named
+// when opened (runstate.Features, read with runstate.As: its leases, batch
+// calls and watches; a plugin built before batches offers none). Input is
+// checked (driver.Checked) on this side of the process boundary too. It is
+// the one way to the store.
 func (c *Client) Store() runstate.RunStateStore { return c.store }
 
 // Close stops the plugin process (gracefully, so that it closes its store)

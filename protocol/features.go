@@ -107,19 +107,23 @@ func keptSince16(features []string) []string {
 
 // answersSetClock reports whether the server has SetClock, which 1.6
 // added: any answer but UNIMPLEMENTED (a clock time of zero is refused by
-// every server that has it, and moves nothing). A server that cannot be
-// asked is not taken for one.
-func answersSetClock(ctx context.Context, route Route) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// every server that has it, and moves nothing). A server that does not
+// answer at all leaves the question open: that is an error, as Open's own
+// failure would be, rather than a guess that would hold for the
+// connection's life.
+func answersSetClock(ctx context.Context, route Route) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	callCtx, end := route.bind(ctx)
 	defer end()
 	_, err := route.Client.SetClock(callCtx, &pb.SetClockRequest{})
 	switch status.Code(err) {
-	case codes.Unimplemented, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return false
+	case codes.Unimplemented:
+		return false, nil
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false, err
 	}
-	return true
+	return true, nil
 }
 
 // featuresOfResponse reads the features an Open answer names: its list,

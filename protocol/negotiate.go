@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/runstate/runstate"
 )
@@ -46,6 +47,11 @@ func (r *RemoteStore) releaseAfter(p *runstate.UpdateRunParams) func(context.Con
 	p.ReleaseLease = false
 	release := runstate.ReleaseLeaseParams{RunID: p.RunID, Token: p.LeaseToken}
 	return func(ctx context.Context) error {
+		// The update is written: its release is sent even if the caller
+		// gives up now, as a worker's last write must not leave its lease
+		// held (a bounded wait, as for any write).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseAfterTimeout)
+		defer cancel()
 		err := r.ReleaseLease(ctx, release)
 		if err == nil {
 			return nil
@@ -55,6 +61,10 @@ func (r *RemoteStore) releaseAfter(p *runstate.UpdateRunParams) func(context.Con
 			p.RunID, r.peer, r.info.Speaks())}
 	}
 }
+
+// releaseAfterTimeout bounds the release that follows an update for a
+// server that cannot release in the update's write.
+const releaseAfterTimeout = 10 * time.Second
 
 // oneClaimAtATime is the store without its batch claims, for
 // runstate.ClaimRuns's fallback: a claim and then a start for each run.

@@ -73,9 +73,15 @@ func Open(ctx context.Context, p OpenParams) (StoreInfo, error) {
 	}
 	info := StoreInfo{Name: resp.Name, Version: resp.Version, TestClock: resp.TestClock, Features: featuresOfResponse(resp),
 		ProtocolVersion: resp.ProtocolVersion}
-	if info.ProtocolVersion == "" && answersSetClock(ctx, p.Route) {
-		info.ProtocolVersion = recognisedVersion
-		info.Features = append(info.Features, keptSince16(info.Features)...)
+	if info.ProtocolVersion == "" {
+		is16, err := answersSetClock(ctx, p.Route)
+		if err != nil {
+			return StoreInfo{}, runstate.Unavailable(p.Peer+" names no protocol version, and did not answer the call that tells 1.6 from older (SetClock)", callError(ctx, p.Peer, p.Route, err))
+		}
+		if is16 {
+			info.ProtocolVersion = recognisedVersion
+			info.Features = append(info.Features, keptSince16(info.Features)...)
+		}
 	}
 	// The fields below say what the names say: one source.
 	info.Leases = info.Has(FeatureLeases)

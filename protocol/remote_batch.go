@@ -102,13 +102,16 @@ func (u remoteUpdater) UpdateRuns(ctx context.Context, p runstate.UpdateRunsPara
 // write (FeatureBatchClaimStart) is asked as runstate.ClaimRuns asks a
 // store without batch claims: one claim, then one start, per run.
 func (k remoteClaimer) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
-	if p.Start {
-		if err := k.r.principal(&p.Actor); err != nil {
-			return runstate.ClaimRunsResult{}, err
-		}
-		if !k.r.info.Has(FeatureBatchClaimStart) {
-			return runstate.ClaimRuns(ctx, oneClaimAtATime{k.r}, p)
-		}
+	if !p.Start {
+		// Actor and reason are the start's: without one they mean nothing,
+		// and are not sent.
+		p.Actor, p.Reason = runstate.Actor{}, ""
+	}
+	if err := k.r.principal(&p.Actor); err != nil {
+		return runstate.ClaimRunsResult{}, err
+	}
+	if p.Start && !k.r.info.Has(FeatureBatchClaimStart) {
+		return runstate.ClaimRuns(ctx, oneClaimAtATime{k.r}, p)
 	}
 	resp, err := call(k.r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.ClaimRunsResponse, error) {
 		return rpc.ClaimRuns(ctx, claimRunsPB(p))

@@ -130,7 +130,9 @@ type Renewal struct {
 	Err error
 	// Late is, for a renewal the store accepted, how long after the
 	// lease's expiry it did (by the store's times: the lease had lapsed
-	// and nobody had claimed the run meanwhile); 0 when on time.
+	// and nobody had claimed the run meanwhile); 0 when on time. After
+	// failed renewals it is at most that: one of them may have reached the
+	// store, its answer lost, and moved the expiry it was judged by.
 	Late time.Duration
 	// Failures is how many renewals in a row failed, this one included.
 	Failures int
@@ -334,7 +336,14 @@ func (r *Run) recordRenewal(start time.Time, lease runstate.Lease, err error) Re
 		rep.Late = accepted.Sub(r.storeExpiry)
 	}
 	rep.Failures, r.failures = r.failures, 0
-	r.renewedAt, r.storeExpiry = start, lease.ExpiresAt
+	// Renewals may answer out of order (the keeper's and a Confirm): what
+	// is known of the lease only moves forward.
+	if start.After(r.renewedAt) {
+		r.renewedAt = start
+	}
+	if lease.ExpiresAt.After(r.storeExpiry) {
+		r.storeExpiry = lease.ExpiresAt
+	}
 	if until := start.Add(r.lease.TTL); until.After(r.validUntil) {
 		r.validUntil = until
 		close(r.changed)
@@ -357,6 +366,9 @@ func (r *Run) reportRenewal(rep Renewal) {
 	case rep.Err != nil:
 		log.Warn("lease renewal failed, and the lease may have lapsed: another worker may claim the run; retrying",
 			append(attrs, "failures", rep.Failures, "lapsed_for", (-rep.Left).Round(time.Millisecond), "error", rep.Err)...)
+	case rep.Late > 0 && rep.Failures > 0:
+		log.Warn("lease renewed late: the store accepted the renewal after the lease had expired, unless a renewal whose answer was lost had moved it (nobody had claimed the run meanwhile)",
+			append(attrs, "late_at_most", rep.Late.Round(time.Millisecond), "failures_before", rep.Failures)...)
 	case rep.Late > 0:
 		log.Warn("lease renewed late: the store accepted the renewal after the lease had expired (nobody had claimed the run meanwhile)",
 			append(attrs, "late", rep.Late.Round(time.Millisecond), "failures_before", rep.Failures)...)

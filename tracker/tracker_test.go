@@ -308,6 +308,10 @@ func TestEveryRenewalThatFailsOrComesLateIsLoggedAndReported(t *testing.T) {
 	if err := run.Confirm(ctx); err != nil { // on time: silent
 		t.Fatal(err)
 	}
+	clock.Advance(1200 * time.Millisecond) // expired 200ms ago, with no renewal failed since
+	if err := run.Confirm(ctx); err != nil {
+		t.Fatal(err)
+	}
 	clock.Advance(2 * time.Second)
 	if _, err := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "b"}, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -316,8 +320,8 @@ func TestEveryRenewalThatFailsOrComesLateIsLoggedAndReported(t *testing.T) {
 		t.Fatalf("renewing a lease another worker took: %v", err)
 	}
 
-	if len(reports) != 4 {
-		t.Fatalf("%d reports, want 4 (two failures, one late renewal, one refusal): %+v", len(reports), reports)
+	if len(reports) != 5 {
+		t.Fatalf("%d reports, want 5 (two failures, two late renewals, one refusal): %+v", len(reports), reports)
 	}
 	if reports[0].Failures != 1 || reports[1].Failures != 2 || reports[0].Err == nil || reports[1].Err == nil {
 		t.Errorf("the failures: %+v, %+v", reports[0], reports[1])
@@ -325,21 +329,26 @@ func TestEveryRenewalThatFailsOrComesLateIsLoggedAndReported(t *testing.T) {
 	if r := reports[2]; r.Err != nil || r.Late != 500*time.Millisecond || r.Failures != 2 {
 		t.Errorf("the late renewal: %+v, want late by 500ms after 2 failures", r)
 	}
-	if r := reports[3]; !errors.Is(r.Err, runstate.ErrLeaseLost) || r.Late != 0 {
+	if r := reports[3]; r.Err != nil || r.Late != 200*time.Millisecond || r.Failures != 0 {
+		t.Errorf("the late renewal without failures: %+v, want late by 200ms", r)
+	}
+	if r := reports[4]; !errors.Is(r.Err, runstate.ErrLeaseLost) || r.Late != 0 {
 		t.Errorf("the refusal: %+v", r)
 	}
 	for _, want := range []string{
 		`msg="lease renewal failed; retrying" run_id=` + s.RunID + ` token=1 since_renewed=`,
 		"failures=2 lease_left=",
+		`msg="lease renewed late: the store accepted the renewal after the lease had expired, unless a renewal whose answer was lost had moved it (nobody had claimed the run meanwhile)"`,
+		"late_at_most=500ms failures_before=2",
 		`msg="lease renewed late: the store accepted the renewal after the lease had expired (nobody had claimed the run meanwhile)"`,
-		"late=500ms failures_before=2",
+		"late=200ms failures_before=0",
 		`msg="lease renewal refused: the lease is no longer this worker's"`,
 	} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, log.String())
 		}
 	}
-	if n := strings.Count(log.String(), "\n"); n != 4 {
-		t.Errorf("%d log lines, want 4 (the renewal on time is silent):\n%s", n, log.String())
+	if n := strings.Count(log.String(), "\n"); n != 5 {
+		t.Errorf("%d log lines, want 5 (the renewal on time is silent):\n%s", n, log.String())
 	}
 }

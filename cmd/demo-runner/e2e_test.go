@@ -120,6 +120,19 @@ type proc struct {
 	log    bytes.Buffer
 	lines  chan string
 	stdout bytes.Buffer
+	// drained closes once stderr reached its end: every line is in log.
+	drained chan struct{}
+}
+
+// wait waits for the process to end, once its stderr is read to the end
+// (a process killed leaves its last lines in the pipe, which Wait would
+// close unread), for at most 10s, as a child it left may hold the pipe.
+func (p *proc) wait() error {
+	select {
+	case <-p.drained:
+	case <-time.After(10 * time.Second):
+	}
+	return p.cmd.Wait()
 }
 
 // startDemo starts demo-runner with args in its own process group.
@@ -131,7 +144,7 @@ func startDemo(t *testing.T, args ...string) *proc {
 // startCommand starts cmd in its own process group, watching its stderr.
 func startCommand(t *testing.T, cmd *exec.Cmd) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, lines: make(chan string, 1000)}
+	p := &proc{cmd: cmd, lines: make(chan string, 1000), drained: make(chan struct{})}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Stdout = &p.stdout
 	stderr, err := p.cmd.StderrPipe()
@@ -142,6 +155,7 @@ func startCommand(t *testing.T, cmd *exec.Cmd) *proc {
 		t.Fatal(err)
 	}
 	go func() {
+		defer close(p.drained)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			p.mu.Lock()

@@ -27,10 +27,13 @@ import (
 // lease it ended was still live when the store granted it.
 //
 // What a log cannot hold: a decision whose process was killed between the
-// commit and the line (microseconds), and a write whose answer never came
-// back to the process that sent it (a SQL COMMIT cut off): the store may
-// then hold a later expiry than the history shows. Neither can make a
-// claim look as if it took a live lease; each could hide one.
+// commit and the line, or before a plugin's line was relayed to its host;
+// and a write whose caller stopped waiting before its answer (a renewal
+// past its deadline, which the store may still commit: the kit logs what
+// it answers). The store may then hold a later expiry than the history
+// shows. None of them can make a claim look as if it took a live lease;
+// each could hide one, and a takeover whose ended lease the history lacks
+// is reported as not judged.
 
 // leaseDecision is one line of the history.
 type leaseDecision struct {
@@ -172,7 +175,7 @@ func (t takeover) ended() string {
 	prevWorker, _, _ := strings.Cut(t.prev.owner, "/")
 	byWorker, _, _ := strings.Cut(t.by, "/")
 	switch {
-	case prevWorker == byWorker:
+	case prevWorker == byWorker && t.prev.owner != t.by: // another incarnation; the same one is blocked as anyone
 		return endedOwn
 	case !t.prev.expires.After(t.granted):
 		return endedLapsed

@@ -8,8 +8,9 @@
 //
 //	go run ./internal/cmd/stress [-n N] [-budget 3m] [-pkgs ./cmd/demo-runner,...] [-run REGEXP] [-burn=false] [-out DIR]
 //
-// Exit codes: 0 no run failed, 1 a run failed, 2 usage error, 3 a test
-// binary did not build.
+// Exit codes: 0 no run failed, 1 a run failed, 2 usage error, 3 the stress
+// could not run (a test binary did not build, a process could not start,
+// an interruption). Through make (go run) every failure exits 1.
 package main
 
 import (
@@ -22,5 +23,5 @@ import (
 func main() {
 	cli.Main("stress", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return run(ctx, args, stdout, stderr)
-	}, exitBuild)
+	}, exitCouldNotRun)
 }

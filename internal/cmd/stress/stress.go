@@ -24,7 +24,7 @@ import (
 const (
 	exitFailed = 1
 	exitUsage  = 2
-	exitBuild  = 3
+	exitCouldNotRun  = 3
 )
 
 // target is one test of one package.
@@ -170,12 +170,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := adoptOrphans(); err != nil {
+		return err
+	}
+	burners := map[int]bool{}
 	if o.burn {
-		stop, err := burn(runtime.NumCPU())
+		stop, pids, err := burn(runtime.NumCPU())
 		if err != nil {
 			return err
 		}
 		defer stop()
+		for _, pid := range pids {
+			burners[pid] = true
+		}
 		fmt.Fprintf(stderr, "stress: a CPU burner runs on each of %d cores\n", runtime.NumCPU())
 	}
 	results := make([]*result, len(o.targets))
@@ -191,9 +198,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			ran = true
-			logPath := filepath.Join(o.out, fmt.Sprintf("%s-%s-%d.log", strings.ReplaceAll(strings.Trim(r.pkg, "./"), "/", "_"), r.test, round+1))
+			logPath := filepath.Join(o.out, fmt.Sprintf("%s-%s-%d.log", strings.ReplaceAll(strings.Trim(r.pkg, "./"), "/", "_"),
+				strings.ReplaceAll(r.test, "/", "_"), round+1))
 			start := time.Now()
 			passed, err := runOnce(ctx, bins[r.pkg], dirs[r.pkg], r.test, o.timeout, logPath, o.keep)
+			// Whatever the run left (a fleet, plugins, servers) ends with
+			// it, so the next run meets a machine as loaded as this one did.
+			endOrphans(burners)
 			if err != nil {
 				return err
 			}
@@ -237,11 +248,11 @@ func build(ctx context.Context, o options, stderr io.Writer) (bins, dirs map[str
 		fmt.Fprintf(stderr, "stress: building %s\n", t.pkg)
 		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-race", "-o", bin, t.pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, nil, cli.Errorf(exitBuild, "go test -c %s: %v\n%s", t.pkg, err, out)
+			return nil, nil, cli.Errorf(exitCouldNotRun, "go test -c %s: %v\n%s", t.pkg, err, out)
 		}
 		dir, err := exec.CommandContext(ctx, "go", "list", "-f", "{{.Dir}}", t.pkg).Output()
 		if err != nil {
-			return nil, nil, cli.Errorf(exitBuild, "go list %s: %v", t.pkg, err)
+			return nil, nil, cli.Errorf(exitCouldNotRun, "go list %s: %v", t.pkg, err)
 		}
 		bins[t.pkg], dirs[t.pkg] = bin, strings.TrimSpace(string(dir))
 	}
@@ -265,6 +276,9 @@ func runOnce(ctx context.Context, bin, dir, test string, timeout time.Duration, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	err = cmd.Run()
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what is left of its group
+	}
 	var exit *exec.ExitError
 	switch {
 	case err == nil && keep:
@@ -280,9 +294,10 @@ func runOnce(ctx context.Context, bin, dir, test string, timeout time.Duration, 
 	return false, err
 }
 
-// burn starts one busy process per core, each in a group of its own, and
-// returns what stops them.
-func burn(n int) (stop func(), err error) {
+// burn starts one busy process per core, each in a group of its own and
+// killed with this process however it ends, and returns what stops them
+// and their pids.
+func burn(n int) (stop func(), pids []int, err error) {
 	var procs []*exec.Cmd
 	stop = func() {
 		for _, p := range procs {
@@ -292,14 +307,15 @@ func burn(n int) (stop func(), err error) {
 	}
 	for range n {
 		p := exec.Command("sh", "-c", "while :; do :; done")
-		p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		p.SysProcAttr = burnerAttrs()
 		if err := p.Start(); err != nil {
 			stop()
-			return nil, err
+			return nil, nil, err
 		}
 		procs = append(procs, p)
+		pids = append(pids, p.Process.Pid)
 	}
-	return stop, nil
+	return stop, pids, nil
 }
 
 // report prints each test's runs, failures and median run time.

@@ -91,20 +91,10 @@ func Supervise(args []string) int {
 			deadlines <- d
 		}
 	}()
-	deadline := first
-	timer := time.NewTimer(time.Duration(deadline - bootClock()))
+	timer := time.NewTimer(time.Duration(first - bootClock()))
 	for {
 		select {
 		case err := <-exited:
-			deadline = latest(deadline, deadlines)
-			if bootClock() >= deadline {
-				// The command outlived the lease before its timer could end
-				// it (this process was not scheduled in time): what it did
-				// after the deadline was not this worker's to do, so its
-				// result is not reported as the step's.
-				status.Write([]byte{statusLapsed})
-				fmt.Fprintln(os.Stderr, "runstate supervisor: the command ended after the run's lease could have lapsed; its result is not the step's")
-			}
 			var ee *exec.ExitError
 			switch {
 			case err == nil:
@@ -114,25 +104,12 @@ func Supervise(args []string) int {
 			}
 			return exitSupervisorBroken
 		case d := <-deadlines:
-			deadline = d
 			timer.Reset(time.Duration(d - bootClock()))
 		case <-timer.C:
 			status.Write([]byte{statusLapsed})
 			killGroup("the run's lease was not renewed in time (the worker stalled or lost the store)")
 		case <-closed:
 			killGroup("the worker is gone")
-		}
-	}
-}
-
-// latest returns the last deadline waiting in deadlines, else d.
-func latest(d int64, deadlines <-chan int64) int64 {
-	for {
-		select {
-		case next := <-deadlines:
-			d = next
-		default:
-			return d
 		}
 	}
 }

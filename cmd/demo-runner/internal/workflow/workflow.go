@@ -401,10 +401,11 @@ func (e *execution) runCommand(ctx context.Context, s Step, host string) (string
 	} else {
 		err = cmd.Run()
 	}
-	if ctx.Err() != nil && cmd.Process != nil {
-		// The group was killed: the step ends once its processes are gone,
-		// not merely signalled (a process dies when next scheduled, which
-		// on a loaded machine may be a while).
+	if (ctx.Err() != nil || errors.Is(err, ErrLeaseLapsed)) && cmd.Process != nil {
+		// The group was killed (by the timeout, the cancellation, or the
+		// supervisor when the lease could lapse): the step ends once its
+		// processes are gone, not merely signalled (a process dies when
+		// next scheduled, which on a loaded machine may be a while).
 		awaitGroupGone(cmd.Process.Pid, 5*time.Second)
 	}
 	if ctx.Err() == context.DeadlineExceeded {
