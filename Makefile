@@ -17,7 +17,7 @@ run:
 # The longest packages are named first, so that they start first: go test
 # runs packages in the order given, and the plugin package, last by name,
 # ran alone for its last three minutes.
-TEST_FIRST := ./cmd/demo-runner ./cmd/conformance-runner ./adapters/etcd ./adapters/postgres ./cmd/runstate-gateway \
+TEST_FIRST := ./cmd/demo-runner ./cmd/conformance-runner ./internal/compat ./adapters/etcd ./adapters/postgres ./cmd/runstate-gateway \
 	./adapters/mysql ./plugin ./conformance
 TESTJSON ?= $(or $(TMPDIR),/tmp)/runstate-test-$(shell id -u).json
 test:
