@@ -33,9 +33,11 @@ func TestAStalledWorkerNeverRunsAStepAnotherWorkerRuns(t *testing.T) {
 	rounds := stallRounds(10)
 	dsn := freshDatabase(t)
 	store := []string{"--store", "mysql:" + dsn, "--data-dir", t.TempDir()}
-	// The row is held for 1.5s, less than a lease: B keeps its run
-	// throughout, though its renewals wait for the lock.
-	lease := []string{"--lease", "2s", "--renew", "250ms"}
+	// A's lease is short, so that stopped it lapses soon; B's outlasts the
+	// 1.5s the row is held, however long a loaded machine makes that: B
+	// keeps its run throughout, though its renewals wait for the lock.
+	leaseA := []string{"--lease", "2s", "--renew", "250ms"}
+	leaseB := []string{"--lease", "20s", "--renew", "250ms"}
 	markers := filepath.Join(t.TempDir(), "markers")
 	wf := writeWorkflow(t, `
 name: stall
@@ -62,12 +64,12 @@ steps:
 			t.Fatalf("submit: %s", errOut)
 		}
 		id := strings.TrimSpace(out)
-		a := startDemo(t, with(store, append(lease, "--worker-id", "worker-a", "worker")...)...)
+		a := startDemo(t, with(store, append(leaseA, "--worker-id", "worker-a", "worker")...)...)
 		tokenA := a.await(t, `claimed run" run_id=`+id+` token=(\d+)`, 15*time.Second)[1]
 		a.await(t, `step approve waiting`, 10*time.Second)
 		syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP) // A stalls, holding the run
 
-		b := startDemo(t, with(store, append(lease, "--worker-id", "worker-b", "worker")...)...)
+		b := startDemo(t, with(store, append(leaseB, "--worker-id", "worker-b", "worker")...)...)
 		b.await(t, `claimed run" run_id=`+id, 15*time.Second)
 		b.await(t, `step approve waiting`, 10*time.Second)
 		if _, errOut, code := demo(t, with(store, "signal", id)...); code != 0 {

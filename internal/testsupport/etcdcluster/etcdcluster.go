@@ -116,8 +116,11 @@ func start(ctx context.Context, bin, dir string, ports []string) (*Cluster, erro
 	return c, nil
 }
 
-// server is the member's process. The short heartbeat and election
-// timeout make a lost leader replaced within about a second.
+// server is the member's process. The heartbeat and election timeout
+// replace a lost leader within a few seconds, well inside the FAULT rules'
+// 10 s, while a member starved of the CPU for a second on a loaded machine
+// keeps its leader: with an election timeout of 500 ms, such a pause lost
+// it, and calls made outside any fault failed with "no leader".
 func (m *Member) server(bin, data, initial string) *serverproc.Server {
 	log := filepath.Join(data, "etcd.log")
 	return &serverproc.Server{
@@ -129,7 +132,7 @@ func (m *Member) server(bin, data, initial string) *serverproc.Server {
 				"--listen-peer-urls", m.Peer, "--initial-advertise-peer-urls", m.Peer,
 				"--initial-cluster", initial, "--initial-cluster-state", "new",
 				"--initial-cluster-token", "runstate-test",
-				"--heartbeat-interval", "50", "--election-timeout", "500")
+				"--heartbeat-interval", "200", "--election-timeout", "2000")
 			if f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
 				cmd.Stdout, cmd.Stderr = f, f
 			}
