@@ -22,9 +22,9 @@ import (
 
 // Exit codes.
 const (
-	exitFailed = 1
-	exitUsage  = 2
-	exitCouldNotRun  = 3
+	exitFailed      = 1
+	exitUsage       = 2
+	exitCouldNotRun = 3
 )
 
 // target is one test of one package.
