@@ -125,11 +125,7 @@ func (w *wrapped) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (ru
 	if err := ctx.Err(); err != nil {
 		return runstate.ClaimRunsResult{}, err
 	}
-	out, err := w.claimRuns(ctx, q, p.Max, c, start)
-	for _, cl := range out.Claims {
-		w.logLease(ctx, "claimed", cl.Lease, false)
-	}
-	return out, err
+	return w.claimRuns(ctx, q, p.Max, c, start)
 }
 
 // claimRuns claims up to max runs, in one write with a BatchNextClaimer.
@@ -139,13 +135,15 @@ func (w *wrapped) claimRuns(ctx context.Context, q RunnableQuery, max int, c cla
 	}
 	var out runstate.ClaimRunsResult
 	for len(out.Claims) < max {
-		claim, err := w.claimOne(ctx, q, &claiming{req: c, start: start})
+		cl := &claiming{req: c, start: start}
+		claim, err := w.claimOne(ctx, q, cl)
 		if runstate.CodeOf(err) == runstate.CodeNotFound {
 			return out, nil // nothing runnable (is left)
 		}
 		if err != nil {
 			return out, err
 		}
+		w.logClaim(ctx, cl)
 		out.Claims = append(out.Claims, claim)
 	}
 	return out, nil
@@ -175,6 +173,7 @@ func (w *wrapped) claimMany(ctx context.Context, bc BatchNextClaimer, q Runnable
 			refused = runstate.Unavailable("claim-runs: the store offered a run it may not claim", cl.refused)
 			continue
 		}
+		w.logClaim(ctx, cl)
 		out.Claims = append(out.Claims, cl.claim)
 	}
 	// The other claims were committed: they are the caller's, with the error.

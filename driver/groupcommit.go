@@ -90,7 +90,8 @@ type WrapOptions struct {
 	// Logger, when set, receives a debug line for every lease the store
 	// granted, renewed or released, once the write that decided it
 	// committed: the lease's token, owner and times in the store's own
-	// clock. Read from a fleet's logs, they tell whether a lease was live
+	// clock, and for a claim the lease it ended as the claim's write read
+	// it. Read from a fleet's logs, they tell whether a lease was live
 	// when another worker took the run (docs/leases.md).
 	Logger *slog.Logger
 }
@@ -503,7 +504,7 @@ func shareClaims(ctx context.Context, bc BatchNextClaimer, batch []*groupRequest
 			batch[o.ask].err = runstate.Unavailable("claim-next: the store offered a run it may not claim", o.cl.refused)
 			continue
 		}
-		batch[o.ask].item.cl.claim = o.cl.claim
+		batch[o.ask].item.cl.claim, batch[o.ask].item.cl.ended = o.cl.claim, o.cl.ended
 	}
 	for i, r := range batch {
 		r.alone = !claimed[i]

@@ -1,11 +1,14 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -592,8 +595,19 @@ func TestGroupCommitCoalescesClaims(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newCountingDriver(t)
 			d.retryClaims = tc.retry
-			s := Wrap(d)
-			createRuns(t, s, "run", tc.runs)
+			var log lockedBuffer
+			s := WrapWith(d, WrapOptions{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			// Each run was leased by x before, and released.
+			x := runstate.Owner{Worker: "x", Incarnation: "1"}
+			for _, id := range createRuns(t, s, "run", tc.runs) {
+				cl, err := s.ClaimRun(context.Background(), runstate.ClaimRunParams{RunID: id, Owner: x, TTL: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.ReleaseLease(context.Background(), runstate.ReleaseLeaseParams{RunID: id, Token: cl.Lease.Token}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			claims := make([]runstate.Claim, tc.claimers)
 			calls := make([]func() error, tc.claimers)
 			for i := range calls {
@@ -623,8 +637,36 @@ func TestGroupCommitCoalescesClaims(t *testing.T) {
 			if cm := d.claimNextManys.Load(); cm != tc.wantClaimNextMany {
 				t.Errorf("%d ClaimNextMany calls; want %d", cm, tc.wantClaimNextMany)
 			}
+			// Each shared claim is logged with the lease its write ended.
+			if n := strings.Count(log.String(), `msg="lease claimed" `); n != tc.runs+len(claimed) {
+				t.Errorf("%d claims logged; want %d (x's and the claimers')", n, tc.runs+len(claimed))
+			}
+			if n := strings.Count(log.String(), ` owner=w/1 `); n != len(claimed) {
+				t.Errorf("%d claims of w/1 logged; want %d", n, len(claimed))
+			}
+			if n := strings.Count(log.String(), `ended_token=1 ended_owner=x/1 ended_expires_at=`); n != len(claimed) || strings.Count(log.String(), "ended_released=true") != n {
+				t.Errorf("%d claims logged ending x's released lease; want %d:\n%s", n, len(claimed), log.String())
+			}
 		})
 	}
+}
+
+// lockedBuffer is a log that concurrent claimers write to.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // BenchmarkGroupCommit compares UpdateRun from 16 workers, each on its own

@@ -67,9 +67,12 @@ func TestEveryCommittedLeaseDecisionIsLoggedWithTheStoresTimes(t *testing.T) {
 	want := []string{
 		`"lease claimed" run_id=` + r1.RunID + ` token=1 owner=a/1 acquired_at=` + at(0) + ` expires_at=` + at(2*time.Second),
 		`"lease renewed" run_id=` + r1.RunID + ` token=1 owner=a/1 acquired_at=` + at(0) + ` expires_at=` + at(3*time.Second),
-		`"lease claimed" run_id=` + taken.Run.RunID + ` token=2 owner=b/1 acquired_at=` + at(4*time.Second) + ` expires_at=` + at(64*time.Second),
+		// A claim names the lease it ended, as its write read it.
+		`"lease claimed" run_id=` + taken.Run.RunID + ` token=2 owner=b/1 acquired_at=` + at(4*time.Second) + ` expires_at=` + at(64*time.Second) +
+			` ended_token=1 ended_owner=a/1 ended_expires_at=` + at(3*time.Second) + ` ended_released=false`,
 		`"lease released" run_id=` + taken.Run.RunID + ` token=2`,
-		`"lease claimed" run_id=` + batch.Claims[0].Run.RunID + ` token=3 owner=a/1 acquired_at=` + at(4*time.Second) + ` expires_at=` + at(64*time.Second),
+		`"lease claimed" run_id=` + batch.Claims[0].Run.RunID + ` token=3 owner=a/1 acquired_at=` + at(4*time.Second) + ` expires_at=` + at(64*time.Second) +
+			` ended_token=2 ended_owner=b/1 ended_expires_at=` + at(64*time.Second) + ` ended_released=true`,
 		`"lease claimed" run_id=` + c2.Run.RunID + ` token=1 owner=a/1 acquired_at=` + at(4*time.Second) + ` expires_at=` + at(64*time.Second),
 		`"lease released" run_id=` + c2.Run.RunID + ` token=1`,
 	}

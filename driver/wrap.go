@@ -76,7 +76,7 @@ type wrapped struct {
 // logLease records a lease decision that committed (WrapOptions.Logger):
 // what the store decided, in its own clock. A renewal keeps AcquiredAt,
 // so it was decided at ExpiresAt less the TTL asked for.
-func (w *wrapped) logLease(ctx context.Context, decided string, l runstate.Lease, released bool) {
+func (w *wrapped) logLease(ctx context.Context, decided string, l runstate.Lease, released bool, more ...slog.Attr) {
 	if w.log == nil || !w.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
@@ -85,7 +85,22 @@ func (w *wrapped) logLease(ctx context.Context, decided string, l runstate.Lease
 		attrs = append(attrs, slog.String("owner", l.Owner.String()),
 			slog.String("acquired_at", l.AcquiredAt.Format(time.RFC3339Nano)), slog.String("expires_at", l.ExpiresAt.Format(time.RFC3339Nano)))
 	}
-	w.log.LogAttrs(ctx, slog.LevelDebug, "lease "+decided, attrs...)
+	w.log.LogAttrs(ctx, slog.LevelDebug, "lease "+decided, append(attrs, more...)...)
+}
+
+// logClaim records a committed claim, with the lease it ended as the
+// claim's own write read it (ended_*: token, owner, expiry, released). A
+// claim's line alone then tells whether the lease before was released,
+// expired or its owner's earlier incarnation's, even when the line of the
+// holder's last decision never got written (a process killed between its
+// commit and its log line).
+func (w *wrapped) logClaim(ctx context.Context, cl *claiming) {
+	var ended []slog.Attr
+	if e := cl.ended; e.Token > 0 {
+		ended = []slog.Attr{slog.Int64("ended_token", e.Token), slog.String("ended_owner", e.Owner.String()),
+			slog.String("ended_expires_at", e.ExpiresAt.Format(time.RFC3339Nano)), slog.Bool("ended_released", e.Released)}
+	}
+	w.logLease(ctx, "claimed", cl.claim.Lease, false, ended...)
 }
 
 var _ Store = (*wrapped)(nil)
@@ -288,11 +303,13 @@ type claiming struct {
 	start   *runstate.UpdateRunParams
 	claim   runstate.Claim
 	refused error // what the claim rules refused, with nothing written
+	// ended is the lease the claim ended, as its write read it (logClaim).
+	ended LeaseState
 }
 
 func (cl *claiming) take(cur Current) Change {
 	cur.Now = Timestamp(cur.Now)
-	cl.claim, cl.refused = runstate.Claim{}, nil
+	cl.claim, cl.refused, cl.ended = runstate.Claim{}, nil, cur.Lease
 	lease, err := cur.Lease.claim(cur.Run, cl.req, cur.Now)
 	if err != nil {
 		cl.refused = err
@@ -328,7 +345,7 @@ func (w *wrapped) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) (runs
 	if cl.refused != nil {
 		return runstate.Claim{}, cl.refused
 	}
-	w.logLease(ctx, "claimed", cl.claim.Lease, false)
+	w.logClaim(ctx, cl)
 	return cl.claim, nil
 }
 
@@ -346,11 +363,12 @@ func (w *wrapped) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) 
 	if w.claims != nil {
 		claim = w.claimShared
 	}
-	cl, err := claim(ctx, q, &claiming{req: c})
+	cl := &claiming{req: c}
+	claimed, err := claim(ctx, q, cl)
 	if err == nil {
-		w.logLease(ctx, "claimed", cl.Lease, false)
+		w.logClaim(ctx, cl)
 	}
-	return cl, err
+	return claimed, err
 }
 
 // claimOne is claim-next of cl, with the driver's NextClaimer when it has one.

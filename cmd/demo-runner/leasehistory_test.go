@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -20,20 +21,60 @@ import (
 // fleet uses is built on the driver kit, which logs each lease it granted,
 // renewed or released at debug level once the write committed
 // (driver.WrapOptions.Logger), with the lease's times in the store's own
-// clock. The processes that decide are the workers and operator commands
-// themselves (SQL and etcd stores), the plugin processes under them (whose
-// lines reach their host's log), or whichever process holds a Badger
-// directory. Read together, their logs tell for every claim whether the
-// lease it ended was still live when the store granted it.
+// clock; a claim's line also holds the lease it ended, as the claim's own
+// write read it (ended_*). The processes that decide are the workers and
+// operator commands themselves (SQL and etcd stores), the plugin processes
+// under them (whose lines reach their host's log), or whichever process
+// holds a Badger directory. Read together, their logs tell for every claim
+// whether the lease it ended was still live when the store granted it.
 //
 // What a log cannot hold: a decision whose process was killed between the
 // commit and the line, or before a plugin's line was relayed to its host;
 // and a write whose caller stopped waiting before its answer (a renewal
 // past its deadline, which the store may still commit: the kit logs what
-// it answers). The store may then hold a later expiry than the history
-// shows. None of them can make a claim look as if it took a live lease;
-// each could hide one, and a takeover whose ended lease the history lacks
-// is reported as not judged.
+// it answers). A release or renewal so lost is still in the next claim's
+// read of the lease, so the verdict takes the lease as that claim read it,
+// with the holder's own lines beside it: a read that missed a renewal the
+// holder logged shows as a claim of a live lease. A takeover whose claim
+// line is missing is reported as not judged.
+
+// sourceLog is one process's log, named by who wrote it.
+type sourceLog struct {
+	source, text string
+}
+
+// runLines returns the lines of logs that name runID and were written
+// between from and to (by the writer's clock, read from time=), each
+// prefixed by its source, in time order; at most max of them.
+func runLines(logs []sourceLog, runID string, from, to time.Time, max int) []string {
+	type stamped struct {
+		at   time.Time
+		line string
+	}
+	var found []stamped
+	for _, l := range logs {
+		for _, line := range strings.Split(l.text, "\n") {
+			if !strings.Contains(line, runID) {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, logAttrs(line)["time"])
+			if err != nil || at.Before(from) || at.After(to) {
+				continue
+			}
+			found = append(found, stamped{at, l.source + ": " + line})
+		}
+	}
+	slices.SortStableFunc(found, func(a, b stamped) int { return a.at.Compare(b.at) })
+	var out []string
+	for i, s := range found {
+		if i == max {
+			out = append(out, fmt.Sprintf("(%d more)", len(found)-max))
+			break
+		}
+		out = append(out, s.line)
+	}
+	return out
+}
 
 // leaseDecision is one line of the history.
 type leaseDecision struct {
@@ -43,6 +84,9 @@ type leaseDecision struct {
 	owner    string    // worker/incarnation; empty for a release
 	acquired time.Time // store time; zero for a release
 	expires  time.Time // store time; zero for a release
+	// ended is, for a claim of a run leased before, that lease as the
+	// claim's own write read it; nil otherwise.
+	ended *tokenLease
 }
 
 // tokenLease is one token's lease of a run, over its life.
@@ -52,6 +96,14 @@ type tokenLease struct {
 	expires  time.Time // the latest expiry the store gave it
 	renewals int
 	released bool
+	// releaseUnlogged: only the next claim's read saw the release (its
+	// holder's process was killed between the commit and the line).
+	releaseUnlogged bool
+	// ended is the lease before, as this token's claim read it.
+	ended *tokenLease
+	// grants counts the claim lines of this token: a token granted twice
+	// is a store that lost a write.
+	grants int
 }
 
 // leaseHistory is every run's leases, by token.
@@ -79,6 +131,13 @@ func parseLeaseDecisions(log string) []leaseDecision {
 		d.token, _ = strconv.ParseInt(attrs["token"], 10, 64)
 		d.acquired, _ = time.Parse(time.RFC3339Nano, attrs["acquired_at"])
 		d.expires, _ = time.Parse(time.RFC3339Nano, attrs["expires_at"])
+		if tok, err := strconv.ParseInt(attrs["ended_token"], 10, 64); err == nil && d.what == "claimed" {
+			expires, _ := time.Parse(time.RFC3339Nano, attrs["ended_expires_at"])
+			d.ended = &tokenLease{owner: attrs["ended_owner"], expires: expires, released: attrs["ended_released"] == "true"}
+			if tok != d.token-1 {
+				d.ended = nil // not the lease before: judged by the holder's lines alone
+			}
+		}
 		if d.runID != "" && d.token > 0 {
 			out = append(out, d)
 		}
@@ -127,7 +186,8 @@ func (h leaseHistory) add(decisions []leaseDecision) {
 		}
 		switch d.what {
 		case "claimed":
-			l.owner, l.acquired = d.owner, d.acquired
+			l.owner, l.acquired, l.ended = d.owner, d.acquired, d.ended
+			l.grants++
 			if d.expires.After(l.expires) {
 				l.expires = d.expires
 			}
@@ -201,11 +261,18 @@ func (t takeover) describe(lease, renew time.Duration) string {
 			t.runID, t.token, t.by, t.granted.Format(stamp))
 	}
 	lastRenewal := t.prev.expires.Add(-lease)
-	s := fmt.Sprintf("run %s: token %d granted to %s at %s; token %d of %s (claimed %s, %d renewals) was last renewed at %s, expired at %s",
-		t.runID, t.token, t.by, t.granted.Format(stamp), t.token-1, t.prev.owner, t.prev.acquired.Format(stamp),
+	claimed := "claim not in the history"
+	if !t.prev.acquired.IsZero() {
+		claimed = "claimed " + t.prev.acquired.Format(stamp)
+	}
+	s := fmt.Sprintf("run %s: token %d granted to %s at %s; token %d of %s (%s, %d renewals) was last renewed at %s, expired at %s",
+		t.runID, t.token, t.by, t.granted.Format(stamp), t.token-1, t.prev.owner, claimed,
 		t.prev.renewals, lastRenewal.Format(stamp), t.prev.expires.Format(stamp))
 	switch t.ended() {
 	case endedReleased:
+		if t.prev.releaseUnlogged {
+			return s + ", and was released before (the claim's read holds the release; its holder's line of it is missing)"
+		}
 		return s + ", and was released before"
 	case endedOwn:
 		return s + ", and its worker's later life took it"
@@ -240,13 +307,46 @@ func (h leaseHistory) takeovers() []takeover {
 }
 
 // find returns the claim that granted token on run; false when the
-// history lacks it.
+// history lacks it. The lease it ended is the holder's lines and the
+// claim's read of it together: released if either says so (the store's
+// read holds a release whose line its holder never wrote), and live until
+// the later expiry of the two (a read that missed a committed renewal is a
+// store that lost it).
 func (h leaseHistory) find(runID string, token int64) (takeover, bool) {
 	l := h[runID][token]
 	if l == nil || l.acquired.IsZero() {
 		return takeover{}, false
 	}
-	return takeover{runID: runID, token: token, by: l.owner, granted: l.acquired, prev: h[runID][token-1]}, true
+	prev := h[runID][token-1]
+	if read := l.ended; read != nil {
+		merged := tokenLease{owner: read.owner, expires: read.expires, released: read.released}
+		if prev != nil {
+			merged = *prev
+			merged.owner = cmp.Or(merged.owner, read.owner)
+			if read.expires.After(merged.expires) {
+				merged.expires = read.expires
+			}
+			merged.releaseUnlogged = read.released && !prev.released
+			merged.released = prev.released || read.released
+		}
+		prev = &merged
+	}
+	return takeover{runID: runID, token: token, by: l.owner, granted: l.acquired, prev: prev}, true
+}
+
+// doubleGrants returns the runs and tokens the history holds more than
+// one claim of.
+func (h leaseHistory) doubleGrants() []string {
+	var out []string
+	for runID, tokens := range h {
+		for token, l := range tokens {
+			if l.grants > 1 {
+				out = append(out, fmt.Sprintf("run %s: token %d granted %d times", runID, token, l.grants))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // The history reads the kit's own lines and judges each takeover by the
@@ -305,5 +405,96 @@ func TestTheLeaseHistoryJudgesEachTakeoverByTheStoresTimes(t *testing.T) {
 	h.add(parseLeaseDecisions(early))
 	if tk, _ := h.find(lapsed.RunID, 2); !tk.live() || !strings.Contains(tk.describe(2*time.Second, 400*time.Millisecond), "LIVE for 100ms more") {
 		t.Errorf("a claim granted while the lease was live: %s", tk.describe(2*time.Second, 400*time.Millisecond))
+	}
+}
+
+// A claim's line holds the lease it ended as its write read it, so the
+// verdict holds up without the holder's lines: a release whose line its
+// holder never wrote (killed between the commit and the line) is still a
+// release. A renewal the holder logged that the claim's read missed is a
+// store that lost a write, and a token granted twice is one too.
+func TestTheLeaseHistoryReadsTheLeaseAsTheClaimReadIt(t *testing.T) {
+	ctx := context.Background()
+	var log bytes.Buffer
+	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := conformance.NewManualClock(start)
+	s, err := memory.Open(ctx, memory.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := runstate.Owner{Worker: "w1", Incarnation: "100-a"}
+	w2 := runstate.Owner{Worker: "w2", Incarnation: "300-c"}
+	released, _ := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
+	lapsed, _ := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
+	claim := func(id string, o runstate.Owner) runstate.Claim {
+		cl, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: id, Owner: o, TTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	first := claim(released.RunID, w1)
+	if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: released.RunID, Token: first.Lease.Token}); err != nil {
+		t.Fatal(err)
+	}
+	claim(released.RunID, w2) // at once: released
+	held := claim(lapsed.RunID, w1)
+	clock.Advance(400 * time.Millisecond)
+	s.RenewLease(ctx, runstate.RenewLeaseParams{RunID: lapsed.RunID, Token: held.Lease.Token, TTL: 2 * time.Second})
+	clock.Advance(2300 * time.Millisecond)
+	claim(lapsed.RunID, w2) // 300ms after the renewed lease expired
+
+	var kept []string
+	for _, line := range strings.Split(log.String(), "\n") {
+		if !strings.Contains(line, `msg="lease released"`) { // w1 was killed before its release's line
+			kept = append(kept, line)
+		}
+	}
+	killed := strings.Join(kept, "\n")
+	judge := func(log, runID string) takeover {
+		t.Helper()
+		h := leaseHistory{}
+		h.add(parseLeaseDecisions(log))
+		tk, ok := h.find(runID, 2)
+		if !ok {
+			t.Fatalf("the history lacks run %s's second claim", runID)
+		}
+		return tk
+	}
+	if tk := judge(killed, released.RunID); tk.ended() != endedReleased || !tk.prev.releaseUnlogged ||
+		!strings.Contains(tk.describe(2*time.Second, 400*time.Millisecond), "its holder's line of it is missing") {
+		t.Errorf("a claim after a release whose line is missing: %s, want released", tk.describe(2*time.Second, 400*time.Millisecond))
+	}
+	// The holder's lines alone would call it a claim of a live lease.
+	var noRead []string
+	for _, line := range kept {
+		if i := strings.Index(line, " ended_token="); i >= 0 {
+			line = line[:i]
+		}
+		noRead = append(noRead, line)
+	}
+	if tk := judge(strings.Join(noRead, "\n"), released.RunID); !tk.live() {
+		t.Errorf("without the claim's read, the same claim: %s, want it judged live", tk.ended())
+	}
+	if tk := judge(killed, lapsed.RunID); tk.ended() != endedLapsed || tk.lapsedFor() != 300*time.Millisecond {
+		t.Errorf("a claim 300ms after expiry: %s, lapsed for %v", tk.ended(), tk.lapsedFor())
+	}
+	// The holder logged a renewal the claim's read missed.
+	renewal := fmt.Sprintf(`time=%s level=DEBUG msg="lease renewed" run_id=%s token=1 owner=w1/100-a acquired_at=%s expires_at=%s`,
+		start.Format(time.RFC3339Nano), lapsed.RunID, start.Format(time.RFC3339Nano), start.Add(2900*time.Millisecond).Format(time.RFC3339Nano))
+	if tk := judge(killed+"\n"+renewal, lapsed.RunID); !tk.live() || !strings.Contains(tk.describe(2*time.Second, 400*time.Millisecond), "LIVE for 200ms more") {
+		t.Errorf("a claim whose read missed a renewal: %s", tk.describe(2*time.Second, 400*time.Millisecond))
+	}
+	// The same token granted twice.
+	var twice string
+	for _, line := range kept {
+		if strings.Contains(line, `msg="lease claimed" run_id=`+lapsed.RunID+` token=2`) {
+			twice = strings.Replace(line, "owner=w2/300-c", "owner=w3/400-d", 1)
+		}
+	}
+	h := leaseHistory{}
+	h.add(parseLeaseDecisions(killed + "\n" + twice))
+	if got := h.doubleGrants(); len(got) != 1 || !strings.Contains(got[0], lapsed.RunID+": token 2 granted 2 times") {
+		t.Errorf("double grants: %v", got)
 	}
 }

@@ -168,13 +168,15 @@ type fleet struct {
 	opLogs strings.Builder
 }
 
-// logs returns every log that may hold a lease decision of the fleet.
-func (f *fleet) logs() []string {
+// logs returns every log that may hold a lease decision of the fleet, by
+// who wrote it: "ops" (operator commands and the test's own handle), or a
+// worker's incarnation (id/pid).
+func (f *fleet) logs() []sourceLog {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := []string{f.opLogs.String()}
+	out := []sourceLog{{"ops", f.opLogs.String()}}
 	for _, w := range f.lives {
-		out = append(out, w.p.logs())
+		out = append(out, sourceLog{fmt.Sprintf("%s/%d", w.id, w.pid), w.p.logs()})
 	}
 	return out
 }
@@ -441,10 +443,13 @@ steps:
 		st.name, policy, cfg.workers, cfg.runs, len(submitted), f.kills, f.stops, f.ops, f.opFails)
 	t.Logf("end states: %v; %d step executions", c.states, c.executions)
 	t.Logf("violations: %d not terminal or cleanly runnable, %d overlapping executions, %d stale-token writes accepted, "+
-		"%d claims of a run whose lease was live in the store's time (%d of them recovery's), %d rejected transitions, %d acknowledged submits missing",
-		c.notSettled, c.overlaps, c.staleWrites, c.liveTakeovers, c.liveRecovered, c.rejected, c.missing)
+		"%d claims of a run whose lease was live in the store's time (%d of them recovery's), %d tokens granted twice, %d rejected transitions, %d acknowledged submits missing",
+		c.notSettled, c.overlaps, c.staleWrites, c.liveTakeovers, c.liveRecovered, c.doubleGrants, c.rejected, c.missing)
 	for _, e := range c.examples {
 		t.Log("  " + e)
+	}
+	for _, line := range c.stories {
+		t.Log("    " + line)
 	}
 	t.Logf("allowed: %d takeovers of lapsed leases, %d of them recovery's interruptions (%d while the holder's worker ran, neither killed nor stopped); lapsed for %s before the claim",
 		c.takeovers, len(c.lapsed), c.lapsedRunning, spread(c.lapsed))
@@ -457,10 +462,13 @@ steps:
 	if c.unknownTakeovers > 0 {
 		t.Logf("%d takeovers not judged: the lease history lacks the lease they ended (its process was killed before its log line reached the test)", c.unknownTakeovers)
 	}
+	if c.releasesUnlogged > 0 {
+		t.Logf("%d releases held only by the next claim's read of the lease (their holder was killed between the commit and its log line)", c.releasesUnlogged)
+	}
 	if c.unjudged > 0 {
 		t.Logf("%d of recovery's interruptions not judged: the lease history lacks their claim (a process killed between a commit and its log line)", c.unjudged)
 	}
-	if c.notSettled+c.overlaps+c.staleWrites+c.liveTakeovers+c.rejected+c.missing > 0 {
+	if c.notSettled+c.overlaps+c.staleWrites+c.liveTakeovers+c.doubleGrants+c.rejected+c.missing > 0 {
 		t.Errorf("the fleet broke the contract (counts above)")
 	}
 	if f.kills == 0 || f.stops == 0 || len(submitted) < cfg.runs*9/10 {
@@ -479,6 +487,9 @@ type chaosCounts struct {
 	examples                                             []string
 	lapsed                                               []time.Duration // recovery's interruptions of lapsed leases: how long lapsed
 	lapsedExamples                                       []string
+	stories                                              []string // log lines around live claims
+	doubleGrants                                         int      // tokens the history holds two claims of
+	releasesUnlogged                                     int      // releases only the next claim's read holds
 }
 
 // spread summarises durations: least, median and most.
@@ -519,15 +530,30 @@ func (f *fleet) check(ctx context.Context, store runstate.Store, submitted []str
 		}
 	}
 	history := leaseHistory{}
-	for _, log := range f.logs() {
-		history.add(parseLeaseDecisions(log))
+	logs := f.logs()
+	for _, log := range logs {
+		history.add(parseLeaseDecisions(log.text))
 	}
 	c.historyRuns = len(history)
+	for _, d := range history.doubleGrants() {
+		c.doubleGrants++
+		c.example("%s", d)
+	}
 	for _, t := range history.takeovers() {
 		switch t.ended() {
 		case endedLive:
 			c.liveTakeovers++
 			c.example("claim of a live lease: %s", t.describe(chaosLease, chaosRenew))
+			// What every process logged of the run meanwhile, to read the
+			// story the store's lease lines do not tell.
+			if c.liveTakeovers <= 3 {
+				c.stories = append(c.stories, fmt.Sprintf("what the fleet logged of run %s around token %d's claim:", t.runID, t.token))
+				c.stories = append(c.stories, runLines(logs, t.runID, t.prev.acquired.Add(-time.Second), t.granted.Add(time.Second), 80)...)
+			}
+		case endedReleased:
+			if t.prev.releaseUnlogged {
+				c.releasesUnlogged++
+			}
 		case endedLapsed:
 			c.takeovers++
 		case endedUnknown:
