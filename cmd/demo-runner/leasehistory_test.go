@@ -349,6 +349,33 @@ func (h leaseHistory) doubleGrants() []string {
 	return out
 }
 
+// Two workers of the tests below; w1 and w2 are different workers.
+var (
+	w1 = runstate.Owner{Worker: "w1", Incarnation: "100-a"}
+	w2 = runstate.Owner{Worker: "w2", Incarnation: "300-c"}
+)
+
+// loggedStore is a memory store on a manual clock whose lease lines go to
+// log, and claim, which claims a run for 2s or fails the test.
+func loggedStore(t *testing.T) (runstate.Store, *conformance.ManualClock, *bytes.Buffer, func(string, runstate.Owner) runstate.Claim) {
+	t.Helper()
+	log := &bytes.Buffer{}
+	clock := conformance.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	s, err := memory.Open(context.Background(), memory.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(id string, o runstate.Owner) runstate.Claim {
+		t.Helper()
+		cl, err := s.ClaimRun(context.Background(), runstate.ClaimRunParams{RunID: id, Owner: o, TTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	return s, clock, log, claim
+}
+
 // The history reads the kit's own lines and judges each takeover by the
 // store's times: a takeover after expiry is allowed, with how long the
 // lease had lapsed and how late the holder's renewal was; a takeover
@@ -356,25 +383,11 @@ func (h leaseHistory) doubleGrants() []string {
 // worker may take its predecessor's lease at once.
 func TestTheLeaseHistoryJudgesEachTakeoverByTheStoresTimes(t *testing.T) {
 	ctx := context.Background()
-	var log bytes.Buffer
-	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := conformance.NewManualClock(start)
-	s, err := memory.Open(ctx, memory.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w1 := runstate.Owner{Worker: "w1", Incarnation: "100-a"}
+	s, clock, log, claim := loggedStore(t)
+	start := clock.Now()
 	w1again := runstate.Owner{Worker: "w1", Incarnation: "200-b"}
-	w2 := runstate.Owner{Worker: "w2", Incarnation: "300-c"}
 	lapsed, _ := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	restarted, _ := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
-	claim := func(id string, o runstate.Owner) runstate.Claim {
-		cl, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: id, Owner: o, TTL: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cl
-	}
 	first := claim(lapsed.RunID, w1)
 	claim(restarted.RunID, w1)
 	clock.Advance(400 * time.Millisecond)
@@ -415,24 +428,10 @@ func TestTheLeaseHistoryJudgesEachTakeoverByTheStoresTimes(t *testing.T) {
 // store that lost a write, and a token granted twice is one too.
 func TestTheLeaseHistoryReadsTheLeaseAsTheClaimReadIt(t *testing.T) {
 	ctx := context.Background()
-	var log bytes.Buffer
-	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := conformance.NewManualClock(start)
-	s, err := memory.Open(ctx, memory.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w1 := runstate.Owner{Worker: "w1", Incarnation: "100-a"}
-	w2 := runstate.Owner{Worker: "w2", Incarnation: "300-c"}
+	s, clock, log, claim := loggedStore(t)
+	start := clock.Now()
 	released, _ := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
 	lapsed, _ := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "wf"})
-	claim := func(id string, o runstate.Owner) runstate.Claim {
-		cl, err := s.ClaimRun(ctx, runstate.ClaimRunParams{RunID: id, Owner: o, TTL: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cl
-	}
 	first := claim(released.RunID, w1)
 	if err := s.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: released.RunID, Token: first.Lease.Token}); err != nil {
 		t.Fatal(err)
