@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/testsupport/testlog"
 )
 
 // countingDriver is a map-backed driver with the batch interfaces that
@@ -595,7 +595,7 @@ func TestGroupCommitCoalescesClaims(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newCountingDriver(t)
 			d.retryClaims = tc.retry
-			var log lockedBuffer
+			var log testlog.Buffer
 			s := WrapWith(d, WrapOptions{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			// Each run was leased by x before, and released.
 			x := runstate.Owner{Worker: "x", Incarnation: "1"}
@@ -649,24 +649,6 @@ func TestGroupCommitCoalescesClaims(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a log that concurrent claimers write to.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // BenchmarkGroupCommit compares UpdateRun from 16 workers, each on its own
