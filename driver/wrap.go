@@ -95,6 +95,9 @@ func (w *wrapped) logLease(ctx context.Context, decided string, l runstate.Lease
 // holder's last decision never got written (a process killed between its
 // commit and its log line).
 func (w *wrapped) logClaim(ctx context.Context, cl *claiming) {
+	if w.log == nil || !w.log.Enabled(ctx, slog.LevelDebug) {
+		return // nothing built for a line nobody reads: claims are a hot path
+	}
 	var ended []slog.Attr
 	if e := cl.ended; e.Token > 0 {
 		ended = []slog.Attr{slog.Int64("ended_token", e.Token), slog.String("ended_owner", e.Owner.String()),

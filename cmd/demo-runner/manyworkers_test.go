@@ -463,7 +463,7 @@ steps:
 		t.Logf("%d takeovers not judged: the lease history lacks the lease they ended (its process was killed before its log line reached the test)", c.unknownTakeovers)
 	}
 	if c.releasesUnlogged > 0 {
-		t.Logf("%d releases held only by the next claim's read of the lease (their holder was killed between the commit and its log line)", c.releasesUnlogged)
+		t.Logf("%d releases held only by the next claim's read of the lease (a holder killed between the commit and its log line, or a release whose answer was lost)", c.releasesUnlogged)
 	}
 	if c.unjudged > 0 {
 		t.Logf("%d of recovery's interruptions not judged: the lease history lacks their claim (a process killed between a commit and its log line)", c.unjudged)
