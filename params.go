@@ -54,6 +54,14 @@ type UpdateRunParams struct {
 	// write where UpdateRun and then ReleaseLease are two (LEASE-022). An
 	// update that is refused releases nothing. It needs a LeaseToken.
 	ReleaseLease bool
+	// WakeAt, when set, parks the run until that instant (a zero time:
+	// wakes it now, as a signal does). Only a run that is queued or waiting
+	// after the update may be parked, and a run a lease holds only by its
+	// holder's write that releases that lease (ReleaseLease), since a
+	// parked run holds nothing (WAKE-002). Stores across a process boundary
+	// whose far side does not keep the field refuse it with
+	// ErrUnsupported rather than drop it.
+	WakeAt *time.Time
 }
 
 // StepPatch updates one step and, optionally, some of its hosts.

@@ -21,6 +21,13 @@ type RunSnapshot struct {
 	StartedAt time.Time `json:"started_at,omitzero"`
 	// FinishedAt is set when the run enters a terminal status.
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// WakeAt parks a queued or waiting run: no claim takes it, and the
+	// runnable listing passes it by, before this instant of the store's
+	// clock (WAKE-001). Zero: the run is not parked. An update sets it
+	// (UpdateRunParams.WakeAt); a run that leaves queued and waiting loses
+	// it. A parked run holds no lease, so a wait or a timer costs no
+	// worker anything until the run wakes.
+	WakeAt time.Time `json:"wake_at,omitzero"`
 	// Version starts at 1 and grows by one with every successful write.
 	Version           int64       `json:"version"`
 	Diagnostic        *Diagnostic `json:"diagnostic,omitempty"`

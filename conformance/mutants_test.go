@@ -1077,6 +1077,64 @@ func (s *liveAtExpiry) ClaimRun(ctx context.Context, p runstate.ClaimRunParams) 
 	return cl, err
 }
 
+// wakeTimesDropped drops WakeAt, as a server older than the field would:
+// a parked run is claimable at once.
+type wakeTimesDropped struct{ base }
+
+func (s wakeTimesDropped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if p.WakeAt != nil && !p.WakeAt.IsZero() {
+		p.WakeAt = nil
+		if p.Status == "" && p.Message == nil {
+			msg := "parked"
+			p.Message = &msg // still a write, as the server would make it
+		}
+	}
+	return s.Store.UpdateRun(ctx, p)
+}
+
+// parkedNeverWake takes a parked run for parked whatever the time:
+// claim-next passes by every run with a wake time.
+type parkedNeverWake struct{ base }
+
+func (s parkedNeverWake) ClaimNextRun(ctx context.Context, p runstate.ClaimNextParams) (runstate.Claim, error) {
+	cl, err := s.Store.ClaimNextRun(ctx, p)
+	if err != nil || cl.Run.WakeAt.IsZero() {
+		return cl, err
+	}
+	// Passed by: released, and the search answered empty.
+	if err := s.Store.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: cl.Run.RunID, Token: cl.Lease.Token}); err != nil {
+		return runstate.Claim{}, err
+	}
+	return runstate.Claim{}, &runstate.Error{Code: runstate.CodeNotFound, Message: "nothing runnable"}
+}
+
+// wakeTimesToTheSecond stores wake times cut to whole seconds.
+type wakeTimesToTheSecond struct{ base }
+
+func (s wakeTimesToTheSecond) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if p.WakeAt != nil {
+		cut := p.WakeAt.Truncate(time.Second)
+		p.WakeAt = &cut
+	}
+	return s.Store.UpdateRun(ctx, p)
+}
+
+// parksByReleasing parks a leased run by releasing its lease first, when
+// the write itself does not: the holder loses its run without a word.
+type parksByReleasing struct{ base }
+
+func (s parksByReleasing) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	run, err := s.Store.UpdateRun(ctx, p)
+	if p.WakeAt == nil || !errors.Is(err, runstate.ErrInvalidArgument) {
+		return run, err
+	}
+	if l, lerr := s.Store.GetLease(ctx, p.RunID); lerr == nil && l.Token > 0 {
+		s.Store.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: p.RunID, Token: l.Token})
+		return s.Store.UpdateRun(ctx, p)
+	}
+	return run, err
+}
+
 // releaseIgnored drops ReleaseLease: the update applies, the lease stays.
 type releaseIgnored struct{ base }
 
@@ -1465,6 +1523,10 @@ func mutants() []mutant {
 		{"BATCH-008", "Start ignored", b(func(s base) runstate.RunStateStore { return claimsWithoutStart{s.Store} })},
 		{"WATCH-001", "a malformed run id watched", b(func(s base) runstate.RunStateStore { return watchesAnyID{s} })},
 		{"WATCH-002", "a watch outlives its context", b(func(s base) runstate.RunStateStore { return watchOutlivesContext{s} })},
+		{"WAKE-001", "wake times dropped", b(func(s base) runstate.RunStateStore { return wakeTimesDropped{s} })},
+		{"WAKE-001", "parked runs never wake", b(func(s base) runstate.RunStateStore { return parkedNeverWake{s} })},
+		{"WAKE-002", "wake times stored to the second", b(func(s base) runstate.RunStateStore { return wakeTimesToTheSecond{s} })},
+		{"WAKE-002", "a leased run parked by releasing its lease", b(func(s base) runstate.RunStateStore { return parksByReleasing{s} })},
 	}
 }
 

@@ -22,6 +22,7 @@ const (
 	ProfileLeases = "leases"
 	ProfileShared = "shared"
 	ProfileWatch  = "watch"
+	ProfileWake   = "parking"
 	ProfileFaults = "faults"
 	ProfileScale  = "scale"
 )
@@ -31,6 +32,7 @@ var profiles = []Profile{
 	{ProfileLeases, "Leases, fencing, claims and the runnable listing, and the clock they are judged by"},
 	{ProfileShared, "Many handles at once: linearizable histories and a second handle on the same data"},
 	{ProfileWatch, "Watching a run: a wake-up at each write (an optional interface; a store without it is polled)"},
+	{ProfileWake, "Parked runs: wake times that claims and the runnable listing respect (a plugin or gateway of protocol 1.7 or older cannot park)"},
 	{ProfileFaults, "Faults at the backend: partitions, resets, delays and restarts"},
 	{ProfileScale, "Cost of claim-next, the runnable listing and a deep ListRuns page as the store grows"},
 }
@@ -44,12 +46,15 @@ func Profiles() []Profile { return slices.Clone(profiles) }
 // its area; LIN and a second handle are in shared; a rule needing leases
 // or the controlled clock is in leases (recovery under a live lease, lease
 // tokens in audit events, batch claims); watching, an optional interface
-// a store may go without, is a profile of its own; everything else is
-// core.
+// a store may go without, is a profile of its own, and so is parking,
+// which a store reached through an older plugin or gateway lacks;
+// everything else is core.
 func ProfileOf(r Rule) string {
 	switch {
 	case r.Area == "WATCH":
 		return ProfileWatch
+	case r.Area == "WAKE":
+		return ProfileWake
 	case r.Area == "FAULT" || len(r.Requires.Faults) > 0:
 		return ProfileFaults
 	case r.Area == "LIN" || r.Requires.SecondHandle:

@@ -12,7 +12,7 @@ import (
 type Rule struct {
 	// ID is stable across releases: AREA-NNN.
 	ID string `json:"id"`
-	// Area groups rules: FSM, CAS, DIAG, AUD, RUN, LIST, LEASE, REC, BAD, CTX, LIN, FAULT, BATCH, CAP.
+	// Area groups rules: FSM, CAS, DIAG, AUD, RUN, LIST, LEASE, REC, BAD, CTX, LIN, FAULT, BATCH, WATCH, WAKE, CAP.
 	Area string `json:"area"`
 	// Statement is the rule in one line.
 	Statement string `json:"statement"`
@@ -45,6 +45,7 @@ var areas = []Area{
 	{"FAULT", "Faults at the backend"},
 	{"BATCH", "Batches"},
 	{"WATCH", "Watching"},
+	{"WAKE", "Parked runs"},
 	{"CAP", "Declared capabilities"},
 }
 

@@ -99,6 +99,9 @@ func applyUpdate(cur runstate.RunSnapshot, lease LeaseState, p runstate.UpdateRu
 	if err := u.checkDiagnostic(); err != nil {
 		return u.refused(err)
 	}
+	if err := u.checkWake(lease); err != nil {
+		return u.refused(err)
+	}
 	return u.accept()
 }
 
@@ -144,6 +147,7 @@ func (u pendingUpdate) failOnForbiddenTransition() updateOutcome {
 	failedRun := u.cur.Clone()
 	failedRun.Status = runstate.StatusFailed
 	failedRun.FinishedAt = u.now
+	failedRun.WakeAt = time.Time{}
 	failedRun.UpdatedAt = u.now
 	failedRun.Version++
 	failedRun.Diagnostic = &runstate.Diagnostic{ErrorCode: string(runstate.CodeInvalidTransition), Retryable: false,
@@ -176,6 +180,42 @@ func (u pendingUpdate) checkDiagnostic() error {
 			Message: fmt.Sprintf("run %s: interrupted_reason is required when entering interrupted", u.cur.RunID)}
 	}
 	return nil
+}
+
+// checkWake refuses to park a run that cannot be parked (WAKE-002): one
+// that is not queued or waiting after the write, or one a lease holds
+// that the write does not release. A parked run holds nothing: a lease
+// kept over it would keep it from every other worker however early it
+// woke, and the lease's holder would have to renew it for the whole wait.
+// Waking a run (a zero WakeAt) is always allowed.
+func (u pendingUpdate) checkWake(lease LeaseState) error {
+	if u.p.WakeAt == nil || u.p.WakeAt.IsZero() {
+		return nil
+	}
+	after := u.to
+	if after == "" {
+		after = u.cur.Status
+	}
+	if !parkable(after) {
+		return &runstate.Error{Code: runstate.CodeInvalidArgument, RunID: u.cur.RunID, Field: "wake_at",
+			Message: fmt.Sprintf("run %s would be %s: only a queued or waiting run can be parked", u.cur.RunID, after)}
+	}
+	if lease.Held() && !u.p.ReleaseLease {
+		holder := "an operator's write"
+		if u.p.LeaseToken != 0 {
+			holder = "this write"
+		}
+		return &runstate.Error{Code: runstate.CodeInvalidArgument, RunID: u.cur.RunID, Field: "wake_at",
+			Message: fmt.Sprintf("run %s is leased (token %d) and %s does not release the lease: a parked run holds no lease, so its holder parks it with release_lease",
+				u.cur.RunID, lease.Token, holder)}
+	}
+	return nil
+}
+
+// parkable reports whether a run of status st may be parked: one that
+// has not begun or waits.
+func parkable(st runstate.RunStatus) bool {
+	return st == runstate.StatusQueued || st == runstate.StatusWaiting
 }
 
 // accept applies the patch once every earlier check passed. Step and host
@@ -221,6 +261,9 @@ func patchRunFields(next *runstate.RunSnapshot, p runstate.UpdateRunParams) {
 		d.Details = maps.Clone(p.Diagnostic.Details)
 		next.Diagnostic = &d
 	}
+	if p.WakeAt != nil { // zero wakes the run
+		next.WakeAt = *p.WakeAt
+	}
 }
 
 // enterStatus moves next to the allowed status asked for (FSM-001), whose
@@ -228,6 +271,9 @@ func patchRunFields(next *runstate.RunSnapshot, p runstate.UpdateRunParams) {
 // DIAG-004). started_at is set once, finished_at on a terminal status (FSM-009).
 func (u pendingUpdate) enterStatus(next *runstate.RunSnapshot) {
 	next.Status = u.to
+	if !parkable(u.to) { // a run that begins or ends is parked no more (WAKE-002)
+		next.WakeAt = time.Time{}
+	}
 	if u.to == runstate.StatusRunning && next.StartedAt.IsZero() {
 		next.StartedAt = u.now
 	}

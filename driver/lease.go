@@ -72,6 +72,10 @@ func (l LeaseState) claim(run runstate.RunSnapshot, c claimRequest, now time.Tim
 	if l.BlocksClaim(c.Owner, now) {
 		return l, leaseHeld(run.RunID)
 	}
+	if run.WakeAt.After(now) { // parked (WAKE-001)
+		return l, &runstate.Error{Code: runstate.CodeNotClaimable, RunID: run.RunID,
+			Message: "run " + run.RunID + " is parked until " + run.WakeAt.Format(time.RFC3339Nano) + ": it is claimable from then on, or once woken"}
+	}
 	// The token is larger than every earlier one of the run, across expiries
 	// and releases (LEASE-005, LEASE-009, LEASE-016).
 	return LeaseState{Owner: c.Owner, Token: l.Token + 1, AcquiredAt: now, ExpiresAt: Timestamp(now.Add(c.TTL))}, nil
@@ -128,6 +132,11 @@ const (
 	QueueUnleased Queue = 1
 	// QueueLeased: leased; claimable again once the lease expires.
 	QueueLeased Queue = 2
+	// QueueParked: unleased and parked (runstate.RunSnapshot.WakeAt);
+	// claimable from its wake time on, in claim order among the runs
+	// claimable then (WAKE-001). Kept by wake time, so that a claim reads
+	// only the parked runs that are due, however many wait.
+	QueueParked Queue = 3
 )
 
 // QueueOf returns the queue of a run with snapshot run and lease l.
@@ -135,8 +144,10 @@ func QueueOf(run runstate.RunSnapshot, l LeaseState) Queue {
 	switch {
 	case run.Status.Terminal():
 		return QueueNone
-	case !l.Held():
-		return QueueUnleased
+	case l.Held():
+		return QueueLeased
+	case !run.WakeAt.IsZero():
+		return QueueParked
 	}
-	return QueueLeased
+	return QueueUnleased
 }

@@ -163,9 +163,13 @@ type RunnableQuery struct {
 }
 
 // Admits reports whether the run s with lease is one q selects at now: it
-// matches q and no live lease holds it (LEASE-010), where a lease of an
+// matches q, is not parked past now (WAKE-001) and no live lease holds it
+// (LEASE-010), where a lease of an
 // earlier incarnation of the Claimant's worker does not count (LEASE-012).
 func (q RunnableQuery) Admits(s runstate.RunSnapshot, lease LeaseState, now time.Time) bool {
+	if s.WakeAt.After(now) { // parked until then (WAKE-001)
+		return false
+	}
 	if q.Claimant != nil {
 		return q.matches(s) && !lease.BlocksClaim(*q.Claimant, now)
 	}

@@ -3,6 +3,7 @@ package driver
 import (
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/runstate/runstate"
@@ -75,6 +76,20 @@ func prepareCreate(p *runstate.CreateRunParams) error {
 // prepareUpdate validates p and normalises it in place (status aliases,
 // actor kind). It checks the input alone; applyUpdate checks it against the run.
 // A meaningless update is an ErrInvalidArgument (BAD-007).
+// prepareWakeAt normalises a wake time (Timestamp) and bounds it to the
+// years a store's columns and keys hold: a time outside them is a
+// mistake (an unset variable, a unit error), never a plan.
+func prepareWakeAt(t time.Time) (time.Time, error) {
+	if t.IsZero() {
+		return time.Time{}, nil // wakes the run
+	}
+	if t.Year() < 1970 || t.Year() > 9999 {
+		return t, runstate.InvalidArgument("wake_at", "is %s; a wake time lies between the years 1970 and 9999 (zero wakes the run now)",
+			t.UTC().Format(time.RFC3339Nano))
+	}
+	return Timestamp(t), nil
+}
+
 func prepareUpdate(p *runstate.UpdateRunParams) error {
 	if err := validateRunID(p.RunID); err != nil {
 		return err
@@ -121,6 +136,13 @@ func prepareUpdate(p *runstate.UpdateRunParams) error {
 			return err
 		}
 	}
+	if p.WakeAt != nil {
+		wake, err := prepareWakeAt(*p.WakeAt)
+		if err != nil {
+			return err
+		}
+		p.WakeAt = &wake // the caller's value is read, never written
+	}
 	if len(p.Steps) > runstate.MaxSteps {
 		return runstate.InvalidArgument("steps", "%d step patches, the limit is %d", len(p.Steps), runstate.MaxSteps)
 	}
@@ -139,8 +161,8 @@ func prepareUpdate(p *runstate.UpdateRunParams) error {
 	// An update with nothing to change is refused, so it writes nothing,
 	// updated_at included (BAD-007, CAS-005).
 	if p.Status == "" && p.Message == nil && p.Priority == nil && p.Diagnostic == nil &&
-		p.Labels == nil && len(p.Steps) == 0 {
-		return runstate.InvalidArgument("update", "changes nothing; set a status, message, priority, labels, diagnostic or steps")
+		p.Labels == nil && len(p.Steps) == 0 && p.WakeAt == nil {
+		return runstate.InvalidArgument("update", "changes nothing; set a status, message, priority, labels, diagnostic, steps or wake_at")
 	}
 	return nil
 }

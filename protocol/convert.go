@@ -78,7 +78,7 @@ func runPB(s runstate.RunSnapshot) *pb.Run {
 	r := &pb.Run{RunId: s.RunID, WorkflowName: s.WorkflowName, Status: string(s.Status), Message: s.Message,
 		Priority: int64(s.Priority), Labels: s.Labels, CreatedAt: ts(s.CreatedAt), UpdatedAt: ts(s.UpdatedAt),
 		StartedAt: ts(s.StartedAt), FinishedAt: ts(s.FinishedAt), Version: s.Version, Diagnostic: diagnosticPB(s.Diagnostic),
-		InterruptedReason: s.InterruptedReason, RetryOf: s.RetryOf, Attempt: int64(s.Attempt)}
+		InterruptedReason: s.InterruptedReason, RetryOf: s.RetryOf, Attempt: int64(s.Attempt), WakeAt: ts(s.WakeAt)}
 	for _, st := range s.Steps {
 		step := &pb.Step{Name: st.Name, Status: string(st.Status), StartedAt: ts(st.StartedAt), FinishedAt: ts(st.FinishedAt)}
 		for _, h := range st.Hosts {
@@ -94,7 +94,7 @@ func fromRun(r *pb.Run) runstate.RunSnapshot {
 	s := runstate.RunSnapshot{RunID: r.RunId, WorkflowName: r.WorkflowName, Status: runstate.RunStatus(r.Status), Message: r.Message,
 		Priority: int(r.Priority), Labels: emptyNil(r.Labels), CreatedAt: fromTS(r.CreatedAt), UpdatedAt: fromTS(r.UpdatedAt),
 		StartedAt: fromTS(r.StartedAt), FinishedAt: fromTS(r.FinishedAt), Version: r.Version, Diagnostic: fromDiagnostic(r.Diagnostic),
-		InterruptedReason: r.InterruptedReason, RetryOf: r.RetryOf, Attempt: int(r.Attempt)}
+		InterruptedReason: r.InterruptedReason, RetryOf: r.RetryOf, Attempt: int(r.Attempt), WakeAt: fromTS(r.WakeAt)}
 	for _, st := range r.Steps {
 		step := runstate.Step{Name: st.Name, Status: runstate.StepStatus(st.Status), StartedAt: fromTS(st.StartedAt), FinishedAt: fromTS(st.FinishedAt)}
 		for _, h := range st.Hosts {
@@ -177,6 +177,9 @@ func updatePB(p runstate.UpdateRunParams) *pb.UpdateRunRequest {
 		v := int64(*p.Priority)
 		r.Priority = &v
 	}
+	if p.WakeAt != nil {
+		r.SetWakeAt, r.WakeAt = true, ts(*p.WakeAt)
+	}
 	for _, sp := range p.Steps {
 		step := &pb.StepPatch{Name: sp.Name, Status: sp.Status}
 		for _, h := range sp.Hosts {
@@ -194,6 +197,10 @@ func fromUpdate(r *pb.UpdateRunRequest) runstate.UpdateRunParams {
 	if r.Priority != nil {
 		v := int(*r.Priority)
 		p.Priority = &v
+	}
+	if r.SetWakeAt {
+		wake := fromTS(r.WakeAt)
+		p.WakeAt = &wake
 	}
 	if r.SetLabels {
 		p.Labels = r.Labels

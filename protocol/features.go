@@ -47,12 +47,18 @@ const (
 	// runstate.ClaimRuns does for a store without batch claims: two
 	// writes per run.
 	FeatureBatchClaimStart = "batch_claim_start"
+	// FeatureWakeAt: UpdateRun's and UpdateRuns' wake_at parks or wakes
+	// the run (WAKE-001, WAKE-002), and Run.wake_at carries it (1.8).
+	// Without it the client refuses an update that sets WakeAt
+	// (runstate.ErrUnsupported): a server that dropped it would leave the
+	// run claimable, and its worker would take it at once.
+	FeatureWakeAt = "wake_at"
 )
 
 // keptFields are the fields with meaning this version's server keeps: all
 // of them, whatever its store, as a store honours the whole contract (and
 // a store across another boundary falls back or refuses on its own).
-var keptFields = []string{FeatureUpdateReleaseLease, FeaturePrincipal, FeatureBatchClaimStart}
+var keptFields = []string{FeatureUpdateReleaseLease, FeaturePrincipal, FeatureBatchClaimStart, FeatureWakeAt}
 
 // Features names every feature this version of the protocol knows: the
 // store features, then the fields with meaning, as a server of this

@@ -35,6 +35,20 @@ func (r *RemoteStore) principal(actor *runstate.Actor) error {
 	return nil
 }
 
+// wakeAt checks an update that parks or wakes its run: a server that does
+// not keep wake_at would drop it and write the rest, so it is refused.
+func (r *RemoteStore) wakeAt(p runstate.UpdateRunParams) error {
+	if p.WakeAt == nil || r.info.Has(FeatureWakeAt) {
+		return nil
+	}
+	consequence := "it would leave run " + p.RunID + " claimable at once instead of parked until " + p.WakeAt.UTC().Format(time.RFC3339Nano)
+	if p.WakeAt.IsZero() {
+		consequence = "it would drop the wake-up of run " + p.RunID + " and write the rest"
+	}
+	return r.unsupported(FeatureWakeAt, consequence,
+		"Upgrade the plugin or gateway to protocol 1.8 or later; until then, a worker keeps a waiting run in hand instead of parking it")
+}
+
 // releaseAfter takes ReleaseLease out of an update for a server that
 // cannot release in the update's write, and returns the second write that
 // then does: called once the update was written, it releases the lease. A

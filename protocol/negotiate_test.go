@@ -216,3 +216,69 @@ func TestA16ServerIsRecognisedAndSentEveryFieldItKeeps(t *testing.T) {
 		t.Errorf("the principal in the trail: %+v, %v", page.Events, err)
 	}
 }
+
+// asA17Server makes today's service answer as a server of protocol 1.7:
+// its Open names its version and the features of 1.7, without wake_at,
+// and it drops the wake time of an update, as protobuf drops a field it
+// does not know.
+func asA17Server(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*pb.UpdateRunRequest); ok {
+		r.SetWakeAt, r.WakeAt = false, nil
+	}
+	resp, err := handler(ctx, req)
+	if open, ok := resp.(*pb.OpenResponse); ok {
+		open.ProtocolVersion = "1.7"
+		open.Features = slices.DeleteFunc(open.Features, func(f string) bool { return f == protocol.FeatureWakeAt })
+	}
+	return resp, err
+}
+
+// A server of 1.7 would drop a wake time and write the rest, leaving the
+// run claimable at once: its client refuses the update, alone or in a
+// batch, naming the feature and both versions, and nothing is written.
+// Today's server parks and wakes the run across the wire.
+func TestAWakeTimeIsNeverSentToAServerThatWouldDropIt(t *testing.T) {
+	ctx := context.Background()
+	m, err := memory.Open(ctx, memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := serveAs(t, m, asA17Server, false)
+	if info := older.Info(); info.ProtocolVersion != "1.7" || info.Has(protocol.FeatureWakeAt) {
+		t.Fatalf("the 1.7 server's Open: %+v", info)
+	}
+	s := older.Checked()
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake := time.Now().Add(time.Hour)
+	_, err = s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, WakeAt: &wake, Message: ptrTo("parked")})
+	if !errors.Is(err, runstate.ErrUnsupported) || !strings.Contains(err.Error(), protocol.FeatureWakeAt) ||
+		!strings.Contains(err.Error(), "1.7") || !strings.Contains(err.Error(), protocol.Version) {
+		t.Errorf("parking through a 1.7 server: %v", err)
+	}
+	res, err := runstate.UpdateRuns(ctx, s, runstate.UpdateRunsParams{Updates: []runstate.UpdateRunParams{
+		{RunID: run.RunID, ExpectedVersion: run.Version, WakeAt: &time.Time{}}}})
+	if err != nil || !errors.Is(res.Items[0].Err, runstate.ErrUnsupported) {
+		t.Errorf("waking through a 1.7 server in a batch: %+v, %v", res, err)
+	}
+	if got, _ := m.GetRun(ctx, run.RunID); got.Version != run.Version || got.Message != "" {
+		t.Errorf("a refused update was written: version %d, message %q", got.Version, got.Message)
+	}
+
+	today := serveStore(t, m).remote.Checked()
+	parked, err := today.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, WakeAt: &wake})
+	if err != nil || !parked.WakeAt.Equal(wake.UTC().Truncate(time.Microsecond)) {
+		t.Fatalf("parking through today's server: wake_at %v, %v", parked.WakeAt, err)
+	}
+	if got, _ := m.GetRun(ctx, run.RunID); !got.WakeAt.Equal(parked.WakeAt) {
+		t.Errorf("the store holds wake_at %v, want %v", got.WakeAt, parked.WakeAt)
+	}
+	woken, err := today.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: parked.Version, WakeAt: &time.Time{}})
+	if err != nil || !woken.WakeAt.IsZero() {
+		t.Errorf("waking through today's server: wake_at %v, %v", woken.WakeAt, err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -248,6 +248,9 @@ func (r *RemoteStore) UpdateRun(ctx context.Context, p runstate.UpdateRunParams)
 	if err := r.principal(&p.Actor); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
+	if err := r.wakeAt(p); err != nil {
+		return runstate.RunSnapshot{}, err
+	}
 	release := r.releaseAfter(&p)
 	run, err := call(r, ctx, func(ctx context.Context, rpc pb.RunStateStoreClient) (*pb.Run, error) {
 		return rpc.UpdateRun(ctx, updatePB(p))

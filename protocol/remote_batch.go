@@ -69,6 +69,10 @@ func (u remoteUpdater) UpdateRuns(ctx context.Context, p runstate.UpdateRunsPara
 			out.Items[i].Err = err
 			continue
 		}
+		if err := u.r.wakeAt(update); err != nil {
+			out.Items[i].Err = err
+			continue
+		}
 		releases = append(releases, u.r.releaseAfter(&update))
 		req.Updates = append(req.Updates, updatePB(update))
 		sent = append(sent, i)

@@ -11,7 +11,7 @@ import "fmt"
 // "History", lists what each minor added.
 const (
 	Major = 1
-	Minor = 7
+	Minor = 8
 )
 
 // Version is this package's protocol version, MAJOR.MINOR.

@@ -147,6 +147,9 @@ func (s *storage) checkSchema() error {
 			return err
 		}
 		v, err := item.ValueCopy(nil)
+		if err == nil && string(v) == schemaBeforeParking {
+			return txn.Set(layout.Meta("schema"), []byte(schemaVersion))
+		}
 		if err == nil && string(v) != schemaVersion {
 			err = runstate.Unavailable(fmt.Sprintf("badger directory %s has layout version %q; this build reads %q", s.dir, v, schemaVersion), nil)
 		}

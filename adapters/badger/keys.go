@@ -8,5 +8,10 @@ import "github.com/runstate/runstate/adapters/internal/kvindex"
 var layout kvindex.Layout
 
 // schemaVersion is stored under m 0 schema; Open refuses a directory written
-// with a layout it does not know.
-const schemaVersion = "2"
+// with a layout it does not know. Version 3 added the parked index (p);
+// Open moves a directory of version 2, which has no parked runs, to 3, so
+// that an older build refuses it rather than misread a parked run.
+const (
+	schemaVersion       = "3"
+	schemaBeforeParking = "2"
+)

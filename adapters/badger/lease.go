@@ -73,17 +73,19 @@ func runnableRuns(txn *bdb.Txn, head *queueHead, q driver.RunnableQuery, now tim
 		if err != nil {
 			return nil, err
 		}
-		// Expired leases come in expiry order, not claim order: take them all.
-		xp := layout.Expiry(st)
-		err = scanKeys(txn, xp, xp, func(k []byte) (bool, error) {
-			if now.Before(kvindex.ParseMicros(k[len(xp) : len(xp)+8])) {
-				return false, nil // the rest are live
+		// Expired leases come in expiry order, and due parked runs in wake
+		// order, not claim order: take them all (WAKE-001).
+		for _, tp := range [][]byte{layout.Expiry(st), layout.Parked(st)} {
+			err = scanKeys(txn, tp, tp, func(k []byte) (bool, error) {
+				if now.Before(kvindex.ParseMicros(k[len(tp) : len(tp)+8])) {
+					return false, nil // the rest are later
+				}
+				_, err := consider(kvindex.RunIDOf(k, len(tp)+8))
+				return true, err
+			})
+			if err != nil {
+				return nil, err
 			}
-			_, err := consider(kvindex.RunIDOf(k, len(xp)+8))
-			return true, err
-		})
-		if err != nil {
-			return nil, err
 		}
 	}
 	if q.Claimant != nil {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	bdb "github.com/dgraph-io/badger/v4"
+
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
 )
@@ -144,5 +146,50 @@ func TestValueLogGC(t *testing.T) {
 	}
 	if got, err := s.GetRun(ctx, run.RunID); err != nil || got.Version != run.Version {
 		t.Fatalf("after GC: %v %v", got.Version, err)
+	}
+}
+
+// A directory of layout 2, from before parked runs, opens and is moved to
+// layout 3, which an older build refuses; a layout it does not know is
+// refused, naming it.
+func TestALayoutBeforeParkedRunsIsMovedOn(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ stored, after string }{{"2", "3"}, {"99", ""}} {
+		dir := t.TempDir()
+		db, err := bdb.Open(bdb.DefaultOptions(dir).WithLogger(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(func(txn *bdb.Txn) error { return txn.Set([]byte("m\x00schema"), []byte(c.stored)) }); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		s, err := badger.Open(ctx, badger.Options{Dir: dir})
+		if c.after == "" {
+			if !errors.Is(err, runstate.ErrUnavailable) || !strings.Contains(err.Error(), `"`+c.stored+`"`) {
+				t.Errorf("Open on layout %s: %v, want UNAVAILABLE naming it", c.stored, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Open on layout %s: %v", c.stored, err)
+		}
+		s.Close()
+		db, err = bdb.Open(bdb.DefaultOptions(dir).WithLogger(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		db.View(func(txn *bdb.Txn) error {
+			item, err := txn.Get([]byte("m\x00schema"))
+			if err == nil {
+				got, err = item.ValueCopy(nil)
+			}
+			return err
+		})
+		db.Close()
+		if string(got) != c.after {
+			t.Errorf("layout %s after Open: %q, want %q", c.stored, got, c.after)
+		}
 	}
 }

@@ -23,7 +23,8 @@ const expiryPage = 64
 
 // runnable returns, in claim order and after q.After, up to q.Limit runs
 // that q admits at now, read at one revision. It reads the head of each
-// status's claim-order index, the expired part of its expiry index and,
+// status's claim-order index, the expired part of its expiry index, the
+// due part of its parked index and,
 // for a claimant, the leases held by the claimant's worker under other
 // incarnations (which do not bind it, LEASE-012): all of them in one
 // round trip, and their runs in a second.
@@ -70,6 +71,10 @@ func (s *storage) runnable(snap *snapshot, q driver.RunnableQuery, now time.Time
 		xp := s.k.expiry(st)
 		ranges = append(ranges, indexRange{from: xp, end: xp + micros(now.Add(time.Microsecond)), page: expiryPage,
 			idOf: func(k string) string { return k[len(xp)+8:] }, visit: considerAll})
+		// So do parked runs that are due, in wake order (WAKE-001).
+		pp := s.k.parked(st)
+		ranges = append(ranges, indexRange{from: pp, end: pp + micros(now.Add(time.Microsecond)), page: expiryPage,
+			idOf: func(k string) string { return k[len(pp)+8:] }, visit: considerAll})
 	}
 	if q.Claimant != nil {
 		worker, own := s.k.owner(q.Claimant.Worker), s.k.ownerIncarnation(*q.Claimant)

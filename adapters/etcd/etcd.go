@@ -177,8 +177,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 // schemaVersion is stored under the key P m 0 schema; Open refuses a
-// prefix written with a layout it does not know.
-const schemaVersion = "1"
+// prefix written with a layout it does not know. Version 2 added the
+// parked index (p); Open moves a prefix of version 1, which has no parked
+// runs, to 2, so that an older build refuses it rather than misread a
+// parked run.
+const (
+	schemaVersion       = "2"
+	schemaBeforeParking = "1"
+)
 
 func (s *storage) checkSchema(ctx context.Context) error {
 	key := s.k.meta("schema")
@@ -191,6 +197,15 @@ func (s *storage) checkSchema(ctx context.Context) error {
 		return nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 1 && string(kvs[0].Value) == schemaBeforeParking {
+		// Moved only from what was read: two builds opening at once agree.
+		_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", schemaBeforeParking)).
+			Then(clientv3.OpPut(key, schemaVersion)).Commit()
+		if err != nil {
+			return s.interpret(ctx, fmt.Errorf("reaching the cluster: %w", err))
+		}
+		return nil
+	}
 	if len(kvs) == 1 && string(kvs[0].Value) != schemaVersion {
 		return runstate.Unavailable(fmt.Sprintf("%s has keys of layout version %q; this build reads %q", s.where, kvs[0].Value, schemaVersion), nil)
 	}

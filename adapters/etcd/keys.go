@@ -26,6 +26,7 @@ func (k keys) created() string                     { return string(k.l.Created()
 func (k keys) status(st runstate.RunStatus) string { return string(k.l.Status(st)) }
 func (k keys) queue(st runstate.RunStatus) string  { return string(k.l.Queue(st)) }
 func (k keys) expiry(st runstate.RunStatus) string { return string(k.l.Expiry(st)) }
+func (k keys) parked(st runstate.RunStatus) string { return string(k.l.Parked(st)) }
 func (k keys) owner(worker string) string          { return string(k.l.Owner(worker)) }
 func (k keys) ownerIncarnation(o runstate.Owner) string {
 	return string(k.l.OwnerIncarnation(o))

@@ -150,6 +150,27 @@ func TestOpen(t *testing.T) {
 		}
 	})
 
+	t.Run("a prefix of the layout before parked runs is moved to today's", func(t *testing.T) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		p := prefix("layout1")
+		if _, err := cli.Put(ctx, p+"m\x00schema", "1"); err != nil {
+			t.Fatal(err)
+		}
+		s, err := etcd.Open(ctx, etcd.Options{Endpoints: endpoints, Prefix: p})
+		if err != nil {
+			t.Fatalf("Open on a prefix of layout 1: %v", err)
+		}
+		s.Close()
+		resp, err := cli.Get(ctx, p+"m\x00schema")
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "2" {
+			t.Errorf("the layout after Open: %v, %v; want 2", resp, err)
+		}
+	})
+
 	t.Run("closed", func(t *testing.T) {
 		s, err := etcd.Open(ctx, etcd.Options{Endpoints: endpoints, Prefix: prefix("closed")})
 		if err != nil {

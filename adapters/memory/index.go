@@ -25,19 +25,24 @@ type indexes struct {
 	// expiry holds the leased non-terminal runs of each status
 	// (driver.QueueLeased), earliest lease expiry first, so the expired
 	// leases, claimable again, are its head.
-	expiry map[runstate.RunStatus]*ordered[expiryKey]
+	expiry map[runstate.RunStatus]*ordered[timedKey]
+	// parked holds the parked runs of each status (driver.QueueParked),
+	// earliest wake time first, so the due ones are its head.
+	parked map[runstate.RunStatus]*ordered[timedKey]
 	// owner holds the leased non-terminal runs by lease owner: a claim
 	// passes over the leases of its worker's earlier incarnations (LEASE-012).
 	owner *ordered[ownerKey]
 }
 
-type expiryKey struct {
-	ExpiresAt time.Time
-	RunID     string
+// timedKey orders runs by a time from which they are claimable: a lease's
+// expiry, or a parked run's wake time.
+type timedKey struct {
+	At    time.Time
+	RunID string
 }
 
-func (a expiryKey) compare(b expiryKey) int {
-	return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), cmp.Compare(a.RunID, b.RunID))
+func (a timedKey) compare(b timedKey) int {
+	return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.RunID, b.RunID))
 }
 
 type ownerKey struct {
@@ -53,7 +58,8 @@ func newIndexes() indexes {
 		created: newOrdered(driver.RunPosition.Compare),
 		status:  map[runstate.RunStatus]*ordered[driver.RunPosition]{},
 		queue:   map[runstate.RunStatus]*ordered[driver.RunnablePosition]{},
-		expiry:  map[runstate.RunStatus]*ordered[expiryKey]{},
+		expiry:  map[runstate.RunStatus]*ordered[timedKey]{},
+		parked:  map[runstate.RunStatus]*ordered[timedKey]{},
 		owner:   newOrdered(ownerKey.compare),
 	}
 }
@@ -74,8 +80,12 @@ func (x *indexes) queueOf(st runstate.RunStatus) *ordered[driver.RunnablePositio
 	return perStatus(x.queue, st, driver.RunnablePosition.Compare)
 }
 
-func (x *indexes) expiryOf(st runstate.RunStatus) *ordered[expiryKey] {
-	return perStatus(x.expiry, st, expiryKey.compare)
+func (x *indexes) expiryOf(st runstate.RunStatus) *ordered[timedKey] {
+	return perStatus(x.expiry, st, timedKey.compare)
+}
+
+func (x *indexes) parkedOf(st runstate.RunStatus) *ordered[timedKey] {
+	return perStatus(x.parked, st, timedKey.compare)
 }
 
 // add enters r in every index its snapshot and lease put it in; remove
@@ -95,8 +105,10 @@ func (x *indexes) entries(r *record, insert bool) {
 	case driver.QueueUnleased:
 		put(x.queueOf(s.Status), driver.RunnablePositionOf(s), insert)
 	case driver.QueueLeased:
-		put(x.expiryOf(s.Status), expiryKey{lease.ExpiresAt, s.RunID}, insert)
+		put(x.expiryOf(s.Status), timedKey{lease.ExpiresAt, s.RunID}, insert)
 		put(x.owner, ownerKey{lease.Owner.Worker, lease.Owner.Incarnation, s.RunID}, insert)
+	case driver.QueueParked:
+		put(x.parkedOf(s.Status), timedKey{s.WakeAt, s.RunID}, insert)
 	}
 }
 
@@ -110,10 +122,20 @@ func put[K any](o *ordered[K], k K, insert bool) {
 
 // expired yields the runs of status st whose lease expired by now.
 func (x *indexes) expired(st runstate.RunStatus, now time.Time) iter.Seq[string] {
+	return reached(x.expiryOf(st), now)
+}
+
+// due yields the parked runs of status st whose wake time is now or past.
+func (x *indexes) due(st runstate.RunStatus, now time.Time) iter.Seq[string] {
+	return reached(x.parkedOf(st), now)
+}
+
+// reached yields the runs of o whose time is now or past, in time order.
+func reached(o *ordered[timedKey], now time.Time) iter.Seq[string] {
 	return func(yield func(string) bool) {
-		for k := range x.expiryOf(st).from(nil) {
-			if now.Before(k.ExpiresAt) || !yield(k.RunID) {
-				return // the rest are live
+		for k := range o.from(nil) {
+			if now.Before(k.At) || !yield(k.RunID) {
+				return // the rest are later
 			}
 		}
 	}

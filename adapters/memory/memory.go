@@ -290,8 +290,9 @@ func (d *storage) Runnable(_ context.Context, q driver.RunnableQuery) ([]runstat
 
 // runnable returns, in claim order and after q.After, the first limit runs
 // that q admits at now, all read at one instant under the mutex (LEASE-010,
-// LEASE-020). For each status it reads the head of the claim-order queue
-// and the expired leases (in expiry order, so all of them), and for a
+// LEASE-020). For each status it reads the head of the claim-order queue,
+// the expired leases (in expiry order, so all of them) and the parked runs
+// that are due (WAKE-001, in wake order, all of them), and for a
 // claimant the leases of its worker's other incarnations, which do not
 // bind it (LEASE-012): what the kvindex stores read.
 func (d *storage) runnable(q driver.RunnableQuery, now time.Time, limit int) []*record {
@@ -319,6 +320,9 @@ func (d *storage) runnable(q driver.RunnableQuery, now time.Time, limit int) []*
 			}
 		}
 		for id := range d.index.expired(st, now) {
+			consider(id)
+		}
+		for id := range d.index.due(st, now) {
 			consider(id)
 		}
 	}

@@ -23,6 +23,7 @@ const clock = `CAST(COALESCE(?, UTC_TIMESTAMP(6)) AS DATETIME(6))`
 const (
 	inQueueUnleased = "1"
 	inQueueLeased   = "2"
+	inQueueParked   = "3"
 )
 
 const (
@@ -92,6 +93,12 @@ const (
 	qTakeable     = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (lease_expiry, by_lease_owner) WHERE r.queue = ` + inQueueLeased +
 		` AND r.status IN (?) AND (r.lease_expires_at <= ` + clock + ` OR (r.lease_worker = ? AND r.lease_incarnation <> ?))`
 
+	// Parked runs are claimable from their wake time on (WAKE-001): the
+	// parked index gives the due ones of each status, sorted into claim
+	// order (they are the few whose time came since the last claims).
+	qDue = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (parked) WHERE r.queue = ` + inQueueParked +
+		` AND r.status IN (?) AND r.wake_at <= ` + clock
+
 	// Listings read snapshots with their order keys.
 	listColumns = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
 	// ListRuns reads the index of its filter in (created_at, run_id)
@@ -106,6 +113,7 @@ const (
 	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
 	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
 	qListEarlierLife = listColumns + ` WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
+	qListDue         = listColumns + ` FORCE INDEX (parked) WHERE r.queue = ` + inQueueParked + ` AND r.wake_at <= ` + clock + ` AND r.status IN (?)`
 	createdFrom      = ` AND r.created_at >= ?`
 	createdBefore    = ` AND r.created_at < ?`
 	limitRows        = ` LIMIT ?`
@@ -206,12 +214,14 @@ var dialect = sqlkit.Dialect{
 
 		UnleasedHead:  sqlkit.Clause{SQL: qUnleasedHead, Bind: []int{0, 1}},
 		Takeable:      sqlkit.Clause{SQL: qTakeable, Bind: []int{0, 1, 0, 2, 3}},
+		Due:           sqlkit.Clause{SQL: qDue, Bind: []int{0, 1, 0}},
 		ClaimSkipping: forClaimSkipping,
 		ClaimReading:  forClaimReading,
 
 		ListUnleased:      sqlkit.Clause{SQL: qListUnleased, Bind: []int{0}},
 		ListExpired:       sqlkit.Clause{SQL: qListExpired, Bind: []int{0, 1}},
 		ListEarlierLife:   sqlkit.Clause{SQL: qListEarlierLife, Bind: []int{0, 1, 2}},
+		ListDue:           sqlkit.Clause{SQL: qListDue, Bind: []int{0, 1}},
 		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 1, 2}},
 		ByClaimOrderLimit: byClaimOrder + limitRows,
 	},

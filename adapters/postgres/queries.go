@@ -35,6 +35,7 @@ const writeClock = `COALESCE(CAST($20 AS timestamptz), statement_timestamp())`
 const (
 	inQueueUnleased = "1"
 	inQueueLeased   = "2"
+	inQueueParked   = "3"
 )
 
 // runColumns are read for every write: the row is locked while the store
@@ -195,6 +196,10 @@ const (
 	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueUnleased + byStatus
 	qTakeable     = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueLeased + leasedInStatuses +
 		` AND (r.lease_expires_at <= ` + clock + ` OR ` + earlierLife + `)`
+	// Parked runs are claimable from their wake time on (WAKE-001): the
+	// parked index gives the due ones, sorted into claim order (they are
+	// the few whose time came since the last claims).
+	qDue             = `SELECT ` + runColumns + fromRuns + ` WHERE r.queue = ` + inQueueParked + ` AND r.wake_at <= ` + clock + leasedInStatuses
 	forClaimSkipping = byClaimOrder + ` LIMIT 1 FOR UPDATE OF r SKIP LOCKED`
 	forClaimReading  = byClaimOrder + ` LIMIT 1`
 	// A batch claim locks up to its size of each kind.
@@ -206,6 +211,7 @@ const (
 	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + byStatus
 	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + leasedInStatuses
 	qListEarlierLife = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND (` + earlierLife + `)` + leasedInStatuses
+	qListDue         = listColumns + ` WHERE r.queue = ` + inQueueParked + ` AND r.wake_at <= ` + clock + leasedInStatuses
 
 	// earlierLife is a lease of worker ? held by an incarnation other than
 	// ? (both given twice), as two ranges of by_lease_owner: a B-tree
@@ -284,12 +290,14 @@ var dialect = sqlkit.Dialect{
 
 		UnleasedHead:  sqlkit.Clause{SQL: qUnleasedHead, Bind: sqlkit.Values(2)},
 		Takeable:      sqlkit.Clause{SQL: qTakeable, Bind: []int{0, 1, 0, 2, 3, 2, 3}},
+		Due:           sqlkit.Clause{SQL: qDue, Bind: []int{0, 0, 1}},
 		ClaimSkipping: forClaimSkipping,
 		ClaimReading:  forClaimReading,
 
 		ListUnleased:      sqlkit.Clause{SQL: qListUnleased, Bind: sqlkit.Values(1)},
 		ListExpired:       sqlkit.Clause{SQL: qListExpired, Bind: sqlkit.Values(2)},
 		ListEarlierLife:   sqlkit.Clause{SQL: qListEarlierLife, Bind: []int{0, 1, 0, 1, 2}},
+		ListDue:           sqlkit.Clause{SQL: qListDue, Bind: []int{0, 1}},
 		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 2}},
 		ByClaimOrderLimit: byClaimOrder + limitRows,
 	},

@@ -46,10 +46,14 @@ func nodePlugin(t *testing.T) string {
 	return filepath.Join(dir, "runstate-plugin-node")
 }
 
+// nodePluginProtocol is the protocol examples/node-plugin implements.
+const nodePluginProtocol = "1.7"
+
 // A plugin in another language, written from the documents without the Go
 // code, is certified for the core and leases profiles through the wire
 // protocol, under the test clock and with real time, and announces
-// protocol 1.7 with the features it implements.
+// protocol 1.7 with the features it implements: a version older than
+// the host's, which the host meets (it cannot park runs, protocol 1.8).
 func TestTheNodePluginIsCertifiedForCoreAndLeases(t *testing.T) {
 	plugin := nodePlugin(t)
 	out, errOut, code := runCLI(t, "certify", "--plugin", plugin, "--profile", "core,leases", "--format", "json")
@@ -70,8 +74,11 @@ func TestTheNodePluginIsCertifiedForCoreAndLeases(t *testing.T) {
 	if !strings.HasPrefix(c.Target, "node-memory") || !c.Capabilities.Leases || !c.Capabilities.ControlledClock {
 		t.Errorf("target %q with %+v, want node-memory with leases and the test clock", c.Target, c.Capabilities)
 	}
-	if c.TargetProtocol == nil || c.TargetProtocol.Version != protocol.Version {
-		t.Fatalf("target protocol %+v, want %s", c.TargetProtocol, protocol.Version)
+	if c.TargetProtocol == nil || c.TargetProtocol.Version != nodePluginProtocol {
+		t.Fatalf("target protocol %+v, want %s", c.TargetProtocol, nodePluginProtocol)
+	}
+	if slices.Contains(c.TargetProtocol.Features, protocol.FeatureWakeAt) {
+		t.Errorf("features %v name %s, which protocol %s lacks", c.TargetProtocol.Features, protocol.FeatureWakeAt, nodePluginProtocol)
 	}
 	for _, f := range []string{protocol.FeatureLeases, protocol.FeatureLeaseReader, protocol.FeaturePrincipal} {
 		if !slices.Contains(c.TargetProtocol.Features, f) {

@@ -195,7 +195,7 @@ type OpenResponse struct {
 	// server answers (docs/protocol.md, "Features"): its store's (leases,
 	// lease_reader, batch_create, batch_update, batch_claim, watch_runnable,
 	// watch_run) and the request fields whose meaning it keeps
-	// (update_release_lease, principal, batch_claim_start). A client sends
+	// (update_release_lease, principal, batch_claim_start, wake_at). A client sends
 	// nothing the list does not name: it falls back or refuses, as the
 	// protocol says for each. A server older than the list sends none; the
 	// client then reads the fields above, and takes it to keep none of the
@@ -785,8 +785,11 @@ type Run struct {
 	RetryOf           string                 `protobuf:"bytes,14,opt,name=retry_of,json=retryOf,proto3" json:"retry_of,omitempty"`
 	Attempt           int64                  `protobuf:"varint,15,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	Steps             []*Step                `protobuf:"bytes,16,rep,name=steps,proto3" json:"steps,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// wake_at parks the run until then (WAKE-001); unset: not parked. A
+	// server older than 1.8 sends none.
+	WakeAt        *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=wake_at,json=wakeAt,proto3" json:"wake_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -927,6 +930,13 @@ func (x *Run) GetAttempt() int64 {
 func (x *Run) GetSteps() []*Step {
 	if x != nil {
 		return x.Steps
+	}
+	return nil
+}
+
+func (x *Run) GetWakeAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WakeAt
 	}
 	return nil
 }
@@ -1498,7 +1508,12 @@ type UpdateRunRequest struct {
 	// release_lease releases the lease lease_token names in the update's own
 	// write (LEASE-022). A plugin or gateway built before it ignores the field
 	// (the lease then stands until released or expired): certify it.
-	ReleaseLease  bool `protobuf:"varint,14,opt,name=release_lease,json=releaseLease,proto3" json:"release_lease,omitempty"`
+	ReleaseLease bool `protobuf:"varint,14,opt,name=release_lease,json=releaseLease,proto3" json:"release_lease,omitempty"`
+	// set_wake_at parks the run until wake_at, or wakes it when wake_at is
+	// unset (WAKE-002). A server older than 1.8 would drop it: a client sends
+	// it only to a server that announces the feature wake_at.
+	SetWakeAt     bool                   `protobuf:"varint,15,opt,name=set_wake_at,json=setWakeAt,proto3" json:"set_wake_at,omitempty"`
+	WakeAt        *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=wake_at,json=wakeAt,proto3" json:"wake_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1629,6 +1644,20 @@ func (x *UpdateRunRequest) GetReleaseLease() bool {
 		return x.ReleaseLease
 	}
 	return false
+}
+
+func (x *UpdateRunRequest) GetSetWakeAt() bool {
+	if x != nil {
+		return x.SetWakeAt
+	}
+	return false
+}
+
+func (x *UpdateRunRequest) GetWakeAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WakeAt
+	}
+	return nil
 }
 
 type GetRunRequest struct {
@@ -2991,7 +3020,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x123\n" +
-	"\x05hosts\x18\x05 \x03(\v2\x1d.runstate.plugin.v1.HostStateR\x05hosts\"\xe3\x05\n" +
+	"\x05hosts\x18\x05 \x03(\v2\x1d.runstate.plugin.v1.HostStateR\x05hosts\"\x98\x06\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12#\n" +
 	"\rworkflow_name\x18\x02 \x01(\tR\fworkflowName\x12\x16\n" +
@@ -3015,7 +3044,8 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x12interrupted_reason\x18\r \x01(\tR\x11interruptedReason\x12\x19\n" +
 	"\bretry_of\x18\x0e \x01(\tR\aretryOf\x12\x18\n" +
 	"\aattempt\x18\x0f \x01(\x03R\aattempt\x12.\n" +
-	"\x05steps\x18\x10 \x03(\v2\x18.runstate.plugin.v1.StepR\x05steps\x1a9\n" +
+	"\x05steps\x18\x10 \x03(\v2\x18.runstate.plugin.v1.StepR\x05steps\x123\n" +
+	"\awake_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x06wakeAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x02\n" +
@@ -3074,7 +3104,7 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\tStepPatch\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x123\n" +
-	"\x05hosts\x18\x03 \x03(\v2\x1d.runstate.plugin.v1.HostPatchR\x05hosts\"\x9c\x05\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x1d.runstate.plugin.v1.HostPatchR\x05hosts\"\xf1\x05\n" +
 	"\x10UpdateRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12)\n" +
 	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12\x1f\n" +
@@ -3094,7 +3124,9 @@ const file_protocol_pb_runstate_proto_rawDesc = "" +
 	"\x05steps\x18\v \x03(\v2\x1d.runstate.plugin.v1.StepPatchR\x05steps\x12/\n" +
 	"\x05actor\x18\f \x01(\v2\x19.runstate.plugin.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12#\n" +
-	"\rrelease_lease\x18\x0e \x01(\bR\freleaseLease\x1a9\n" +
+	"\rrelease_lease\x18\x0e \x01(\bR\freleaseLease\x12\x1e\n" +
+	"\vset_wake_at\x18\x0f \x01(\bR\tsetWakeAt\x123\n" +
+	"\awake_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x06wakeAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -3289,87 +3321,89 @@ var file_protocol_pb_runstate_proto_depIdxs = []int32{
 	49, // 13: runstate.plugin.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
 	6,  // 14: runstate.plugin.v1.Run.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
 	8,  // 15: runstate.plugin.v1.Run.steps:type_name -> runstate.plugin.v1.Step
-	49, // 16: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 17: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
-	11, // 18: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
-	49, // 19: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	49, // 20: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	45, // 21: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
-	13, // 22: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
-	5,  // 23: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	15, // 24: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
-	6,  // 25: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
-	46, // 26: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
-	16, // 27: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
-	5,  // 28: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
-	47, // 29: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
-	49, // 30: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
-	49, // 31: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
-	9,  // 32: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
-	10, // 33: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
-	48, // 34: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
-	11, // 35: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	50, // 36: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
-	11, // 37: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
-	50, // 38: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 39: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	12, // 40: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
-	9,  // 41: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
-	50, // 42: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 43: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	14, // 44: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
-	9,  // 45: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
-	17, // 46: runstate.plugin.v1.UpdateRunsRequest.updates:type_name -> runstate.plugin.v1.UpdateRunRequest
-	9,  // 47: runstate.plugin.v1.UpdateRunsItem.run:type_name -> runstate.plugin.v1.Run
-	4,  // 48: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
-	34, // 49: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
-	11, // 50: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
-	50, // 51: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 52: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
-	5,  // 53: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
-	26, // 54: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
-	4,  // 55: runstate.plugin.v1.ClaimRunsResponse.error:type_name -> runstate.plugin.v1.ErrorDetail
-	2,  // 56: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
-	14, // 57: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
-	17, // 58: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
-	18, // 59: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
-	19, // 60: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
-	21, // 61: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
-	24, // 62: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
-	25, // 63: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
-	27, // 64: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
-	28, // 65: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
-	30, // 66: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
-	18, // 67: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
-	31, // 68: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
-	33, // 69: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
-	36, // 70: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
-	38, // 71: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
-	40, // 72: runstate.plugin.v1.RunStateStore.WatchRun:input_type -> runstate.plugin.v1.WatchRunRequest
-	0,  // 73: runstate.plugin.v1.RunStateStore.SetClock:input_type -> runstate.plugin.v1.SetClockRequest
-	3,  // 74: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
-	9,  // 75: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
-	9,  // 76: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
-	9,  // 77: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
-	20, // 78: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
-	22, // 79: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
-	26, // 80: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
-	26, // 81: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
-	12, // 82: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
-	29, // 83: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
-	20, // 84: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
-	12, // 85: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
-	32, // 86: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
-	35, // 87: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
-	37, // 88: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
-	39, // 89: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
-	41, // 90: runstate.plugin.v1.RunStateStore.WatchRun:output_type -> runstate.plugin.v1.RunNotice
-	1,  // 91: runstate.plugin.v1.RunStateStore.SetClock:output_type -> runstate.plugin.v1.SetClockResponse
-	74, // [74:92] is the sub-list for method output_type
-	56, // [56:74] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	49, // 16: runstate.plugin.v1.Run.wake_at:type_name -> google.protobuf.Timestamp
+	49, // 17: runstate.plugin.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	5,  // 18: runstate.plugin.v1.AuditEvent.actor:type_name -> runstate.plugin.v1.Actor
+	11, // 19: runstate.plugin.v1.Lease.owner:type_name -> runstate.plugin.v1.Owner
+	49, // 20: runstate.plugin.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	49, // 21: runstate.plugin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 22: runstate.plugin.v1.CreateRunRequest.labels:type_name -> runstate.plugin.v1.CreateRunRequest.LabelsEntry
+	13, // 23: runstate.plugin.v1.CreateRunRequest.steps:type_name -> runstate.plugin.v1.StepSpec
+	5,  // 24: runstate.plugin.v1.CreateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
+	15, // 25: runstate.plugin.v1.StepPatch.hosts:type_name -> runstate.plugin.v1.HostPatch
+	6,  // 26: runstate.plugin.v1.UpdateRunRequest.diagnostic:type_name -> runstate.plugin.v1.Diagnostic
+	46, // 27: runstate.plugin.v1.UpdateRunRequest.labels:type_name -> runstate.plugin.v1.UpdateRunRequest.LabelsEntry
+	16, // 28: runstate.plugin.v1.UpdateRunRequest.steps:type_name -> runstate.plugin.v1.StepPatch
+	5,  // 29: runstate.plugin.v1.UpdateRunRequest.actor:type_name -> runstate.plugin.v1.Actor
+	49, // 30: runstate.plugin.v1.UpdateRunRequest.wake_at:type_name -> google.protobuf.Timestamp
+	47, // 31: runstate.plugin.v1.ListRunsRequest.labels:type_name -> runstate.plugin.v1.ListRunsRequest.LabelsEntry
+	49, // 32: runstate.plugin.v1.ListRunsRequest.created_from:type_name -> google.protobuf.Timestamp
+	49, // 33: runstate.plugin.v1.ListRunsRequest.created_before:type_name -> google.protobuf.Timestamp
+	9,  // 34: runstate.plugin.v1.RunPage.runs:type_name -> runstate.plugin.v1.Run
+	10, // 35: runstate.plugin.v1.AuditPage.events:type_name -> runstate.plugin.v1.AuditEvent
+	48, // 36: runstate.plugin.v1.RunnableFilter.labels:type_name -> runstate.plugin.v1.RunnableFilter.LabelsEntry
+	11, // 37: runstate.plugin.v1.ClaimRunRequest.owner:type_name -> runstate.plugin.v1.Owner
+	50, // 38: runstate.plugin.v1.ClaimRunRequest.ttl:type_name -> google.protobuf.Duration
+	11, // 39: runstate.plugin.v1.ClaimNextRunRequest.owner:type_name -> runstate.plugin.v1.Owner
+	50, // 40: runstate.plugin.v1.ClaimNextRunRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 41: runstate.plugin.v1.ClaimNextRunRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	12, // 42: runstate.plugin.v1.Claim.lease:type_name -> runstate.plugin.v1.Lease
+	9,  // 43: runstate.plugin.v1.Claim.run:type_name -> runstate.plugin.v1.Run
+	50, // 44: runstate.plugin.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 45: runstate.plugin.v1.ListRunnableRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	14, // 46: runstate.plugin.v1.CreateRunsRequest.runs:type_name -> runstate.plugin.v1.CreateRunRequest
+	9,  // 47: runstate.plugin.v1.CreateRunsResponse.runs:type_name -> runstate.plugin.v1.Run
+	17, // 48: runstate.plugin.v1.UpdateRunsRequest.updates:type_name -> runstate.plugin.v1.UpdateRunRequest
+	9,  // 49: runstate.plugin.v1.UpdateRunsItem.run:type_name -> runstate.plugin.v1.Run
+	4,  // 50: runstate.plugin.v1.UpdateRunsItem.error:type_name -> runstate.plugin.v1.ErrorDetail
+	34, // 51: runstate.plugin.v1.UpdateRunsResponse.items:type_name -> runstate.plugin.v1.UpdateRunsItem
+	11, // 52: runstate.plugin.v1.ClaimRunsRequest.owner:type_name -> runstate.plugin.v1.Owner
+	50, // 53: runstate.plugin.v1.ClaimRunsRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 54: runstate.plugin.v1.ClaimRunsRequest.filter:type_name -> runstate.plugin.v1.RunnableFilter
+	5,  // 55: runstate.plugin.v1.ClaimRunsRequest.actor:type_name -> runstate.plugin.v1.Actor
+	26, // 56: runstate.plugin.v1.ClaimRunsResponse.claims:type_name -> runstate.plugin.v1.Claim
+	4,  // 57: runstate.plugin.v1.ClaimRunsResponse.error:type_name -> runstate.plugin.v1.ErrorDetail
+	2,  // 58: runstate.plugin.v1.RunStateStore.Open:input_type -> runstate.plugin.v1.OpenRequest
+	14, // 59: runstate.plugin.v1.RunStateStore.CreateRun:input_type -> runstate.plugin.v1.CreateRunRequest
+	17, // 60: runstate.plugin.v1.RunStateStore.UpdateRun:input_type -> runstate.plugin.v1.UpdateRunRequest
+	18, // 61: runstate.plugin.v1.RunStateStore.GetRun:input_type -> runstate.plugin.v1.GetRunRequest
+	19, // 62: runstate.plugin.v1.RunStateStore.ListRuns:input_type -> runstate.plugin.v1.ListRunsRequest
+	21, // 63: runstate.plugin.v1.RunStateStore.ListAuditEvents:input_type -> runstate.plugin.v1.ListAuditEventsRequest
+	24, // 64: runstate.plugin.v1.RunStateStore.ClaimRun:input_type -> runstate.plugin.v1.ClaimRunRequest
+	25, // 65: runstate.plugin.v1.RunStateStore.ClaimNextRun:input_type -> runstate.plugin.v1.ClaimNextRunRequest
+	27, // 66: runstate.plugin.v1.RunStateStore.RenewLease:input_type -> runstate.plugin.v1.RenewLeaseRequest
+	28, // 67: runstate.plugin.v1.RunStateStore.ReleaseLease:input_type -> runstate.plugin.v1.ReleaseLeaseRequest
+	30, // 68: runstate.plugin.v1.RunStateStore.ListRunnableRuns:input_type -> runstate.plugin.v1.ListRunnableRunsRequest
+	18, // 69: runstate.plugin.v1.RunStateStore.GetLease:input_type -> runstate.plugin.v1.GetRunRequest
+	31, // 70: runstate.plugin.v1.RunStateStore.CreateRuns:input_type -> runstate.plugin.v1.CreateRunsRequest
+	33, // 71: runstate.plugin.v1.RunStateStore.UpdateRuns:input_type -> runstate.plugin.v1.UpdateRunsRequest
+	36, // 72: runstate.plugin.v1.RunStateStore.ClaimRuns:input_type -> runstate.plugin.v1.ClaimRunsRequest
+	38, // 73: runstate.plugin.v1.RunStateStore.WatchRunnable:input_type -> runstate.plugin.v1.WatchRunnableRequest
+	40, // 74: runstate.plugin.v1.RunStateStore.WatchRun:input_type -> runstate.plugin.v1.WatchRunRequest
+	0,  // 75: runstate.plugin.v1.RunStateStore.SetClock:input_type -> runstate.plugin.v1.SetClockRequest
+	3,  // 76: runstate.plugin.v1.RunStateStore.Open:output_type -> runstate.plugin.v1.OpenResponse
+	9,  // 77: runstate.plugin.v1.RunStateStore.CreateRun:output_type -> runstate.plugin.v1.Run
+	9,  // 78: runstate.plugin.v1.RunStateStore.UpdateRun:output_type -> runstate.plugin.v1.Run
+	9,  // 79: runstate.plugin.v1.RunStateStore.GetRun:output_type -> runstate.plugin.v1.Run
+	20, // 80: runstate.plugin.v1.RunStateStore.ListRuns:output_type -> runstate.plugin.v1.RunPage
+	22, // 81: runstate.plugin.v1.RunStateStore.ListAuditEvents:output_type -> runstate.plugin.v1.AuditPage
+	26, // 82: runstate.plugin.v1.RunStateStore.ClaimRun:output_type -> runstate.plugin.v1.Claim
+	26, // 83: runstate.plugin.v1.RunStateStore.ClaimNextRun:output_type -> runstate.plugin.v1.Claim
+	12, // 84: runstate.plugin.v1.RunStateStore.RenewLease:output_type -> runstate.plugin.v1.Lease
+	29, // 85: runstate.plugin.v1.RunStateStore.ReleaseLease:output_type -> runstate.plugin.v1.ReleaseLeaseResponse
+	20, // 86: runstate.plugin.v1.RunStateStore.ListRunnableRuns:output_type -> runstate.plugin.v1.RunPage
+	12, // 87: runstate.plugin.v1.RunStateStore.GetLease:output_type -> runstate.plugin.v1.Lease
+	32, // 88: runstate.plugin.v1.RunStateStore.CreateRuns:output_type -> runstate.plugin.v1.CreateRunsResponse
+	35, // 89: runstate.plugin.v1.RunStateStore.UpdateRuns:output_type -> runstate.plugin.v1.UpdateRunsResponse
+	37, // 90: runstate.plugin.v1.RunStateStore.ClaimRuns:output_type -> runstate.plugin.v1.ClaimRunsResponse
+	39, // 91: runstate.plugin.v1.RunStateStore.WatchRunnable:output_type -> runstate.plugin.v1.RunnableNotice
+	41, // 92: runstate.plugin.v1.RunStateStore.WatchRun:output_type -> runstate.plugin.v1.RunNotice
+	1,  // 93: runstate.plugin.v1.RunStateStore.SetClock:output_type -> runstate.plugin.v1.SetClockResponse
+	76, // [76:94] is the sub-list for method output_type
+	58, // [58:76] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_protocol_pb_runstate_proto_init() }

@@ -17,6 +17,7 @@
 //	P b 0 <label key> 0 <label value> 0 <created> <run_id>  index: runs by label
 //	P q 0 <status> 0 <inverted priority> <created> <run_id> index: unleased non-terminal runs, claim order
 //	P x 0 <status> 0 <expires> <run_id>               index: leased non-terminal runs, by lease expiry
+//	P p 0 <status> 0 <wake_at> <run_id>               index: parked unleased runs, by wake time
 //	P o 0 <worker> 0 <incarnation> 0 <run_id>         index: leased non-terminal runs, by lease owner
 //	P m 0 <name>                                      store metadata, such as the layout version
 //
@@ -24,8 +25,9 @@
 // a store moves them in the write that changes either (IndexChanges). A
 // terminal run leaves q, x and o, and a leased one leaves q, so claim-next
 // reads the head of q, the expired part of x and the o entries of its
-// worker's other incarnations: its cost follows the runnable runs, not the
-// history or the runs being worked on.
+// worker's other incarnations, and the due part of p: its cost follows the
+// runnable runs, not the history, the runs being worked on or the runs
+// parked until later.
 package kvindex
 
 import (
@@ -49,6 +51,7 @@ const (
 	TagLabel    = 'b'
 	TagQueue    = 'q'
 	TagExpiry   = 'x'
+	TagParked   = 'p'
 	TagOwner    = 'o'
 	TagMeta     = 'm'
 )
@@ -111,6 +114,7 @@ func (l Layout) Workflow(wf string) []byte           { return l.Key(TagWorkflow,
 func (l Layout) Label(k, v string) []byte            { return l.Key(TagLabel, Text(k), Text(v)) }
 func (l Layout) Queue(st runstate.RunStatus) []byte  { return l.Key(TagQueue, Text(string(st))) }
 func (l Layout) Expiry(st runstate.RunStatus) []byte { return l.Key(TagExpiry, Text(string(st))) }
+func (l Layout) Parked(st runstate.RunStatus) []byte { return l.Key(TagParked, Text(string(st))) }
 func (l Layout) Owner(worker string) []byte          { return l.Key(TagOwner, Text(worker)) }
 func (l Layout) OwnerIncarnation(o runstate.Owner) []byte {
 	return append(l.Owner(o.Worker), Text(o.Incarnation)...)
@@ -140,6 +144,8 @@ func (l Layout) IndexKeys(s runstate.RunSnapshot, ls driver.LeaseState) [][]byte
 		keys = append(keys,
 			kb.finish(append(append(kb.text(kb.start(TagExpiry), string(s.Status)), Micros(ls.ExpiresAt)...), s.RunID...)),
 			kb.finish(append(kb.text(kb.text(kb.start(TagOwner), ls.Owner.Worker), ls.Owner.Incarnation), s.RunID...)))
+	case driver.QueueParked:
+		keys = append(keys, kb.finish(append(append(kb.text(kb.start(TagParked), string(s.Status)), Micros(s.WakeAt)...), s.RunID...)))
 	}
 	return keys
 }

@@ -148,9 +148,10 @@ func (k *Driver) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (ro
 }
 
 // ClaimCandidates returns the statement of claim-next that reads its
-// candidates: the head of the unleased queue, and the first of the leased
+// candidates: the head of the unleased queue, the first of the leased
 // runs that are expired or held by an earlier incarnation of the
-// claimant's worker. lock is Statements.ClaimSkipping or ClaimReading.
+// claimant's worker, and the first of the parked runs that are due. lock
+// is Statements.ClaimSkipping or ClaimReading.
 func (k *Driver) ClaimCandidates(q driver.RunnableQuery, lock string) (Statement, error) {
 	return k.claimCandidates(q, lock, nil)
 }
@@ -160,7 +161,8 @@ func (k *Driver) ClaimCandidates(q driver.RunnableQuery, lock string) (Statement
 func (k *Driver) claimCandidates(q driver.RunnableQuery, tail string, tailArgs []any) (Statement, error) {
 	owner, clock, statuses := *q.Claimant, k.clockParam(), statusArgs(q)
 	parts := k.unleasedParts(k.sql.UnleasedHead, q, clock)
-	parts = append(parts, part{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}})
+	parts = append(parts, part{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}},
+		part{k.sql.Due, []any{clock, statuses}})
 	return k.union(parts, q, tail, tailArgs)
 }
 
@@ -180,8 +182,8 @@ func (k *Driver) unleasedParts(clause Clause, q driver.RunnableQuery, lead ...an
 }
 
 // Runnable implements driver.Driver: the unleased runs in claim order, the
-// runs whose lease has expired and, for a claimant, those its worker's
-// earlier incarnations hold, merged.
+// runs whose lease has expired, the parked runs that are due and, for a
+// claimant, those its worker's earlier incarnations hold, merged.
 func (k *Driver) Runnable(ctx context.Context, q driver.RunnableQuery) ([]runstate.RunSnapshot, error) {
 	if err := k.CheckOpen(); err != nil {
 		return nil, err
@@ -202,7 +204,8 @@ func (k *Driver) Runnable(ctx context.Context, q driver.RunnableQuery) ([]runsta
 // instant (LEASE-017).
 func (k *Driver) runnableSQL(q driver.RunnableQuery) (Statement, error) {
 	statuses := statusArgs(q)
-	heads := append(k.unleasedParts(k.sql.ListUnleased, q), part{k.sql.ListExpired, []any{k.clockParam(), statuses}})
+	heads := append(k.unleasedParts(k.sql.ListUnleased, q), part{k.sql.ListExpired, []any{k.clockParam(), statuses}},
+		part{k.sql.ListDue, []any{k.clockParam(), statuses}})
 	if o := q.Claimant; o != nil { // leases of its worker's earlier incarnations (LEASE-012)
 		heads = append(heads, part{k.sql.ListEarlierLife, []any{o.Worker, o.Incarnation, statuses}})
 	}

@@ -174,6 +174,11 @@ type Statements struct {
 	// transactions hold) or ClaimReading (a plain read).
 	UnleasedHead, Takeable      Clause
 	ClaimSkipping, ClaimReading string
+	// Due reads the parked runs (queue 3) whose wake time has come
+	// (clock, statuses), as claim candidates; ListDue (clock, statuses)
+	// lists them in Runnable (WAKE-001). Each is followed by the filters
+	// and the tail of its kind.
+	Due, ListDue Clause
 
 	// Runnable's parts: ListUnleased (statuses; with
 	// Dialect.UnleasedByStatus, status), ListExpired (clock,
