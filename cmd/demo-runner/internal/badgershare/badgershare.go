@@ -85,7 +85,9 @@ func SocketPath(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if p := abs + ".sock"; len(p) < maxSocketPath {
+	// The socket is bound in a directory made beside it (serve) before it
+	// is moved into place: that path, the longer, must fit too.
+	if p := abs + ".sock"; len(filepath.Dir(p))+len(stagingSuffix) < maxSocketPath {
 		return p, nil
 	}
 	private, err := privatedir.UnderTemp("sockets")
@@ -116,6 +118,14 @@ func Resolve(dir string) (string, error) {
 // maxSocketPath is below the shortest limit of a unix socket path (104 on
 // BSDs, 108 on Linux, counting the terminating NUL).
 const maxSocketPath = 100
+
+// stagingSuffix is as long as the longest path serve binds the socket at
+// within the socket's directory: os.MkdirTemp's pattern, whose random part
+// is at most 10 digits, then the socket's name.
+const (
+	stagingPattern = ".runstate-sock-"
+	stagingSuffix  = "/" + stagingPattern + "0123456789" + "/s"
+)
 
 // Open returns the store in opts.Dir: the directory itself when no other
 // process holds it, otherwise the store its holder serves.
@@ -233,7 +243,7 @@ func (s *Store) serve(b *backend) error {
 	if err := os.Remove(s.sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	private, err := os.MkdirTemp(filepath.Dir(s.sock), ".runstate-sock-")
+	private, err := os.MkdirTemp(filepath.Dir(s.sock), stagingPattern)
 	if err != nil {
 		return err
 	}
@@ -275,6 +285,22 @@ func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan
 		return b.local.WatchRun(ctx, p)
 	}
 	return b.client.WatchRun(ctx, p)
+}
+
+var _ runstate.RunnableWatcher = (*Store)(nil)
+
+// WatchRunnable implements runstate.RunnableWatcher on the current
+// backend, as WatchRun does: the holder's notices see every process's
+// writes, so a signal sent by a short command wakes the holder's worker.
+func (s *Store) WatchRunnable(ctx context.Context, p runstate.WatchRunnableParams) (<-chan struct{}, error) {
+	b, err := s.backendFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if b.local != nil {
+		return b.local.WatchRunnable(ctx, p)
+	}
+	return b.client.WatchRunnable(ctx, p)
 }
 
 // close lets go of the store: a server stops (after the calls in flight,
