@@ -118,8 +118,11 @@ type LeaseReader interface {
 type RunnableWatcher interface {
 	// WatchRunnable returns a channel that receives a value soon after a
 	// run was created in the store, or became claimable without a lease (a
-	// release, a move back to a claimable status), by a handle that sends
-	// such notices. Values coalesce: one may stand for many changes, and
+	// release, a move back to a claimable status, a parked run woken), by a
+	// handle that sends such notices. A store may also send one when a
+	// parked run comes due, which no write announces (memory and Badger
+	// keep an alarm for it; PostgreSQL does not, and its watchers find due
+	// runs by polling). Values coalesce: one may stand for many changes, and
 	// one may come with no run to claim. The channel is closed when ctx
 	// ends or the store is closed.
 	WatchRunnable(ctx context.Context, p WatchRunnableParams) (<-chan struct{}, error)

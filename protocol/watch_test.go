@@ -9,6 +9,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory"
+	"github.com/runstate/runstate/internal/testsupport/featuretest"
 	"github.com/runstate/runstate/internal/testsupport/watchtest"
 	"github.com/runstate/runstate/protocol"
 	"github.com/runstate/runstate/protocol/pb"
@@ -114,7 +115,7 @@ func TestNoticesCrossTheConnection(t *testing.T) {
 // A store that announces nothing is not offered; asked anyway, the client
 // says to poll, and the server answers as one older than watching.
 func TestAStoreWithoutNoticesIsPolled(t *testing.T) {
-	s := serveStore(t, memoryStore(t))
+	s := serveStore(t, featuretest.Edit(memoryStore(t), func(f *runstate.Features) { f.RunnableWatcher = nil }))
 	if s.remote.Info().WatchRunnable {
 		t.Fatal("Open offered watching of a store without it")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/runstate/runstate"
 )
@@ -81,7 +82,9 @@ func (o Operator) Cancel(ctx context.Context, runID, reason string) (runstate.Ru
 }
 
 // Signal resumes a run waiting in a wait step: it marks the run signalled
-// for that step (LabelSignal), and the worker holding the run resumes it.
+// for that step (LabelSignal) and, when the run is parked, wakes it in the
+// same write; the worker holding the run, or the next to claim it,
+// resumes it.
 // A run that is already signalled is left as it is. A run that is not
 // waiting is refused with ErrNotWaiting, a finished one with ErrFinished.
 func (o Operator) Signal(ctx context.Context, runID string) (runstate.RunSnapshot, error) {
@@ -105,6 +108,9 @@ func (o Operator) Signal(ctx context.Context, runID string) (runstate.RunSnapsho
 		labels[LabelSignal] = step
 		msg := fmt.Sprintf("step %s signalled by %s", step, o.who())
 		p.Labels, p.Message = labels, &msg
+		if !cur.WakeAt.IsZero() {
+			p.WakeAt = &time.Time{} // a parked run wakes, claimable at once
+		}
 		return false, nil
 	})
 }

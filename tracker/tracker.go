@@ -241,8 +241,8 @@ func (r *Run) write(ctx context.Context, step, host, errText string, fn patch) e
 			return r.Confirm(ctx)
 		}
 		// The write that ends the run ends its lease too: one write, not
-		// a second for the release (LEASE-022).
-		p.ReleaseLease = p.LeaseToken != 0 && runstate.RunStatus(p.Status).Terminal()
+		// a second for the release (LEASE-022); so does one that parks it.
+		p.ReleaseLease = p.LeaseToken != 0 && (p.ReleaseLease || runstate.RunStatus(p.Status).Terminal())
 		if p.ReleaseLease {
 			r.released.Store(true)
 		}
@@ -469,6 +469,44 @@ func (r *Run) Wait(ctx context.Context, why string) error {
 	return r.move(ctx, runstate.StatusWaiting, nil, why)
 }
 
+// ParkParams say how Park parks a run.
+type ParkParams struct {
+	// Until is when the run wakes by itself (the store's clock).
+	Until time.Time
+	// Why is the run's message while it is parked.
+	Why string
+	// Step is the step the run waits in: a signal for it (LabelSignal),
+	// or a write that moved the run, leaves it unparked.
+	Step string
+}
+
+// Park leaves the run waiting in the store until p.Until, and releases its
+// lease in the same write (runstate.UpdateRunParams.WakeAt): the worker
+// holds nothing while the run waits, and whoever claims it when it wakes
+// (at p.Until, or when signalled) goes on with it. It reports false,
+// writing nothing, when the run was signalled for p.Step or left waiting
+// meanwhile: there is something to do now. A store that cannot park (a
+// plugin or gateway of protocol 1.7 or older) answers runstate.ErrUnsupported,
+// and the run stays as it was.
+func (r *Run) Park(ctx context.Context, p ParkParams) (bool, error) {
+	moved := false
+	err := r.write(ctx, p.Step, "", "", func(cur runstate.RunSnapshot, up *runstate.UpdateRunParams) bool {
+		if moved = (p.Step != "" && Signalled(cur, p.Step)) || (cur.Status != runstate.StatusWaiting && cur.Status != runstate.StatusRunning); moved {
+			return true
+		}
+		if cur.Status != runstate.StatusWaiting {
+			up.Status = string(runstate.StatusWaiting)
+		}
+		until := p.Until
+		up.WakeAt, up.Message, up.ReleaseLease = &until, &p.Why, true
+		return false
+	})
+	if err != nil || moved {
+		return false, err
+	}
+	return true, nil
+}
+
 // Resume moves a waiting run back to running and consumes the signal that
 // resumed it; stepDone, when set, is the wait step to mark success in the
 // same write. On a run that is already running only stepDone is marked, or,
@@ -492,7 +530,10 @@ func (r *Run) resume(ctx context.Context, stepDone string) error {
 		p.Status = string(runstate.StatusRunning)
 		p.Labels = withoutSignal(cur.Labels)
 		if cur.Message != "" {
-			p.Reason = "resumed: " + cur.Message
+			// The wait's message (who signalled, what it waited for) goes
+			// to the event, and the run no longer says it waits.
+			none := ""
+			p.Reason, p.Message = "resumed: "+cur.Message, &none
 		}
 		return false
 	})

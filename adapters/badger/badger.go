@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	bdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/adapters/internal/kvindex"
 	"github.com/runstate/runstate/driver"
 )
 
@@ -88,6 +90,9 @@ type storage struct {
 	// notices wakes the watchers of the runs each commit wrote: one
 	// process owns the directory, so every write passes here.
 	notices driver.RunNotices
+	// runnable wakes idle workers when a commit made a run claimable
+	// without a lease.
+	runnable driver.RunnableNotices
 }
 
 // Open opens (or creates) the store in opts.Dir. A directory another process
@@ -134,6 +139,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.NoSync {
 		s.log.Warn("runstate badger store opened with NoSync: acknowledged writes may be lost if the machine fails", "dir", opts.Dir)
 	}
+	s.runnable.NextWake(s.nextWake)
 	return &Store{Store: driver.WrapWith(s, driver.WrapOptions{Logger: s.log}), data: s}, nil
 }
 
@@ -157,16 +163,54 @@ func (s *storage) checkSchema() error {
 	}))
 }
 
-var _ runstate.RunWatcher = (*Store)(nil)
+var (
+	_ runstate.RunWatcher      = (*Store)(nil)
+	_ runstate.RunnableWatcher = (*Store)(nil)
+)
 
 // Features implements runstate.RunStateStore: the kit's, with batch
-// creates and run watches.
+// creates, run watches and runnable watches.
 func (s *Store) Features() runstate.Features { return runstate.FeaturesOf(s) }
 
 // WatchRun implements runstate.RunWatcher: every commit of this store
 // wakes the watchers of the runs it wrote.
 func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
 	return s.data.notices.WatchRun(ctx, p)
+}
+
+// nextWake returns the earliest wake time after after among the parked
+// runs (the statuses a run may be parked in), for the notices of runs that
+// come due.
+func (s *storage) nextWake(after time.Time) (time.Time, bool) {
+	var first time.Time
+	err := s.db.View(func(txn *bdb.Txn) error {
+		for _, st := range []runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting} {
+			prefix := layout.Parked(st)
+			err := scanKeys(txn, prefix, append(slices.Clone(prefix), kvindex.Micros(after.Add(time.Microsecond))...), func(k []byte) (bool, error) {
+				if at := kvindex.ParseMicros(k[len(prefix) : len(prefix)+8]); first.IsZero() || at.Before(first) {
+					first = at
+				}
+				return false, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("reading the next wake time of the parked runs; watchers are woken by writes and polls only", "error", err)
+		return time.Time{}, false
+	}
+	return first, !first.IsZero()
+}
+
+// WatchRunnable implements runstate.RunnableWatcher: a commit that made a
+// run claimable without a lease (created, released, woken, moved back to
+// a claimable status) wakes every watcher, and so does a parked run when it
+// comes due (the store keeps an alarm for the earliest).
+func (s *Store) WatchRunnable(ctx context.Context, p runstate.WatchRunnableParams) (<-chan struct{}, error) {
+	return s.data.runnable.WatchRunnable(ctx, p)
 }
 
 // Close stops garbage collection and closes the database; later calls
@@ -181,6 +225,7 @@ func (s *storage) close() error {
 	}
 	s.closed = true
 	s.notices.Close()
+	s.runnable.Close()
 	if s.stopGC != nil {
 		close(s.stopGC)
 		<-s.gcDone
@@ -221,13 +266,19 @@ func (s *storage) update(ctx context.Context, fn func(t *tx) error) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		t.written = t.written[:0]
+		t.written, t.runnable, t.parked = t.written[:0], false, time.Time{}
 		err := s.db.Update(func(txn *bdb.Txn) error {
 			t.Txn = txn
 			return fn(t)
 		})
 		if err == nil {
 			s.notices.Notify(t.written...)
+			if t.runnable {
+				s.runnable.Notify()
+			}
+			if !t.parked.IsZero() {
+				s.runnable.Parked(t.parked)
+			}
 		}
 		if !errors.Is(err, bdb.ErrConflict) || attempt == maxConflictRetries {
 			return interpretError(err)

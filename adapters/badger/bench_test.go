@@ -314,3 +314,14 @@ func BenchmarkList100k(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkParkedRuns: claim-next and a runnable page with none and with
+// 10,000 runs parked for signals and timers (benchutil.BenchParked): the
+// parked index keeps them out of both.
+func BenchmarkParkedRuns(b *testing.B) {
+	benchutil.BenchParked(b, func(b *testing.B) runstate.Store {
+		s := openBench(b, b.TempDir(), true)
+		b.Cleanup(func() { s.Close() })
+		return s
+	}, 10000)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sync"
+	"time"
 
 	bdb "github.com/dgraph-io/badger/v4"
 
@@ -82,8 +83,13 @@ type tx struct {
 	head      *queueHead
 	inserting bool // holds head.inserting shared
 	// written are the runs the transaction writes, whose watchers its
-	// commit wakes (RunWatcher).
-	written []string
+	// commit wakes (RunWatcher); runnable says a write made a run
+	// claimable without a lease, which wakes idle workers
+	// (RunnableWatcher).
+	written  []string
+	runnable bool
+	// parked is the earliest wake time of a run the transaction parked.
+	parked time.Time
 }
 
 // setIndex writes an index key, keeping the queue head correct.

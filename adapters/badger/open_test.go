@@ -9,11 +9,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	bdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
+	"github.com/runstate/runstate/internal/testsupport/watchtest"
 )
 
 func TestSecondProcessGetsClearError(t *testing.T) {
@@ -191,5 +193,44 @@ func TestALayoutBeforeParkedRunsIsMovedOn(t *testing.T) {
 		if string(got) != c.after {
 			t.Errorf("layout %s after Open: %q, want %q", c.stored, got, c.after)
 		}
+	}
+}
+
+// A parked run coming due wakes the watchers of runnable runs, as a write
+// would, also one parked before the store was opened again.
+func TestADueRunWakesTheWatchers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := badger.Open(ctx, badger.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchtest.DueRunsWakeWatchers(t, s)
+
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "due"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := run.CreatedAt.Add(time.Second)
+	if _, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, WakeAt: &due}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = badger.Open(ctx, badger.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	wake, err := s.WatchRunnable(ctx, runstate.WatchRunnableParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notice 10s after a run parked before the store opened came due")
+	}
+	if time.Now().Before(due) {
+		t.Fatalf("woken at %v, before the run came due at %v", time.Now(), due)
 	}
 }

@@ -103,6 +103,11 @@ func write(txn *tx, cur storedRun, lease driver.LeaseState, c driver.Change) err
 		nextLease = *c.Lease
 	}
 	txn.written = append(txn.written, next.Run.RunID)
+	before, after := driver.Placed{Run: cur.Run, Lease: lease}, driver.Placed{Run: next.Run, Lease: nextLease}
+	txn.runnable = txn.runnable || driver.BecameClaimable(&before, after)
+	if wake, ok := driver.ParkedUntil(&before, after); ok && (txn.parked.IsZero() || wake.Before(txn.parked)) {
+		txn.parked = wake
+	}
 	if err := moveIndexes(txn, &kvindex.Indexed{Run: cur.Run, Lease: lease}, kvindex.Indexed{Run: next.Run, Lease: nextLease}); err != nil {
 		return err
 	}
@@ -149,6 +154,7 @@ func insert(txn *tx, r driver.InsertParams) error {
 	}
 	next := storedRun{Run: r.Run}
 	txn.written = append(txn.written, r.Run.RunID)
+	txn.runnable = txn.runnable || driver.BecameClaimable(nil, driver.Placed{Run: r.Run})
 	if err := moveIndexes(txn, nil, kvindex.Indexed{Run: r.Run}); err != nil {
 		return err
 	}

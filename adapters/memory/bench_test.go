@@ -10,6 +10,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/memory/memorytest"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 )
 
 // baseline is the least a correct in-memory CAS store must do per update:
@@ -124,4 +125,11 @@ func BenchmarkClaimNext(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkParkedRuns: claim-next and a runnable page with none and with
+// 10,000 runs parked for signals and timers (benchutil.BenchParked): the
+// parked index keeps them out of both.
+func BenchmarkParkedRuns(b *testing.B) {
+	benchutil.BenchParked(b, func(b *testing.B) runstate.Store { return memorytest.Open(b, nil) }, 10000)
 }

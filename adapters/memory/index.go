@@ -130,6 +130,21 @@ func (x *indexes) due(st runstate.RunStatus, now time.Time) iter.Seq[string] {
 	return reached(x.parkedOf(st), now)
 }
 
+// nextWake returns the earliest wake time after after among the parked
+// runs of every status.
+func (x *indexes) nextWake(after time.Time) (time.Time, bool) {
+	var first time.Time
+	for _, o := range x.parked {
+		for k := range o.from(&timedKey{At: after.Add(time.Nanosecond)}) {
+			if first.IsZero() || k.At.Before(first) {
+				first = k.At
+			}
+			break
+		}
+	}
+	return first, !first.IsZero()
+}
+
 // reached yields the runs of o whose time is now or past, in time order.
 func reached(o *ordered[timedKey], now time.Time) iter.Seq[string] {
 	return func(yield func(string) bool) {

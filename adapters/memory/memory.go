@@ -44,15 +44,28 @@ type Store struct {
 	data *storage
 }
 
-var _ runstate.RunWatcher = (*Store)(nil)
+var (
+	_ runstate.RunWatcher      = (*Store)(nil)
+	_ runstate.RunnableWatcher = (*Store)(nil)
+)
 
-// Features implements runstate.RunStateStore: the kit's, with run watches.
+// Features implements runstate.RunStateStore: the kit's, with run watches
+// and runnable watches.
 func (s *Store) Features() runstate.Features { return runstate.FeaturesOf(s) }
 
 // WatchRun implements runstate.RunWatcher: every write of this store
 // wakes the run's watchers, within the process.
 func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan struct{}, error) {
 	return s.data.notices.WatchRun(ctx, p)
+}
+
+// WatchRunnable implements runstate.RunnableWatcher: a write that made a
+// run claimable without a lease (created, released, woken, moved back to
+// a claimable status) wakes every watcher, within the process, and so does
+// a parked run when it comes due (the store keeps an alarm for the
+// earliest).
+func (s *Store) WatchRunnable(ctx context.Context, p runstate.WatchRunnableParams) (<-chan struct{}, error) {
+	return s.data.claimable.WatchRunnable(ctx, p)
 }
 
 // Open returns an empty store.
@@ -64,6 +77,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if d.clock == nil {
 		d.clock = driver.SystemClock{}
 	}
+	d.claimable.NextWake(d.nextWake)
 	return &Store{Store: driver.WrapWith(d, driver.WrapOptions{Logger: opts.Logger}), data: d}, nil
 }
 
@@ -79,6 +93,7 @@ func (s *Store) Close() error {
 	defer s.data.mu.Unlock()
 	s.data.closed, s.data.runs, s.data.index = true, nil, indexes{}
 	s.data.notices.Close()
+	s.data.claimable.Close()
 	return nil
 }
 
@@ -92,8 +107,11 @@ type storage struct {
 	runs   map[string]*record
 	index  indexes
 	closed bool
-	// notices wakes the watchers of a run at each write (RunWatcher).
-	notices driver.RunNotices
+	// notices wakes the watchers of a run at each write (RunWatcher);
+	// claimable wakes idle workers at a write that made a run claimable
+	// without a lease (RunnableWatcher).
+	notices   driver.RunNotices
+	claimable driver.RunnableNotices
 	// reads counts the index entries listings and claims have visited (a
 	// run read each), for tests that check a read costs what it returns.
 	reads int64
@@ -140,6 +158,7 @@ func (d *storage) Insert(_ context.Context, r driver.InsertParams) error {
 	}
 	d.insert(r)
 	d.notices.Notify(r.Run.RunID)
+	d.claimable.Notify() // a new run is queued
 	return nil
 }
 
@@ -166,6 +185,7 @@ func (d *storage) InsertMany(_ context.Context, runs []driver.InsertParams) erro
 		d.insert(r)
 		d.notices.Notify(r.Run.RunID)
 	}
+	d.claimable.Notify() // new runs are queued
 	return nil
 }
 
@@ -212,6 +232,7 @@ func (d *storage) apply(r *record, c driver.Change) {
 	if c.Run != nil || c.Lease != nil || len(c.Events) > 0 {
 		d.notices.Notify(r.run.RunID)
 	}
+	before := driver.Placed{Run: r.run, Lease: r.lease}
 	d.index.remove(r)
 	defer d.index.add(r)
 	if c.Run != nil {
@@ -221,6 +242,21 @@ func (d *storage) apply(r *record, c driver.Change) {
 		r.lease = *c.Lease
 	}
 	r.events = append(r.events, c.Events...)
+	after := driver.Placed{Run: r.run, Lease: r.lease}
+	if driver.BecameClaimable(&before, after) {
+		d.claimable.Notify()
+	}
+	if wake, ok := driver.ParkedUntil(&before, after); ok {
+		d.claimable.Parked(wake)
+	}
+}
+
+// nextWake returns the earliest wake time after after among the parked
+// runs, for the notices of runs that come due.
+func (d *storage) nextWake(after time.Time) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.index.nextWake(after)
 }
 
 // Get implements driver.Driver.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/testsupport/watchtest"
 )
 
 func TestConformance(t *testing.T) { conformance.Run(t, memorytest.Target(true)) }
@@ -14,4 +15,10 @@ func TestConformanceRealClock(t *testing.T) {
 		t.Skip("sleeps through real lease TTLs; the manual-clock run covers the same rules")
 	}
 	conformance.Run(t, conformance.Repeated(memorytest.Target(false)))
+}
+
+// A parked run coming due wakes the watchers of runnable runs, as a write
+// would: workers need not poll for timers.
+func TestADueRunWakesTheWatchers(t *testing.T) {
+	watchtest.DueRunsWakeWatchers(t, memorytest.Open(t, nil))
 }

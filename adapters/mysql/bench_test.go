@@ -238,3 +238,10 @@ func BenchmarkBatchUpdate(b *testing.B) {
 func BenchmarkBatchClaim(b *testing.B) {
 	benchutil.RunBatchSizes(b, openBatchStore, benchutil.BatchClaims)
 }
+
+// BenchmarkParkedRuns: claim-next and a runnable page with none and with
+// 10,000 runs parked for signals and timers (benchutil.BenchParked): the
+// parked index (migration 3) keeps them out of both.
+func BenchmarkParkedRuns(b *testing.B) {
+	benchutil.BenchParked(b, func(b *testing.B) runstate.Store { s, _ := benchDB(b); return s }, 10000)
+}

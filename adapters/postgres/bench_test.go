@@ -149,3 +149,10 @@ func BenchmarkBatchClaim(b *testing.B) {
 func batchBenchStore(tb testing.TB, c *benchutil.Counter) benchutil.BatchStore {
 	return openBatchStore(tb, c, false)
 }
+
+// BenchmarkParkedRuns: claim-next and a runnable page with none and with
+// 10,000 runs parked for signals and timers (benchutil.BenchParked): the
+// parked index (migration 4) keeps them out of both.
+func BenchmarkParkedRuns(b *testing.B) {
+	benchutil.BenchParked(b, func(b *testing.B) runstate.Store { return benchStore(b) }, 10000)
+}

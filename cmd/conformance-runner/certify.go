@@ -88,7 +88,7 @@ func newCertifyCommand() *cobra.Command {
 	fs := cmd.Flags()
 	addTargetFlags(fs, &o.options)
 	addCheckFlags(fs, &o.options)
-	fs.Var(&o.profiles, "profile", "profiles to certify, comma-separated: core, leases, shared, watch, faults, scale (default all)")
+	fs.Var(&o.profiles, "profile", "profiles to certify, comma-separated: core, leases, shared, watch, parking, faults, scale (default all)")
 	fs.IntVar(&o.scaleSmall, "scale-small", 100, "scale: runs no claim may take in the small store")
 	fs.IntVar(&o.scaleLarge, "scale-large", 10000, "scale: runs no claim may take in the large store")
 	fs.StringVar(&o.attachments, "attachments", "", "directory for files that explain failures, one subdirectory per mode (default: beside --markdown or --junit)")

@@ -339,8 +339,9 @@ func TestCertificatesStampTheProtocolVersionAndFeaturesATargetAnnounced(t *testi
 		}
 		announced := c.TargetProtocol
 		if announced == nil || announced.Version != protocol.Version || !slices.Contains(announced.Features, protocol.FeatureLeases) ||
-			!slices.Contains(announced.Features, protocol.FeaturePrincipal) || slices.Contains(announced.Features, protocol.FeatureWatchRunnable) {
-			t.Fatalf("%v: target protocol %+v, want %s with the memory store's features (leases, principal, no watch_runnable)", target, announced, protocol.Version)
+			!slices.Contains(announced.Features, protocol.FeaturePrincipal) || !slices.Contains(announced.Features, protocol.FeatureWatchRunnable) ||
+			!slices.Contains(announced.Features, protocol.FeatureWakeAt) {
+			t.Fatalf("%v: target protocol %+v, want %s with the memory store's features (leases, principal, watch_runnable, wake_at)", target, announced, protocol.Version)
 		}
 		md, err := os.ReadFile(markdown)
 		if err != nil {

@@ -176,6 +176,7 @@ type app struct {
 	runs       runstate.RunStateStore
 	leases     runstate.Store           // the same store with its leases; nil when it has none
 	watcher    runstate.RunnableWatcher // announces runnable runs; nil: workers poll
+	alarms     alarms                   // wake this worker when runs it parked come due
 	runWatcher runstate.RunWatcher      // announces a run's writes; nil: the console polls
 	owner      runstate.Owner
 	tracker    *tracker.Tracker

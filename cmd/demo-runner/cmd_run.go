@@ -116,7 +116,7 @@ func (a *app) runForeground(ctx context.Context, run runstate.RunSnapshot) error
 		}
 		run, token, expires = cl.Run, cl.Lease.Token, cl.Lease.ExpiresAt
 	}
-	final, err := a.execute(ctx, executeParams{Run: run, Token: token, Expires: expires})
+	final, err := a.execute(ctx, executeParams{Run: run, Token: token, Expires: expires, Hold: true})
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,9 @@ func (c commands) worker() *cobra.Command {
 		Short: "Take queued runs by lease and run them until stopped",
 		Long: `Worker claims runnable runs and executes them, up to --slots at once, renewing the lease
 on each run in hand. Whenever slots are free it claims that many runs in one call, and starts
-queued ones in the claim's own write. Any number of workers, on any number of machines, share
+queued ones in the claim's own write. A run that reaches a wait or a sleep step is parked in
+the store, its lease released: it takes no slot until a signal or its time wakes it, and then
+any worker goes on with it. Any number of workers, on any number of machines, share
 one store. On SIGTERM the runs in hand may finish within --grace, then they are interrupted.
 Crash recovery runs at start and every --recover-every.`,
 		Example: `  demo-runner worker
@@ -56,7 +58,7 @@ Crash recovery runs at start and every --recover-every.`,
 	w.DurationVar(&o.poll, "poll", time.Second, "how often an idle worker looks for runs")
 	w.DurationVar(&o.grace, "grace", 30*time.Second, "on SIGTERM, how long the run in hand may take to finish before it is interrupted")
 	w.BoolVar(&o.once, "once", false, "stop when no run is runnable")
-	w.IntVar(&o.slots, "slots", 1, "how many runs the worker executes at once")
+	w.IntVar(&o.slots, "slots", 1, "how many runs the worker executes at once (a run that waits for a signal or sleeps is parked in the store and takes none)")
 	w.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this address while the worker runs (off when empty)")
 	w.DurationVar(&o.recoverEvery, "recover-every", time.Minute,
 		"how often the worker also runs crash recovery, for runs that workers which died and were not restarted left behind (0: only at start)")

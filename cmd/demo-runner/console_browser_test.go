@@ -217,11 +217,26 @@ steps:
 	// A reload would lose this mark.
 	do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void](`window.sameDocument = true, undefined`))
 
-	startDemo(t, append(srv.global(), "--worker-id", "console-worker", "worker", "--poll", "100ms")...)
+	startDemo(t, append(srv.global(), "--worker-id", "console-worker", "worker", "--slots", "1", "--poll", "100ms")...)
 	until(t, ctx, "the run shows running", statusIs("running"))
 	until(t, ctx, "the run shows waiting", statusIs("waiting"))
 	until(t, ctx, "the output and the lease show", `document.querySelector("#steps").textContent.includes("built on web-2") &&
 		document.querySelector("main").textContent.includes("console-worker")`)
+	// Parked: the worker's one slot is free, and a run submitted now
+	// finishes while this one waits.
+	until(t, ctx, "the run shows parked", `(document.querySelector("#parked-until") || {}).textContent?.includes("no worker holds it")`)
+	quick := writeWorkflow(t, "name: quick\nsteps:\n  - name: only\n    type: shell\n    command: echo quick\n")
+	out, errOut, code = demo(t, append(srv.global(), "submit", quick)...)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, errOut)
+	}
+	next := strings.TrimSpace(out)
+	for deadline := time.Now().Add(time.Minute); runStatus(t, srv.global(), next).Status != runstate.StatusSuccess; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run submitted while the approval waits is %s", runStatus(t, srv.global(), next).Status)
+		}
+	}
+	until(t, ctx, "the approval still shows waiting, parked", statusIs("waiting")+` && document.querySelector("#parked-until") !== null`)
 	screenshot(t, ctx, "console-run.png")
 
 	do(t, ctx, "signal it",
@@ -230,6 +245,7 @@ steps:
 		chromedp.Click(chromedp.CSS("#confirm-ok")))
 	until(t, ctx, "the run shows success", statusIs("success"))
 	until(t, ctx, "the trail shows the resume by the signal's operator", `document.querySelector("#audit").textContent.includes("olivia")`)
+	until(t, ctx, "the run no longer shows parked", `document.querySelector("#parked-until") === null`)
 	if !get(t, ctx, "check the page was not reloaded", chromedp.Evaluate[bool](`window.sameDocument === true`)) {
 		t.Error("the page was reloaded on its way to success")
 	}

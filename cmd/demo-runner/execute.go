@@ -22,12 +22,17 @@ type executeParams struct {
 	Started bool
 	// Grace is how long the run may go on after ctx ends.
 	Grace time.Duration
+	// Hold keeps a run that waits in hand until it goes on, instead of
+	// parking it in the store (workflow.Options.Hold): a foreground run
+	// executes to its end.
+	Hold bool
 }
 
 // execute runs a claimed run under its lease, which the tracker keeps
-// renewed. When ctx ends (a signal), a run waiting in a wait step is left
-// waiting at once; anything else may go on for grace and is then
-// interrupted. A lost lease stops the work at once: another worker owns
+// renewed. A run that waits for a signal or a time is parked in the store
+// with its lease released (unless p.Hold), and execute returns. When ctx
+// ends (a signal), a held run waiting in a wait step is left waiting at
+// once; anything else may go on for grace and is then interrupted. A lost lease stops the work at once: another worker owns
 // the run now. A run someone else ended stops it too.
 func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapshot, error) {
 	run, token, grace := p.Run, p.Token, p.Grace
@@ -50,7 +55,7 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	go a.stopOnSignal(ctx, work, stopWork, park, run.RunID, grace)
 	keeping := make(chan struct{})
 	go func() { defer close(keeping); tr.KeepLease(work, a.g.renew, stopWork) }()
-	err = workflow.Execute(work, tr, wf, workflow.Options{Park: park, Supervisor: a.supervisor,
+	err = workflow.Execute(work, tr, wf, workflow.Options{Hold: p.Hold, Park: park, Supervisor: a.supervisor,
 		Progress: func(f string, args ...any) { a.log.Info(fmt.Sprintf(f, args...)) }})
 	// Why the work ended, read before this function ends it itself.
 	cause := context.Cause(work)
@@ -70,6 +75,13 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 		return tr.Snapshot(), a.leaseLost(tr, token)
 	case errors.Is(cause, tracker.ErrRunEnded) || errors.Is(err, tracker.ErrRunEnded):
 		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", cmp.Or(err, cause))
+	case status == runstate.StatusWaiting && errors.Is(err, workflow.ErrParked) && tr.LeaseReleased():
+		// Parked in the store with its lease released: no worker holds it
+		// until a signal wakes it or its wake time comes, and then any
+		// worker goes on with it. This one sets an alarm for the time.
+		wake := tr.Snapshot().WakeAt
+		a.log.Info("run parked: no worker holds it until a signal or its wake time", "run_id", run.RunID, "wake_at", wake)
+		a.alarms.at(wake)
 	case status == runstate.StatusWaiting && (errors.Is(err, workflow.ErrParked) || errors.Is(cause, errShutdown)):
 		// Waiting is not executing: the run is left as it is, for the
 		// next worker to claim (after a signal it goes on at once).

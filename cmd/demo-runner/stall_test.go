@@ -23,12 +23,14 @@ func stallRounds(byDefault int) int {
 	return byDefault
 }
 
-// The stalled-worker sequence, with real processes on MySQL: worker A
-// holds a run parked in a wait step and is stopped past its lease; worker
-// B takes the run over, the run is signalled, and B starts the next step;
-// A is continued — in half the rounds while another transaction holds the
-// run's row. A must never run that step: the markers the step's command
-// writes must show no two executions of it at once, and none by A.
+// The stalled-worker sequence, with real processes on MySQL: A, a run in
+// the foreground (which holds a waiting run rather than park it), waits in
+// a wait step and is stopped past its lease; worker B takes the run over,
+// the run is signalled, and B starts the next step; A is continued — in
+// half the rounds while another transaction holds the run's row. A must
+// never run that step: the markers the step's command writes must show no
+// two executions of it at once, and none by A (token 1, its claim of the
+// run it created).
 func TestAStalledWorkerNeverRunsAStepAnotherWorkerRuns(t *testing.T) {
 	rounds := stallRounds(10)
 	dsn := freshDatabase(t)
@@ -59,19 +61,15 @@ steps:
 	staleStarts := 0
 	for round := range rounds {
 		lockRow := round%2 == 0
-		out, errOut, code := demo(t, with(store, "submit", wf)...)
-		if code != 0 {
-			t.Fatalf("submit: %s", errOut)
-		}
-		id := strings.TrimSpace(out)
-		a := startDemo(t, with(store, append(leaseA, "--worker-id", "worker-a", "worker")...)...)
-		tokenA := a.await(t, `claimed run" run_id=`+id+` token=(\d+)`, 15*time.Second)[1]
+		a := startDemo(t, with(store, append(leaseA, "--worker-id", "worker-a", "run", wf)...)...)
+		id := a.await(t, `run created.* run_id=(\S+)`, 15*time.Second)[1]
+		const tokenA = "1"
 		a.await(t, `step approve waiting`, 10*time.Second)
 		syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP) // A stalls, holding the run
 
-		b := startDemo(t, with(store, append(leaseB, "--worker-id", "worker-b", "worker")...)...)
+		b := startDemo(t, with(store, append(leaseB, "--worker-id", "worker-b", "worker", "--poll", "100ms")...)...)
 		b.await(t, `claimed run" run_id=`+id, 15*time.Second)
-		b.await(t, `step approve waiting`, 10*time.Second)
+		b.await(t, `step approve parked`, 10*time.Second)
 		if _, errOut, code := demo(t, with(store, "signal", id)...); code != 0 {
 			t.Fatalf("signal: %s", errOut)
 		}

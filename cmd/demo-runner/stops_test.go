@@ -34,24 +34,32 @@ func stepWorkflow(t *testing.T, kind string, long bool) string {
 // No way a runner stops may provoke INVALID_STATE_TRANSITION: every step
 // type, stopped by SIGTERM (within its grace and past it), SIGHUP, SIGINT, an
 // operator's cancel, and SIGKILL followed by a restart, ends in a state the
-// table allows. A run stopped in a wait step is not executing: it is left
-// waiting, claimable, and a signal and a worker finish it.
+// table allows. A run in a wait or a sleep step is not executing: a worker
+// has parked it, so whatever stops the worker leaves it waiting, parked
+// until its time, and a signal (a wait) or its time (a sleep) and a
+// worker finish it; `run` in the foreground holds it, and releases it
+// waiting (a wait) or interrupts it (a sleep).
 func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 	type outcome map[string]runstate.RunStatus // by step kind
 	all := func(s runstate.RunStatus) outcome {
 		return outcome{"shell": s, "sleep": s, "fail": s, "wait": runstate.StatusWaiting}
+	}
+	// A worker parks every kind of step but a shell step's.
+	parked := func(shell runstate.RunStatus) outcome {
+		return outcome{"shell": shell, "sleep": runstate.StatusWaiting, "fail": runstate.StatusWaiting, "wait": runstate.StatusWaiting}
 	}
 	for _, mode := range []struct {
 		name string
 		long bool
 		want outcome
 	}{
+		// Sleeps under a second are slept in hand (workflow.MinParkedSleep).
 		{"SIGTERM within grace", false, outcome{"shell": runstate.StatusSuccess, "sleep": runstate.StatusSuccess, "fail": runstate.StatusFailed, "wait": runstate.StatusWaiting}},
-		{"SIGTERM past grace", true, all(runstate.StatusInterrupted)},
-		{"SIGHUP past grace", true, all(runstate.StatusInterrupted)}, // the terminal went away
+		{"SIGTERM past grace", true, parked(runstate.StatusInterrupted)},
+		{"SIGHUP past grace", true, parked(runstate.StatusInterrupted)}, // the terminal went away
 		{"SIGINT to run", true, all(runstate.StatusInterrupted)},
 		{"cancel", true, outcome{"shell": runstate.StatusCanceled, "sleep": runstate.StatusCanceled, "fail": runstate.StatusCanceled, "wait": runstate.StatusCanceled}},
-		{"SIGKILL and restart", true, all(runstate.StatusInterrupted)},
+		{"SIGKILL and restart", true, parked(runstate.StatusInterrupted)},
 	} {
 		for _, kind := range []string{"shell", "sleep", "wait", "fail"} {
 			t.Run(mode.name+"/"+kind, func(t *testing.T) {
@@ -80,6 +88,10 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 				if kind == "wait" {
 					p.await(t, `step target waiting`, 10*time.Second)
 				}
+				inHand := kind == "shell" || mode.name == "SIGINT to run" || (kind != "wait" && !mode.long)
+				if !inHand {
+					p.await(t, `step target parked until`, 10*time.Second)
+				}
 				switch mode.name {
 				case "SIGTERM within grace", "SIGTERM past grace", "SIGHUP past grace":
 					sig := syscall.SIGTERM
@@ -101,7 +113,9 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 					if code != 0 || strings.TrimSpace(out) != id+" canceled" {
 						t.Fatalf("cancel: exit %d %q\n%s", code, out, errOut)
 					}
-					p.await(t, `ended elsewhere`, 10*time.Second)
+					if inHand {
+						p.await(t, `ended elsewhere`, 10*time.Second)
+					}
 					if p.cmd.ProcessState != nil {
 						t.Fatalf("the worker exited after its run was canceled")
 					}
@@ -118,19 +132,32 @@ func TestEveryWayARunnerStopsEndsInAnAllowedState(t *testing.T) {
 				}
 				checkNoRejectedTransition(t, global, id)
 				checkStepsFollowTheRun(t, s)
-				if s.Status == runstate.StatusWaiting {
-					// Left waiting and claimable: a signal and a worker finish it.
-					if _, errOut, code := demo(t, with(global, "signal", id)...); code != 0 {
-						t.Fatalf("signal: exit %d\n%s", code, errOut)
-					}
-					if _, errOut, code := demo(t, with(global, "worker", "--once")...); code != 0 {
-						t.Fatalf("worker --once: exit %d\n%s", code, errOut)
-					}
-					if s := runStatus(t, global, id); s.Status != runstate.StatusSuccess {
-						t.Fatalf("the waiting run, signalled and claimed: %s", s.Status)
-					}
-					checkNoRejectedTransition(t, global, id)
+				if s.Status != runstate.StatusWaiting {
+					return
 				}
+				target, _ := s.Step("target")
+				if !inHand {
+					// Parked until its time, counted from the step's start.
+					d := map[string]time.Duration{"wait": 10 * time.Minute, "sleep": 30 * time.Second, "fail": 30 * time.Second}[kind]
+					if !s.WakeAt.Equal(target.StartedAt.Add(d)) {
+						t.Fatalf("parked until %v, want %v (the step started %v)", s.WakeAt, target.StartedAt.Add(d), target.StartedAt)
+					}
+				}
+				want := map[string]runstate.RunStatus{"wait": runstate.StatusSuccess, "sleep": runstate.StatusSuccess, "fail": runstate.StatusFailed}[kind]
+				if kind != "wait" {
+					return // a sleep of 30s, parked: its time is past the test's (TestSleepingRunsOutliveTheWorkerThatParkedThem)
+				}
+				// A signal and a worker finish it.
+				if _, errOut, code := demo(t, with(global, "signal", id)...); code != 0 {
+					t.Fatalf("signal: exit %d\n%s", code, errOut)
+				}
+				if _, errOut, code := demo(t, with(global, "worker", "--once")...); code != 0 {
+					t.Fatalf("worker --once: exit %d\n%s", code, errOut)
+				}
+				if s := runStatus(t, global, id); s.Status != want {
+					t.Fatalf("the waiting run, woken and claimed: %s, want %s", s.Status, want)
+				}
+				checkNoRejectedTransition(t, global, id)
 			})
 		}
 	}

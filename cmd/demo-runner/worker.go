@@ -92,6 +92,7 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 		case <-ctx.Done():
 		case <-s.freed:
 		case <-following.Wake:
+		case <-a.alarms.rung():
 		}
 	}
 	for ctx.Err() == nil {
@@ -152,6 +153,44 @@ func (a *app) executeClaimed(ctx context.Context, cl claimedRun, grace time.Dura
 	default:
 		a.log.Info("run left for another worker", "run_id", final.RunID, "status", final.Status)
 	}
+}
+
+// alarms wake an idle worker when a run it parked comes due, so that a
+// timer fires on time rather than at the next poll. They live in this
+// process only: a run parked by a worker that died since is found by the
+// poll (or by a store's notice, when a signal wakes it). The zero value
+// is ready.
+type alarms struct {
+	once sync.Once
+	ring chan struct{}
+}
+
+func (a *alarms) init() { a.once.Do(func() { a.ring = make(chan struct{}, 1) }) }
+
+// at rings the alarm at t (this process's clock stands for the store's:
+// a little early is a claim that finds nothing yet, a little late is
+// within the poll); a zero t sets nothing.
+func (a *alarms) at(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	a.init()
+	time.AfterFunc(time.Until(t)+alarmSlack, func() {
+		select {
+		case a.ring <- struct{}{}:
+		default: // one is pending already
+		}
+	})
+}
+
+// alarmSlack rings an alarm a little after its time, so that the store's
+// clock, which decides, has surely reached it.
+const alarmSlack = 10 * time.Millisecond
+
+// rung receives a value when an alarm rang.
+func (a *alarms) rung() <-chan struct{} {
+	a.init()
+	return a.ring
 }
 
 // slots counts a worker's runs in hand.

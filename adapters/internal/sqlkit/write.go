@@ -204,7 +204,7 @@ func updatedOne(res sql.Result, err error, runID string) error {
 }
 
 // announce runs Dialect.OnRunnable when run became claimable without a
-// lease (becameRunnable).
+// lease (driver.BecameClaimable; before: as it was, nil for a new run).
 func (k *Driver) announce(ctx context.Context, tx *sqlx.Tx, before *driver.Current, run runstate.RunSnapshot, lease driver.LeaseState) error {
 	if k.dialect.OnRunnable == nil || !becameRunnable(before, run, lease) {
 		return nil
@@ -212,13 +212,11 @@ func (k *Driver) announce(ctx context.Context, tx *sqlx.Tx, before *driver.Curre
 	return k.dialect.OnRunnable(ctx, tx)
 }
 
-// becameRunnable reports whether run became claimable without a lease:
-// created so, or moved there from a lease or from another status (before:
-// as it was; nil for a new run).
+// becameRunnable is driver.BecameClaimable of a write from before.
 func becameRunnable(before *driver.Current, run runstate.RunSnapshot, lease driver.LeaseState) bool {
-	if driver.QueueOf(run, lease) != driver.QueueUnleased {
-		return false
+	after := driver.Placed{Run: run, Lease: lease}
+	if before == nil {
+		return driver.BecameClaimable(nil, after)
 	}
-	// Not when it was claimable before, and as it was.
-	return before == nil || driver.QueueOf(before.Run, before.Lease) != driver.QueueUnleased || before.Run.Status != run.Status
+	return driver.BecameClaimable(&driver.Placed{Run: before.Run, Lease: before.Lease}, after)
 }

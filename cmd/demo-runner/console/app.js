@@ -449,6 +449,7 @@ function runView(id) {
       ["Took", duration(run.started_at, run.finished_at)],
       ["Priority", String(run.priority)],
       ["Attempt", String(run.attempt)],
+      ["Parked until", run.wake_at ? h("span", { id: "parked-until" }, when(run.wake_at), " · no worker holds it until then, or until a signal") : ""],
       ["Message", run.message],
       ["Interrupted", run.interrupted_reason],
       ["Diagnostic", d ? h("span", { id: "diagnostic" }, d.error_code + ": " + d.message + (d.retryable ? " (retryable)" : " (not retryable)") +

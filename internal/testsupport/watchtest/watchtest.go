@@ -1,7 +1,9 @@
 // Package watchtest checks a runstate.RunWatcher from outside, the same
 // way through every path (in process, a plugin process, a gateway
 // process): a write of the watched run wakes the watch, and the watch
-// ends with its context.
+// ends with its context. It also checks what a runstate.RunnableWatcher
+// of a store with due alarms promises: a parked run coming due, which no
+// write announces, wakes its watchers.
 package watchtest
 
 import (
@@ -69,5 +71,46 @@ func RunWakesOnUpdate(t testing.TB, w runstate.RunWatcher, writer runstate.RunSt
 		case <-deadline:
 			t.Fatalf("the watch goes on %v after its context ended", Bound)
 		}
+	}
+}
+
+// DueRunsWakeWatchers parks a run of s for a moment and checks that its
+// coming due wakes a watcher of runnable runs with no write to announce
+// it, and that the run is claimable once it has.
+func DueRunsWakeWatchers(t *testing.T, s runstate.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, ok := runstate.As[runstate.RunnableWatcher](s)
+	if !ok {
+		t.Fatal("the store announces no runnable runs")
+	}
+	wake, err := w.WatchRunnable(ctx, runstate.WatchRunnableParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "due"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := run.CreatedAt.Add(300 * time.Millisecond)
+	if _, err := s.UpdateRun(ctx, runstate.UpdateRunParams{RunID: run.RunID, ExpectedVersion: run.Version, WakeAt: &due}); err != nil {
+		t.Fatal(err)
+	}
+	// The creation's notice, if it is still there, is not the one meant.
+	select {
+	case <-wake:
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Minute}); err == nil {
+		t.Fatal("the parked run was claimed before its time")
+	}
+	select {
+	case <-wake:
+	case <-time.After(Bound):
+		t.Fatalf("no notice %v after the parked run came due", Bound)
+	}
+	if _, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "w", Incarnation: "1"}, TTL: time.Minute}); err != nil {
+		t.Fatalf("claiming the run the notice announced: %v", err)
 	}
 }

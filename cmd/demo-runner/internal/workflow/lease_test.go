@@ -67,7 +67,7 @@ func TestAWorkerThatLostItsRunWhileWaitingStartsNothing(t *testing.T) {
 		t.Fatalf("worker A ran step finish after losing the run; tokens that ran it: %q", b)
 	}
 	// B goes on and runs it, with its own token.
-	if err := workflow.Execute(ctx, b, wf, workflow.Options{Poll: 5 * time.Millisecond, Supervisor: supervisor(t)}); err != nil {
+	if err := workflow.Execute(ctx, b, wf, workflow.Options{Hold: true, Poll: 5 * time.Millisecond, Supervisor: supervisor(t)}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(markers); strings.TrimSpace(string(got)) != strconv.FormatInt(claimB.Lease.Token, 10) {
@@ -132,7 +132,7 @@ func startWaiting(t *testing.T, store *memory.Store, ttl time.Duration) waitingW
 		t.Fatal(err)
 	}
 	go func() {
-		w.done <- workflow.Execute(ctx, a, w.wf, workflow.Options{Poll: 5 * time.Millisecond, Supervisor: supervisor(t)})
+		w.done <- workflow.Execute(ctx, a, w.wf, workflow.Options{Hold: true, Poll: 5 * time.Millisecond, Supervisor: supervisor(t)})
 	}()
 	waitFor(t, store, w.run.RunID, func(r runstate.RunSnapshot) bool { return r.Status == runstate.StatusWaiting })
 	return w
@@ -158,7 +158,7 @@ func TestAParkedWaitLeavesTheRunWaiting(t *testing.T) {
 	park := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- workflow.Execute(ctx, run, wf, workflow.Options{Poll: 5 * time.Millisecond, Park: park})
+		done <- workflow.Execute(ctx, run, wf, workflow.Options{Hold: true, Poll: 5 * time.Millisecond, Park: park})
 	}()
 	waitFor(t, store, s.RunID, func(r runstate.RunSnapshot) bool { return r.Status == runstate.StatusWaiting })
 	close(park)
@@ -172,7 +172,9 @@ func TestAParkedWaitLeavesTheRunWaiting(t *testing.T) {
 	}
 	// Executing it again goes on waiting where it was; a signal resumes it.
 	run, _ = tr.Attach(got, tracker.Lease{})
-	go func() { done <- workflow.Execute(ctx, run, wf, workflow.Options{Poll: 5 * time.Millisecond}) }()
+	go func() {
+		done <- workflow.Execute(ctx, run, wf, workflow.Options{Hold: true, Poll: 5 * time.Millisecond})
+	}()
 	if _, err := (tracker.Operator{Store: store, Actor: runstate.Actor{Kind: runstate.ActorOperator}}).Signal(ctx, s.RunID); err != nil {
 		t.Fatal(err)
 	}
@@ -312,5 +314,85 @@ func TestTheSupervisorEndsTheCommandWhenTheWorkerDies(t *testing.T) {
 	}
 	if alive(pid) {
 		t.Fatalf("the command's child %d outlived its worker", pid)
+	}
+}
+
+// A worker parks a run that waits: one write leaves it waiting until the
+// wait's deadline, its lease released, and Execute returns ErrParked. A
+// signal wakes it, and whoever claims it then goes on; unsignalled, it is
+// claimable only at its deadline, and then ends in timeout. A sleep parks
+// the same way, until its end.
+func TestAWaitingRunIsParkedAndGoesOnWhereverItIsClaimed(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := conformance.NewManualClock(start)
+	store := memorytest.Open(t, clock)
+	tr := tracker.New(store, tracker.Options{Leases: store})
+	wf, err := workflow.Parse([]byte("name: w\nsteps:\n  - name: approve\n    type: wait\n    timeout: 1h\n  - name: nap\n    type: sleep\n    duration: 10m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execute := func(worker string) (runstate.RunSnapshot, error) {
+		t.Helper()
+		cl, err := store.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: worker}, TTL: time.Minute})
+		if err != nil {
+			return runstate.RunSnapshot{}, err
+		}
+		run, _ := tr.Attach(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: time.Minute})
+		err = workflow.Execute(ctx, run, wf, workflow.Options{})
+		got, _ := store.GetRun(ctx, cl.Run.RunID)
+		if errors.Is(err, workflow.ErrParked) {
+			if l, _ := store.GetLease(ctx, cl.Run.RunID); l.Token != cl.Lease.Token {
+				t.Fatalf("the lease after parking: %+v", l)
+			}
+			if _, err := store.RenewLease(ctx, runstate.RenewLeaseParams{RunID: cl.Run.RunID, Token: cl.Lease.Token, TTL: time.Minute}); !errors.Is(err, runstate.ErrLeaseLost) {
+				t.Fatalf("the parking write did not release its lease: renewing it %v", err)
+			}
+		}
+		return got, err
+	}
+	for _, signalled := range []bool{true, false} {
+		s, _ := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
+		got, err := execute("a")
+		approve, _ := got.Step("approve")
+		if !errors.Is(err, workflow.ErrParked) || got.Status != runstate.StatusWaiting || !got.WakeAt.Equal(approve.StartedAt.Add(time.Hour)) {
+			t.Fatalf("the wait: %v, run %s parked until %v", err, got.Status, got.WakeAt)
+		}
+		if _, err := execute("b"); !errors.Is(err, runstate.ErrNotFound) {
+			t.Fatalf("a claim of the parked run before its time: %v", err)
+		}
+		if signalled {
+			if _, err := (tracker.Operator{Store: store, Actor: runstate.Actor{Kind: runstate.ActorOperator, ID: "olivia"}}).Signal(ctx, s.RunID); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			clock.Advance(time.Hour)
+		}
+		got, err = execute("b")
+		if !signalled {
+			if err != nil || got.Status != runstate.StatusTimeout || got.Diagnostic == nil || got.Diagnostic.ErrorCode != "WAIT_TIMEOUT" {
+				t.Fatalf("the wait at its deadline: %v, run %s %+v", err, got.Status, got.Diagnostic)
+			}
+			continue
+		}
+		nap, _ := got.Step("nap")
+		if !errors.Is(err, workflow.ErrParked) || got.Status != runstate.StatusWaiting || !got.WakeAt.Equal(nap.StartedAt.Add(10*time.Minute)) {
+			t.Fatalf("the sleep after the signal: %v, run %s parked until %v", err, got.Status, got.WakeAt)
+		}
+		clock.Advance(10 * time.Minute)
+		got, err = execute("c")
+		if nap, _ := got.Step("nap"); err != nil || got.Status != runstate.StatusSuccess || nap.FinishedAt.Before(nap.StartedAt.Add(10*time.Minute)) {
+			t.Fatalf("the sleep at its end: %v, run %s, nap %+v", err, got.Status, nap)
+		}
+		var moves []string
+		page, _ := store.ListAuditEvents(ctx, runstate.ListAuditParams{RunID: s.RunID})
+		for _, e := range page.Events {
+			if e.Kind == runstate.AuditTransition {
+				moves = append(moves, string(e.From)+">"+string(e.To))
+			}
+		}
+		if got := strings.Join(moves, " "); got != "queued>running running>waiting waiting>running running>waiting waiting>running running>success" {
+			t.Errorf("the trail: %s", got)
+		}
 	}
 }

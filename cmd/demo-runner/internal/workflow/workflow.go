@@ -175,12 +175,20 @@ func (w Workflow) StepSpecs() []runstate.StepSpec {
 type Options struct {
 	// Progress, when set, receives one line per change.
 	Progress func(format string, args ...any)
-	// Poll is how often a waiting run looks for its signal (default 200ms).
+	// Hold keeps a run that waits (a wait step, a sleep step) in hand
+	// until it goes on: its lease renewed, polling every Poll for a
+	// signal. Without it such a run is parked in the store
+	// (tracker.Run.Park) and Execute returns ErrParked: the caller holds
+	// nothing while the run waits, and whoever claims the run when it
+	// wakes goes on with it. A store that cannot park (a plugin or
+	// gateway of protocol 1.7 or older) is held as if Hold were set.
+	Hold bool
+	// Poll is how often a held waiting run looks for its signal (default 200ms).
 	Poll time.Duration
-	// Park, when it closes, makes a wait step stop waiting: Execute returns
-	// ErrParked and the run stays waiting, for the caller to release. A
-	// waiting run executes nothing, so a worker that is shutting down
-	// leaves it for another instead of interrupting it.
+	// Park, when it closes, makes a held wait step stop waiting: Execute
+	// returns ErrParked and the run stays waiting, for the caller to
+	// release. A waiting run executes nothing, so a worker that is
+	// shutting down leaves it for another instead of interrupting it.
 	Park <-chan struct{}
 	// Supervisor is the command that runs each host command under a step
 	// supervisor (see Supervise), for example
@@ -190,8 +198,10 @@ type Options struct {
 	Supervisor []string
 }
 
-// ErrParked: a wait step stopped waiting because Options.Park closed; the
-// run is still waiting, with its step running.
+// ErrParked: the run waits, with its step running, for a signal or a
+// time: parked in the store with its lease released (its wake time is
+// RunSnapshot.WakeAt), or, held, left because Options.Park closed, for
+// the caller to release.
 var ErrParked = errors.New("workflow: the waiting run was parked")
 
 // Execute runs w as run. It returns nil when the run reached its end
@@ -253,10 +263,8 @@ func (e *execution) step(ctx context.Context, s Step) (ended bool, err error) {
 	e.say("step %s started", s.Name)
 	switch s.Type {
 	case Sleep:
-		select {
-		case <-time.After(s.Duration):
-		case <-ctx.Done():
-			return false, ctx.Err()
+		if err := e.sleep(ctx, s); err != nil {
+			return false, err
 		}
 	case Shell:
 		failedHost, failure, err := e.shell(ctx, s)
@@ -424,33 +432,25 @@ func awaitGroupGone(pgid int, limit time.Duration) {
 	}
 }
 
-// wait parks the run in waiting until a signal for this step resumes it
-// or the timeout passes, when it resumes itself and ends in timeout. The
-// timeout counts from when the step started, across workers.
+// wait waits for a signal for this step, at most its timeout, counted
+// from when the step started, across workers; without one it ends the run
+// in timeout. While there is nothing to do the run is parked until the
+// deadline (park) and Execute returns ErrParked; whoever claims the run
+// when it wakes, signalled or at the deadline, goes on here. A held run
+// (Options.Hold, or a store that cannot park) polls for its signal.
 func (e *execution) wait(ctx context.Context, s Step) (bool, error) {
-	if err := e.run.Wait(ctx, "waiting in step "+s.Name+" for a signal"); err != nil {
-		return false, err
-	}
-	e.say("step %s waiting for a signal (at most %v): demo-runner signal %s", s.Name, s.Timeout, e.id)
-	deadline := time.Now().Add(s.Timeout)
-	snap := e.run.Snapshot()
-	if st, ok := snap.Step(s.Name); ok && !st.StartedAt.IsZero() {
-		deadline = st.StartedAt.Add(s.Timeout)
-	}
-	t := time.NewTicker(e.opts.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-e.opts.Park:
-			return false, ErrParked
-		case <-t.C:
-		}
-		cur, err := e.run.Refresh(ctx)
-		if err != nil {
+	why := "waiting in step " + s.Name + " for a signal"
+	if e.run.Snapshot().Status != runstate.StatusWaiting {
+		if err := e.run.Wait(ctx, why); err != nil {
 			return false, err
 		}
+		e.say("step %s waiting for a signal (at most %v): demo-runner signal %s", s.Name, s.Timeout, e.id)
+	}
+	deadline := stepStart(e.run.Snapshot(), s.Name).Add(s.Timeout)
+	hold := e.opts.Hold
+	var tick <-chan time.Time
+	for {
+		cur := e.run.Snapshot()
 		switch {
 		case cur.Status.Terminal():
 			return false, fmt.Errorf("%w: it is %s", tracker.ErrRunEnded, cur.Status)
@@ -476,12 +476,116 @@ func (e *execution) wait(ctx context.Context, s Step) (bool, error) {
 			}
 			e.say("step %s resumed by a write without a lease", s.Name)
 			return false, nil
-		case time.Now().After(deadline):
+		case reached(cur, deadline):
 			if err := e.run.Resume(ctx, ""); err != nil {
 				return false, err
 			}
 			return true, e.fail(ctx, s, runstate.StatusTimeout, &runstate.Diagnostic{ErrorCode: "WAIT_TIMEOUT",
 				Message: fmt.Sprintf("no signal within %v", s.Timeout), Retryable: true, SourceStep: s.Name})
+		case !hold:
+			parked, err := e.park(ctx, s, deadline, why)
+			switch {
+			case parked:
+				return false, ErrParked
+			case err != nil && !errors.Is(err, runstate.ErrUnsupported):
+				return false, err
+			}
+			hold = err != nil
+			continue // signalled or moved meanwhile: look again
+		}
+		if tick == nil {
+			t := time.NewTicker(e.opts.Poll)
+			defer t.Stop()
+			tick = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-e.opts.Park:
+			return false, ErrParked
+		case <-tick:
+		}
+		if _, err := e.run.Refresh(ctx); err != nil {
+			return false, err
 		}
 	}
+}
+
+// sleep waits for the step's duration, counted from when the step
+// started, across workers: a durable timer. The run is parked until then
+// (park), and whoever claims it when it wakes goes on here: a worker that
+// dies meanwhile loses nothing, and none holds the run while it sleeps. A
+// signal does not end a sleep: a run claimed before its time is parked
+// again. A held run (Options.Hold, a store that cannot park, or a sleep
+// shorter than MinParkedSleep) sleeps here.
+func (e *execution) sleep(ctx context.Context, s Step) error {
+	due := stepStart(e.run.Snapshot(), s.Name).Add(s.Duration)
+	cur := e.run.Snapshot()
+	if reached(cur, due) {
+		if cur.Status == runstate.StatusWaiting {
+			return e.run.Resume(ctx, "") // the caller ends the step
+		}
+		return nil
+	}
+	if !e.opts.Hold && s.Duration >= MinParkedSleep {
+		why := fmt.Sprintf("sleeping in step %s until %s", s.Name, due.UTC().Format(time.RFC3339Nano))
+		parked, err := e.park(ctx, s, due, why)
+		switch {
+		case parked:
+			return ErrParked
+		case err != nil && !errors.Is(err, runstate.ErrUnsupported):
+			return err
+		case err == nil: // someone else moved the run meanwhile
+			return fmt.Errorf("%w: it is %s", tracker.ErrRunEnded, e.run.Snapshot().Status)
+		}
+	}
+	if e.run.Snapshot().Status == runstate.StatusWaiting {
+		if err := e.run.Resume(ctx, ""); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-time.After(time.Until(due)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// MinParkedSleep is the shortest sleep step that is parked: a shorter one
+// is slept in hand, as parking it would cost about as long (two writes, a
+// claim), and a worker that dies during it leaves the run to recovery.
+const MinParkedSleep = time.Second
+
+// park parks the run until wake (tracker.Run.Park), for step s; it
+// reports false when there is something to do now (a signal, another
+// status), and runstate.ErrUnsupported from a store that cannot park.
+func (e *execution) park(ctx context.Context, s Step, wake time.Time, why string) (bool, error) {
+	signalFor := ""
+	if s.Type == Wait {
+		signalFor = s.Name
+	}
+	parked, err := e.run.Park(ctx, tracker.ParkParams{Until: wake, Why: why, Step: signalFor})
+	switch {
+	case errors.Is(err, runstate.ErrUnsupported):
+		e.say("step %s: the store cannot park the run, so it stays in hand (%v)", s.Name, err)
+	case parked:
+		e.say("step %s parked until %s: no worker holds the run until then", s.Name, wake.UTC().Format(time.RFC3339Nano))
+	}
+	return parked, err
+}
+
+// stepStart is when step started, in the store's clock; now when unknown.
+func stepStart(run runstate.RunSnapshot, step string) time.Time {
+	if st, ok := run.Step(step); ok && !st.StartedAt.IsZero() {
+		return st.StartedAt
+	}
+	return time.Now()
+}
+
+// reached reports whether the time at has come for run: this worker's
+// clock says so, or the run was claimed while parked until at or later
+// (the store admits a parked run once its clock reached the wake time).
+func reached(run runstate.RunSnapshot, at time.Time) bool {
+	return !time.Now().Before(at) || (!run.WakeAt.IsZero() && !run.WakeAt.Before(at))
 }

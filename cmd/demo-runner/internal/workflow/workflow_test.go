@@ -72,7 +72,7 @@ func execute(t *testing.T, yaml string, during func(store runstate.RunStateStore
 		go during(store, s.RunID)
 	}
 	run, _ := tr.Attach(s, tracker.Lease{})
-	err = workflow.Execute(context.Background(), run, wf, workflow.Options{Poll: 10 * time.Millisecond, Supervisor: supervisor(t)})
+	err = workflow.Execute(context.Background(), run, wf, workflow.Options{Hold: true, Poll: 10 * time.Millisecond, Supervisor: supervisor(t)})
 	final, _ := store.GetRun(context.Background(), s.RunID)
 	return final, err
 }

@@ -1,0 +1,93 @@
+package benchutil
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/runstate/runstate"
+)
+
+// ParkRuns leaves n runs parked in s as a fleet's waits and timers leave
+// them: waiting, of the highest priority (so that a store that does not
+// keep parked runs apart meets them first in claim order), half parked
+// for a signal (until a day from now) and half as timers due over the
+// next ten minutes. They are made in batches of 100: created, started,
+// then moved to waiting and parked in one write each.
+func ParkRuns(tb testing.TB, s runstate.Store, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	for made := 0; made < n; made += 100 {
+		size := min(100, n-made)
+		create := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, size)}
+		for i := range create.Runs {
+			create.Runs[i] = runstate.CreateRunParams{WorkflowName: "parked", Priority: runstate.MaxPriority}
+		}
+		created, err := runstate.CreateRuns(ctx, s, create)
+		if err != nil {
+			tb.Fatalf("creating runs to park: %v", err)
+		}
+		runs := created.Runs
+		for _, to := range []runstate.RunStatus{runstate.StatusRunning, runstate.StatusWaiting} {
+			up := runstate.UpdateRunsParams{Updates: make([]runstate.UpdateRunParams, len(runs))}
+			for i, r := range runs {
+				up.Updates[i] = runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: string(to)}
+				if to == runstate.StatusWaiting {
+					wake := now.Add(24 * time.Hour) // a signal's wait
+					if (made+i)%2 == 1 {
+						wake = now.Add(time.Minute + time.Duration(made+i)*(9*time.Minute)/time.Duration(n)) // a timer
+					}
+					up.Updates[i].WakeAt = &wake
+				}
+			}
+			res, err := runstate.UpdateRuns(ctx, s, up)
+			if err != nil {
+				tb.Fatalf("moving runs to %s: %v", to, err)
+			}
+			for i, item := range res.Items {
+				if item.Err != nil {
+					tb.Fatalf("moving run %s to %s: %v", up.Updates[i].RunID, to, item.Err)
+				}
+				runs[i] = item.Run
+			}
+		}
+	}
+}
+
+// BenchParked measures claim-next and the runnable listing with none and
+// with each of parked runs parked (ParkRuns) beside the queued ones: a
+// parked run should cost a claim and a listing page nothing. open gives a
+// fresh store for each count. The listing reads a page of 100 of 100
+// queued runs; claim-next takes queued runs one at a time from one
+// worker.
+func BenchParked(b *testing.B, open func(*testing.B) runstate.Store, parked ...int) {
+	ctx := context.Background()
+	for _, n := range append([]int{0}, parked...) {
+		s := open(b)
+		ParkRuns(b, s, n)
+		FillQueue(b, s, 100)
+		b.Run(fmt.Sprintf("list-runnable/parked=%d", n), func(b *testing.B) {
+			b.ResetTimer()
+			for range b.N {
+				page, err := s.ListRunnableRuns(ctx, runstate.ListRunnableParams{Limit: 100})
+				if err != nil || len(page.Runs) != 100 {
+					b.Fatalf("listing: %d runs, %v", len(page.Runs), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("claim-next/parked=%d", n), func(b *testing.B) {
+			b.StopTimer()
+			FillQueue(b, s, b.N)
+			owner := runstate.Owner{Worker: "bench", Incarnation: "1"}
+			b.StartTimer()
+			for range b.N {
+				cl, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour})
+				if err != nil || cl.Run.WorkflowName != "bench" {
+					b.Fatalf("claim-next took %s (%s): %v", cl.Run.RunID, cl.Run.WorkflowName, err)
+				}
+			}
+		})
+	}
+}
