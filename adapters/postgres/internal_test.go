@@ -190,7 +190,9 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 }
 
 // checkClaimPlans checks the plans of claim-next's statements, for two
-// statuses: part0 and part1 read the queue head, part2 the leased runs.
+// statuses: part0 and part1 read the queue head, part2 the leased runs,
+// part3 the parked runs that are due (sorted: they are the few whose time
+// came since the last claims).
 // The leased runs' part reads its own indexes before the table is
 // analysed too: it never combines them with by_status, which holds every
 // run, and every version of one not yet vacuumed.
@@ -217,7 +219,7 @@ func checkClaimPlans(t *testing.T, s *Store, analysed bool) {
 				t.Errorf("%s: %s of %s read %d entries; a claim reads only its few candidates", cte, n.NodeType, n.IndexName, n.ActualRows)
 			case n.NodeType == "Seq Scan":
 				t.Errorf("%s: a sequential scan of %s", cte, n.RelationName)
-			case n.NodeType == "Sort" && cte != "part2":
+			case n.NodeType == "Sort" && cte != "part2" && cte != "part3":
 				t.Errorf("%s: the queue head is sorted, not read in index order", cte)
 			}
 		})
@@ -228,6 +230,9 @@ func checkClaimPlans(t *testing.T, s *Store, analysed bool) {
 		}
 		if !indexes["part2"]["runstate_runs_lease_expiry"] || !indexes["part2"]["runstate_runs_by_lease_owner"] || indexes["part2"]["runstate_runs_by_status"] {
 			t.Errorf("the leased runs are not read from their indexes: %v", indexes["part2"])
+		}
+		if !indexes["part3"]["runstate_runs_parked"] || len(indexes["part3"]) != 1 {
+			t.Errorf("the parked runs that are due are not read from their index alone: %v", indexes["part3"])
 		}
 		if t.Failed() {
 			out, _ := json.MarshalIndent(p, "", "  ")

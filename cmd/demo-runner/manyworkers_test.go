@@ -46,9 +46,10 @@ const (
 // lease and continues it, and operators query, cancel, signal and recover
 // beside them; the workers also run recovery every 3s. At the end, from
 // the audit trails and from the markers that the step commands write:
-// every run finished or is cleanly runnable; no step ran twice at once; no
-// write under a stale token was accepted; no claim (recovery's or a
-// worker's) took a run whose lease was live in the store's own time, as
+// every run finished, is cleanly runnable or is parked until a time to
+// come; no step ran twice at once; no write under a stale token was
+// accepted; no claim (recovery's or a worker's) took a run whose lease
+// was live in the store's own time, as
 // the fleet's lease history shows it (leasehistory_test.go); no rejected
 // transition anywhere; every acknowledged submit exists. Recovery's
 // interruptions of lapsed leases are allowed and reported apart, with how
@@ -442,7 +443,7 @@ steps:
 	t.Logf("%s, policy %s, %d workers: %d runs submitted (%d acknowledged); %d kills, %d stalls, %d operator commands (%d failed as unavailable)",
 		st.name, policy, cfg.workers, cfg.runs, len(submitted), f.kills, f.stops, f.ops, f.opFails)
 	t.Logf("end states: %v; %d step executions", c.states, c.executions)
-	t.Logf("violations: %d not terminal or cleanly runnable, %d overlapping executions, %d stale-token writes accepted, "+
+	t.Logf("violations: %d not terminal, cleanly runnable or parked, %d overlapping executions, %d stale-token writes accepted, "+
 		"%d claims of a run whose lease was live in the store's time (%d of them recovery's), %d tokens granted twice, %d rejected transitions, %d acknowledged submits missing",
 		c.notSettled, c.overlaps, c.staleWrites, c.liveTakeovers, c.liveRecovered, c.doubleGrants, c.rejected, c.missing)
 	for _, e := range c.examples {
@@ -569,9 +570,12 @@ func (f *fleet) check(ctx context.Context, store runstate.Store, submitted []str
 			continue
 		}
 		c.states[run.Status]++
-		if !run.Status.Terminal() && !runnable[id] {
+		// Parked (a wait step's run, until its deadline) is settled too:
+		// the store holds the wait, and no lease holds the run.
+		parked := run.Status == runstate.StatusWaiting && run.WakeAt.After(time.Now())
+		if !run.Status.Terminal() && !runnable[id] && !parked {
 			c.notSettled++
-			c.example("run %s is %s and not runnable", id, run.Status)
+			c.example("run %s is %s and not runnable (wake_at %v)", id, run.Status, run.WakeAt)
 		}
 		var evs []runstate.AuditEvent
 		for after := int64(0); ; {

@@ -10,47 +10,46 @@ import (
 )
 
 // ParkRuns leaves n runs parked in s as a fleet's waits and timers leave
-// them: waiting, of the highest priority (so that a store that does not
-// keep parked runs apart meets them first in claim order), half parked
-// for a signal (until a day from now) and half as timers due over the
-// next ten minutes. They are made in batches of 100: created, started,
-// then moved to waiting and parked in one write each.
+// them: of the highest priority (so that a store that does not keep parked
+// runs apart meets them first in claim order), each claimed and started,
+// then moved to waiting and parked in its worker's last write, which
+// releases the lease; half for a signal (until a day from now) and half as
+// timers due over the next ten minutes. They are made in batches of 100.
 func ParkRuns(tb testing.TB, s runstate.Store, n int) {
 	tb.Helper()
 	ctx := context.Background()
 	now := time.Now()
+	owner := runstate.Owner{Worker: "parker", Incarnation: "1"}
 	for made := 0; made < n; made += 100 {
 		size := min(100, n-made)
 		create := runstate.CreateRunsParams{Runs: make([]runstate.CreateRunParams, size)}
 		for i := range create.Runs {
 			create.Runs[i] = runstate.CreateRunParams{WorkflowName: "parked", Priority: runstate.MaxPriority}
 		}
-		created, err := runstate.CreateRuns(ctx, s, create)
-		if err != nil {
+		if _, err := runstate.CreateRuns(ctx, s, create); err != nil {
 			tb.Fatalf("creating runs to park: %v", err)
 		}
-		runs := created.Runs
-		for _, to := range []runstate.RunStatus{runstate.StatusRunning, runstate.StatusWaiting} {
-			up := runstate.UpdateRunsParams{Updates: make([]runstate.UpdateRunParams, len(runs))}
-			for i, r := range runs {
-				up.Updates[i] = runstate.UpdateRunParams{RunID: r.RunID, ExpectedVersion: r.Version, Status: string(to)}
-				if to == runstate.StatusWaiting {
-					wake := now.Add(24 * time.Hour) // a signal's wait
-					if (made+i)%2 == 1 {
-						wake = now.Add(time.Minute + time.Duration(made+i)*(9*time.Minute)/time.Duration(n)) // a timer
-					}
-					up.Updates[i].WakeAt = &wake
-				}
+		claimed, err := runstate.ClaimRuns(ctx, s, runstate.ClaimRunsParams{Owner: owner, TTL: time.Hour, Max: size, Start: true,
+			Filter: runstate.RunnableFilter{Statuses: []string{string(runstate.StatusQueued)}, WorkflowName: "parked"}})
+		if err != nil || len(claimed.Claims) != size {
+			tb.Fatalf("claiming the runs to park: %d of %d, %v", len(claimed.Claims), size, err)
+		}
+		up := runstate.UpdateRunsParams{Updates: make([]runstate.UpdateRunParams, size)}
+		for i, c := range claimed.Claims {
+			wake := now.Add(24 * time.Hour) // a signal's wait
+			if (made+i)%2 == 1 {
+				wake = now.Add(time.Minute + time.Duration(made+i)*(9*time.Minute)/time.Duration(n)) // a timer
 			}
-			res, err := runstate.UpdateRuns(ctx, s, up)
-			if err != nil {
-				tb.Fatalf("moving runs to %s: %v", to, err)
-			}
-			for i, item := range res.Items {
-				if item.Err != nil {
-					tb.Fatalf("moving run %s to %s: %v", up.Updates[i].RunID, to, item.Err)
-				}
-				runs[i] = item.Run
+			up.Updates[i] = runstate.UpdateRunParams{RunID: c.Run.RunID, ExpectedVersion: c.Run.Version, LeaseToken: c.Lease.Token,
+				Status: string(runstate.StatusWaiting), WakeAt: &wake, ReleaseLease: true}
+		}
+		res, err := runstate.UpdateRuns(ctx, s, up)
+		if err != nil {
+			tb.Fatalf("parking runs: %v", err)
+		}
+		for i, item := range res.Items {
+			if item.Err != nil {
+				tb.Fatalf("parking run %s: %v", up.Updates[i].RunID, item.Err)
 			}
 		}
 	}
