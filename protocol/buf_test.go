@@ -40,14 +40,14 @@ func TestTheProtoPassesBufLintAndBreaking(t *testing.T) {
 		if baseline == "" {
 			t.Skip("no baseline")
 		}
-		dir := scratchProto(t, "  bool release_lease = 14;", "  bool release_lease = 15;")
+		dir := scratchProto(t, "  bool release_lease = 14;", "  bool release_lease = 99;")
 		out, err := runBuf(t, buf, "breaking", dir, "--against", baseline)
 		if err == nil || !strings.Contains(out, "release_lease") {
 			t.Errorf("buf breaking passed a renumbered release_lease (error %v):\n%s", err, out)
 		}
 	})
 	t.Run("a field not in snake case is a lint error", func(t *testing.T) {
-		dir := scratchProto(t, "  bool release_lease = 14;", "  bool release_lease = 14;\n  bool releaseLater = 15;")
+		dir := scratchProto(t, "  bool release_lease = 14;", "  bool release_lease = 14;\n  bool releaseLater = 99;")
 		out, err := runBuf(t, buf, "lint", dir)
 		if err == nil || !strings.Contains(out, "releaseLater") {
 			t.Errorf("buf lint passed a field named releaseLater (error %v):\n%s", err, out)

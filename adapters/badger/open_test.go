@@ -15,6 +15,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/badger"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 	"github.com/runstate/runstate/internal/testsupport/watchtest"
 )
 
@@ -233,4 +234,15 @@ func TestADueRunWakesTheWatchers(t *testing.T) {
 	if time.Now().Before(due) {
 		t.Fatalf("woken at %v, before the run came due at %v", time.Now(), due)
 	}
+}
+
+// Timers coming due at one instant are claimed as the queue would take
+// them, by workers racing for them, without a failed claim.
+func TestTimersDueTogetherAreClaimedInOrder(t *testing.T) {
+	s, err := badger.Open(context.Background(), badger.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	benchutil.DueTogether(t, s, 100, 4)
 }

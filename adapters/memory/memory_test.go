@@ -5,6 +5,7 @@ import (
 
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 	"github.com/runstate/runstate/internal/testsupport/watchtest"
 )
 
@@ -21,4 +22,10 @@ func TestConformanceRealClock(t *testing.T) {
 // would: workers need not poll for timers.
 func TestADueRunWakesTheWatchers(t *testing.T) {
 	watchtest.DueRunsWakeWatchers(t, memorytest.Open(t, nil))
+}
+
+// Timers coming due at one instant are claimed as the queue would take
+// them, by workers racing for them, without a failed claim.
+func TestTimersDueTogetherAreClaimedInOrder(t *testing.T) {
+	benchutil.DueTogether(t, memorytest.Open(t, nil), 200, 4)
 }

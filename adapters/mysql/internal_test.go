@@ -13,6 +13,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
@@ -168,4 +169,10 @@ func TestConcurrentWritersOfTheirOwnRunsNeverDeadlock(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Timers coming due at one instant are claimed as the queue would take
+// them, by workers racing for them, without a failed claim.
+func TestTimersDueTogetherAreClaimedInOrder(t *testing.T) {
+	benchutil.DueTogether(t, openInternal(t), 200, 4)
 }

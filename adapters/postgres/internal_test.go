@@ -15,6 +15,7 @@ import (
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/internal/sqlkit"
 	"github.com/runstate/runstate/driver"
+	"github.com/runstate/runstate/internal/testsupport/benchutil"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 )
 
@@ -284,4 +285,10 @@ func TestLeanWriteChecksAKnownRowsTime(t *testing.T) {
 	if len(got) != 1 || got[0].RowVersion == read.RowVersion || got[0].Now.Before(read.Now) {
 		t.Fatalf("written %+v; want the row at a new version, at a time not before %v", got, read.Now)
 	}
+}
+
+// Timers coming due at one instant are claimed as the queue would take
+// them, by workers racing for them, without a failed claim.
+func TestTimersDueTogetherAreClaimedInOrder(t *testing.T) {
+	benchutil.DueTogether(t, openInternal(t), 200, 4)
 }

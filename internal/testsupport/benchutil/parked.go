@@ -2,11 +2,13 @@ package benchutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/driver"
 )
 
 // ParkRuns leaves n runs parked in s as a fleet's waits and timers leave
@@ -89,4 +91,93 @@ func BenchParked(b *testing.B, open func(*testing.B) runstate.Store, parked ...i
 			}
 		})
 	}
+}
+
+// DueTogether parks n runs of s until one instant, of priorities 0 to 9,
+// and lets workers claim them, claim-next after claim-next, once that
+// instant has passed. Every claim must succeed until the runs are gone
+// (no failed claim, no UNAVAILABLE for a run another worker held), and
+// each run is claimed once. A worker's claims come in claim order, but
+// that a claim may pass over a run another claim holds at that instant
+// and take a lower one (LEASE-017): such claims are counted and logged,
+// not failed (one claimer alone takes due runs in claim order: WAKE-001).
+func DueTogether(t testing.TB, s runstate.Store, n, workers int) {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for i := range n {
+		run, err := s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "due", Priority: i % 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, run.RunID)
+	}
+	at := time.Now().Add(time.Second)
+	park := runstate.UpdateRunsParams{Updates: make([]runstate.UpdateRunParams, len(ids))}
+	for i, id := range ids {
+		park.Updates[i] = runstate.UpdateRunParams{RunID: id, ExpectedVersion: 1, WakeAt: &at}
+	}
+	res, err := runstate.UpdateRuns(ctx, s, park)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range res.Items {
+		if item.Err != nil {
+			t.Fatal(item.Err)
+		}
+	}
+	cl, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: runstate.Owner{Worker: "early", Incarnation: "1"}, TTL: time.Hour})
+	if err == nil && time.Now().Before(at.Add(-100*time.Millisecond)) {
+		t.Fatalf("run %s was claimed before the instant its timer is due", cl.Run.RunID)
+	}
+	if err == nil {
+		t.Skip("parking the runs took until their instant: nothing to judge")
+	}
+	time.Sleep(time.Until(at) + 10*time.Millisecond)
+	got := make([][]runstate.RunSnapshot, workers)
+	errs := make([][]error, workers)
+	done := make(chan struct{})
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			owner := runstate.Owner{Worker: fmt.Sprintf("w%d", w), Incarnation: "1"}
+			for {
+				cl, err := s.ClaimNextRun(ctx, runstate.ClaimNextParams{Owner: owner, TTL: time.Hour})
+				switch {
+				case errors.Is(err, runstate.ErrNotFound):
+					return
+				case err != nil:
+					errs[w] = append(errs[w], err)
+					continue
+				}
+				got[w] = append(got[w], cl.Run)
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	seen := map[string]int{}
+	passedOver := 0
+	for w := range workers {
+		for _, err := range errs[w] {
+			t.Errorf("worker %d: a claim failed while due runs remained: %v", w, err)
+		}
+		for i, r := range got[w] {
+			seen[r.RunID]++
+			if i == 0 {
+				continue
+			}
+			if driver.RunnablePositionOf(r).Less(driver.RunnablePositionOf(got[w][i-1])) {
+				passedOver++
+			}
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("run %s claimed %d times", id, seen[id])
+		}
+	}
+	t.Logf("%d runs due at one instant, %d workers: every claim succeeded, each run once; %d claims came after a lower-ranked one of the same worker (a run another claim held was passed over)",
+		n, workers, passedOver)
 }
