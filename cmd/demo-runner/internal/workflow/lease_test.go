@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -394,5 +395,67 @@ func TestAWaitingRunIsParkedAndGoesOnWhereverItIsClaimed(t *testing.T) {
 		if got := strings.Join(moves, " "); got != "queued>running running>waiting waiting>running running>waiting waiting>running running>success" {
 			t.Errorf("the trail: %s", got)
 		}
+	}
+}
+
+// cannotPark is a store reached through a plugin or gateway of protocol
+// 1.7 or older: it refuses an update that parks or wakes a run.
+type cannotPark struct{ *memory.Store }
+
+func (s cannotPark) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
+	if p.WakeAt != nil {
+		return runstate.RunSnapshot{}, &runstate.Error{Code: runstate.CodeUnsupported, Message: "the server does not announce wake_at"}
+	}
+	return s.Store.UpdateRun(ctx, p)
+}
+
+// A store that cannot park: the worker keeps the waiting run in hand, as
+// before parking, and a signal resumes it there.
+func TestAStoreThatCannotParkKeepsTheWaitingRunInHand(t *testing.T) {
+	ctx := context.Background()
+	store := cannotPark{memorytest.Open(t, nil)}
+	tr := tracker.New(store, tracker.Options{Leases: store})
+	wf, err := workflow.Parse([]byte("name: w\nsteps:\n  - name: approve\n    type: wait\n    timeout: 1h\n  - name: nap\n    type: sleep\n    duration: 1s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
+	cl, err := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "a"}, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := tr.Attach(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: time.Minute})
+	var said []string
+	var mu sync.Mutex
+	done := make(chan error, 1)
+	go func() {
+		done <- workflow.Execute(ctx, run, wf, workflow.Options{Poll: 5 * time.Millisecond, Progress: func(f string, args ...any) {
+			mu.Lock()
+			said = append(said, fmt.Sprintf(f, args...))
+			mu.Unlock()
+		}})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if got, _ := store.GetRun(ctx, s.RunID); got.Status == runstate.StatusWaiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run never waited")
+		}
+	}
+	if _, err := (tracker.Operator{Store: store, Actor: runstate.Actor{Kind: runstate.ActorOperator}}).Signal(ctx, s.RunID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	got, _ := store.GetRun(ctx, s.RunID)
+	if got.Status != runstate.StatusSuccess || !got.WakeAt.IsZero() {
+		t.Fatalf("run %s, wake_at %v", got.Status, got.WakeAt)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(strings.Join(said, "\n"), "cannot park the run, so it stays in hand"); n != 2 {
+		t.Errorf("the wait and the sleep each said once that they stay in hand; said %d times:\n%s", n, strings.Join(said, "\n"))
 	}
 }
