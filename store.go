@@ -121,8 +121,8 @@ type RunnableWatcher interface {
 	// release, a move back to a claimable status, a parked run woken), by a
 	// handle that sends such notices. A store may also send one when a
 	// parked run comes due, which no write announces (memory and Badger
-	// keep an alarm for it; PostgreSQL does not, and its watchers find due
-	// runs by polling). Values coalesce: one may stand for many changes, and
+	// keep an alarm for it; PostgreSQL's watch reads the parked index for
+	// the next wake time, at least every 5s). Values coalesce: one may stand for many changes, and
 	// one may come with no run to claim. The channel is closed when ctx
 	// ends or the store is closed.
 	WatchRunnable(ctx context.Context, p WatchRunnableParams) (<-chan struct{}, error)

@@ -74,7 +74,15 @@ var (
 	// The notice is sent at commit, once per transaction.
 	qNotifyRunnable = `SELECT pg_notify('` + runnableChannel + `', current_schema())`
 	qListen         = `LISTEN ` // and the channel
-	qCurrentSchema  = `SELECT current_schema()`
+	// The parked index's news for a watch of runnable runs, in the
+	// database's time: the seconds until the earliest wake time to come
+	// (NULL: none), whether a parked run came due since the previous read
+	// ($1) and is still parked, and the time of this read.
+	qParkedNews = `SELECT EXTRACT(EPOCH FROM (SELECT min(wake_at) FROM runstate_runs WHERE queue = ` + inQueueParked +
+		` AND wake_at > statement_timestamp()) - statement_timestamp()),
+		EXISTS (SELECT 1 FROM runstate_runs WHERE queue = ` + inQueueParked + ` AND wake_at > $1 AND wake_at <= statement_timestamp()),
+		statement_timestamp()`
+	qCurrentSchema = `SELECT current_schema()`
 
 	qDeleteLabels = numbered(`DELETE FROM runstate_labels WHERE run_id = ?`)
 	qInsertLabel  = numbered(`INSERT INTO runstate_labels (run_id, label_key, label_value, created_at) VALUES (?, ?, ?, ?)`)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"time"
@@ -35,7 +36,9 @@ func (s *Store) Features() runstate.Features { return runstate.FeaturesOf(s) }
 
 // WatchRunnable implements runstate.RunnableWatcher with LISTEN/NOTIFY, on a
 // connection of its own, outside the pool: it hears the announcements of
-// every handle of the same schema that has Options.NotifyRunnable. When
+// every handle of the same schema that has Options.NotifyRunnable. It
+// also wakes when a parked run comes due, which no write announces
+// (ringDue). When
 // that connection is lost it sends a value (a notice may have been missed
 // meanwhile) and connects again, as long as ctx lasts.
 func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParams) (<-chan struct{}, error) {
@@ -55,10 +58,12 @@ func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParam
 		default: // one is waiting already: they coalesce
 		}
 	}
+	ringing := make(chan struct{})
+	go func() { defer close(ringing); s.ringDue(ctx, send) }()
 	go func() {
 		defer close(wake)
 		defer stopWithStore()
-		defer cancel()
+		defer func() { cancel(); <-ringing }() // no send after the close
 		s.relay(ctx, conn, schema, listening{channel: runnableChannel, what: "runnable runs", lost: send,
 			notice: func(schema, payload string) {
 				if payload == schema {
@@ -67,6 +72,52 @@ func (s *Store) WatchRunnable(ctx context.Context, _ runstate.WatchRunnableParam
 			}})
 	}()
 	return wake, nil
+}
+
+// dueRecheck bounds how long a watch of runnable runs goes without
+// reading the parked index afresh: a run parked since by another process
+// is announced at its time once a read has seen it.
+const dueRecheck = 5 * time.Second
+
+// ringDue sends when a parked run comes due, which no write announces,
+// until ctx ends. It reads from the parked index how long, in the
+// database's time, until the earliest wake time to come, and whether a
+// run parked meanwhile (by any process) came due since its last read;
+// it sends for the latter, waits until the former (at most dueRecheck),
+// and reads again. A failed read is tried again after dueRecheck: the
+// watchers poll meanwhile.
+func (s *Store) ringDue(ctx context.Context, send func()) {
+	var last time.Time // of the last read, in the database's time
+	for {
+		var until sql.NullFloat64
+		var cameDue bool
+		var at time.Time
+		err := s.runs.DB().QueryRowContext(ctx, qParkedNews, nullTime(last)).Scan(&until, &cameDue, &at)
+		wait := dueRecheck
+		if err == nil {
+			last = at
+			if cameDue {
+				send()
+			}
+			if d := time.Duration(until.Float64 * float64(time.Second)); until.Valid && d < wait {
+				wait = max(d, 0)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// nullTime is t for a statement, NULL when zero: the first read of the
+// parked index has no last read, and no run came due since.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }
 
 // WatchRun implements runstate.RunWatcher with LISTEN/NOTIFY: it hears the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/postgres"
+	"github.com/runstate/runstate/internal/testsupport/watchtest"
 )
 
 // woken waits for a value on wake; the bound only ends a test that would
@@ -235,4 +236,11 @@ func TestWatchRunHearsTheRunsWrites(t *testing.T) {
 	}
 	for range second {
 	}
+}
+
+// A parked run coming due wakes the watchers of runnable runs, as a write
+// would: the watch reads the parked index for the next wake time.
+func TestADueRunWakesTheWatchers(t *testing.T) {
+	srv, schema := freshSchema(t)
+	watchtest.DueRunsWakeWatchers(t, open(t, postgres.Options{DSN: srv.DSN(), Schema: schema, NotifyRunnable: true}))
 }
