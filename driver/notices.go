@@ -126,7 +126,9 @@ type RunnableNotices struct {
 
 // NextWake gives the function that finds the earliest wake time after a
 // given time among the store's parked runs, and arms the timer for it: a
-// store calls it once, when it opens, before any write.
+// store calls it once, when it opens, before any write. An alarm may ring
+// while the store closes, so next must be safe to call then (and find
+// nothing).
 func (n *RunnableNotices) NextWake(next func(after time.Time) (time.Time, bool)) {
 	n.mu.Lock()
 	n.next = next
@@ -158,10 +160,10 @@ func (n *RunnableNotices) ring() {
 	n.mu.Lock()
 	n.armed = time.Time{}
 	wakeAll(n.watchers)
-	next := n.next
+	next, closed := n.next, n.closed
 	n.mu.Unlock()
-	if next == nil {
-		return
+	if next == nil || closed {
+		return // the store may be closing too: next must not read it
 	}
 	if t, ok := next(time.Now()); ok {
 		n.Parked(t)

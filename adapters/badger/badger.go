@@ -182,6 +182,12 @@ func (s *Store) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<-chan
 // runs (the statuses a run may be parked in), for the notices of runs that
 // come due.
 func (s *storage) nextWake(after time.Time) (time.Time, bool) {
+	// An alarm may ring as the store closes: Close waits for this read,
+	// and a closed store has no alarm to set.
+	if s.enter(context.Background()) != nil {
+		return time.Time{}, false
+	}
+	defer s.leave()
 	var first time.Time
 	err := s.db.View(func(txn *bdb.Txn) error {
 		for _, st := range []runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting} {
