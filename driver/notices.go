@@ -26,6 +26,11 @@ func (n *RunNotices) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<
 	if err := ValidateWatchRun(p); err != nil {
 		return nil, err
 	}
+	return n.watch(ctx, p.RunID)
+}
+
+// watch hands out a channel that Notify(key) wakes until ctx ends.
+func (n *RunNotices) watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	wake := make(chan struct{}, 1)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -35,11 +40,11 @@ func (n *RunNotices) WatchRun(ctx context.Context, p runstate.WatchRunParams) (<
 	if n.watchers == nil {
 		n.watchers = make(map[string]map[chan struct{}]struct{})
 	}
-	if n.watchers[p.RunID] == nil {
-		n.watchers[p.RunID] = make(map[chan struct{}]struct{})
+	if n.watchers[key] == nil {
+		n.watchers[key] = make(map[chan struct{}]struct{})
 	}
-	n.watchers[p.RunID][wake] = struct{}{}
-	context.AfterFunc(ctx, func() { n.end(p.RunID, wake) })
+	n.watchers[key][wake] = struct{}{}
+	context.AfterFunc(ctx, func() { n.end(key, wake) })
 	return wake, nil
 }
 
@@ -114,9 +119,12 @@ func (n *RunNotices) Close() {
 // time (NextWake): a timer wakes the watchers when each comes, as a write
 // would.
 type RunnableNotices struct {
-	mu       sync.Mutex
-	watchers map[chan struct{}]struct{}
-	closed   bool
+	// watchers are RunNotices' registry, under one key: every watcher
+	// hears every notice.
+	watchers RunNotices
+
+	mu     sync.Mutex
+	closed bool
 	// next finds the earliest wake time after a time among the store's
 	// parked runs; timer fires at armed, the earliest known.
 	next  func(after time.Time) (time.Time, bool)
@@ -157,9 +165,9 @@ func (n *RunnableNotices) Parked(t time.Time) {
 // for the next wake time after now. The store is asked without n.mu held:
 // its writes call Parked holding their own lock.
 func (n *RunnableNotices) ring() {
+	n.Notify()
 	n.mu.Lock()
 	n.armed = time.Time{}
-	wakeAll(n.watchers)
 	next, closed := n.next, n.closed
 	n.mu.Unlock()
 	if next == nil || closed {
@@ -175,46 +183,21 @@ func (n *RunnableNotices) WatchRunnable(ctx context.Context, _ runstate.WatchRun
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	wake := make(chan struct{}, 1)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return nil, runstate.Unavailable("the store is closed", nil)
-	}
-	if n.watchers == nil {
-		n.watchers = make(map[chan struct{}]struct{})
-	}
-	n.watchers[wake] = struct{}{}
-	context.AfterFunc(ctx, func() {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if _, ok := n.watchers[wake]; ok {
-			delete(n.watchers, wake)
-			close(wake)
-		}
-	})
-	return wake, nil
+	return n.watchers.watch(ctx, "")
 }
 
 // Notify wakes every watcher; it never blocks.
-func (n *RunnableNotices) Notify() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	wakeAll(n.watchers)
-}
+func (n *RunnableNotices) Notify() { n.watchers.Notify("") }
 
 // Close ends every watch, and refuses later ones.
 func (n *RunnableNotices) Close() {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.closed = true
 	if n.timer != nil {
 		n.timer.Stop()
 	}
-	for wake := range n.watchers {
-		close(wake)
-	}
-	n.watchers = nil
+	n.mu.Unlock()
+	n.watchers.Close()
 }
 
 // Placed is what decides a run's queue: its snapshot and its lease.
