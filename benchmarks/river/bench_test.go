@@ -24,7 +24,8 @@ const batchSize = 100
 // (one call each, as the demo runner's workers do); runstate-fleet: one
 // process of W slots that claims and starts as many runs as it has free
 // slots in one call, each run's success and release then written by a
-// completer while its slot takes the next.
+// completer while its slot takes the next; runstate-worker: the worker
+// package, W slots, its outcomes written in batches, several in flight.
 func BenchmarkEndToEnd(b *testing.B) {
 	srv := openServer(b)
 	for _, w := range workerCounts {
@@ -36,6 +37,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("runstate-fleet/workers=%d", w), func(b *testing.B) {
 			measure(b, srv, newRunstateFleet(w, true), 1)
+		})
+		b.Run(fmt.Sprintf("runstate-worker/workers=%d", w), func(b *testing.B) {
+			measure(b, srv, newRunstateWorker(w), 1)
 		})
 	}
 }

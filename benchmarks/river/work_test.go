@@ -19,6 +19,7 @@ func TestEveryWorkloadDoesItsWork(t *testing.T) {
 		{"claims/runstate", newRunstateWorkers(8, false)},
 		{"end-to-end/runstate-fleet", newRunstateFleet(8, true)},
 		{"claims/runstate-fleet", newRunstateFleet(8, false)},
+		{"end-to-end/runstate-worker", newRunstateWorker(8)},
 		{"enqueue/river", &riverEnqueue{batch: 1}},
 		{"enqueue/runstate", &runstateEnqueue{batch: 1}},
 		{"enqueue-batched/river", &riverEnqueue{batch: 25}},

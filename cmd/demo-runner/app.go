@@ -176,7 +176,7 @@ type app struct {
 	runs       runstate.RunStateStore
 	leases     runstate.Store           // the same store with its leases; nil when it has none
 	watcher    runstate.RunnableWatcher // announces runnable runs; nil: workers poll
-	alarms     alarms                   // wake this worker when runs it parked come due
+	wakeAt     func(time.Time)          // wakes this process's worker when a run it parked comes due; nil without one
 	runWatcher runstate.RunWatcher      // announces a run's writes; nil: the console polls
 	owner      runstate.Owner
 	tracker    *tracker.Tracker

@@ -65,14 +65,19 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	switch {
 	case err == nil:
 		// The workflow reached its end (whatever stopped the work after that).
+	case errors.Is(cause, runstate.ErrLeaseLost) || errors.Is(err, runstate.ErrLeaseLost):
+		// Lost is the store's word, and it wins over a lapse this process
+		// saw by its own clock: a stalled worker sees both when it wakes,
+		// in either order.
+		return tr.Snapshot(), a.leaseLost(tr, token)
 	case errors.Is(err, workflow.ErrLeaseLapsed):
 		// The worker could not renew in time, so a step's command was ended.
 		// If the run is still this worker's, it is settled as crash recovery
 		// would settle it under the fleet's policy.
 		a.log.Warn("the lease was not renewed in time: the step's command was ended", "run_id", run.RunID, "token", token)
-		a.settleLapsed(tr)
-	case errors.Is(cause, runstate.ErrLeaseLost) || errors.Is(err, runstate.ErrLeaseLost):
-		return tr.Snapshot(), a.leaseLost(tr, token)
+		if errors.Is(a.settleLapsed(tr), runstate.ErrLeaseLost) {
+			return tr.Snapshot(), a.leaseLost(tr, token)
+		}
 	case errors.Is(cause, tracker.ErrRunEnded) || errors.Is(err, tracker.ErrRunEnded):
 		a.log.Info("the run was ended elsewhere", "run_id", run.RunID, "detail", cmp.Or(err, cause))
 	case status == runstate.StatusWaiting && errors.Is(err, workflow.ErrParked) && tr.LeaseReleased():
@@ -81,7 +86,9 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 		// worker goes on with it. This one sets an alarm for the time.
 		wake := tr.Snapshot().WakeAt
 		a.log.Info("run parked: no worker holds it until a signal or its wake time", "run_id", run.RunID, "wake_at", wake)
-		a.alarms.at(wake)
+		if a.wakeAt != nil {
+			a.wakeAt(wake)
+		}
 	case status == runstate.StatusWaiting && (errors.Is(err, workflow.ErrParked) || errors.Is(cause, errShutdown)):
 		// Waiting is not executing: the run is left as it is, for the
 		// next worker to claim (after a signal it goes on at once).
@@ -146,14 +153,19 @@ func (a *app) leaseLost(tr *tracker.Run, token int64) error {
 // was not renewed in time, as recovery would under --recovery: under
 // takeover it is left running for another worker; otherwise it is
 // interrupted (fenced: only while the lease is still this worker's).
-func (a *app) settleLapsed(tr *tracker.Run) {
+// It returns the store's answer: ErrLeaseLost when another worker owns
+// the run, which a renewal tells under takeover.
+func (a *app) settleLapsed(tr *tracker.Run) error {
 	if runstate.RecoveryPolicy(a.g.policy) == runstate.RecoverTakeover {
-		return
+		// Left running for another worker: released now, which also tells
+		// whether the lease was still this worker's.
+		return a.release(tr.Snapshot().RunID, tr.Lease().Token)
 	}
 	err := tr.Interrupt(context.Background(), "LEASE_LAPSED: the worker could not renew its lease in time, so the step's command was ended")
-	if err != nil {
+	if err != nil && !errors.Is(err, runstate.ErrLeaseLost) {
 		a.log.Warn("could not interrupt the run (another worker may own it now)", "run_id", tr.Snapshot().RunID, "error", err)
 	}
+	return err
 }
 
 // unreadable ends a run whose workflow file cannot be read: failed, with a
