@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -136,19 +135,22 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-// completer writes outcomes in batches, several batches in flight.
+// completer writes outcomes in batches. A batch goes at once when no
+// write is in flight; while one is, outcomes gather for the next, which
+// goes when the write ends, or as soon as a full batch waits, up to
+// CompletionsInFlight writes at once. So a lone outcome waits for
+// nothing, and under load the batches grow with the store's write time
+// (the driver kit's group commit, for a worker's completions).
 type completer struct {
 	w     *Worker
 	ctx   context.Context
 	queue chan outcome
-	wg    sync.WaitGroup
+	done  chan struct{} // closed when the dispatcher has ended
 }
 
 func (w *Worker) startCompleters(ctx context.Context) *completer {
-	c := &completer{w: w, ctx: ctx, queue: make(chan outcome, w.cfg.Slots)}
-	for range w.cfg.CompletionsInFlight {
-		c.wg.Go(c.loop)
-	}
+	c := &completer{w: w, ctx: ctx, queue: make(chan outcome, w.cfg.Slots), done: make(chan struct{})}
+	go c.dispatch()
 	return c
 }
 
@@ -159,26 +161,52 @@ func (c *completer) submit(o outcome) { c.queue <- o }
 // finish writes what is queued and returns when every write has ended.
 func (c *completer) finish() {
 	close(c.queue)
-	c.wg.Wait()
+	<-c.done
 }
 
-// loop takes what is queued, up to a batch, and writes it.
-func (c *completer) loop() {
-	for o := range c.queue {
-		batch := []outcome{o}
-	gather:
-		for len(batch) < c.w.cfg.CompleteBatch {
-			select {
-			case o, open := <-c.queue:
-				if !open {
-					break gather
-				}
-				batch = append(batch, o)
-			default:
-				break gather
-			}
+// dispatch gathers outcomes and sends them in batches, until the queue is
+// closed and everything in it written.
+func (c *completer) dispatch() {
+	defer close(c.done)
+	var pending []outcome
+	inFlight, open := 0, true
+	ended := make(chan struct{}, c.w.cfg.CompletionsInFlight)
+	for open || len(pending) > 0 || inFlight > 0 {
+		queue := c.queue
+		if !open || len(pending) >= c.w.cfg.Slots {
+			queue = nil // closed, or a full queue's worth waits already
 		}
-		c.write(batch)
+		select {
+		case o, ok := <-queue:
+			if !ok {
+				open = false
+				break
+			}
+			pending = append(pending, o)
+			for more := true; more && len(pending) < c.w.cfg.CompleteBatch; {
+				select {
+				case o, ok := <-c.queue:
+					if !ok {
+						open, more = false, false
+						break
+					}
+					pending = append(pending, o)
+				default:
+					more = false
+				}
+			}
+		case <-ended:
+			inFlight--
+		}
+		for len(pending) > 0 && inFlight < c.w.cfg.CompletionsInFlight && (inFlight == 0 || len(pending) >= c.w.cfg.CompleteBatch) {
+			batch := pending[:min(len(pending), c.w.cfg.CompleteBatch)]
+			pending = pending[len(batch):]
+			inFlight++
+			go func() {
+				defer func() { ended <- struct{}{} }()
+				c.write(batch)
+			}()
+		}
 	}
 }
 

@@ -98,6 +98,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // claimUntilDone claims runs for the free slots and begins them, until ctx
 // ends or the store refuses claims for good.
 func (w *Worker) claimUntilDone(ctx, work context.Context, wake <-chan struct{}, handlers *sync.WaitGroup, comp *completer) error {
+	var backlog time.Duration // the last claim's time, when it took all it asked for: more runs are likely waiting
 	for ctx.Err() == nil {
 		free := w.cfg.Slots - int(w.busy.Load())
 		if free <= 0 {
@@ -107,8 +108,15 @@ func (w *Worker) claimUntilDone(ctx, work context.Context, wake <-chan struct{},
 			}
 			continue
 		}
+		if backlog > 0 && free < (w.cfg.Slots+1)/2 {
+			free = w.gatherSlots(ctx, backlog)
+		}
 		began := time.Now()
 		claims, err := w.claim(ctx, free)
+		backlog = 0
+		if err == nil && len(claims) == free {
+			backlog = max(time.Since(began), time.Microsecond)
+		}
 		if w.cfg.OnClaim != nil {
 			w.cfg.OnClaim(ClaimReport{Asked: free, Claimed: len(claims), Took: time.Since(began), Err: err})
 		}
@@ -135,6 +143,28 @@ func (w *Worker) claimUntilDone(ctx, work context.Context, wake <-chan struct{},
 		}
 	}
 	return nil
+}
+
+// gatherSlots waits, while runs are waiting to be claimed, until half the
+// slots are free or for about one claim's time, and answers how many are
+// free: one claim for several slots, rather than one per slot as each
+// frees, at the cost of at most one claim's time.
+func (w *Worker) gatherSlots(ctx context.Context, claimTime time.Duration) int {
+	deadline := time.NewTimer(claimTime)
+	defer deadline.Stop()
+	for {
+		free := w.cfg.Slots - int(w.busy.Load())
+		if free >= (w.cfg.Slots+1)/2 {
+			return free
+		}
+		select {
+		case <-w.freed:
+		case <-deadline.C:
+			return w.cfg.Slots - int(w.busy.Load())
+		case <-ctx.Done():
+			return free
+		}
+	}
 }
 
 // idle waits for a reason to claim again: a notice or a poll, a run this
