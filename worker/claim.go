@@ -39,39 +39,43 @@ func (e startRefused) Unwrap() error { return e.err }
 // filter's statuses. The runs of a Config.Start status are moved to
 // running in the claim's own write (runstate.ClaimRuns with Start); the
 // others are claimed as they are. When the filter has both kinds, the
-// runnable runs decide: the startable ones at the head of the order are
-// claimed started, and otherwise the claim takes the next runs whatever
-// their status, so that claim order holds across statuses (a signalled
-// waiting run is not starved by a flood of queued ones).
-func (w *Worker) claim(ctx context.Context, max int) ([]claimedRun, error) {
+// runnable runs decide: the run at the head of the order says which kind
+// this claim takes, and it takes the run of that kind that lead, so that
+// claim order holds across statuses (a signalled waiting run is not
+// starved by a flood of queued ones) and a startable run is never handed
+// over unstarted. more says that runnable runs were left for the next
+// claim (those of the other kind), which should come at once.
+func (w *Worker) claim(ctx context.Context, max int) (claims []claimedRun, more bool, err error) {
 	plain := runstate.ClaimRunsParams{Owner: w.cfg.Owner, TTL: w.cfg.LeaseTTL, Filter: w.cfg.Filter, Max: max}
 	starting := plain
 	starting.Filter.Statuses, starting.Start, starting.Actor = w.start, true, w.actor
 	switch {
-	case !w.rest:
-		return w.claimWith(ctx, starting)
+	case len(w.rest) == 0:
+		claims, err = w.claimWith(ctx, starting)
+		return claims, false, err
 	case len(w.start) == 0:
-		return w.claimWith(ctx, plain)
+		claims, err = w.claimWith(ctx, plain)
+		return claims, false, err
 	}
 	next, err := w.store.ListRunnableRuns(ctx, runstate.ListRunnableParams{Filter: plain.Filter, Limit: max})
 	if err != nil || len(next.Runs) == 0 {
-		return nil, err
+		return nil, false, err
 	}
-	head := 0 // the startable runs at the head of the order
-	for head < len(next.Runs) && w.startable(next.Runs[head].Status) {
-		head++
+	lead := w.startable(next.Runs[0].Status)
+	n := 0 // the runs of the leading kind at the head of the order
+	for n < len(next.Runs) && w.startable(next.Runs[n].Status) == lead {
+		n++
 	}
-	if head == 0 {
-		return w.claimWith(ctx, plain)
+	p := starting
+	if !lead {
+		p = plain
+		p.Filter.Statuses = w.rest
 	}
-	starting.Max = head
-	cl, err := w.claimWith(ctx, starting)
-	if err == nil && len(cl) == 0 {
-		// Other workers took those first; whatever is next may be of
-		// another status.
-		return w.claimWith(ctx, plain)
-	}
-	return cl, err
+	p.Max = n
+	claims, err = w.claimWith(ctx, p)
+	// Runs of the other kind were next, or others took these first: the
+	// next claim goes at once.
+	return claims, n < len(next.Runs) || len(claims) < n, err
 }
 
 func (w *Worker) startable(st runstate.RunStatus) bool {

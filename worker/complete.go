@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -67,6 +68,20 @@ type outcome struct {
 	kind       Outcome
 	update     runstate.UpdateRunParams
 	handlerErr error
+	// sentBefore: an earlier sending got no answer, and may have committed.
+	sentBefore bool
+	// plain: the outcome is a plain failure already (plainFailure).
+	plain bool
+}
+
+// plainFailure is o as a failure whose words the store surely takes: a
+// fixed message, the run's labels left as they are.
+func (o outcome) plainFailure() outcome {
+	o.kind, o.plain = Failed, true
+	o.update.Status, o.update.WakeAt, o.update.Labels, o.update.Reason = string(runstate.StatusFailed), nil, nil, ""
+	o.update.Diagnostic = &runstate.Diagnostic{ErrorCode: "HANDLER_ERROR", Retryable: true,
+		Message: "the handler failed; the store refused its error's text (see the worker's log)"}
+	return o
 }
 
 // outcomeOf decides the write a returned handler's run needs; false: none
@@ -124,8 +139,13 @@ func cloneLabels(m map[string]string) map[string]string {
 	return out
 }
 
-// clip cuts s to at most n bytes, on a rune boundary.
+// clip cuts s to at most n bytes, on a rune boundary, as valid UTF-8
+// without NUL bytes (which stores refuse); empty, it says so.
 func clip(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if s == "" {
+		s = "(no message)"
+	}
 	if len(s) <= n {
 		return s
 	}
@@ -211,34 +231,25 @@ func (c *completer) dispatch() {
 }
 
 // write writes a batch until each outcome is written, refused, or given
-// up: an outcome the store could not take for being away is sent again
-// after a pause, until its lease's time is up (then recovery settles the
-// run).
+// up: an outcome the store could not take for being away (or for not
+// answering before the batch's leases were up) is sent again after a
+// pause, until its lease's time is up (then recovery settles the run).
 func (c *completer) write(batch []outcome) {
 	for pause := 20 * time.Millisecond; len(batch) > 0; pause = min(2*pause, time.Second) {
 		updates := make([]runstate.UpdateRunParams, len(batch))
 		for i, o := range batch {
 			updates[i] = o.update
 		}
-		res, err := runstate.UpdateRuns(c.ctx, c.w.store, runstate.UpdateRunsParams{Updates: updates})
+		ctx, cancel := context.WithDeadline(c.ctx, c.deadline(batch))
+		res, err := runstate.UpdateRuns(ctx, c.w.store, runstate.UpdateRunsParams{Updates: updates})
+		cancel()
 		var again []outcome
 		for i, o := range batch {
 			itemErr := err
 			if err == nil {
 				itemErr = res.Items[i].Err
 			}
-			switch {
-			case itemErr == nil:
-				c.written(o, res.Items[i].Run)
-			case errors.Is(itemErr, runstate.ErrUnavailable) && !c.expired(o):
-				again = append(again, o)
-			case errors.Is(itemErr, runstate.ErrUnsupported) && o.update.WakeAt != nil:
-				// A store that cannot park (a plugin of an older protocol):
-				// the retry waits for no backoff.
-				c.w.log.Warn("the store cannot park runs: a retry goes at once, without its backoff", "run_id", o.job.id)
-				o.update.WakeAt = nil
-				again = append(again, o)
-			default:
+			if again, itemErr = c.settle(o, res, i, itemErr, again); itemErr != nil {
 				c.refused(o, itemErr)
 			}
 		}
@@ -248,6 +259,68 @@ func (c *completer) write(batch []outcome) {
 			time.Sleep(pause)
 		}
 	}
+}
+
+// settle acts on one outcome's answer: written, or queued in again to be
+// sent again (with what changes), or its error returned for refused.
+func (c *completer) settle(o outcome, res runstate.UpdateRunsResult, i int, err error, again []outcome) ([]outcome, error) {
+	unanswered := errors.Is(err, runstate.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+	switch {
+	case err == nil:
+		c.written(o, res.Items[i].Run)
+	case unanswered && !c.expired(o):
+		o.sentBefore = true
+		return append(again, o), nil
+	case o.sentBefore && errors.Is(err, runstate.ErrLeaseLost):
+		// An earlier sending the store did not answer may have committed
+		// and released the lease: the run says whether it did.
+		run, ok := c.committedBefore(o)
+		if !ok {
+			return again, err
+		}
+		c.written(o, run)
+	case errors.Is(err, runstate.ErrUnsupported) && o.update.WakeAt != nil:
+		// A store that cannot park (a plugin of an older protocol): the
+		// retry waits for no backoff.
+		c.w.log.Warn("the store cannot park runs: a retry goes at once, without its backoff", "run_id", o.job.id)
+		o.update.WakeAt = nil
+		return append(again, o), nil
+	case errors.Is(err, runstate.ErrInvalidArgument) && o.kind != Succeeded && !o.plain:
+		// The store would not take the handler's words (its error text,
+		// the attempt label on a run with all its labels): the run fails
+		// with a plain diagnostic instead.
+		c.w.log.Warn("the store refused the outcome's text; failing the run with a plain diagnostic", "run_id", o.job.id, "error", err)
+		return append(again, o.plainFailure()), nil
+	default:
+		return again, err
+	}
+	return again, nil
+}
+
+// deadline is when a write of batch stops waiting for the store: when the
+// last of its leases is up (at least a second from now), so that a store
+// that does not answer holds no drain longer than the leases it could
+// still honour.
+func (c *completer) deadline(batch []outcome) time.Time {
+	last := time.Now().Add(time.Second)
+	for _, o := range batch {
+		if _, expires, _ := o.job.renewal(); expires.After(last) {
+			last = expires
+		}
+	}
+	return last
+}
+
+// committedBefore reads the run to tell whether an earlier sending of o
+// committed: the run is at the version after it, in the status it wrote.
+func (c *completer) committedBefore(o outcome) (runstate.RunSnapshot, bool) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.w.cfg.RenewEvery)
+	defer cancel()
+	run, err := c.w.store.GetRun(ctx, o.job.id)
+	if err != nil || run.Version != o.update.ExpectedVersion+1 || string(run.Status) != o.update.Status {
+		return run, false
+	}
+	return run, true
 }
 
 // expired reports that the outcome's lease is past its time as this
@@ -278,7 +351,9 @@ func (c *completer) refused(o outcome, err error) {
 		return
 	}
 	c.w.log.Error("the store refused the run's outcome; the run is left as it is", "run_id", o.job.id, "outcome", o.kind, "error", err)
-	if rel := c.w.store.ReleaseLease(c.ctx, runstate.ReleaseLeaseParams{RunID: o.job.id, Token: o.update.LeaseToken}); rel != nil &&
+	ctx, cancel := context.WithTimeout(c.ctx, c.w.cfg.RenewEvery)
+	defer cancel()
+	if rel := c.w.store.ReleaseLease(ctx, runstate.ReleaseLeaseParams{RunID: o.job.id, Token: o.update.LeaseToken}); rel != nil &&
 		!errors.Is(rel, runstate.ErrLeaseLost) {
 		c.w.log.Warn("could not release the run's lease: it expires in its time", "run_id", o.job.id, "error", rel)
 	}

@@ -19,9 +19,10 @@ import (
 //   - nil: success;
 //   - an error: a retry, parked for Config.Backoff, while attempts are
 //     left and the error is not Permanent; failed otherwise;
-//   - anything, after its context was cancelled by a lease lost: nothing
-//     (the run is someone else's); by a lapse or a drain: the run is
-//     handed back (waiting, released), unless Job.Settle settled it.
+//   - after its context was cancelled by a lease lost: nothing, whatever
+//     it returns (the run is someone else's); by a lapse or a drain: nil is
+//     still success (the work was done; the write is fenced), an error
+//     hands the run back (waiting, released).
 //
 // A handler that makes the run's last write itself (its own final status,
 // a park) calls Job.Settle with it, and the worker then writes nothing.
@@ -204,16 +205,17 @@ func (c Config) check() error {
 }
 
 // startable splits the filter's statuses into those a claim starts and
-// whether there are others.
-func (c Config) startable() (start []string, rest bool) {
+// the others.
+func (c Config) startable() (start, rest []string) {
 	for _, s := range c.Filter.Statuses {
 		st, _ := runstate.ParseRunStatus(s)
-		if slices.Contains(c.Start, string(st)) {
+		switch {
+		case slices.Contains(c.Start, string(st)):
 			if !slices.Contains(start, string(st)) {
 				start = append(start, string(st))
 			}
-		} else {
-			rest = true
+		case !slices.Contains(rest, string(st)):
+			rest = append(rest, string(st))
 		}
 	}
 	return start, rest

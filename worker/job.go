@@ -37,6 +37,9 @@ type Job struct {
 	// have longer, never shorter.
 	expires time.Time
 	state   jobState
+	// lapse ends the handler's context (ErrLeaseLapsed) at expires, unless
+	// a renewal moved expires on first.
+	lapse *time.Timer
 }
 
 // jobState is where a job is between its claim and its end.
@@ -53,6 +56,7 @@ func newJob(w *Worker, parent context.Context, c claimedRun) *Job {
 	j := &Job{w: w, id: c.Run.RunID, ctx: ctx, cancel: cancel, reported: make(chan struct{}), started: c.started,
 		takenOver: c.status == runstate.StatusRunning, run: c.Run, lease: c.Lease, expires: c.sent.Add(w.cfg.LeaseTTL)}
 	j.attempt = failedAttempts(c.Run) + 1
+	j.lapse = time.AfterFunc(time.Until(j.expires), j.lapsed)
 	return j
 }
 
@@ -132,10 +136,7 @@ func (j *Job) Update(ctx context.Context, p runstate.UpdateRunParams) (runstate.
 func (j *Job) Settle(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	p.ReleaseLease = true
 	run, err := j.write(ctx, p)
-	if err == nil {
-		j.mu.Lock()
-		j.state = ended
-		j.mu.Unlock()
+	if err == nil && j.stage(inHandler, ended) {
 		j.w.forget(j, Done{Run: run, Outcome: Settled})
 	}
 	return run, err
@@ -177,7 +178,25 @@ func (j *Job) renewed(l runstate.Lease, sent time.Time) (late time.Duration) {
 	late = sent.Sub(j.expires)
 	j.lease.ExpiresAt = l.ExpiresAt
 	j.expires = sent.Add(j.w.cfg.LeaseTTL)
+	j.lapse.Reset(time.Until(j.expires))
 	return late
+}
+
+// lapsed ends the handler's context when the lease's time is up with no
+// renewal taken since: another worker may own the run now, so its side
+// effects stop, as fencing requires, without waiting for a renewal's
+// answer.
+func (j *Job) lapsed() {
+	j.mu.Lock()
+	up := j.state == inHandler && !time.Now().Before(j.expires)
+	expires := j.expires
+	j.mu.Unlock()
+	if !up || j.ctx.Err() != nil {
+		return
+	}
+	j.w.log.Error("the run's lease is past its time with no renewal taken: another worker may own it now; stopping its handler",
+		"run_id", j.id, "expired_at", expires)
+	j.cancel(ErrLeaseLapsed)
 }
 
 // renewal answers what a renewal now needs: the lease, and whether the

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -333,21 +334,39 @@ func TestAWorkerTakesOverTheRunsOfADeadOne(t *testing.T) {
 	if _, err := runstate.Recover(t.Context(), s, runstate.RecoveryOptions{Policy: runstate.RecoverTakeover, Owner: owner("recovery")}); err != nil {
 		t.Fatal(err)
 	}
-	log := newDoneLog(1)
-	var takenOver atomic.Bool
-	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), OnDone: log.add,
+	// Queued runs behind it: each is started by its claim, never handed
+	// over unstarted, and handled once.
+	queued := createRuns(t, s, 3)
+	log := newDoneLog(4)
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), Slots: 4, OnDone: log.add,
 		Filter: runstate.RunnableFilter{Statuses: []string{"queued", "waiting", "running"}},
 		Handler: func(_ context.Context, job *worker.Job) error {
-			takenOver.Store(job.TakenOver())
+			mu.Lock()
+			defer mu.Unlock()
+			seen[job.Run().RunID] = append(seen[job.Run().RunID], fmt.Sprintf("started=%v taken_over=%v", job.Started(), job.TakenOver()))
 			return nil
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	started(t, w)
-	log.wait(t, 1)
-	if d := log.of(id); len(d) != 1 || d[0].Outcome != worker.Succeeded || !takenOver.Load() {
-		t.Fatalf("reported %+v, taken over %v", d, takenOver.Load())
+	log.wait(t, 4)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := seen[id]; len(got) != 1 || got[0] != "started=false taken_over=true" {
+		t.Fatalf("the dead worker's run was handled %v", got)
+	}
+	for _, q := range queued {
+		if got := seen[q]; len(got) != 1 || got[0] != "started=true taken_over=false" {
+			t.Fatalf("queued run %s was handled %v; want once, started by its claim", q, got)
+		}
+	}
+	for _, r := range append(queued, id) {
+		if d := log.of(r); len(d) != 1 || d[0].Outcome != worker.Succeeded {
+			t.Fatalf("run %s reported %+v", r, d)
+		}
 	}
 }
 
@@ -392,3 +411,54 @@ func TestNewRefusesABadConfiguration(t *testing.T) {
 type noLeases struct{ runstate.RunStateStore }
 
 func (noLeases) Features() runstate.Features { return runstate.Features{} }
+
+// hangingBatches is a store whose writes after the claim never answer
+// until their caller gives up, as a store behind a connection that died
+// without a word.
+type hangingBatches struct{ runstate.Store }
+
+func (h hangingBatches) Features() runstate.Features {
+	feat := runstate.Resolve(h.Store)
+	feat.BatchUpdater = h
+	return feat
+}
+
+func (hangingBatches) UpdateRuns(ctx context.Context, _ runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
+	<-ctx.Done()
+	return runstate.UpdateRunsResult{}, ctx.Err()
+}
+
+func (hangingBatches) RenewLease(ctx context.Context, _ runstate.RenewLeaseParams) (runstate.Lease, error) {
+	<-ctx.Done()
+	return runstate.Lease{}, ctx.Err()
+}
+
+func (hangingBatches) ReleaseLease(ctx context.Context, _ runstate.ReleaseLeaseParams) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A store that stops answering holds a worker's stop no longer than the
+// leases it could still honour: the outcome is given up, unwritten, and
+// Run returns.
+func TestAStoreThatStopsAnsweringHoldsTheStopOnlyUntilTheLeasesAreUp(t *testing.T) {
+	mem := openMemory(t, nil)
+	id := createRuns(t, mem, 1)[0]
+	log := newDoneLog(1)
+	w, err := worker.New(worker.Config{Store: hangingBatches{mem}, Owner: owner("w1"), LeaseTTL: time.Second, Grace: 100 * time.Millisecond,
+		OnDone: log.add, Handler: func(context.Context, *worker.Job) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := started(t, w)
+	log.wait(t, 1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := log.of(id); len(d) != 1 || d[0].Outcome != worker.Unwritten {
+		t.Fatalf("reported %+v, want unwritten", d)
+	}
+	if run, _ := mem.GetRun(t.Context(), id); run.Status != runstate.StatusRunning {
+		t.Fatalf("run %s; want it running, for recovery", run.Status)
+	}
+}

@@ -71,13 +71,9 @@ func (w *Worker) renew(ctx context.Context, j *Job) {
 		}
 	default:
 		w.stats.failedRenewals.Add(1)
-		margin := time.Until(expires)
+		// The job's lapse timer stops the handler once the lease's time is
+		// up, whatever the renewals still in flight.
 		w.log.Warn("a lease renewal failed; it is tried again at the next renewal", "run_id", j.id, "error", err,
-			"lease_left", margin.Round(time.Millisecond))
-		if margin <= 0 && j.ctx.Err() == nil {
-			w.log.Error("the run's renewals failed until its lease's expiry: another worker may own it now; stopping its handler",
-				"run_id", j.id, "expired_ago", (-margin).Round(time.Millisecond))
-			j.cancel(ErrLeaseLapsed)
-		}
+			"lease_left", time.Until(expires).Round(time.Millisecond))
 	}
 }

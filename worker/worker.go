@@ -19,7 +19,7 @@ type Worker struct {
 	log     *slog.Logger
 	actor   runstate.Actor
 	start   []string // the statuses of the filter a claim starts
-	rest    bool     // the filter has statuses a claim does not start
+	rest    []string // the statuses of the filter a claim does not start
 	running atomic.Bool
 
 	mu     sync.Mutex
@@ -78,7 +78,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if watch == nil {
 		watch, _ = runstate.As[runstate.RunnableWatcher](w.store)
 	}
-	following := runstate.Follow(ctx, runstate.FollowParams{Watch: runstate.WatchRunnableOf(watch), Poll: w.cfg.Poll})
+	follow, stopFollowing := context.WithCancel(ctx) // ends with Run, however Run ends
+	defer stopFollowing()
+	following := runstate.Follow(follow, runstate.FollowParams{Watch: runstate.WatchRunnableOf(watch), Poll: w.cfg.Poll})
 	if following.WatchErr != nil {
 		w.log.Warn("cannot watch the store for runnable runs; polling only", "error", following.WatchErr)
 	}
@@ -112,7 +114,7 @@ func (w *Worker) claimUntilDone(ctx, work context.Context, wake <-chan struct{},
 			free = w.gatherSlots(ctx, backlog)
 		}
 		began := time.Now()
-		claims, err := w.claim(ctx, free)
+		claims, more, err := w.claim(ctx, free)
 		backlog = 0
 		if err == nil && len(claims) == free {
 			backlog = max(time.Since(began), time.Microsecond)
@@ -125,24 +127,36 @@ func (w *Worker) claimUntilDone(ctx, work context.Context, wake <-chan struct{},
 		}
 		var refused startRefused
 		switch {
-		case err == nil && len(claims) == free:
+		case err == nil && (len(claims) == free || more):
 			// Perhaps more are runnable: claim again once slots free.
 		case err == nil:
 			w.idle(ctx, wake)
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, runstate.ErrUnavailable):
-			w.log.Warn("the store is unavailable; claiming again at the next wake-up", "error", err)
-			w.idle(ctx, wake)
 		case errors.As(err, &refused):
 			// Claimed, but its start was refused and its lease released.
 			w.log.Error("a claimed run could not be started; it was released", "run_id", refused.RunID, "error", err)
 			w.idle(ctx, wake) // not at once: a start refused again and again would spin
-		default:
+		case isPermanent(err):
 			return fmt.Errorf("worker: claiming runs: %w", err)
+		default:
+			// The store away, a deadline, a connection reset: it may mend.
+			w.log.Warn("claiming runs failed; claiming again at the next wake-up", "error", err)
+			w.idle(ctx, wake)
 		}
 	}
 	return nil
+}
+
+// isPermanent tells a claim error that no retry mends: the worker's
+// rights, its configuration, or what the store can do.
+func isPermanent(err error) bool {
+	for _, e := range []error{runstate.ErrPermissionDenied, runstate.ErrUnauthenticated, runstate.ErrInvalidArgument, runstate.ErrUnsupported} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // gatherSlots waits, while runs are waiting to be claimed, until half the
@@ -246,6 +260,7 @@ func (w *Worker) freeSlot() {
 
 // forget drops an ended job from the runs in hand and reports it.
 func (w *Worker) forget(j *Job, d Done) {
+	j.lapse.Stop()
 	j.cancel(nil)
 	if j.prev != nil {
 		<-j.prev.reported
