@@ -65,7 +65,7 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	switch {
 	case err == nil:
 		// The workflow reached its end (whatever stopped the work after that).
-	case errors.Is(cause, runstate.ErrLeaseLost) || errors.Is(err, runstate.ErrLeaseLost):
+	case storeSaysLost(cause) || storeSaysLost(err):
 		// Lost is the store's word, and it wins over a lapse this process
 		// saw by its own clock: a stalled worker sees both when it wakes,
 		// in either order.
@@ -117,6 +117,13 @@ func (a *app) execute(ctx context.Context, p executeParams) (runstate.RunSnapsho
 	final, _ := tr.Refresh(context.Background())
 	a.metrics.observeFinished(final)
 	return final, nil
+}
+
+// storeSaysLost tells a lease the store refused (another worker owns the
+// run) from a lapse this process saw by its own clock, which
+// workflow.ErrLeaseLapsed is, though it matches runstate.ErrLeaseLost too.
+func storeSaysLost(err error) bool {
+	return errors.Is(err, runstate.ErrLeaseLost) && !errors.Is(err, workflow.ErrLeaseLapsed)
 }
 
 // stopOnSignal waits for ctx (the signal) to end while the work goes on:
