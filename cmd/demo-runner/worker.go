@@ -56,7 +56,10 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var inHand atomic.Int64
-	cfg := worker.Config{Store: a.leases, Owner: a.owner, Slots: p.Slots, Poll: p.Poll, Grace: p.Grace, LeaseTTL: a.g.lease,
+	// The runs in hand keep the demo runner's own stop: at the signal a
+	// run held in a wait lets go at once and the rest get p.Grace (execute).
+	// The package's grace, a little longer, only backs that up.
+	cfg := worker.Config{Store: a.leases, Owner: a.owner, Slots: p.Slots, Poll: p.Poll, Grace: p.Grace + 5*time.Second, LeaseTTL: a.g.lease,
 		RenewEvery: a.g.renew, Filter: runstate.RunnableFilter{Statuses: p.Statuses}, Watcher: a.watcher, Logger: a.log,
 		// Queued runs are started in the claim's write; a waiting run is
 		// resumed by its tracker, whose write says who signalled it.
@@ -70,7 +73,7 @@ func (a *app) worker(ctx context.Context, p workerParams) error {
 		Handler: func(jctx context.Context, job *worker.Job) error {
 			inHand.Add(1)
 			defer inHand.Add(-1)
-			job.Settled(a.executeClaimed(jctx, job))
+			job.Settled(a.executeClaimed(ctx, jctx, job, p.Grace))
 			return nil
 		}}
 	if p.Once {
@@ -108,18 +111,21 @@ func claimResult(r worker.ClaimReport) string {
 
 // executeClaimed executes a claimed run, logs how it ended and returns the
 // run as it left it, its lease released or lost. The tracker keeps the
-// lease and sees it lost or lapsed itself; the handler's context ends the
-// work only when the worker drains past its grace, and then at once (the
-// grace is over), as a signal would.
-func (a *app) executeClaimed(jctx context.Context, job *worker.Job) runstate.RunSnapshot {
+// lease and sees it lost or lapsed itself. The run stops as the worker
+// does: when signal ends (the process's signal), a run held in a wait lets
+// go at once and the rest may go on for grace; the handler's context jctx
+// ending for the package's drain (later still) stops it too.
+func (a *app) executeClaimed(signal, jctx context.Context, job *worker.Job, grace time.Duration) runstate.RunSnapshot {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(jctx))
 	defer cancel()
-	stopWatching := context.AfterFunc(jctx, func() {
+	stopOnSignal := context.AfterFunc(signal, cancel)
+	defer stopOnSignal()
+	stopOnDrain := context.AfterFunc(jctx, func() {
 		if errors.Is(context.Cause(jctx), worker.ErrDraining) {
 			cancel()
 		}
 	})
-	defer stopWatching()
+	defer stopOnDrain()
 	run, lease := job.Run(), job.Lease()
 	claimedAs := run.Status
 	if job.Started() {
@@ -127,7 +133,7 @@ func (a *app) executeClaimed(jctx context.Context, job *worker.Job) runstate.Run
 	}
 	a.log.Info("claimed run", "run_id", run.RunID, "token", lease.Token, "status", claimedAs, "priority", run.Priority,
 		"started", job.Started())
-	final, err := a.execute(ctx, executeParams{Run: run, Token: lease.Token, Expires: lease.ExpiresAt, Started: job.Started()})
+	final, err := a.execute(ctx, executeParams{Run: run, Token: lease.Token, Expires: lease.ExpiresAt, Started: job.Started(), Grace: grace})
 	switch {
 	case err != nil:
 		a.log.Error("run stopped", "run_id", run.RunID, "error", err)

@@ -561,9 +561,12 @@ func TestADemoWorkerBehindTheGatewayWakesOnSubmit(t *testing.T) {
 	})
 	took := trail[1].Time.Sub(trail[0].Time)
 	t.Logf("claimed %v after submit (store times)", took)
-	if trail[1].To != runstate.StatusRunning || trail[1].Actor.ID != "worker-a" || took > 100*time.Millisecond {
+	// The worker polls every 10 minutes: a claim before that was woken by
+	// the notice. (How soon is a figure, logged above, not a verdict: a
+	// loaded machine delays it.)
+	if trail[1].To != runstate.StatusRunning || trail[1].Actor.ID != "worker-a" || took >= 10*time.Minute {
 		b, _ := os.ReadFile(logPath)
-		t.Fatalf("the first write after the submit, %v later: %+v, want worker-a's start within 100 ms\n%s", took, trail[1], b)
+		t.Fatalf("the first write after the submit, %v later: %+v, want worker-a's start, woken by the notice\n%s", took, trail[1], b)
 	}
 }
 
