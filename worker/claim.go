@@ -21,9 +21,9 @@ type ClaimReport struct {
 // claimedRun is a claim and what the worker knows of it.
 type claimedRun struct {
 	runstate.Claim
-	sent    time.Time // when the claim was sent: its lease lasts at least TTL from then
-	started bool      // the claim moved the run to running
-	status  runstate.RunStatus
+	sent      time.Time // when the claim was sent: its lease lasts at least TTL from then
+	started   bool      // the claim moved the run to running
+	takenOver bool      // the run was running when claimed
 }
 
 // startRefused is a claim whose start was refused; its lease was released.
@@ -95,11 +95,7 @@ func (w *Worker) claimWith(ctx context.Context, p runstate.ClaimRunsParams) ([]c
 	res, err := runstate.ClaimRuns(ctx, w.store, p)
 	out := make([]claimedRun, len(res.Claims))
 	for i, c := range res.Claims {
-		status := c.Run.Status
-		if p.Start {
-			status = "" // as claimed: started from a status the claim does not say
-		}
-		out[i] = claimedRun{Claim: c, sent: sent, started: p.Start, status: status}
+		out[i] = claimedRun{Claim: c, sent: sent, started: p.Start, takenOver: !p.Start && c.Run.Status == runstate.StatusRunning}
 	}
 	var failed *runstate.Error
 	if err != nil && p.Start && errors.As(err, &failed) && failed.RunID != "" && !errors.Is(err, runstate.ErrUnavailable) {

@@ -54,7 +54,7 @@ const (
 func newJob(w *Worker, parent context.Context, c claimedRun) *Job {
 	ctx, cancel := context.WithCancelCause(parent)
 	j := &Job{w: w, id: c.Run.RunID, ctx: ctx, cancel: cancel, reported: make(chan struct{}), started: c.started,
-		takenOver: c.status == runstate.StatusRunning, run: c.Run, lease: c.Lease, expires: c.sent.Add(w.cfg.LeaseTTL)}
+		takenOver: c.takenOver, run: c.Run, lease: c.Lease, expires: c.sent.Add(w.cfg.LeaseTTL)}
 	j.attempt = failedAttempts(c.Run) + 1
 	j.lapse = time.AfterFunc(time.Until(j.expires), j.lapsed)
 	return j

@@ -197,16 +197,18 @@ func TestAnIdleWorkerWakesOnTheStoresNotice(t *testing.T) {
 	s := openMemory(t, nil)
 	log := newDoneLog(1)
 	idle := make(chan struct{})
+	var once sync.Once
 	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), Poll: time.Hour, OnDone: log.add,
+		// The first claim finds nothing; the worker then waits for a notice.
+		OnClaim: func(r worker.ClaimReport) {
+			if r.Claimed == 0 && r.Err == nil {
+				once.Do(func() { close(idle) })
+			}
+		},
 		Handler: func(context.Context, *worker.Job) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		// The first claim finds nothing; the worker then waits for a notice.
-		time.Sleep(100 * time.Millisecond)
-		close(idle)
-	}()
 	started(t, w)
 	<-idle
 	id := createRuns(t, s, 1)[0]
