@@ -73,7 +73,9 @@ func TestAWaitingRunHoldsNoSlot(t *testing.T) {
 	}
 	threeDone := time.Since(began)
 	for _, i := range []int{1, 4} {
-		s := runStatus(t, global, ids[i])
+		// The last approval is claimed as the hello before it finishes:
+		// it may still be on its way to its wait step.
+		s := awaitStatus(t, global, ids[i], time.Minute, runstate.StatusWaiting, runstate.StatusSuccess, runstate.StatusFailed, runstate.StatusTimeout)
 		approve, _ := s.Step("approve")
 		if s.Status != runstate.StatusWaiting || approve.Status != runstate.StepRunning ||
 			!s.WakeAt.Equal(approve.StartedAt.Add(10*time.Minute)) {
