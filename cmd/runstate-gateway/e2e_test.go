@@ -526,8 +526,8 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 
 // A demo-runner worker behind a gateway process on PostgreSQL, polling
 // every 10 minutes, is woken by the gateway's watch: it claims a run
-// within 100 ms of its submission (the store's own times of the created
-// and started events), far sooner than any poll.
+// within waitFor's 20 s of its submission, far sooner than any poll (the
+// store's own times of the created and started events are logged).
 func TestADemoWorkerBehindTheGatewayWakesOnSubmit(t *testing.T) {
 	ctx := context.Background()
 	f := newFleetOn(t, func(string) string { return postgresStore(t) })
@@ -561,10 +561,10 @@ func TestADemoWorkerBehindTheGatewayWakesOnSubmit(t *testing.T) {
 	})
 	took := trail[1].Time.Sub(trail[0].Time)
 	t.Logf("claimed %v after submit (store times)", took)
-	// The worker polls every 10 minutes: a claim before that was woken by
+	// The worker polls every 10 minutes, so waitFor's claim was woken by
 	// the notice. (How soon is a figure, logged above, not a verdict: a
 	// loaded machine delays it.)
-	if trail[1].To != runstate.StatusRunning || trail[1].Actor.ID != "worker-a" || took >= 10*time.Minute {
+	if trail[1].To != runstate.StatusRunning || trail[1].Actor.ID != "worker-a" {
 		b, _ := os.ReadFile(logPath)
 		t.Fatalf("the first write after the submit, %v later: %+v, want worker-a's start, woken by the notice\n%s", took, trail[1], b)
 	}
