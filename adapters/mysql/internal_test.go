@@ -18,7 +18,10 @@ import (
 )
 
 // openInternal opens a store on a fresh database, dropped after the test.
-func openInternal(t testing.TB) *Store {
+func openInternal(t testing.TB) *Store { return openInternalWith(t, Options{}) }
+
+// openInternalWith is openInternal with opts, whose DSN and Logger it sets.
+func openInternalWith(t testing.TB, opts Options) *Store {
 	t.Helper()
 	ctx := context.Background()
 	srv := sqltest.MySQL.Find(t)
@@ -26,7 +29,8 @@ func openInternal(t testing.TB) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(ctx, Options{DSN: srv.DSN(name), Logger: slog.New(slog.DiscardHandler)})
+	opts.DSN, opts.Logger = srv.DSN(name), slog.New(slog.DiscardHandler)
+	s, err := Open(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,19 +133,11 @@ func TestBatchUpdateReadsRunsByKey(t *testing.T) {
 // writes of disjoint runs never fail.
 func TestConcurrentWritersOfTheirOwnRunsNeverDeadlock(t *testing.T) {
 	ctx := context.Background()
-	srv := sqltest.MySQL.Find(t)
-	name, err := srv.CreateDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(ctx, Options{DSN: srv.DSN(name), MaxOpenConns: 16, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(); srv.DropDatabase(ctx, name) })
+	s := openInternalWith(t, Options{MaxOpenConns: 16})
 	const writers, writes = 32, 100
 	runs := make([]runstate.RunSnapshot, writers)
 	for i := range runs {
+		var err error
 		if runs[i], err = s.CreateRun(ctx, runstate.CreateRunParams{WorkflowName: "deadlock",
 			Steps: []runstate.StepSpec{{Name: "build", Hosts: []string{"h1", "h2", "h3", "h4"}}}}); err != nil {
 			t.Fatal(err)

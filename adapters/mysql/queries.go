@@ -31,8 +31,9 @@ const (
 
 	// runColumns are read for every write: the row is locked while the
 	// store decides, with the database time of the decision.
-	runColumns = `r.run_id, r.version, r.last_seq, r.snapshot, r.lease_token, r.lease_worker, r.lease_incarnation,
-		r.lease_acquired_at, r.lease_expires_at, r.lease_released, ` + clock + ` AS now, r.row_version`
+	runColumns = rowColumns + `, ` + clock + ` AS now, r.row_version`
+	rowColumns = `r.run_id, r.version, r.last_seq, r.snapshot, r.lease_token, r.lease_worker, r.lease_incarnation,
+		r.lease_acquired_at, r.lease_expires_at, r.lease_released`
 
 	qLockRun  = `SELECT ` + runColumns + ` FROM runstate_runs r WHERE r.run_id = ? FOR UPDATE`
 	qGetRun   = `SELECT snapshot FROM runstate_runs WHERE run_id = ?`
@@ -86,21 +87,33 @@ const (
 	// without locking and then locks the best by its key (qLockRun). A run
 	// is claimed only under its row lock, so concurrent claimers never share
 	// a run (LEASE-002). A lease has expired at expires_at <= now (LEASE-018).
-	// The indexes are pinned: reading whole rows, the optimizer may
-	// otherwise prefer a scan and a sort for the head, or walk claim_order
-	// through every leased run for the leased part, to avoid a sort.
-	qUnleasedHead = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (claim_order) WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
-	qTakeable     = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (lease_expiry, by_lease_owner) WHERE r.queue = ` + inQueueLeased +
+	// The indexes are pinned: the optimizer may otherwise prefer a scan
+	// and a sort for the head, or walk claim_order through every leased
+	// run for the leased part, to avoid a sort. The parts read keys, with
+	// the database time of the read (candidateKeys); readByKey reads the
+	// rows.
+	qUnleasedHead = `SELECT ` + candidateKeys + fromRuns + ` FORCE INDEX (claim_order) WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
+	qTakeable     = `SELECT ` + candidateKeys + fromRuns + ` FORCE INDEX (lease_expiry, by_lease_owner) WHERE r.queue = ` + inQueueLeased +
 		` AND r.status IN (?) AND (r.lease_expires_at <= ` + clock + ` OR (r.lease_worker = ? AND r.lease_incarnation <> ?))`
 
 	// Parked runs are claimable from their wake time on (WAKE-001): the
 	// parked index gives the due ones of each status, sorted into claim
 	// order (they are the few whose time came since the last claims).
-	qDue = `SELECT ` + runColumns + fromRuns + ` FORCE INDEX (parked) WHERE r.queue = ` + inQueueParked +
+	qDue = `SELECT ` + candidateKeys + fromRuns + ` FORCE INDEX (parked) WHERE r.queue = ` + inQueueParked +
 		` AND r.status IN (?) AND r.wake_at <= ` + clock
 
-	// Listings read snapshots with their order keys.
-	listColumns = `SELECT r.snapshot, r.created_at, r.run_id` + fromRuns
+	// Listings read keys; readByKey reads the snapshots with their order
+	// keys.
+	listKeys = `SELECT r.run_id` + fromRuns
+
+	// A read of keys, wrapped by readByKey: the keys' rows read by primary
+	// key, locked as the parts locked them when they did.
+	candidateKeys = `r.run_id, ` + clock + ` AS now`
+	byKeyHead     = ` FROM (`
+	byKeyTail     = `) k STRAIGHT_JOIN runstate_runs r FORCE INDEX (PRIMARY) ON r.run_id = k.run_id`
+	candidateRows = `SELECT ` + rowColumns + `, k.now AS now, r.row_version` + byKeyHead
+	listingRows   = `SELECT r.snapshot, r.created_at, r.run_id` + byKeyHead
+	lockingRows   = ` FOR UPDATE`
 	// ListRuns reads the index of its filter in (created_at, run_id)
 	// order and stops after a page. The index is pinned: after a burst of
 	// inserts the optimizer may otherwise scan and sort the whole table
@@ -110,10 +123,10 @@ const (
 	byWorkflowIndex  = ` FORCE INDEX (by_workflow)`
 	whereTrue        = ` WHERE TRUE`
 	byStatus         = ` AND r.status = ?`
-	qListUnleased    = listColumns + ` WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
-	qListExpired     = listColumns + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
-	qListEarlierLife = listColumns + ` WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
-	qListDue         = listColumns + ` FORCE INDEX (parked) WHERE r.queue = ` + inQueueParked + ` AND r.wake_at <= ` + clock + ` AND r.status IN (?)`
+	qListUnleased    = listKeys + ` WHERE r.queue = ` + inQueueUnleased + ` AND r.status IN (?)`
+	qListExpired     = listKeys + ` WHERE r.queue = ` + inQueueLeased + ` AND r.lease_expires_at <= ` + clock + ` AND r.status IN (?)`
+	qListEarlierLife = listKeys + ` WHERE r.lease_worker = ? AND r.queue = ` + inQueueLeased + ` AND r.lease_incarnation <> ? AND r.status IN (?)`
+	qListDue         = listKeys + ` FORCE INDEX (parked) WHERE r.queue = ` + inQueueParked + ` AND r.wake_at <= ` + clock + ` AND r.status IN (?)`
 	createdFrom      = ` AND r.created_at >= ?`
 	createdBefore    = ` AND r.created_at < ?`
 	limitRows        = ` LIMIT ?`
@@ -201,7 +214,7 @@ var dialect = sqlkit.Dialect{
 		Lean: sqlkit.LeanStatements{ReadRuns: qReadRuns, WriteRuns: qWriteRuns, InsertRuns: qInsertRuns,
 			ClaimReadingMany: forClaimReadingMany},
 
-		ListColumns:    listColumns,
+		ListColumns:    listKeys,
 		ListHints:      sqlkit.IndexHints{ByStatus: byStatusIndex, ByWorkflow: byWorkflowIndex, ByCreated: byCreatedIndex},
 		WhereTrue:      whereTrue,
 		ByStatus:       byStatus,
@@ -225,9 +238,10 @@ var dialect = sqlkit.Dialect{
 		AfterClaimPos:     sqlkit.Clause{SQL: afterClaimPos, Bind: []int{0, 0, 1, 1, 2}},
 		ByClaimOrderLimit: byClaimOrder + limitRows,
 	},
-	Bind:     func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
-	Union:    func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
-	LeanArgs: leanArgs,
+	Bind:      func(query string, args []any) (string, []any, error) { return sqlx.In(query, args...) },
+	Union:     func(parts []string) string { return "(" + strings.Join(parts, ") UNION ALL (") + ")" },
+	ReadByKey: readByKey,
+	LeanArgs:  leanArgs,
 	// Values are interpolated by the client (Options: InterpolateParams),
 	// so a statement is bounded by the server's max_allowed_packet (16 MB
 	// by default on MariaDB, 64 MB on MySQL 8): a quarter of the smaller,
@@ -238,4 +252,25 @@ var dialect = sqlkit.Dialect{
 	Interpret:    interpretError,
 	LockTimedOut: func(err error) bool { return isErrorNumber(err, errLockWaitTimeout) },
 	LockWaitArg:  func(limit time.Duration) any { return int(limit / time.Second) },
+}
+
+// readByKey wraps a read of keys (claim candidates, listings) into one
+// statement that reads their rows by primary key. A label filter lets the
+// optimizer start from the labels table and sort what it joins in a
+// temporary table; MariaDB keeps a temporary table with a snapshot (a
+// LONGTEXT) in its Aria engine, on disk, and dropping thousands of those a
+// minute is where a 10.11 server died (docs/mysql.md). A temporary table of
+// keys stays in memory. The statement reads one snapshot of the table, as
+// the unwrapped one did; where the parts lock their rows, the rows are read
+// locked too, so they are the latest committed, not older than the locks.
+func readByKey(keys string, rows sqlkit.RowsOf, locking bool) string {
+	head := listingRows
+	if rows == sqlkit.CandidateRows {
+		head = candidateRows
+	}
+	query := head + keys + byKeyTail
+	if locking {
+		query += lockingRows
+	}
+	return query
 }

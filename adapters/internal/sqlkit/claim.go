@@ -163,7 +163,8 @@ func (k *Driver) claimCandidates(q driver.RunnableQuery, tail string, tailArgs [
 	parts := k.unleasedParts(k.sql.UnleasedHead, q, clock)
 	parts = append(parts, part{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}},
 		part{k.sql.Due, []any{clock, statuses}})
-	return k.union(parts, q, tail, tailArgs)
+	locking := tail == k.sql.ClaimSkipping || tail == k.sql.ClaimSkippingMany
+	return k.union(parts, q, tail, tailArgs, CandidateRows, locking)
 }
 
 // unleasedParts are the parts that read the unleased queue's head with
@@ -215,7 +216,7 @@ func (k *Driver) runnableSQL(q driver.RunnableQuery) (Statement, error) {
 		tailArgs = k.sql.AfterClaimPos.write(&tail, nil, a.Priority, a.CreatedAt, a.RunID)
 	}
 	tail.WriteString(k.sql.ByClaimOrderLimit)
-	return k.union(heads, q, tail.String(), append(tailArgs, q.Limit))
+	return k.union(heads, q, tail.String(), append(tailArgs, q.Limit), ListingRows, false)
 }
 
 // part is a clause with its values.
@@ -227,8 +228,9 @@ type part struct {
 // union is one statement of parts, each a SELECT of candidates in claim
 // order: every part gets q's filters and then tail (whose arguments are
 // tailArgs), and Dialect.Union joins them so that the whole reads one
-// snapshot of the table.
-func (k *Driver) union(parts []part, q driver.RunnableQuery, tail string, tailArgs []any) (Statement, error) {
+// snapshot of the table; with Dialect.ReadByKey, the parts read keys and
+// the statement reads their rows (rows; locking: the parts lock theirs).
+func (k *Driver) union(parts []part, q driver.RunnableQuery, tail string, tailArgs []any, rows RowsOf, locking bool) (Statement, error) {
 	var args []any
 	texts := make([]string, len(parts))
 	for i, p := range parts {
@@ -239,8 +241,17 @@ func (k *Driver) union(parts []part, q driver.RunnableQuery, tail string, tailAr
 		args = append(args, tailArgs...)
 		texts[i] = b.String()
 	}
-	query, args, err := k.dialect.Bind(k.dialect.Union(texts), args)
+	query, args, err := k.dialect.Bind(k.readByKey(k.dialect.Union(texts), rows, locking), args)
 	return Statement{query, args}, err
+}
+
+// readByKey is keys wrapped by Dialect.ReadByKey, or keys itself (a read
+// of whole rows) when the dialect has none.
+func (k *Driver) readByKey(keys string, rows RowsOf, locking bool) string {
+	if k.dialect.ReadByKey == nil {
+		return keys
+	}
+	return k.dialect.ReadByKey(keys, rows, locking)
 }
 
 // filter appends the workflow and label conditions shared by listings

@@ -30,6 +30,16 @@ type Dialect struct {
 	// SELECT in claim order, which may lock its rows) into one statement,
 	// so that all parts read one snapshot of the table.
 	Union func(parts []string) string
+	// ReadByKey, optional, makes the reads of claim candidates and
+	// listings two steps of one statement: their statements (UnleasedHead,
+	// Takeable, Due, ListColumns and the List parts) select only the key,
+	// run_id (and for candidates the clock, as now), and ReadByKey wraps
+	// the statement of keys into one that reads each key's whole row (rows
+	// says which columns) by primary key. So whatever plan the engine
+	// picks, no sort or temporary table of it holds a snapshot: MariaDB
+	// keeps such a table in its Aria engine, not in memory. locking: the
+	// parts lock their rows, and the read of the rows reads them locked.
+	ReadByKey func(keys string, rows RowsOf, locking bool) string
 	// Retryable reports an error after which the server rolled the
 	// transaction back and running it again is safe (a deadlock).
 	Retryable func(error) bool
@@ -67,6 +77,16 @@ type Dialect struct {
 	// A row larger than MaxBulkBytes still goes alone.
 	MaxParams, MaxBulkBytes int
 }
+
+// RowsOf names the columns a read returns (Dialect.ReadByKey).
+type RowsOf int
+
+const (
+	// CandidateRows: a claim candidate's row, as Statements.LockRun reads it.
+	CandidateRows RowsOf = iota
+	// ListingRows: snapshot, created_at and run_id.
+	ListingRows
+)
 
 // Statements are a dialect's SQL. Fixed statements are ready to run; the
 // fragments a statement is assembled from use ? placeholders and pass
@@ -154,7 +174,7 @@ type Statements struct {
 	// ListRuns fragments: ListColumns [hint] WhereTrue [ByStatus]
 	// [ByWorkflow] [HasLabel…] [CreatedFrom] [CreatedBefore]
 	// [AfterCreated] ByCreatedLimit. The statement reads snapshot,
-	// created_at and run_id.
+	// created_at and run_id (with Dialect.ReadByKey, run_id).
 	ListColumns   string
 	ListHints     IndexHints
 	WhereTrue     string

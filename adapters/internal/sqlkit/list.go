@@ -75,7 +75,7 @@ func (k *Driver) ListSQL(q driver.RunQuery, st runstate.RunStatus) (Statement, e
 		args = k.sql.AfterCreated.write(&b, args, q.After.CreatedAt, q.After.RunID)
 	}
 	b.WriteString(k.sql.ByCreatedLimit)
-	query, args, err := k.dialect.Bind(b.String(), append(args, q.Limit))
+	query, args, err := k.dialect.Bind(k.readByKey(b.String(), ListingRows, false), append(args, q.Limit))
 	return Statement{query, args}, err
 }
 
