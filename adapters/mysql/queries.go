@@ -114,6 +114,7 @@ const (
 	candidateRows = `SELECT ` + rowColumns + `, k.now AS now, r.row_version` + byKeyHead
 	listingRows   = `SELECT r.snapshot, r.created_at, r.run_id` + byKeyHead
 	lockingRows   = ` FOR UPDATE`
+
 	// ListRuns reads the index of its filter in (created_at, run_id)
 	// order and stops after a page. The index is pinned: after a burst of
 	// inserts the optimizer may otherwise scan and sort the whole table
