@@ -49,11 +49,7 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 		// Both passes of claim-next, the skipping one and the reading one,
 		// use the same plan.
 		for _, skipLocked := range []bool{true, false} {
-			lock := forClaimReading
-			if skipLocked {
-				lock = forClaimSkipping
-			}
-			st, err := s.runs.ClaimCandidates(q, lock)
+			st, err := s.runs.ClaimCandidates(q, skipLocked)
 			if err != nil {
 				t.Fatal(err)
 			}

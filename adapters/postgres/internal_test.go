@@ -199,8 +199,8 @@ func TestClaimQueriesUseTheIndexWithoutSorting(t *testing.T) {
 // run, and every version of one not yet vacuumed.
 func checkClaimPlans(t *testing.T, s *Store, analysed bool) {
 	q := driver.RunnableQuery{Statuses: []runstate.RunStatus{runstate.StatusQueued, runstate.StatusWaiting}, Limit: 1, Claimant: &runstate.Owner{Worker: "w", Incarnation: "1"}}
-	for _, lock := range []string{forClaimSkipping, forClaimReading} {
-		st, err := s.runs.ClaimCandidates(q, lock)
+	for _, skipLocked := range []bool{true, false} {
+		st, err := s.runs.ClaimCandidates(q, skipLocked)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func (k *Driver) ClaimNext(ctx context.Context, q driver.RunnableQuery, take fun
 // transaction ends having written nothing and claim-next looks again from
 // the start.
 func (k lockingWay) claimNext(ctx context.Context, q driver.RunnableQuery, take func(driver.Current) driver.Change) (bool, error) {
-	skipping, err := k.ClaimCandidates(q, k.sql.ClaimSkipping)
+	skipping, err := k.ClaimCandidates(q, true)
 	if err != nil {
 		return false, err
 	}
@@ -100,7 +100,7 @@ func claimRounds(round func() (claimRound, error)) (claimed bool, err error) {
 func (k *Driver) claimWaiting(ctx context.Context, tx *sqlx.Tx, q driver.RunnableQuery, take func(driver.Current) driver.Change) (claimRound, error) {
 	// Built here, not with the first pass's statement: under load this
 	// pass rarely runs.
-	reading, err := k.ClaimCandidates(q, k.sql.ClaimReading)
+	reading, err := k.ClaimCandidates(q, false)
 	if err != nil {
 		return claimRound{}, err
 	}
@@ -150,21 +150,32 @@ func (k *Driver) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (ro
 // ClaimCandidates returns the statement of claim-next that reads its
 // candidates: the head of the unleased queue, the first of the leased
 // runs that are expired or held by an earlier incarnation of the
-// claimant's worker, and the first of the parked runs that are due. lock
-// is Statements.ClaimSkipping or ClaimReading.
-func (k *Driver) ClaimCandidates(q driver.RunnableQuery, lock string) (Statement, error) {
-	return k.claimCandidates(q, lock, nil)
+// claimant's worker, and the first of the parked runs that are due.
+// skipLocked: the first pass's read (Statements.ClaimSkipping), else the
+// second's (ClaimReading).
+func (k *Driver) ClaimCandidates(q driver.RunnableQuery, skipLocked bool) (Statement, error) {
+	if skipLocked {
+		return k.claimCandidates(q, candidateTail{sql: k.sql.ClaimSkipping, locks: true})
+	}
+	return k.claimCandidates(q, candidateTail{sql: k.sql.ClaimReading})
 }
 
-// claimCandidates is ClaimCandidates with a tail (a locking clause) that
-// binds tailArgs.
-func (k *Driver) claimCandidates(q driver.RunnableQuery, tail string, tailArgs []any) (Statement, error) {
+// candidateTail ends each part of a candidate read: its SQL, which binds
+// args, and whether it locks the part's rows (so that the rows read by
+// key, Dialect.ReadByKey, are read locked too, never an older version).
+type candidateTail struct {
+	sql   string
+	args  []any
+	locks bool
+}
+
+// claimCandidates is ClaimCandidates with any tail.
+func (k *Driver) claimCandidates(q driver.RunnableQuery, tail candidateTail) (Statement, error) {
 	owner, clock, statuses := *q.Claimant, k.clockParam(), statusArgs(q)
 	parts := k.unleasedParts(k.sql.UnleasedHead, q, clock)
 	parts = append(parts, part{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}},
 		part{k.sql.Due, []any{clock, statuses}})
-	locking := tail == k.sql.ClaimSkipping || tail == k.sql.ClaimSkippingMany
-	return k.union(parts, q, tail, tailArgs, CandidateRows, locking)
+	return k.union(parts, q, tail.sql, tail.args, CandidateRows, tail.locks)
 }
 
 // unleasedParts are the parts that read the unleased queue's head with
