@@ -189,7 +189,7 @@ func (k *Driver) ClaimNextMany(ctx context.Context, q driver.RunnableQuery, max 
 // for the best locked candidate and claims that one run: the answer is 0
 // only when nothing matching was claimable (BATCH-007, LEASE-017).
 func (k lockingWay) claimNextMany(ctx context.Context, q driver.RunnableQuery, max int, take func(driver.Current) driver.Change) (int, error) {
-	skipping, err := k.claimCandidates(q, candidateTail{sql: k.sql.ClaimSkippingMany, args: []any{max}, locks: true})
+	skipping, err := k.claimCandidates(q, partTail{sql: k.sql.ClaimSkippingMany, args: []any{max}, locks: true})
 	if err != nil {
 		return 0, err
 	}

@@ -155,27 +155,28 @@ func (k *Driver) lockRunWaiting(ctx context.Context, tx *sqlx.Tx, id string) (ro
 // second's (ClaimReading).
 func (k *Driver) ClaimCandidates(q driver.RunnableQuery, skipLocked bool) (Statement, error) {
 	if skipLocked {
-		return k.claimCandidates(q, candidateTail{sql: k.sql.ClaimSkipping, locks: true})
+		return k.claimCandidates(q, partTail{sql: k.sql.ClaimSkipping, locks: true})
 	}
-	return k.claimCandidates(q, candidateTail{sql: k.sql.ClaimReading})
+	return k.claimCandidates(q, partTail{sql: k.sql.ClaimReading})
 }
 
-// candidateTail ends each part of a candidate read: its SQL, which binds
-// args, and whether it locks the part's rows (so that the rows read by
-// key, Dialect.ReadByKey, are read locked too, never an older version).
-type candidateTail struct {
+// partTail ends each part of a candidate or Runnable read: its SQL,
+// which binds args, and whether it locks the part's rows (so that the
+// rows read by key, Dialect.ReadByKey, are read locked too, never an older
+// version).
+type partTail struct {
 	sql   string
 	args  []any
 	locks bool
 }
 
 // claimCandidates is ClaimCandidates with any tail.
-func (k *Driver) claimCandidates(q driver.RunnableQuery, tail candidateTail) (Statement, error) {
+func (k *Driver) claimCandidates(q driver.RunnableQuery, tail partTail) (Statement, error) {
 	owner, clock, statuses := *q.Claimant, k.clockParam(), statusArgs(q)
 	parts := k.unleasedParts(k.sql.UnleasedHead, q, clock)
 	parts = append(parts, part{k.sql.Takeable, []any{clock, statuses, owner.Worker, owner.Incarnation}},
 		part{k.sql.Due, []any{clock, statuses}})
-	return k.union(parts, q, tail.sql, tail.args, CandidateRows, tail.locks)
+	return k.union(parts, q, tail, CandidateRows)
 }
 
 // unleasedParts are the parts that read the unleased queue's head with
@@ -227,7 +228,7 @@ func (k *Driver) runnableSQL(q driver.RunnableQuery) (Statement, error) {
 		tailArgs = k.sql.AfterClaimPos.write(&tail, nil, a.Priority, a.CreatedAt, a.RunID)
 	}
 	tail.WriteString(k.sql.ByClaimOrderLimit)
-	return k.union(heads, q, tail.String(), append(tailArgs, q.Limit), ListingRows, false)
+	return k.union(heads, q, partTail{sql: tail.String(), args: append(tailArgs, q.Limit)}, ListingRows)
 }
 
 // part is a clause with its values.
@@ -237,22 +238,22 @@ type part struct {
 }
 
 // union is one statement of parts, each a SELECT of candidates in claim
-// order: every part gets q's filters and then tail (whose arguments are
-// tailArgs), and Dialect.Union joins them so that the whole reads one
-// snapshot of the table; with Dialect.ReadByKey, the parts read keys and
-// the statement reads their rows (rows; locking: the parts lock theirs).
-func (k *Driver) union(parts []part, q driver.RunnableQuery, tail string, tailArgs []any, rows RowsOf, locking bool) (Statement, error) {
+// order: every part gets q's filters and then tail, and Dialect.Union
+// joins them so that the whole reads one snapshot of the table; with
+// Dialect.ReadByKey, the parts read keys and the statement reads their
+// rows (rows).
+func (k *Driver) union(parts []part, q driver.RunnableQuery, tail partTail, rows RowsOf) (Statement, error) {
 	var args []any
 	texts := make([]string, len(parts))
 	for i, p := range parts {
 		var b strings.Builder
 		args = p.clause.write(&b, args, p.values...)
 		args = k.filter(&b, args, q.WorkflowName, q.Labels)
-		b.WriteString(tail)
-		args = append(args, tailArgs...)
+		b.WriteString(tail.sql)
+		args = append(args, tail.args...)
 		texts[i] = b.String()
 	}
-	query, args, err := k.dialect.Bind(k.readByKey(k.dialect.Union(texts), rows, locking), args)
+	query, args, err := k.dialect.Bind(k.readByKey(k.dialect.Union(texts), rows, tail.locks), args)
 	return Statement{query, args}, err
 }
 

@@ -536,7 +536,7 @@ func (k *Driver) claimLeanRound(ctx context.Context, q driver.RunnableQuery, max
 	mark, limit := k.claims.begin(max)
 	var held []candidate
 	defer func() { k.claims.done(held, mark) }()
-	reading, err := k.claimCandidates(q, candidateTail{sql: k.sql.Lean.ClaimReadingMany, args: []any{limit}})
+	reading, err := k.claimCandidates(q, partTail{sql: k.sql.Lean.ClaimReadingMany, args: []any{limit}})
 	if err != nil {
 		return false, 0, err
 	}
