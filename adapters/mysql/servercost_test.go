@@ -1,9 +1,7 @@
 package mysql_test
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/runstate/runstate/internal/procfs"
 )
 
 // serverCounters are the server's global counters a benchmark reports per
@@ -54,19 +54,15 @@ func serverCPU() (cpu time.Duration, ok bool) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(out)) + "/stat")
+		pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 		if err != nil {
 			return 0, false
 		}
-		// Fields 14 and 15 are user and system time in clock ticks (100/s
-		// on Linux); the command name before them is in parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
-		user, err1 := strconv.ParseInt(fields[11], 10, 64)
-		sys, err2 := strconv.ParseInt(fields[12], 10, 64)
-		if err1 != nil || err2 != nil {
+		p, err := procfs.Read(pid)
+		if err != nil {
 			return 0, false
 		}
-		return time.Duration(user+sys) * 10 * time.Millisecond, true
+		return time.Duration(p.CPUTicks) * 10 * time.Millisecond, true // 100 ticks a second on Linux
 	}
 	return 0, false
 }

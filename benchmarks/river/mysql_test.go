@@ -17,6 +17,7 @@ import (
 
 	"github.com/runstate/runstate"
 	"github.com/runstate/runstate/adapters/mysql"
+	"github.com/runstate/runstate/internal/procfs"
 )
 
 // defaultMySQLDSN is the MySQL (MariaDB) server of the store comparison,
@@ -63,11 +64,11 @@ func openMySQL(tb testing.TB) *mysqlServer {
 // thread's): like PostgreSQL's figure, it counts every client of the
 // server.
 func (s *mysqlServer) serverCPU() time.Duration {
-	st, err := readProcStat(s.pid)
+	st, err := procfs.Read(s.pid)
 	if err != nil {
 		return 0
 	}
-	return time.Duration(st.ownTicks) * time.Second / time.Duration(s.clockTicks)
+	return time.Duration(st.CPUTicks) * time.Second / time.Duration(s.clockTicks)
 }
 
 // BenchmarkWorkerByStore: the worker package end to end, as

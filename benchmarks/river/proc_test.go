@@ -1,67 +1,22 @@
 package riverbench
 
 import (
-	"bytes"
-	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/runstate/runstate/internal/procfs"
 )
-
-// procStat is what these benchmarks read of /proc/<pid>/stat.
-type procStat struct {
-	state byte
-	ppid  int
-	// ownTicks is utime+stime, reapedChildrenTicks cutime+cstime, in clock ticks.
-	ownTicks            int64
-	reapedChildrenTicks int64
-}
-
-func readProcStat(pid int) (procStat, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces:
-	// the fields that follow start after the last ')'.
-	end := bytes.LastIndexByte(raw, ')')
-	if end < 0 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected form", pid)
-	}
-	fields := strings.Fields(string(raw[end+1:]))
-	// fields[0] is field 3 (state); utime..cstime are fields 14..17.
-	if len(fields) < 15 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields)+2)
-	}
-	num := func(field int) int64 {
-		n, _ := strconv.ParseInt(fields[field-3], 10, 64)
-		return n
-	}
-	return procStat{
-		state:               fields[0][0],
-		ppid:                int(num(4)),
-		ownTicks:            num(14) + num(15),
-		reapedChildrenTicks: num(16) + num(17),
-	}, nil
-}
 
 // childrenOf lists the live (or not yet reaped) children of parent.
 func childrenOf(parent int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
+	ps, _ := procfs.List()
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readProcStat(pid); err == nil && st.ppid == parent {
-			pids = append(pids, pid)
+	for _, p := range ps {
+		if p.PPID == parent {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/runstate/runstate/internal/procfs"
 )
 
 const defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -47,8 +49,8 @@ func openServer(tb testing.TB) *server {
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
 		tb.Fatal(err)
 	}
-	if st, err := readProcStat(backend); err == nil {
-		s.postmaster = st.ppid
+	if st, err := procfs.Read(backend); err == nil {
+		s.postmaster = st.PPID
 	} else {
 		tb.Logf("the server's processes are not visible here (%v): server CPU is not reported", err)
 	}
@@ -130,11 +132,11 @@ func (s *server) exitingBackends(db database) bool {
 		return false
 	}
 	for _, pid := range childrenOf(s.postmaster) {
-		st, err := readProcStat(pid)
+		st, err := procfs.Read(pid)
 		if err != nil {
 			continue // gone since the listing
 		}
-		if st.state == 'Z' {
+		if st.State == 'Z' {
 			return true
 		}
 		title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -181,17 +183,17 @@ func (s *server) sample(ctx context.Context, tb testing.TB, db database) costs {
 func (s *server) serverCPU() time.Duration {
 	var ticks int64
 	for range 20 {
-		before, err := readProcStat(s.postmaster)
+		before, err := procfs.Read(s.postmaster)
 		if err != nil {
 			return 0
 		}
-		ticks = before.ownTicks + before.reapedChildrenTicks
+		ticks = before.CPUTicks + before.ReapedChildrenTicks
 		for _, pid := range childrenOf(s.postmaster) {
-			if st, err := readProcStat(pid); err == nil {
-				ticks += st.ownTicks + st.reapedChildrenTicks
+			if st, err := procfs.Read(pid); err == nil {
+				ticks += st.CPUTicks + st.ReapedChildrenTicks
 			}
 		}
-		if after, err := readProcStat(s.postmaster); err == nil && after.reapedChildrenTicks == before.reapedChildrenTicks {
+		if after, err := procfs.Read(s.postmaster); err == nil && after.ReapedChildrenTicks == before.ReapedChildrenTicks {
 			break
 		}
 	}

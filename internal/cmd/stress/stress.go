@@ -46,6 +46,7 @@ var timeSensitive = []target{
 	{"./cmd/demo-runner", "TestAWorkerCountsItsLateRenewalsAndLostLeases"},
 	{"./cmd/demo-runner", "TestLiveWorkersSettleARunADeadWorkerLeftBehind"},
 	{"./cmd/demo-runner", "TestTwoWorkersOnMySQLTakeOverWithFencing"},
+	{"./cmd/demo-runner/internal/workflow", "TestTheSupervisorEndsACommandWhoseLeaseRunsOut"},
 	// Parked runs: timers that come due on a real clock, and the stores'
 	// alarms for them, which ring on their own goroutines.
 	{"./cmd/demo-runner", "TestAWaitingRunHoldsNoSlot"},
@@ -177,19 +178,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := adoptOrphans(); err != nil {
+	reaping, stopReaping := context.WithCancel(ctx)
+	defer stopReaping()
+	fam, err := adopt(reaping)
+	if err != nil {
 		return err
 	}
-	burners := map[int]bool{}
 	if o.burn {
-		stop, pids, err := burn(runtime.NumCPU())
+		stop, err := burn(fam, runtime.NumCPU())
 		if err != nil {
 			return err
 		}
 		defer stop()
-		for _, pid := range pids {
-			burners[pid] = true
-		}
 		fmt.Fprintf(stderr, "stress: a CPU burner runs on each of %d cores\n", runtime.NumCPU())
 	}
 	results := make([]*result, len(o.targets))
@@ -208,10 +208,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			logPath := filepath.Join(o.out, fmt.Sprintf("%s-%s-%d.log", strings.ReplaceAll(strings.Trim(r.pkg, "./"), "/", "_"),
 				strings.ReplaceAll(r.test, "/", "_"), round+1))
 			start := time.Now()
-			passed, err := runOnce(ctx, bins[r.pkg], dirs[r.pkg], r.test, o.timeout, logPath, o.keep)
+			passed, err := runOnce(ctx, fam, bins[r.pkg], dirs[r.pkg], r.test, o.timeout, logPath, o.keep)
 			// Whatever the run left (a fleet, plugins, servers) ends with
 			// it, so the next run meets a machine as loaded as this one did.
-			endOrphans(burners)
+			fam.endOrphans()
 			if err != nil {
 				return err
 			}
@@ -269,7 +269,7 @@ func build(ctx context.Context, o options, stderr io.Writer) (bins, dirs map[str
 // runOnce runs one test once, as CI would (CI=true: a test that needs a
 // server fails rather than skips), and keeps its output at logPath when
 // it fails.
-func runOnce(ctx context.Context, bin, dir, test string, timeout time.Duration, logPath string, keep bool) (bool, error) {
+func runOnce(ctx context.Context, fam *family, bin, dir, test string, timeout time.Duration, logPath string, keep bool) (bool, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return false, err
@@ -282,9 +282,10 @@ func runOnce(ctx context.Context, bin, dir, test string, timeout time.Duration, 
 	// The test's own servers and workers go with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	err = cmd.Run()
-	if cmd.Process != nil {
+	if err = fam.start(cmd); err == nil {
+		err = cmd.Wait()
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what is left of its group
+		fam.done(cmd.Process.Pid)
 	}
 	var exit *exec.ExitError
 	switch {
@@ -302,27 +303,26 @@ func runOnce(ctx context.Context, bin, dir, test string, timeout time.Duration, 
 }
 
 // burn starts one busy process per core, each in a group of its own and
-// killed with this process however it ends, and returns what stops them
-// and their pids.
-func burn(n int) (stop func(), pids []int, err error) {
+// killed with this process however it ends, and returns what stops them.
+func burn(fam *family, n int) (stop func(), err error) {
 	var procs []*exec.Cmd
 	stop = func() {
 		for _, p := range procs {
 			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 			p.Wait()
+			fam.done(p.Process.Pid)
 		}
 	}
 	for range n {
 		p := exec.Command("sh", "-c", "while :; do :; done")
 		p.SysProcAttr = burnerAttrs()
-		if err := p.Start(); err != nil {
+		if err := fam.start(p); err != nil {
 			stop()
-			return nil, nil, err
+			return nil, err
 		}
 		procs = append(procs, p)
-		pids = append(pids, p.Process.Pid)
 	}
-	return stop, pids, nil
+	return stop, nil
 }
 
 // report prints each test's runs, failures and median run time.

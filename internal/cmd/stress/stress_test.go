@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -55,5 +56,19 @@ func TestUsageErrors(t *testing.T) {
 		if !errors.As(err, &exit) || exit.Code != exitUsage {
 			t.Errorf("%v: %v, want exit %d", args, err, exitUsage)
 		}
+	}
+}
+
+// The orphans a test leaves are reaped as they die, not when the run
+// ends: an unreaped one keeps its process group alive, and a test that
+// waits for a killed server's group to empty waits for it.
+func TestAdoptedOrphansAreReapedAsTheyDie(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("stress adopts orphans on Linux only")
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-n", "1", "-burn=false", "-out", t.TempDir(),
+		"./testdata/orphans:TestAKilledOrphanLeavesItsGroup"}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
 }

@@ -5,23 +5,18 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/runstate/runstate"
+	"github.com/runstate/runstate/internal/procfs"
 )
 
 // Alive reports whether pid runs: a zombie (killed, not yet reaped by
 // whoever adopted it) does not count. It reads /proc, so it answers only on
 // Linux.
 func Alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+	p, err := procfs.Read(pid)
+	return err == nil && !p.Dead()
 }
 
 // Require skips a test that watches processes where /proc cannot tell

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/runstate/runstate/internal/procfs"
 )
 
 // ownGroup starts cmd in a process group of its own, as the user as when set,
@@ -27,19 +29,36 @@ func ownGroup(cmd *exec.Cmd, as *User) error {
 
 // killGroup kills cmd's process group and waits for the leader and the
 // rest of the group to be gone, so that a restart finds its port, its
-// files and its shared memory free.
+// files and its shared memory free. A member that has died but is not yet
+// reaped counts as gone: it holds none of those, and whoever adopted it
+// may reap it late or never (a reaper that reaps when a run ends, a
+// container's init that never does); waiting for it failed a failover
+// under make stress, whose reaper had adopted a killed server's backends.
 func killGroup(cmd *exec.Cmd, done <-chan struct{}) error {
 	pgid := cmd.Process.Pid
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
 	<-done
+	var left []procfs.Process
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		if left = liveMembers(pgid); len(left) == 0 {
 			return nil
 		}
 	}
-	return fmt.Errorf("processes of group %d outlived SIGKILL by 10s", pgid)
+	return fmt.Errorf("processes of group %d outlived SIGKILL by 10s: %v", pgid, left)
+}
+
+// liveMembers returns the processes of group pgid that have not died.
+func liveMembers(pgid int) []procfs.Process {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return nil // no member at all, dead or alive
+	}
+	live, err := procfs.LiveMembers(pgid)
+	if err != nil {
+		return []procfs.Process{{PID: pgid, Command: "/proc unreadable: " + err.Error(), State: '?'}}
+	}
+	return live
 }
 
 // start starts cmd from the spawner: the kernel sends a child its

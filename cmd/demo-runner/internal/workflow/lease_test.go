@@ -198,10 +198,12 @@ func TestTheSupervisorEndsACommandWhoseLeaseRunsOut(t *testing.T) {
 	store := memorytest.Open(t, nil)
 	tr := tracker.New(store, tracker.Options{Leases: store})
 	s, _ := tr.Create(ctx, runstate.CreateRunParams{WorkflowName: wf.Name, Steps: wf.StepSpecs()})
-	// The lease outlasts the command's start on a loaded machine (300ms
-	// did not: it lapsed before the command started, another refusal),
-	// and runs out while the command sleeps.
-	const ttl = time.Second
+	// The lease outlasts the command's start on a loaded machine, and runs
+	// out while the command sleeps. Neither 300ms nor 1s did: beside CI on
+	// two cores the supervisor (this test binary, built with -race) took
+	// longer to start, and the lease lapsed before the command did, a
+	// refusal this test does not check.
+	const ttl = 5 * time.Second
 	cl, _ := store.ClaimRun(ctx, runstate.ClaimRunParams{RunID: s.RunID, Owner: runstate.Owner{Worker: "a"}, TTL: ttl})
 	run, _ := tr.Attach(cl.Run, tracker.Lease{Token: cl.Lease.Token, TTL: ttl})
 	start := time.Now()
