@@ -54,7 +54,7 @@ func adopt(ctx context.Context) (*family, error) {
 }
 
 // start starts cmd as a child of this process's own, which reap leaves
-// to cmd.Wait. Call done with its pid once cmd.Wait has returned.
+// to cmd.Wait; wait waits for it.
 func (f *family) start(cmd *exec.Cmd) error {
 	f.mu.Lock() // reap must not see the child before it is known as own
 	defer f.mu.Unlock()
@@ -65,10 +65,13 @@ func (f *family) start(cmd *exec.Cmd) error {
 	return nil
 }
 
-func (f *family) done(pid int) {
+// wait waits for a child start started, and forgets it.
+func (f *family) wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.own, pid)
+	delete(f.own, cmd.Process.Pid)
+	return err
 }
 
 // adopted returns this process's children but its own.

@@ -16,7 +16,7 @@ func adopt(context.Context) (*family, error) { return &family{}, nil }
 
 func (*family) start(cmd *exec.Cmd) error { return cmd.Start() }
 
-func (*family) done(int) {}
+func (*family) wait(cmd *exec.Cmd) error { return cmd.Wait() }
 
 func (*family) endOrphans() {}
 

@@ -283,9 +283,8 @@ func runOnce(ctx context.Context, fam *family, bin, dir, test string, timeout ti
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err = fam.start(cmd); err == nil {
-		err = cmd.Wait()
+		err = fam.wait(cmd)
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what is left of its group
-		fam.done(cmd.Process.Pid)
 	}
 	var exit *exec.ExitError
 	switch {
@@ -309,8 +308,7 @@ func burn(fam *family, n int) (stop func(), err error) {
 	stop = func() {
 		for _, p := range procs {
 			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-			p.Wait()
-			fam.done(p.Process.Pid)
+			fam.wait(p)
 		}
 	}
 	for range n {
