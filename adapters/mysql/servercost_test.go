@@ -62,7 +62,7 @@ func serverCPU() (cpu time.Duration, ok bool) {
 		if err != nil {
 			return 0, false
 		}
-		return time.Duration(p.CPUTicks) * 10 * time.Millisecond, true // 100 ticks a second on Linux
+		return p.CPU, true
 	}
 	return 0, false
 }

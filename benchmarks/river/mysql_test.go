@@ -30,8 +30,7 @@ type mysqlServer struct {
 	base string // the DSN without a database name
 	// pid is the server's process, or 0 when it is not visible from here:
 	// then server CPU is not reported.
-	pid        int
-	clockTicks int64
+	pid int
 }
 
 // openMySQL finds the server, or skips when there is none.
@@ -50,7 +49,7 @@ func openMySQL(tb testing.TB) *mysqlServer {
 	if err := db.QueryRowContext(ctx, "SELECT @@pid_file").Scan(&pidFile); err != nil {
 		tb.Skipf("no MySQL server (set RUNSTATE_MYSQL_DSN): %v", err)
 	}
-	s := &mysqlServer{base: base, clockTicks: clockTicksPerSecond()}
+	s := &mysqlServer{base: base}
 	if raw, err := os.ReadFile(pidFile); err == nil {
 		s.pid, _ = strconv.Atoi(strings.TrimSpace(string(raw)))
 	}
@@ -68,7 +67,7 @@ func (s *mysqlServer) serverCPU() time.Duration {
 	if err != nil {
 		return 0
 	}
-	return time.Duration(st.CPUTicks) * time.Second / time.Duration(s.clockTicks)
+	return st.CPU
 }
 
 // BenchmarkWorkerByStore: the worker package end to end, as

@@ -1,9 +1,6 @@
 package riverbench
 
 import (
-	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,18 +17,6 @@ func childrenOf(parent int) []int {
 		}
 	}
 	return pids
-}
-
-// clockTicksPerSecond is sysconf(_SC_CLK_TCK), the unit of /proc's times,
-// as getconf tells it; Linux fixes it at 100 for user space.
-func clockTicksPerSecond() int64 {
-	out, err := exec.Command("getconf", "CLK_TCK").Output()
-	if err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil && n > 0 {
-			return n
-		}
-	}
-	return 100
 }
 
 // processCPU is this process's user and system time so far.

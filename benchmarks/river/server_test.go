@@ -30,7 +30,6 @@ type server struct {
 	// are not visible from here (a server on another host or in a
 	// container): then server CPU is not reported.
 	postmaster int
-	clockTicks int64
 }
 
 // openServer connects to the server, or skips when there is none.
@@ -44,7 +43,7 @@ func openServer(tb testing.TB) *server {
 		tb.Skipf("no PostgreSQL server (set RUNSTATE_POSTGRES_DSN): %v", err)
 	}
 	tb.Cleanup(func() { conn.Close(context.Background()) })
-	s := &server{dsn: dsn, monitor: conn, clockTicks: clockTicksPerSecond()}
+	s := &server{dsn: dsn, monitor: conn}
 	var backend int
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
 		tb.Fatal(err)
@@ -181,21 +180,21 @@ func (s *server) sample(ctx context.Context, tb testing.TB, db database) costs {
 // reading is taken again until the postmaster's reaped time is the same
 // before and after it.
 func (s *server) serverCPU() time.Duration {
-	var ticks int64
+	var cpu time.Duration
 	for range 20 {
 		before, err := procfs.Read(s.postmaster)
 		if err != nil {
 			return 0
 		}
-		ticks = before.CPUTicks + before.ReapedChildrenTicks
+		cpu = before.CPU + before.ReapedChildrenCPU
 		for _, pid := range childrenOf(s.postmaster) {
 			if st, err := procfs.Read(pid); err == nil {
-				ticks += st.CPUTicks + st.ReapedChildrenTicks
+				cpu += st.CPU + st.ReapedChildrenCPU
 			}
 		}
-		if after, err := procfs.Read(s.postmaster); err == nil && after.ReapedChildrenTicks == before.ReapedChildrenTicks {
+		if after, err := procfs.Read(s.postmaster); err == nil && after.ReapedChildrenCPU == before.ReapedChildrenCPU {
 			break
 		}
 	}
-	return time.Duration(ticks) * time.Second / time.Duration(s.clockTicks)
+	return cpu
 }

@@ -5,11 +5,15 @@
 package procfs
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Process is one process as /proc/PID/stat describes it.
@@ -19,10 +23,10 @@ type Process struct {
 	// uninterruptible wait, Z dead and not yet reaped (a zombie), …
 	State   byte
 	Command string // the executable's name, as the kernel truncates it
-	// CPUTicks is the user and system time the process has used,
-	// ReapedChildrenTicks that of the children it has reaped, in clock
-	// ticks (CLK_TCK: 100 a second on Linux).
-	CPUTicks, ReapedChildrenTicks int64
+	// CPU is the user and system time the process has used,
+	// ReapedChildrenCPU that of the children it has reaped; /proc counts
+	// both in clock ticks (see TickLength).
+	CPU, ReapedChildrenCPU time.Duration
 }
 
 // Dead reports whether the process has exited: a zombie (or one being
@@ -92,6 +96,49 @@ func parseStat(pid int, stat string) (Process, bool) {
 		}
 		nums[n] = v
 	}
+	tick := TickLength()
 	return Process{PID: pid, PPID: int(nums[4]), PGID: int(nums[5]), State: fields[0][0], Command: stat[open+1 : end],
-		CPUTicks: nums[14] + nums[15], ReapedChildrenTicks: nums[16] + nums[17]}, true
+		CPU: time.Duration(nums[14]+nums[15]) * tick, ReapedChildrenCPU: time.Duration(nums[16]+nums[17]) * tick}, true
+}
+
+// TickLength is the unit of /proc's CPU times: a second over
+// sysconf(_SC_CLK_TCK), which the C library reads from the kernel's
+// auxiliary vector (AT_CLKTCK), as this does. Linux gives 100 a second on
+// every architecture Go runs on; that is the answer when the vector
+// cannot be read.
+func TickLength() time.Duration { return tickLength() }
+
+var tickLength = sync.OnceValue(func() time.Duration {
+	hz := uint64(100)
+	if auxv, err := os.ReadFile("/proc/self/auxv"); err == nil {
+		// More than a tick a nanosecond is no rate a kernel gives.
+		if v, ok := auxValue(auxv, atClockTick); ok && v > 0 && v <= uint64(time.Second) {
+			hz = v
+		}
+	}
+	return time.Second / time.Duration(hz)
+})
+
+// atClockTick is AT_CLKTCK, the auxiliary vector's key for the tick rate.
+const atClockTick = 17
+
+// auxValue finds key in an auxiliary vector: pairs of native words, key
+// then value, ended by a zero key.
+func auxValue(auxv []byte, key uint64) (uint64, bool) {
+	const word = bits.UintSize / 8
+	read := func(b []byte) uint64 {
+		if word == 4 {
+			return uint64(binary.NativeEndian.Uint32(b))
+		}
+		return binary.NativeEndian.Uint64(b)
+	}
+	for i := 0; i+2*word <= len(auxv); i += 2 * word {
+		switch k := read(auxv[i:]); k {
+		case 0:
+			return 0, false
+		case key:
+			return read(auxv[i+word:]), true
+		}
+	}
+	return 0, false
 }

@@ -1,9 +1,14 @@
 package procfs
 
 import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -11,7 +16,8 @@ import (
 
 func TestParseStatCountsFieldsFromTheCommandsLastParenthesis(t *testing.T) {
 	p, ok := parseStat(42, "42 (a (b) c) Z 7 42 42 0 -1 4194560 0 0 0 0 11 12 13 14 20 0 1 0")
-	want := Process{PID: 42, PPID: 7, PGID: 42, State: 'Z', Command: "a (b) c", CPUTicks: 23, ReapedChildrenTicks: 27}
+	tick := TickLength()
+	want := Process{PID: 42, PPID: 7, PGID: 42, State: 'Z', Command: "a (b) c", CPU: 23 * tick, ReapedChildrenCPU: 27 * tick}
 	if !ok || p != want {
 		t.Fatalf("parseStat: %+v, %v; want %+v", p, ok, want)
 	}
@@ -66,5 +72,51 @@ func TestAnUnreapedChildIsDead(t *testing.T) {
 	}
 	if live, err := LiveMembers(pid); err != nil || len(live) != 0 {
 		t.Fatalf("the dead child's group has live members %v (%v)", live, err)
+	}
+}
+
+func TestAuxValueFindsItsKeyBeforeTheEnd(t *testing.T) {
+	const word = bits.UintSize / 8
+	vector := func(pairs ...uint64) []byte {
+		var b []byte
+		for _, v := range pairs {
+			if word == 4 {
+				b = binary.NativeEndian.AppendUint32(b, uint32(v))
+			} else {
+				b = binary.NativeEndian.AppendUint64(b, v)
+			}
+		}
+		return b
+	}
+	if v, ok := auxValue(vector(6, 4096, atClockTick, 250, 0, 0), atClockTick); !ok || v != 250 {
+		t.Errorf("auxValue = %d, %v; want 250, true", v, ok)
+	}
+	// A key after the end marker, or a vector cut short, is not there.
+	for _, b := range [][]byte{vector(6, 4096, 0, 0, atClockTick, 250), vector(6, 4096, atClockTick)} {
+		if v, ok := auxValue(b, atClockTick); ok {
+			t.Errorf("auxValue(%v) = %d, want not found", b, v)
+		}
+	}
+}
+
+// The tick is what the C library's sysconf(_SC_CLK_TCK) says, as getconf
+// prints it.
+func TestTickLengthIsTheCLibrarys(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc as Linux has it")
+	}
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if errors.Is(err, exec.ErrNotFound) {
+		t.Skip("no getconf here to ask the C library")
+	}
+	if err != nil {
+		t.Fatalf("getconf CLK_TCK: %v", err)
+	}
+	hz, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || hz <= 0 {
+		t.Fatalf("getconf CLK_TCK printed %q", out)
+	}
+	if got, want := TickLength(), time.Second/time.Duration(hz); got != want {
+		t.Errorf("TickLength = %v, want %v", got, want)
 	}
 }
