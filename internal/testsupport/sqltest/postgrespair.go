@@ -49,7 +49,9 @@ const DefaultLag = 300 * time.Millisecond
 // repeat. Each standby streams through a faultproxy in front of its
 // primary, which stalls the stream before the kill and drops what it held
 // with the primary. Clients reach whichever is primary through Scratch's
-// DSN, which names both hosts with target_session_attrs=read-write.
+// DSN, which names both hosts with target_session_attrs=read-write. A
+// failover that stops part-way ends the repetition: every later failover
+// and rebuild returns its error, and nothing is rebuilt.
 type PostgresPair struct {
 	// Scratch makes scratch schemas on whichever server is primary.
 	Scratch *scratch.Server
@@ -61,6 +63,11 @@ type PostgresPair struct {
 	nodes   [2]*pgNode
 	primary int  // the index of the primary in nodes
 	rebuild bool // a failover left the old primary down
+	// broken is why a failover stopped part-way (killing the primary
+	// failed, or it was killed and the standby's promotion failed or was
+	// not confirmed): which node holds the data is then unknown, so the
+	// pair refuses to fail over or rebuild again.
+	broken  error
 	timings PairTimings
 }
 
@@ -262,6 +269,9 @@ func (p *PostgresPair) StartFault(ctx context.Context, f conformance.FaultParams
 func (p *PostgresPair) failover(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.broken != nil {
+		return p.broken
+	}
 	if p.rebuild {
 		return errors.New("the last failover has not ended: the pair has no standby")
 	}
@@ -274,11 +284,14 @@ func (p *PostgresPair) failover(ctx context.Context) error {
 	old.relay.Reset()
 	old.relay.Heal()
 	if err != nil {
-		return err
+		p.broken = fmt.Errorf("a failover did not complete: killing the primary %s: %w", old.name, err)
+		return p.broken
 	}
 	var promoted bool
 	if err := next.query(ctx, "SELECT pg_promote(true, 60)", &promoted); err != nil || !promoted {
-		return fmt.Errorf("promoting %s: %v (promoted %v); its log %s ends: %s", next.name, err, promoted, next.Log, serverproc.TailFile(next.Log))
+		p.broken = fmt.Errorf("a failover did not complete: the primary %s was killed, and promoting %s failed: %v (promoted %v); its log %s ends: %s",
+			old.name, next.name, err, promoted, next.Log, serverproc.TailFile(next.Log))
+		return p.broken
 	}
 	p.primary = 1 - p.primary
 	p.timings.Failovers = append(p.timings.Failovers, time.Since(began))
@@ -286,10 +299,16 @@ func (p *PostgresPair) failover(ctx context.Context) error {
 }
 
 // EndFault rebuilds the old primary as the new one's standby; it does
-// nothing when no failover left one to rebuild.
+// nothing when no failover left one to rebuild. After a failover that
+// stopped part-way it rebuilds nothing, since the only copy of the data
+// may be the node it would overwrite, and returns why the failover
+// stopped.
 func (p *PostgresPair) EndFault(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.broken != nil {
+		return errNothingRebuilt{p.broken}
+	}
 	if !p.rebuild {
 		return nil
 	}
@@ -301,6 +320,17 @@ func (p *PostgresPair) EndFault(ctx context.Context) error {
 	p.timings.Rebuilds = append(p.timings.Rebuilds, time.Since(began))
 	return nil
 }
+
+// errNothingRebuilt is EndFault's answer after a failover that stopped
+// part-way: short, since whoever called StartFault has its error, log
+// tail and all, and it is that error underneath.
+type errNothingRebuilt struct{ failover error }
+
+func (e errNothingRebuilt) Error() string {
+	return "rebuilt nothing: the pair is broken by a failover that did not complete"
+}
+
+func (e errNothingRebuilt) Unwrap() error { return e.failover }
 
 // Failover fails over once and rebuilds the standby.
 func (p *PostgresPair) Failover(ctx context.Context) error {
