@@ -25,7 +25,7 @@ type Process struct {
 	Command string // the executable's name, as the kernel truncates it
 	// CPU is the user and system time the process has used,
 	// ReapedChildrenCPU that of the children it has reaped; /proc counts
-	// both in clock ticks (see TickLength).
+	// both in clock ticks (see tickLength).
 	CPU, ReapedChildrenCPU time.Duration
 }
 
@@ -96,18 +96,16 @@ func parseStat(pid int, stat string) (Process, bool) {
 		}
 		nums[n] = v
 	}
-	tick := TickLength()
+	tick := tickLength()
 	return Process{PID: pid, PPID: int(nums[4]), PGID: int(nums[5]), State: fields[0][0], Command: stat[open+1 : end],
 		CPU: time.Duration(nums[14]+nums[15]) * tick, ReapedChildrenCPU: time.Duration(nums[16]+nums[17]) * tick}, true
 }
 
-// TickLength is the unit of /proc's CPU times: a second over
+// tickLength is the unit of /proc's CPU times: a second over
 // sysconf(_SC_CLK_TCK), which the C library reads from the kernel's
 // auxiliary vector (AT_CLKTCK), as this does. Linux gives 100 a second on
 // every architecture Go runs on; that is the answer when the vector
 // cannot be read.
-func TickLength() time.Duration { return tickLength() }
-
 var tickLength = sync.OnceValue(func() time.Duration {
 	hz := uint64(100)
 	if auxv, err := os.ReadFile("/proc/self/auxv"); err == nil {

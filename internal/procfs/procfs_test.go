@@ -16,7 +16,7 @@ import (
 
 func TestParseStatCountsFieldsFromTheCommandsLastParenthesis(t *testing.T) {
 	p, ok := parseStat(42, "42 (a (b) c) Z 7 42 42 0 -1 4194560 0 0 0 0 11 12 13 14 20 0 1 0")
-	tick := TickLength()
+	tick := tickLength()
 	want := Process{PID: 42, PPID: 7, PGID: 42, State: 'Z', Command: "a (b) c", CPU: 23 * tick, ReapedChildrenCPU: 27 * tick}
 	if !ok || p != want {
 		t.Fatalf("parseStat: %+v, %v; want %+v", p, ok, want)
@@ -101,7 +101,7 @@ func TestAuxValueFindsItsKeyBeforeTheEnd(t *testing.T) {
 
 // The tick is what the C library's sysconf(_SC_CLK_TCK) says, as getconf
 // prints it.
-func TestTickLengthIsTheCLibrarys(t *testing.T) {
+func TestTheTickIsTheCLibrarys(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("/proc as Linux has it")
 	}
@@ -116,7 +116,7 @@ func TestTickLengthIsTheCLibrarys(t *testing.T) {
 	if err != nil || hz <= 0 {
 		t.Fatalf("getconf CLK_TCK printed %q", out)
 	}
-	if got, want := TickLength(), time.Second/time.Duration(hz); got != want {
-		t.Errorf("TickLength = %v, want %v", got, want)
+	if got, want := tickLength(), time.Second/time.Duration(hz); got != want {
+		t.Errorf("tickLength = %v, want %v", got, want)
 	}
 }
