@@ -155,12 +155,13 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-// completer writes outcomes in batches. A batch goes at once when no
-// write is in flight; while one is, outcomes gather for the next, which
-// goes when the write ends, or as soon as a full batch waits, up to
-// CompletionsInFlight writes at once. So a lone outcome waits for
-// nothing, and under load the batches grow with the store's write time
-// (the driver kit's group commit, for a worker's completions).
+// completer writes outcomes in batches. An outcome waits for others to
+// share its write for up to CompleteLinger, and while a write is in
+// flight for that write's end; a full batch goes at once, up to
+// CompletionsInFlight writes at once. So the batches grow with the load
+// and the store's write time, and a lone outcome waits CompleteLinger at
+// most (nothing, by default: then the batches are what gathers during one
+// write).
 type completer struct {
 	w     *Worker
 	ctx   context.Context
@@ -174,8 +175,9 @@ func (w *Worker) startCompleters(ctx context.Context) *completer {
 	return c
 }
 
-// submit queues an outcome; it waits while the queue is full, so that a
-// store slower than the handlers holds the slots back.
+// submit queues an outcome; it waits while a full batch waits already
+// and the queue is full, so that a store slower than the handlers holds
+// the slots back.
 func (c *completer) submit(o outcome) { c.queue <- o }
 
 // finish writes what is queued and returns when every write has ended.
@@ -188,13 +190,18 @@ func (c *completer) finish() {
 // closed and everything in it written.
 func (c *completer) dispatch() {
 	defer close(c.done)
+	cfg := c.w.cfg
 	var pending []outcome
+	var since time.Time // when the oldest of pending came
 	inFlight, open := 0, true
-	ended := make(chan struct{}, c.w.cfg.CompletionsInFlight)
+	ended := make(chan struct{}, cfg.CompletionsInFlight)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
 	for open || len(pending) > 0 || inFlight > 0 {
 		queue := c.queue
-		if !open || len(pending) >= c.w.cfg.Slots {
-			queue = nil // closed, or a full queue's worth waits already
+		if !open || len(pending) >= cfg.CompleteBatch {
+			queue = nil // closed, or a full batch waits already
 		}
 		select {
 		case o, ok := <-queue:
@@ -202,8 +209,12 @@ func (c *completer) dispatch() {
 				open = false
 				break
 			}
+			if len(pending) == 0 {
+				since = time.Now()
+				linger.Reset(cfg.CompleteLinger)
+			}
 			pending = append(pending, o)
-			for more := true; more && len(pending) < c.w.cfg.CompleteBatch; {
+			for more := true; more && len(pending) < cfg.CompleteBatch; {
 				select {
 				case o, ok := <-c.queue:
 					if !ok {
@@ -217,10 +228,15 @@ func (c *completer) dispatch() {
 			}
 		case <-ended:
 			inFlight--
+		case <-linger.C:
 		}
-		for len(pending) > 0 && inFlight < c.w.cfg.CompletionsInFlight && (inFlight == 0 || len(pending) >= c.w.cfg.CompleteBatch) {
-			batch := pending[:min(len(pending), c.w.cfg.CompleteBatch)]
+		for len(pending) > 0 && inFlight < cfg.CompletionsInFlight && c.due(len(pending), inFlight, open, since) {
+			batch := pending[:min(len(pending), cfg.CompleteBatch)]
 			pending = pending[len(batch):]
+			if len(pending) > 0 {
+				since = time.Now() // the rest came at once: their wait starts now
+				linger.Reset(cfg.CompleteLinger)
+			}
 			inFlight++
 			go func() {
 				defer func() { ended <- struct{}{} }()
@@ -228,6 +244,19 @@ func (c *completer) dispatch() {
 			}()
 		}
 	}
+}
+
+// due tells whether the pending outcomes go now: a full batch always; the
+// rest once no write is in flight and the oldest has waited its linger,
+// or when the worker stops (nothing more will come to share the write).
+func (c *completer) due(pending, inFlight int, open bool, since time.Time) bool {
+	switch {
+	case pending >= c.w.cfg.CompleteBatch || !open:
+		return true
+	case inFlight > 0:
+		return false
+	}
+	return time.Since(since) >= c.w.cfg.CompleteLinger
 }
 
 // write writes a batch until each outcome is written, refused, or given

@@ -79,6 +79,12 @@ type Config struct {
 	// CompletionsInFlight is how many completion writes may be in flight
 	// at once, default DefaultCompletionsInFlight.
 	CompletionsInFlight int
+	// CompleteLinger is how long an outcome may wait for others to share
+	// its write: fewer, larger writes, at the cost of holding each run
+	// (and its lease) up to that much longer before its outcome is
+	// committed. Zero, the default, sends an outcome as soon as no write
+	// is in flight; it must be shorter than LeaseTTL.
+	CompleteLinger time.Duration
 	// Logger receives the worker's lines; nil logs nothing.
 	Logger *slog.Logger
 	// OnClaim, when set, sees each claim call (metrics). It must not block.
@@ -184,6 +190,8 @@ func (c Config) check() error {
 		return runstate.InvalidArgument("renew_every", "is %v; want a positive duration shorter than the lease (%v)", c.RenewEvery, c.LeaseTTL)
 	case c.Poll <= 0:
 		return runstate.InvalidArgument("poll", "is %v; want a positive duration", c.Poll)
+	case c.CompleteLinger < 0 || c.CompleteLinger >= c.LeaseTTL:
+		return runstate.InvalidArgument("complete_linger", "is %v; want zero or more, shorter than the lease (%v)", c.CompleteLinger, c.LeaseTTL)
 	case c.Grace < 0:
 		return runstate.InvalidArgument("grace", "is %v; want zero or more", c.Grace)
 	}

@@ -15,7 +15,10 @@
 //   - Slots: at most Config.Slots handlers run at once. Whenever slots are
 //     free the worker claims that many runs in one call (runstate.ClaimRuns
 //     with Start: each claimed run moves to running in the claim's own
-//     write), best first, as the store's claim order says.
+//     write), best first, as the store's claim order says. While runs wait
+//     to be claimed (the last claim took all it asked for), a claim waits
+//     up to that claim's time for every slot to be free, so that one claim
+//     serves all the slots that free meanwhile.
 //   - Wake-ups: a store with a runstate.RunnableWatcher wakes an idle
 //     worker soon after a run becomes claimable; the worker also polls
 //     (Config.Poll), for stores without one, for leases that expire (which
@@ -35,9 +38,13 @@
 //     takes the next run at once; completers write outcomes in batches of
 //     up to Config.CompleteBatch (runstate.UpdateRuns, each item fenced by
 //     the run's lease and releasing it in the same write), with up to
-//     Config.CompletionsInFlight batches in flight. An outcome counts
-//     (Stats, Config.OnDone) only once its write is committed; until then
-//     the run stays under the worker's lease, renewed as the others.
+//     Config.CompletionsInFlight batches in flight. An outcome goes as
+//     soon as no write is in flight, or waits up to Config.CompleteLinger
+//     for others to share its write (fewer, larger writes; the run stays
+//     leased that much longer); a drain writes what waits at once. An
+//     outcome counts (Stats, Config.OnDone) only once its write is
+//     committed; until then the run stays under the worker's lease,
+//     renewed as the others.
 //   - Retries: a handler error is retried up to Config.MaxAttempts times
 //     with Config.Backoff between attempts, the contract's way: the run
 //     goes back to waiting, parked until the backoff ends

@@ -378,16 +378,18 @@ func TestNewRefusesABadConfiguration(t *testing.T) {
 		change func(*worker.Config)
 		field  string
 	}{
-		"no store":            {func(c *worker.Config) { c.Store = nil }, "store"},
-		"no handler":          {func(c *worker.Config) { c.Handler = nil }, "handler"},
-		"no incarnation":      {func(c *worker.Config) { c.Owner.Incarnation = "" }, "owner"},
-		"negative slots":      {func(c *worker.Config) { c.Slots = -1 }, "slots"},
-		"too many slots":      {func(c *worker.Config) { c.Slots = runstate.MaxBatchItems + 1 }, "slots"},
-		"renewals too rare":   {func(c *worker.Config) { c.LeaseTTL, c.RenewEvery = time.Second, time.Second }, "renew_every"},
-		"a terminal status":   {func(c *worker.Config) { c.Filter.Statuses = []string{"success"} }, "filter.statuses"},
-		"an unknown status":   {func(c *worker.Config) { c.Filter.Statuses = []string{"Queued"} }, "status"},
-		"a negative grace":    {func(c *worker.Config) { c.Grace = -time.Second }, "grace"},
-		"a lease of two days": {func(c *worker.Config) { c.LeaseTTL = 48 * time.Hour }, "ttl"},
+		"no store":                {func(c *worker.Config) { c.Store = nil }, "store"},
+		"no handler":              {func(c *worker.Config) { c.Handler = nil }, "handler"},
+		"no incarnation":          {func(c *worker.Config) { c.Owner.Incarnation = "" }, "owner"},
+		"negative slots":          {func(c *worker.Config) { c.Slots = -1 }, "slots"},
+		"too many slots":          {func(c *worker.Config) { c.Slots = runstate.MaxBatchItems + 1 }, "slots"},
+		"renewals too rare":       {func(c *worker.Config) { c.LeaseTTL, c.RenewEvery = time.Second, time.Second }, "renew_every"},
+		"a terminal status":       {func(c *worker.Config) { c.Filter.Statuses = []string{"success"} }, "filter.statuses"},
+		"an unknown status":       {func(c *worker.Config) { c.Filter.Statuses = []string{"Queued"} }, "status"},
+		"a negative grace":        {func(c *worker.Config) { c.Grace = -time.Second }, "grace"},
+		"a lease of two days":     {func(c *worker.Config) { c.LeaseTTL = 48 * time.Hour }, "ttl"},
+		"a negative linger":       {func(c *worker.Config) { c.CompleteLinger = -time.Millisecond }, "complete_linger"},
+		"a linger past the lease": {func(c *worker.Config) { c.LeaseTTL, c.CompleteLinger = time.Minute, time.Minute }, "complete_linger"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := good

@@ -251,7 +251,7 @@ func (*runstateLatency) measure(ctx context.Context, dsn string, rate float64, n
 	defer s.Close()
 	st := newStarts(n)
 	w, err := worker.New(worker.Config{Store: s, Owner: runstate.Owner{Worker: "latency", Incarnation: "1"}, Slots: latencyWorkers,
-		LeaseTTL: leaseTTL, Poll: time.Second, Logger: quiet,
+		LeaseTTL: leaseTTL, Poll: time.Second, Logger: quiet, CompleteLinger: completeLinger,
 		Handler: func(_ context.Context, job *worker.Job) error {
 			i, err := strconv.Atoi(strings.TrimPrefix(job.Run().RunID, "unit-"))
 			if err != nil {

@@ -42,6 +42,12 @@ func (f *runstateWorker) run(ctx context.Context, dsn string, units int, sw stop
 	return runWorker(ctx, s, f.slots, units, f.single.taken, sw)
 }
 
+// completeLinger is how long the worker's outcomes wait for others to
+// share their write: River's completer writes its completions every 50
+// ms (every 250 ms while fewer than 100 wait), so the worker may wait as
+// long. Both count a unit only once its completion is committed.
+const completeLinger = 50 * time.Millisecond
+
 // runWorker runs the worker package on s until units runs are done, each
 // taken into taken.
 func runWorker(ctx context.Context, s runstate.Store, slots, units int, taken *ledger[string], sw stopwatch) error {
@@ -50,7 +56,7 @@ func runWorker(ctx context.Context, s runstate.Store, slots, units int, taken *l
 	var done atomic.Int64
 	var failure atomic.Value
 	w, err := worker.New(worker.Config{Store: s, Owner: runstate.Owner{Worker: "bench-worker", Incarnation: "1"}, Slots: slots,
-		LeaseTTL: leaseTTL, Poll: time.Millisecond, Logger: quiet,
+		LeaseTTL: leaseTTL, Poll: time.Millisecond, Logger: quiet, CompleteLinger: completeLinger,
 		Handler: func(_ context.Context, job *worker.Job) error {
 			if err := taken.take(job.Run().RunID); err != nil {
 				failure.Store(err)
