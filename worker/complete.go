@@ -191,8 +191,8 @@ func (c *completer) finish() {
 func (c *completer) dispatch() {
 	defer close(c.done)
 	cfg := c.w.cfg
-	var pending []outcome
-	var since time.Time // when the oldest of pending came
+	var pending []outcome // at most a full batch: the queue is not read while one waits
+	var since time.Time   // when the oldest of pending came
 	inFlight, open := 0, true
 	ended := make(chan struct{}, cfg.CompletionsInFlight)
 	linger := time.NewTimer(time.Hour)
@@ -209,9 +209,11 @@ func (c *completer) dispatch() {
 				open = false
 				break
 			}
-			if len(pending) == 0 {
+			if len(pending) == 0 { // the oldest pending outcome came now
 				since = time.Now()
-				linger.Reset(cfg.CompleteLinger)
+				if cfg.CompleteLinger > 0 {
+					linger.Reset(cfg.CompleteLinger)
+				}
 			}
 			pending = append(pending, o)
 			for more := true; more && len(pending) < cfg.CompleteBatch; {
@@ -233,10 +235,6 @@ func (c *completer) dispatch() {
 		for len(pending) > 0 && inFlight < cfg.CompletionsInFlight && c.due(len(pending), inFlight, open, since) {
 			batch := pending[:min(len(pending), cfg.CompleteBatch)]
 			pending = pending[len(batch):]
-			if len(pending) > 0 {
-				since = time.Now() // the rest came at once: their wait starts now
-				linger.Reset(cfg.CompleteLinger)
-			}
 			inFlight++
 			go func() {
 				defer func() { ended <- struct{}{} }()
