@@ -19,7 +19,7 @@ func TestABacklogIsClaimedForEverySlotAtOnce(t *testing.T) {
 	// A claim takes this long, so that the slots freeing one group at a
 	// time below all free well within one claim's time.
 	const claimTime = 300 * time.Millisecond
-	s := &recordedClaims{Store: openMemory(t, nil), delay: claimTime}
+	s := &recording{Store: openMemory(t, nil), claimDelay: claimTime}
 	createRuns(t, s, 40)
 	release := make(chan struct{}, 40)
 	var inHandler atomic.Int64
@@ -56,7 +56,7 @@ func TestABacklogIsClaimedForEverySlotAtOnce(t *testing.T) {
 // waits for the others up to CompleteLinger, and once the linger is up it
 // goes without them.
 func TestOutcomesLingerToShareAWrite(t *testing.T) {
-	s := &recordedBatches{Store: openMemory(t, nil)}
+	s := &recording{Store: openMemory(t, nil)}
 	ids := createRuns(t, s, 6)
 	const linger = 2 * time.Second
 	gate := map[string]chan struct{}{}
@@ -102,7 +102,7 @@ func TestOutcomesLingerToShareAWrite(t *testing.T) {
 // A drain does not wait out the linger: the outcomes in hand are written
 // at once when the worker stops.
 func TestADrainWritesLingeringOutcomesAtOnce(t *testing.T) {
-	s := &recordedBatches{Store: openMemory(t, nil)}
+	s := &recording{Store: openMemory(t, nil)}
 	ids := createRuns(t, s, 3)
 	log := newDoneLog(len(ids))
 	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), Slots: 3, LeaseTTL: 10 * time.Minute, CompleteLinger: time.Minute,
@@ -125,59 +125,49 @@ func TestADrainWritesLingeringOutcomesAtOnce(t *testing.T) {
 	}
 }
 
-// recordedClaims delays each batch claim and records how many runs it
-// asked for.
-type recordedClaims struct {
+// recording is a store that records how many runs each batch claim
+// asked for and how many outcomes each completion write carried, and
+// delays each claim by claimDelay.
+type recording struct {
 	runstate.Store
-	delay time.Duration
-	mu    sync.Mutex
-	max   []int
+	claimDelay time.Duration
+	mu         sync.Mutex
+	claims     []int
+	batches    []int
 }
 
-func (r *recordedClaims) Features() runstate.Features {
+func (r *recording) Features() runstate.Features {
 	feat := runstate.Resolve(r.Store)
-	feat.BatchClaimer = r
+	feat.BatchClaimer, feat.BatchUpdater = r, r
 	return feat
 }
 
-func (r *recordedClaims) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
-	r.mu.Lock()
-	r.max = append(r.max, p.Max)
-	r.mu.Unlock()
-	time.Sleep(r.delay)
+func (r *recording) ClaimRuns(ctx context.Context, p runstate.ClaimRunsParams) (runstate.ClaimRunsResult, error) {
+	r.record(&r.claims, p.Max)
+	time.Sleep(r.claimDelay)
 	inner, _ := runstate.As[runstate.BatchClaimer](r.Store)
 	return inner.ClaimRuns(ctx, p)
 }
 
-func (r *recordedClaims) asked() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.max)
-}
-
-// recordedBatches records the size of each completion write.
-type recordedBatches struct {
-	runstate.Store
-	mu      sync.Mutex
-	batches []int
-}
-
-func (r *recordedBatches) Features() runstate.Features {
-	feat := runstate.Resolve(r.Store)
-	feat.BatchUpdater = r
-	return feat
-}
-
-func (r *recordedBatches) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
-	r.mu.Lock()
-	r.batches = append(r.batches, len(p.Updates))
-	r.mu.Unlock()
+func (r *recording) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (runstate.UpdateRunsResult, error) {
+	r.record(&r.batches, len(p.Updates))
 	inner, _ := runstate.As[runstate.BatchUpdater](r.Store)
 	return inner.UpdateRuns(ctx, p)
 }
 
-func (r *recordedBatches) sizes() []int {
+func (r *recording) record(into *[]int, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.batches)
+	*into = append(*into, n)
+}
+
+// asked is the runs each claim asked for; sizes the outcomes each
+// completion write carried.
+func (r *recording) asked() []int { return r.read(&r.claims) }
+func (r *recording) sizes() []int { return r.read(&r.batches) }
+
+func (r *recording) read(from *[]int) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(*from)
 }
