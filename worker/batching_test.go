@@ -111,7 +111,11 @@ func TestADrainWritesLingeringOutcomesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := started(t, w)
-	waitFor(t, "3 outcomes lingering", func() bool { return w.Stats().Claimed == 3 })
+	waitFor(t, "3 runs claimed", func() bool { return w.Stats().Claimed == 3 })
+	time.Sleep(50 * time.Millisecond) // their handlers return at once; their outcomes linger
+	if got := s.sizes(); len(got) != 0 {
+		t.Fatalf("completion writes of %v outcomes before the linger was up", got)
+	}
 	began := time.Now()
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -120,6 +124,49 @@ func TestADrainWritesLingeringOutcomesAtOnce(t *testing.T) {
 		t.Fatalf("the drain took %v: it waited out the linger", took)
 	}
 	log.wait(t, 3)
+	if got := s.sizes(); !slices.Equal(got, []int{3}) {
+		t.Fatalf("completion writes of %v outcomes; want one of 3", got)
+	}
+}
+
+// Without a linger an outcome goes as soon as no write is in flight:
+// outcomes that come apart go apart.
+func TestWithoutALingerALoneOutcomeGoesAlone(t *testing.T) {
+	s := &recording{Store: openMemory(t, nil)}
+	ids := createRuns(t, s, 2)
+	gate := map[string]chan struct{}{ids[0]: make(chan struct{}), ids[1]: make(chan struct{})}
+	log := newDoneLog(len(ids))
+	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), Slots: 2, OnDone: log.add,
+		Handler: func(_ context.Context, job *worker.Job) error {
+			<-gate[job.Run().RunID]
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, w)
+	for _, id := range ids {
+		close(gate[id])
+		log.wait(t, 1)
+	}
+	if got := s.sizes(); !slices.Equal(got, []int{1, 1}) {
+		t.Fatalf("completion writes of %v outcomes; want 1, then 1", got)
+	}
+}
+
+// A full batch goes at once, whatever the linger.
+func TestAFullBatchDoesNotWaitOutTheLinger(t *testing.T) {
+	s := &recording{Store: openMemory(t, nil)}
+	ids := createRuns(t, s, 3)
+	log := newDoneLog(len(ids))
+	// A linger longer than this test's wait for the outcomes (hangGuard).
+	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), Slots: 3, CompleteBatch: 3, LeaseTTL: 10 * time.Minute,
+		CompleteLinger: 2 * hangGuard, OnDone: log.add, Handler: func(context.Context, *worker.Job) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, w)
+	log.wait(t, len(ids))
 	if got := s.sizes(); !slices.Equal(got, []int{3}) {
 		t.Fatalf("completion writes of %v outcomes; want one of 3", got)
 	}

@@ -175,9 +175,9 @@ func (w *Worker) startCompleters(ctx context.Context) *completer {
 	return c
 }
 
-// submit queues an outcome; it waits while a full batch waits already
-// and the queue is full, so that a store slower than the handlers holds
-// the slots back.
+// submit queues an outcome; it waits while the queue is full and as many
+// outcomes wait as the completer holds back (waitingCap), so that a store
+// slower than the handlers holds the slots back.
 func (c *completer) submit(o outcome) { c.queue <- o }
 
 // finish writes what is queued and returns when every write has ended.
@@ -191,7 +191,7 @@ func (c *completer) finish() {
 func (c *completer) dispatch() {
 	defer close(c.done)
 	cfg := c.w.cfg
-	var pending []outcome // at most a full batch: the queue is not read while one waits
+	var pending []outcome // at most c.waitingCap(): the queue is not read while that many wait
 	var since time.Time   // when the oldest of pending came
 	inFlight, open := 0, true
 	ended := make(chan struct{}, cfg.CompletionsInFlight)
@@ -200,8 +200,8 @@ func (c *completer) dispatch() {
 	defer linger.Stop()
 	for open || len(pending) > 0 || inFlight > 0 {
 		queue := c.queue
-		if !open || len(pending) >= cfg.CompleteBatch {
-			queue = nil // closed, or a full batch waits already
+		if !open || len(pending) >= c.waitingCap() {
+			queue = nil // closed, or as many wait as may
 		}
 		select {
 		case o, ok := <-queue:
@@ -216,7 +216,7 @@ func (c *completer) dispatch() {
 				}
 			}
 			pending = append(pending, o)
-			for more := true; more && len(pending) < cfg.CompleteBatch; {
+			for more := true; more && len(pending) < c.waitingCap(); {
 				select {
 				case o, ok := <-c.queue:
 					if !ok {
@@ -242,6 +242,17 @@ func (c *completer) dispatch() {
 			}()
 		}
 	}
+}
+
+// waitingCap is how many outcomes may wait beside the writes in flight
+// before the handlers wait to hand theirs over: a slot's worth, so that
+// the finished runs not yet written stay a few times the slots; with a
+// linger, a full batch, which is what lingering gathers for.
+func (c *completer) waitingCap() int {
+	if c.w.cfg.CompleteLinger > 0 {
+		return max(c.w.cfg.Slots, c.w.cfg.CompleteBatch)
+	}
+	return c.w.cfg.Slots
 }
 
 // due tells whether the pending outcomes go now: a full batch always; the

@@ -80,10 +80,13 @@ type Config struct {
 	// at once, default DefaultCompletionsInFlight.
 	CompletionsInFlight int
 	// CompleteLinger is how long an outcome may wait for others to share
-	// its write: fewer, larger writes, at the cost of holding each run
-	// (and its lease) up to that much longer before its outcome is
-	// committed. Zero, the default, sends an outcome as soon as no write
-	// is in flight; it must be shorter than LeaseTTL.
+	// its write (and, besides, for any write in flight to end): fewer,
+	// larger writes, at the cost of holding each run (and its lease, still
+	// renewed) up to that much longer before its outcome is committed, and
+	// of up to a batch's worth of finished runs waiting besides those in
+	// flight (a slot's worth without it). Zero, the default, sends an
+	// outcome as soon as no write is in flight. It must be shorter than
+	// LeaseTTL, a sanity bound: a longer wait buys nothing more.
 	CompleteLinger time.Duration
 	// Logger receives the worker's lines; nil logs nothing.
 	Logger *slog.Logger

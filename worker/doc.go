@@ -39,12 +39,13 @@
 //     up to Config.CompleteBatch (runstate.UpdateRuns, each item fenced by
 //     the run's lease and releasing it in the same write), with up to
 //     Config.CompletionsInFlight batches in flight. An outcome goes as
-//     soon as no write is in flight, or waits up to Config.CompleteLinger
-//     for others to share its write (fewer, larger writes; the run stays
-//     leased that much longer); a drain writes what waits at once. An
-//     outcome counts (Stats, Config.OnDone) only once its write is
-//     committed; until then the run stays under the worker's lease,
-//     renewed as the others.
+//     soon as no write is in flight, or, with Config.CompleteLinger, waits
+//     that long for others to share its write (fewer, larger writes; the
+//     run stays leased that much longer); once the last handler of a
+//     drain has returned, what waits is written at once. An outcome
+//     counts (Stats, Config.OnDone) only once its write is committed;
+//     until then the run stays under the worker's lease, renewed as the
+//     others.
 //   - Retries: a handler error is retried up to Config.MaxAttempts times
 //     with Config.Backoff between attempts, the contract's way: the run
 //     goes back to waiting, parked until the backoff ends

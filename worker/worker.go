@@ -162,9 +162,10 @@ func isPermanent(err error) bool {
 // gatherSlots waits, while runs are waiting to be claimed, until every
 // slot is free or for about one claim's time, and answers how many are
 // free: one claim for all the slots that free meanwhile, rather than one
-// for each few as they free, at the cost of at most one claim's time. A
-// claim costs the store a read and a write whatever it takes, so at 8
-// slots claims of 8 cost half what claims of 4 do.
+// for each few as they free, at the cost of at most one claim's time (each
+// claim pays it while a long handler holds a slot). A claim costs the
+// store a read and a write whatever it takes, so at 8 slots claims of 8
+// cost half what claims of 4 do.
 func (w *Worker) gatherSlots(ctx context.Context, claimTime time.Duration) int {
 	deadline := time.NewTimer(claimTime)
 	defer deadline.Stop()
