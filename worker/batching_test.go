@@ -59,20 +59,7 @@ func TestOutcomesLingerToShareAWrite(t *testing.T) {
 	s := &recording{Store: openMemory(t, nil)}
 	ids := createRuns(t, s, 6)
 	const linger = 2 * time.Second
-	gate := map[string]chan struct{}{}
-	for _, id := range ids {
-		gate[id] = make(chan struct{})
-	}
-	log := newDoneLog(len(ids))
-	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), Slots: 6, CompleteLinger: linger, OnDone: log.add,
-		Handler: func(_ context.Context, job *worker.Job) error {
-			<-gate[job.Run().RunID]
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started(t, w)
+	gate, log := startGated(t, worker.Config{Store: s, Slots: 6, CompleteLinger: linger}, ids)
 	// Five outcomes, a few milliseconds apart, well within the linger.
 	began := time.Now()
 	for _, id := range ids[:5] {
@@ -134,17 +121,7 @@ func TestADrainWritesLingeringOutcomesAtOnce(t *testing.T) {
 func TestWithoutALingerALoneOutcomeGoesAlone(t *testing.T) {
 	s := &recording{Store: openMemory(t, nil)}
 	ids := createRuns(t, s, 2)
-	gate := map[string]chan struct{}{ids[0]: make(chan struct{}), ids[1]: make(chan struct{})}
-	log := newDoneLog(len(ids))
-	w, err := worker.New(worker.Config{Store: s, Owner: owner("w1"), Slots: 2, OnDone: log.add,
-		Handler: func(_ context.Context, job *worker.Job) error {
-			<-gate[job.Run().RunID]
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started(t, w)
+	gate, log := startGated(t, worker.Config{Store: s, Slots: 2}, ids)
 	for _, id := range ids {
 		close(gate[id])
 		log.wait(t, 1)
@@ -170,6 +147,29 @@ func TestAFullBatchDoesNotWaitOutTheLinger(t *testing.T) {
 	if got := s.sizes(); !slices.Equal(got, []int{3}) {
 		t.Fatalf("completion writes of %v outcomes; want one of 3", got)
 	}
+}
+
+// startGated starts a worker of cfg (owner w1) whose handler returns for
+// each of runs once the test closes that run's gate; the log sees each
+// run done.
+func startGated(t *testing.T, cfg worker.Config, runs []string) (gate map[string]chan struct{}, log *doneLog) {
+	t.Helper()
+	gate = make(map[string]chan struct{}, len(runs))
+	for _, id := range runs {
+		gate[id] = make(chan struct{})
+	}
+	log = newDoneLog(len(runs))
+	cfg.Owner, cfg.OnDone = owner("w1"), log.add
+	cfg.Handler = func(_ context.Context, job *worker.Job) error {
+		<-gate[job.Run().RunID]
+		return nil
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, w)
+	return gate, log
 }
 
 // recording is a store that records how many runs each batch claim
