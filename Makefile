@@ -7,28 +7,52 @@ GO ?= go
 run:
 	$(GO) run ./cmd/demo-runner run examples/workflows/hello.yaml
 
-# Every test, with the race detector (the suite runs concurrent workers).
-# gotestsum prints each test as it ends, so that a package's minutes show
-# progress, and the failures again at the end; then go test's closing line
-# of every package follows, and the exit status is go test's.
-# Three packages run at once, not one per core: most of the suite waits on
-# database servers, child processes, sleeps and faults, and two at a time
-# left a 2-core machine idle for much of the run.
-# The longest packages are named first, so that they start first: go test
-# runs packages in the order given, and the plugin package, last by name,
-# ran alone for its last three minutes.
-TEST_FIRST := ./cmd/demo-runner ./cmd/conformance-runner ./internal/compat ./adapters/etcd ./adapters/postgres ./cmd/runstate-gateway \
-	./adapters/mysql ./plugin ./conformance
+# Every test, as three go test commands side by side (internal/cmd/testrun
+# merges their output), because one command builds every package one way
+# and the race detector sees only the test binary's own process
+# (docs/testing.md, "The race detector"):
+# - under -race, every test whose code under test runs in the test's
+#   process with concurrency of its own: the units, and each store's
+#   in-process suite on the controlled clock;
+# - without it, the packages whose tests drive other processes (plugin and
+#   gateway processes, earlier releases, the Node.js plugin, the guide's
+#   module) or a store whose code has no goroutine or lock of its own
+#   (MySQL's and etcd's: the server does the concurrency), NORACE_PKGS;
+# - and without it, the suites that run code the race pass runs again, on
+#   a real clock, across restarts, failovers or a member's loss, through a
+#   plugin process, or as a fleet of worker processes under chaos
+#   (NORACE_TESTS, in NORACE_TEST_PKGS, skipped by the race pass).
+# gotestsum prints each test as it ends, and the failures again at the
+# end; then go test's closing line of every package follows, and the
+# report of what ran where and what it cost (internal/cmd/testreport),
+# which fails the run when a proof of docs/testing/baseline.json is lost.
+# Packages are named longest first, so that they start first: go test
+# runs them in the order given.
+NORACE_PKGS := ./cmd/conformance-runner ./internal/compat ./adapters/etcd ./cmd/runstate-gateway ./adapters/mysql ./gateway/gatewaytest
+NORACE_TESTS := RealClock|AcrossRestarts|AcrossFailovers|OverTwentyFailovers|UnderChaos|^TestConformanceMemoryPlugin$$|^TestConformanceMySQLPlugin$$|PluginServesItsStore$$
+NORACE_TEST_PKGS := ./cmd/demo-runner ./adapters/postgres ./plugin ./adapters/badger ./adapters/memory
+RACE_FIRST := ./cmd/demo-runner ./conformance ./adapters/postgres ./plugin ./adapters/badger ./gateway
 # Each package's binary may run 40 minutes: a guard against a hang, not a
-# budget: beside the rest of the suite and a CPU burner, cmd/conformance-
-# runner reached a 20-minute guard (its guide test alone took 11 minutes,
-# building and certifying a module of its own).
+# budget.
 TEST_TIMEOUT ?= 40m
 TESTJSON ?= $(or $(TMPDIR),/tmp)/runstate-test-$(shell id -u).json
+# What each package's process tree spent, for the report's CPU columns
+# (internal/cmd/testcpu, go test's -exec), and the report itself.
+TESTCPU ?= $(or $(TMPDIR),/tmp)/runstate-test-cpu-$(shell id -u).jsonl
+TESTREPORT ?= $(or $(TMPDIR),/tmp)/runstate-test-report-$(shell id -u).md
+TEST_BASELINE := docs/testing/baseline.json
+GOTEST = $(GO) test -json -exec $(CURDIR)/bin/testcpu -count=1 -timeout $(TEST_TIMEOUT)
 test:
-	@status=0; $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) -- -race -count=1 -p 3 -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./... || status=$$?; \
+	@$(GO) build -o bin/ ./internal/cmd/testcpu ./internal/cmd/testrun || exit 1; rm -f $(TESTCPU); \
+	race_pkgs=$$($(GO) list $(RACE_FIRST) ./... | awk '!seen[$$0]++' | grep -vxF "$$($(GO) list $(NORACE_PKGS))"); \
+	status=0; RUNSTATE_RULE_COVERAGE=1 RUNSTATE_TEST_CPU=$(TESTCPU) $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) --raw-command -- bin/testrun \
+		"$(GOTEST) -race -p 2 -skip '$(NORACE_TESTS)' $$(echo $$race_pkgs)" \
+		"$(GOTEST) -p 2 -run '$(NORACE_TESTS)' $(NORACE_TEST_PKGS)" \
+		"$(GOTEST) -p 2 $(NORACE_PKGS)" || status=$$?; \
 	echo; echo "go test, per package:"; \
 	sed -n 's/^{.*"Action":"output".*"Output":"\(\(ok\|FAIL\|?\) *\\t[^"]*\)\\n"}$$/\1/p' $(TESTJSON) | sed 's/\\t/\t/g'; \
+	$(GO) run ./internal/cmd/testreport -json $(TESTJSON) -cpu $(TESTCPU) -baseline $(TEST_BASELINE) > $(TESTREPORT) || status=$$?; \
+	echo "what ran against which store, and what each package and test cost: $(TESTREPORT)"; \
 	exit $$status
 
 # The flake hunt: the time-sensitive tests (chaos, real clocks, plugin and
@@ -46,12 +70,17 @@ lint:
 	$(GO) vet ./...
 	cd examples/filestore && $(GO) vet ./...
 
-# buf, pinned, in bin/: .ci/run installs it before the tests, whose
-# TestTheProtoPassesBufLintAndBreaking fails under CI=true without it.
+# buf, pinned, in bin/: the npm registry's @bufbuild/buf ships it prebuilt
+# for each platform (tools/buf/package-lock.json pins it), which takes
+# seconds where building it from source took minutes. .ci/run installs it
+# before the tests, whose TestTheProtoPassesBufLintAndBreaking fails under
+# CI=true without it.
 BUF_VERSION = 1.75.0
 buf:
-	@[ "$$(bin/buf --version 2>/dev/null)" = "$(BUF_VERSION)" ] || \
-		GOBIN=$(CURDIR)/bin $(GO) install github.com/bufbuild/buf/cmd/buf@v$(BUF_VERSION)
+	@[ "$$(bin/buf --version 2>/dev/null)" = "$(BUF_VERSION)" ] || { \
+		(cd tools/buf && npm ci --no-audit --no-fund --loglevel=error) && mkdir -p bin && \
+		ln -sf "$$(ls -d $(CURDIR)/tools/buf/node_modules/@bufbuild/buf-*/bin/buf | head -n 1)" bin/buf && \
+		[ "$$(bin/buf --version)" = "$(BUF_VERSION)" ] || { echo "bin/buf is not buf $(BUF_VERSION): make tools/buf/package.json pin it"; exit 1; }; }
 
 # The wire protocol's proto: buf lint (protocol/pb/buf.yaml) and buf
 # breaking against the previous minor version's proto in protocol/testdata

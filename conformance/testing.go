@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstate/runstate/internal/rulecov"
 )
 
 // Run runs every rule against target as subtests named by rule ID, or
@@ -21,6 +23,7 @@ func Run(t *testing.T, target Target, only ...string) {
 	for _, rule := range rules {
 		t.Run(rule.ID, func(t *testing.T) {
 			res := RunRule(context.Background(), target, rule)
+			logCoverage(t, target, rule, res)
 			switch res.Outcome {
 			case Skip:
 				t.Skipf("%s: %s", rule.ID, res.Detail)
@@ -48,6 +51,19 @@ func Run(t *testing.T, target Target, only ...string) {
 			}
 		})
 	}
+}
+
+// logCoverage records the rule's run for make test's coverage table
+// (internal/rulecov); nothing unless RUNSTATE_RULE_COVERAGE is set.
+func logCoverage(t *testing.T, target Target, rule Rule, res Result) {
+	t.Helper()
+	e := rulecov.Entry{Rule: rule.ID, Target: target.Name, Clock: rulecov.ClockOf(target.Capabilities.ControlledClock), Outcome: string(res.Outcome)}
+	if len(rule.Requires.Faults) > 0 {
+		for _, f := range target.Capabilities.Faults {
+			e.Faults = append(e.Faults, string(f))
+		}
+	}
+	rulecov.Log(t, e)
 }
 
 // ManualClock is a runstate.Clock that moves only when told, for harnesses of

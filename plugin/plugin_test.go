@@ -18,6 +18,7 @@ import (
 	"github.com/runstate/runstate/adapters/etcd/etcdtest"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/internal/testsupport/etcdcluster"
+	"github.com/runstate/runstate/internal/testsupport/pathsmoke"
 	"github.com/runstate/runstate/internal/testsupport/sqltest"
 	"github.com/runstate/runstate/internal/testsupport/testlog"
 	"github.com/runstate/runstate/internal/testsupport/watchtest"
@@ -79,17 +80,11 @@ func TestConformanceMemoryPluginRealClock(t *testing.T) {
 // process are killed and started again for the FAULT rules.
 var restarts = []conformance.Fault{conformance.FaultRestart}
 
-func TestConformanceBadgerPlugin(t *testing.T) {
-	t.Parallel() // each suite has processes and databases of its own
-	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true, ControlledClock: true, Faults: restarts},
-		plugintest.TempDirConfig(t.TempDir(), "dir"))))
-}
-
 func TestConformanceMySQLPlugin(t *testing.T) {
 	srv := sqltest.MySQL.Find(t)
 	path := bin(t, mysqlPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
-	conformance.Run(t, plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("mysql", "mysql/innodb", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
 		name, err := srv.CreateDatabase(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -97,33 +92,41 @@ func TestConformanceMySQLPlugin(t *testing.T) {
 		// Pools are per process and the suite's packages share one server:
 		// 16 connections per handle serve the 16 racing writers of CAS-003.
 		return map[string]string{"dsn": srv.DSN(name), "max_open_conns": "16"}, func() { srv.DropDatabase(context.Background(), name) }, nil
-	}))
+	})))
 }
 
-func TestConformancePostgresPlugin(t *testing.T) {
+// The other reference plugins serve their stores: the boundary's code is
+// the one the memory and MySQL plugins prove with the whole suite, and
+// each store proves it in-process; each binary runs the rules of
+// internal/testsupport/pathsmoke, its data outliving a kill.
+func TestTheBadgerPluginServesItsStore(t *testing.T) {
+	t.Parallel() // each suite has processes and databases of its own
+	conformance.Run(t, plugintest.ProcessTarget("badger", "badger/v4", bin(t, badgerPkg), conformance.Capabilities{Leases: true, ControlledClock: true, Faults: restarts},
+		plugintest.TempDirConfig(t.TempDir(), "dir")), pathsmoke.Rules...)
+}
+
+func TestThePostgresPluginServesItsStore(t *testing.T) {
 	t.Parallel() // each suite has processes and databases of its own
 	srv := sqltest.Postgres.Find(t)
-	path := bin(t, pgPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
-	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("postgres", "postgres", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+	conformance.Run(t, plugintest.ProcessTarget("postgres", "postgres", bin(t, pgPkg), caps, func(ctx context.Context) (map[string]string, func(), error) {
 		schema := srv.NewSchemaName()
 		// Every handle names the schema; the first creates it, and the
 		// check's end drops it.
 		return map[string]string{"dsn": srv.DSN(), "schema": schema, "max_open_conns": "8", "notify_runs": "true"},
 			func() { srv.DropSchema(context.Background(), schema) }, nil
-	})))
+	}), append(pathsmoke.Rules, "WATCH-001", "WATCH-002")...)
 }
 
-func TestConformanceEtcdPlugin(t *testing.T) {
+func TestTheEtcdPluginServesItsStore(t *testing.T) {
 	t.Parallel() // each suite has processes and databases of its own
 	endpoints, _ := etcdcluster.Require(t, t.TempDir())
-	path := bin(t, etcdPkg)
 	caps := conformance.Capabilities{Leases: true, SecondHandle: true, ControlledClock: true, Faults: restarts}
-	conformance.Run(t, conformance.Repeated(plugintest.ProcessTarget("etcd", "etcd/client-v3", path, caps, func(ctx context.Context) (map[string]string, func(), error) {
+	conformance.Run(t, plugintest.ProcessTarget("etcd", "etcd/client-v3", bin(t, etcdPkg), caps, func(ctx context.Context) (map[string]string, func(), error) {
 		prefix := etcdtest.NewPrefix()
 		return map[string]string{"endpoints": strings.Join(endpoints, ","), "prefix": prefix},
 			func() { etcdtest.DeletePrefix(context.Background(), endpoints, prefix) }, nil
-	})))
+	}), pathsmoke.Rules...)
 }
 
 func openTestPlugin(t *testing.T, mode string, log *slog.Logger) (*plugin.Client, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory/memorytest"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/internal/buildinfo"
+	"github.com/runstate/runstate/internal/rulecov"
 	"github.com/runstate/runstate/protocol"
 )
 
@@ -68,6 +69,7 @@ func TestCertifyMemoryCoreAndLeases(t *testing.T) {
 	if code != exitPass {
 		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
 	}
+	rulecov.LogRunner(t, rulecov.PathRunner, "", []byte(out))
 	c := decodeCertificate(t, out)
 	if c.Suite != conformance.Version || c.Target != "memory" || c.StoreVersion != "builtin" || !c.Capabilities.Leases || !c.Capabilities.ControlledClock || c.Duration <= 0 {
 		t.Errorf("stamp: %+v", c)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/xml"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/rulecov"
 )
 
 // fence is one fenced block of a Markdown document.
@@ -36,6 +38,7 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a separate module and sleeps through real lease TTLs")
 	}
+	t.Parallel() // a module and processes of its own; it waits on them most of its minutes
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +146,71 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(module, copied)); err != nil || string(got) != string(example) {
 		t.Errorf("%s is not the example copied whole: %v", copied, err)
 	}
+	logGuideCoverage(t, filepath.Join(module, "report.xml"), string(out))
 	md, err := os.ReadFile(filepath.Join(cmd.Dir, "mystore", "report.md"))
 	if err != nil || !strings.Contains(string(md), "]("+conformance.Rules()[0].URL+")") {
 		t.Errorf("the Markdown report the guide asks for is missing or does not link rules by anchor: %v", err)
+	}
+}
+
+// logGuideCoverage records the rules the guide's runs proved
+// (internal/rulecov): the first run's from its JUnit report, and the
+// FAULT run's, which writes none, from its text: every FAULT rule passed
+// but those it lists as skipped, as its summary counts no failure.
+func logGuideCoverage(t *testing.T, junitPath, out string) {
+	t.Helper()
+	if !rulecov.Enabled() {
+		return
+	}
+	data, err := os.ReadFile(junitPath)
+	if err != nil {
+		t.Fatalf("the guide's JUnit report: %v", err)
+	}
+	var suites junitSuites
+	if err := xml.Unmarshal(data, &suites); err != nil {
+		t.Fatalf("the guide's JUnit report: %v", err)
+	}
+	var target, caps string
+	for _, p := range suites.Properties {
+		switch p.Name {
+		case "adapter":
+			target = p.Value
+		case "capabilities":
+			caps = p.Value
+		}
+	}
+	clock := rulecov.ClockOf(strings.Contains(caps, "controlled_clock=true"))
+	for _, s := range suites.Suites {
+		for _, c := range s.Cases {
+			id, _, _ := strings.Cut(c.Name, " ")
+			outcome := conformance.Pass
+			switch {
+			case c.Failure != nil:
+				outcome = conformance.Fail
+			case c.Error != nil:
+				outcome = conformance.Error
+			case c.Skipped != nil:
+				outcome = conformance.Skip
+			}
+			rulecov.Log(t, rulecov.Entry{Rule: id, Target: target, Clock: clock, Path: rulecov.PathGuide, Outcome: string(outcome)})
+		}
+	}
+	summaries := summaryLine.FindAllStringIndex(out, -1)
+	if len(summaries) < 2 {
+		t.Fatalf("the guide's FAULT run printed no summary:\n%s", out)
+	}
+	faultRun := out[summaries[0][1]:summaries[1][1]]
+	if got := summary(t, faultRun); got[1]+got[3] > 0 {
+		t.Fatalf("the guide's FAULT run failed: %v", got)
+	}
+	for _, r := range conformance.Rules() {
+		if r.Area != "FAULT" {
+			continue
+		}
+		outcome := conformance.Pass
+		if strings.Contains(faultRun, "  SKIP "+r.ID+" ") {
+			outcome = conformance.Skip
+		}
+		rulecov.Log(t, rulecov.Entry{Rule: r.ID, Target: target, Clock: clock, Faults: []string{"restart"}, Path: rulecov.PathGuide, Outcome: string(outcome)})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/runstate/runstate/conformance"
+	"github.com/runstate/runstate/internal/rulecov"
 	"github.com/runstate/runstate/protocol"
 )
 
@@ -56,6 +57,7 @@ const nodePluginProtocol = "1.7"
 // the host's, which the host meets (it cannot park runs, protocol 1.8).
 func TestTheNodePluginIsCertifiedForCoreAndLeases(t *testing.T) {
 	plugin := nodePlugin(t)
+	t.Parallel() // its plugin processes are its own; much of its time sleeps through real leases
 	out, errOut, code := runCLI(t, "certify", "--plugin", plugin, "--profile", "core,leases", "--format", "json")
 	if code != exitPass {
 		var verdicts []string
@@ -70,6 +72,7 @@ func TestTheNodePluginIsCertifiedForCoreAndLeases(t *testing.T) {
 		}
 		t.Fatalf("certify exit %d, want 0\n%s\n%s", code, strings.Join(verdicts, "\n"), tail)
 	}
+	rulecov.LogRunner(t, rulecov.PathNode, "", []byte(out))
 	c := decodeCertificate(t, out)
 	if !strings.HasPrefix(c.Target, "node-memory") || !c.Capabilities.Leases || !c.Capabilities.ControlledClock {
 		t.Errorf("target %q with %+v, want node-memory with leases and the test clock", c.Target, c.Capabilities)

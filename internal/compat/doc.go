@@ -4,5 +4,7 @@
 // them. Each cell's outcome (certified, a named fallback, a named refusal,
 // a rule skipped for a named lack) is the one its test expects; a rule
 // that fails without a named reason fails the test (docs/plugins.md,
-// "Versions that meet"). The package holds nothing but that test.
+// "Versions that meet"). The package holds that test, and the building
+// of its earlier releases, which internal/cmd/prebuild does ahead of it
+// on a new machine.
 package compat

@@ -17,20 +17,10 @@ import (
 
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/gateway/gatewaytest"
+	"github.com/runstate/runstate/internal/rulecov"
 	"github.com/runstate/runstate/internal/testsupport/serverproc"
 	"github.com/runstate/runstate/plugin"
 	"github.com/runstate/runstate/protocol"
-)
-
-// The releases the matrix meets: today's working tree; the last commit
-// before protocol 1.7, which keeps every field but names neither its
-// version nor its features; and a plugin protocol without batches,
-// release_lease, principals, watches or a test clock.
-var (
-	today     = release{name: "today", protocol: protocol.Version}
-	release16 = release{name: "b2bef89", commit: "b2bef898c9dffb1cd23ffcb7c833e05b70fdd5b1", protocol: "1.6"}
-	release10 = release{name: "9a852de", commit: "9a852deec8e1ef93bb777d4939d23bbe760ae72a", protocol: "1.0"}
-	releases  = []release{today, release16, release10}
 )
 
 // How a host reaches the store it certifies.
@@ -199,6 +189,7 @@ func certifyCell(t *testing.T, host, peer binaries, kind peerKind) (map[string]v
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", runner, strings.Join(args, " "), err, serverproc.Tail(stderr.Bytes()))
 	}
+	rulecov.LogRunner(t, rulecov.PathMatrix, t.Name(), stdout.Bytes())
 	return got, mode
 }
 

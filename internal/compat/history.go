@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"testing"
 
 	"github.com/runstate/runstate/plugin/plugintest"
+	"github.com/runstate/runstate/protocol"
 )
 
 // A release is a version of runstate the matrix meets: a commit of this
@@ -22,6 +21,17 @@ type release struct {
 	commit   string // full hash; empty for the working tree
 	protocol string // the plugin protocol it speaks, for the matrix's table
 }
+
+// The releases the matrix meets: today's working tree; the last commit
+// before protocol 1.7, which keeps every field but names neither its
+// version nor its features; and a plugin protocol without batches,
+// release_lease, principals, watches or a test clock.
+var (
+	today     = release{name: "today", protocol: protocol.Version}
+	release16 = release{name: "b2bef89", commit: "b2bef898c9dffb1cd23ffcb7c833e05b70fdd5b1", protocol: "1.6"}
+	release10 = release{name: "9a852de", commit: "9a852deec8e1ef93bb777d4939d23bbe760ae72a", protocol: "1.0"}
+	releases  = []release{today, release16, release10}
+)
 
 // The commands the matrix builds of every release.
 const (
@@ -36,60 +46,33 @@ const (
 
 var commands = []string{runnerCmd, memoryPluginCmd, badgerPluginCmd, gatewayCmd}
 
-// binaries are a release's built commands, by name.
-type binaries map[string]string
-
-// builds builds each release's binaries once per test binary: the working
-// tree's into dir, a commit's into the user's cache directory, where they
-// stay for later runs (the cache is keyed by commit, which never changes).
-type builds struct {
-	dir string
-	mu  sync.Mutex
-	of  map[string]*build
-}
-
-type build struct {
-	once sync.Once
-	bins binaries
-	err  error
-}
-
-func newBuilds(t *testing.T) *builds {
-	return &builds{dir: t.TempDir(), of: map[string]*build{}}
-}
-
 // errNoHistory: the commit is not in this checkout.
 var errNoHistory = errors.New("commit not in this checkout")
 
-// binaries returns r's binaries, building them the first time. Without
-// the git history that holds r the test fails under CI=true, which must
-// never pass a test it did not run, and skips elsewhere.
-func (b *builds) binaries(t *testing.T, r release) binaries {
-	t.Helper()
-	b.mu.Lock()
-	bl, ok := b.of[r.name]
-	if !ok {
-		bl = &build{}
-		b.of[r.name] = bl
-	}
-	b.mu.Unlock()
-	bl.once.Do(func() {
+// BuildEarlierReleases builds the commands of every earlier release the
+// matrix meets into the user's cache directory, where TestVersionsMeet
+// finds them: they are inputs of the test, built once per machine and
+// kept by commit, which never changes. A release built already is left
+// as it is. It reports each release's directory, or why it could not.
+func BuildEarlierReleases() (map[string]string, error) {
+	dirs := map[string]string{}
+	var errs []error
+	for _, r := range releases {
 		if r.commit == "" {
-			bl.bins, bl.err = buildWorkingTree(filepath.Join(b.dir, r.name))
-		} else {
-			bl.bins, bl.err = buildCommit(r.commit)
+			continue
 		}
-	})
-	switch {
-	case errors.Is(bl.err, errNoHistory) && os.Getenv("CI") == "true":
-		t.Fatalf("%v (CI=true forbids skipping): %s", bl.err, historyHowToKeep)
-	case errors.Is(bl.err, errNoHistory):
-		t.Skipf("SKIPPING: %v: %s", bl.err, historyHowToKeep)
-	case bl.err != nil:
-		t.Fatalf("building %s: %v", r.name, bl.err)
+		bins, err := buildCommit(r.commit)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+			continue
+		}
+		dirs[r.name] = filepath.Dir(bins[runnerCmd])
 	}
-	return bl.bins
+	return dirs, errors.Join(errs...)
 }
+
+// binaries are a release's built commands, by name.
+type binaries map[string]string
 
 // buildWorkingTree builds the commands of the module this test is part of.
 func buildWorkingTree(dir string) (binaries, error) {
