@@ -28,7 +28,7 @@ run:
 # which fails the run when a proof of docs/testing/baseline.json is lost.
 # Packages are named longest first, so that they start first: go test
 # runs them in the order given.
-NORACE_PKGS := ./cmd/conformance-runner ./internal/compat ./adapters/etcd ./cmd/runstate-gateway ./adapters/mysql ./gateway/gatewaytest
+NORACE_PKGS := ./cmd/conformance-runner ./internal/compat ./adapters/etcd ./adapters/mysql ./cmd/runstate-gateway ./gateway/gatewaytest
 NORACE_TESTS := RealClock|AcrossRestarts|AcrossFailovers|OverTwentyFailovers|UnderChaos|^TestConformanceMemoryPlugin$$|^TestConformanceMySQLPlugin$$|PluginServesItsStore$$
 NORACE_TEST_PKGS := ./cmd/demo-runner ./adapters/postgres ./plugin ./adapters/badger ./adapters/memory
 RACE_FIRST := ./cmd/demo-runner ./conformance ./adapters/postgres ./plugin ./adapters/badger ./gateway
@@ -48,7 +48,7 @@ test:
 	status=0; RUNSTATE_RULE_COVERAGE=1 RUNSTATE_TEST_CPU=$(TESTCPU) $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) --raw-command -- bin/testrun \
 		"$(GOTEST) -race -p 2 -skip '$(NORACE_TESTS)' $$(echo $$race_pkgs)" \
 		"$(GOTEST) -p 2 -run '$(NORACE_TESTS)' $(NORACE_TEST_PKGS)" \
-		"$(GOTEST) -p 2 $(NORACE_PKGS)" || status=$$?; \
+		"$(GOTEST) -p 3 $(NORACE_PKGS)" || status=$$?; \
 	echo; echo "go test, per package:"; \
 	sed -n 's/^{.*"Action":"output".*"Output":"\(\(ok\|FAIL\|?\) *\\t[^"]*\)\\n"}$$/\1/p' $(TESTJSON) | sed 's/\\t/\t/g'; \
 	$(GO) run ./internal/cmd/testreport -json $(TESTJSON) -cpu $(TESTCPU) -baseline $(TEST_BASELINE) > $(TESTREPORT) || status=$$?; \

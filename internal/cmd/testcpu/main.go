@@ -34,7 +34,10 @@ import (
 
 // Sample is one line of the file.
 type Sample struct {
-	Package string  `json:"package"`
+	Package string `json:"package"`
+	// PID tells apart two binaries of one package that run at once (make
+	// test runs a package's race-detected tests and its others as two).
+	PID     int     `json:"pid"`
 	Time    int64   `json:"t_ms"` // Unix milliseconds
 	CPU     float64 `json:"cpu_s"`
 	Final   bool    `json:"final,omitempty"`
@@ -142,7 +145,7 @@ func rusageSeconds(ru *syscall.Rusage) float64 {
 func (r *recorder) write(s Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s.Package = r.pkg
+	s.Package, s.PID = r.pkg, r.pid
 	r.last = max(r.last, s.CPU)
 	b, _ := json.Marshal(s)
 	r.file.Write(append(b, '\n')) // one write per line: lines of packages run at once do not mix

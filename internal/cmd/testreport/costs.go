@@ -13,6 +13,7 @@ import (
 // sample is one line of testcpu's file.
 type sample struct {
 	Package string  `json:"package"`
+	PID     int     `json:"pid"`
 	TimeMS  int64   `json:"t_ms"`
 	CPU     float64 `json:"cpu_s"`
 	Final   bool    `json:"final"`
@@ -73,7 +74,6 @@ func costsOf(events []event, samples []sample) costs {
 	for _, s := range samples {
 		bySample[s.Package] = append(bySample[s.Package], s)
 	}
-	started := map[string]time.Time{}
 	began := map[string]time.Time{}              // "package.Test" → its first run event
 	running := map[string]map[string]time.Time{} // package → test → since
 	spans := map[string][]span{}
@@ -82,8 +82,6 @@ func costsOf(events []event, samples []sample) costs {
 	for _, e := range events {
 		top := e.Test != "" && !strings.Contains(e.Test, "/")
 		switch {
-		case e.Action == "start" && e.Test == "":
-			started[e.Package] = e.Time
 		case (e.Action == "run" || e.Action == "cont") && top:
 			if _, ok := began[e.Package+"."+e.Test]; !ok {
 				began[e.Package+"."+e.Test] = e.Time
@@ -108,23 +106,47 @@ func costsOf(events []event, samples []sample) costs {
 			c.packages = append(c.packages, cost{name: e.Package, wall: e.Elapsed, cpu: -1, failed: e.Action == "fail"})
 		}
 	}
+	// A package may run as two binaries at once (its race-detected tests
+	// and its others): its CPU is theirs together, and the CPU of each is
+	// shared among the package's tests running at the time.
+	type binary struct {
+		pkg string
+		pid int
+	}
+	series := map[binary][]sample{}
+	for _, s := range samples {
+		series[binary{s.Package, s.PID}] = append(series[binary{s.Package, s.PID}], s)
+	}
+	pkgCPU := map[string]float64{}
 	testCPU := map[string]float64{}
-	for i, p := range c.packages {
-		ss := bySample[p.name]
-		if len(ss) == 0 {
-			continue
-		}
-		final := ss[len(ss)-1].CPU
+	for b, ss := range series {
+		var final float64
 		for _, s := range ss {
 			final = max(final, s.CPU)
 		}
-		c.packages[i].cpu = final
-		prevT, prevCPU := started[p.name], 0.0
+		pkgCPU[b.pkg] += final
+		// testcpu samples each second from the binary's start.
+		prevT, prevCPU := ss[0].time().Add(-time.Second), 0.0
 		for _, s := range ss {
-			share(spans[p.name], prevT, s.time(), s.CPU-prevCPU, func(test string, cpu float64) { testCPU[p.name+"."+test] += cpu }, &c.outside)
+			share(spans[b.pkg], prevT, s.time(), s.CPU-prevCPU, func(test string, cpu float64) { testCPU[b.pkg+"."+test] += cpu }, &c.outside)
 			prevT, prevCPU = s.time(), max(prevCPU, s.CPU)
 		}
 	}
+	merged := map[string]int{}
+	var packages []cost
+	for _, p := range c.packages {
+		if i, ok := merged[p.name]; ok {
+			packages[i].wall = max(packages[i].wall, p.wall)
+			packages[i].failed = packages[i].failed || p.failed
+			continue
+		}
+		merged[p.name] = len(packages)
+		if cpu, ok := pkgCPU[p.name]; ok {
+			p.cpu = cpu
+		}
+		packages = append(packages, p)
+	}
+	c.packages = packages
 	for name, w := range wall {
 		cpu := -1.0
 		if c.withCPU {
