@@ -145,7 +145,8 @@ soak:
 	RUNSTATE_SOAK=10m $(GO) test -count=1 -timeout 40m -run TestManyWorkersShareOneStoreUnderChaos -v ./cmd/demo-runner/
 	RUNSTATE_STALL_ROUNDS=40 $(GO) test -count=1 -timeout 30m -run TestAStalled -v ./cmd/demo-runner/
 
-# Each fuzz target for FUZZTIME (the saved corpora in testdata/fuzz run with
+# Each fuzz target for FUZZTIME, a duration (30s) or a count of inputs
+# (20000x, as CI runs it) as go test's -fuzztime takes it (the saved corpora in testdata/fuzz run with
 # every plain `go test` too). A failing input is saved under testdata/fuzz.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = driver:FuzzPrepareCreate driver:FuzzApplyUpdate driver:FuzzCursors \

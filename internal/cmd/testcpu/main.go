@@ -37,10 +37,10 @@ type Sample struct {
 	Package string `json:"package"`
 	// PID tells apart two binaries of one package that run at once (make
 	// test runs a package's race-detected tests and its others as two).
-	PID     int     `json:"pid"`
-	Time    int64   `json:"t_ms"` // Unix milliseconds
-	CPU     float64 `json:"cpu_s"`
-	Final   bool    `json:"final,omitempty"`
+	PID   int     `json:"pid"`
+	Time  int64   `json:"t_ms"` // Unix milliseconds
+	CPU   float64 `json:"cpu_s"`
+	Final bool    `json:"final,omitempty"`
 }
 
 func main() {
