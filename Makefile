@@ -1,7 +1,7 @@
 # runstate — see README.md for the two commands a newcomer needs.
 GO ?= go
 
-.PHONY: run test lint buf protocheck stress bench bench-river perf-report conformance crash soak fuzz mutation proto plugins gateway
+.PHONY: run test check lint buf protocheck stress bench bench-river perf-report conformance crash soak fuzz mutation proto plugins gateway
 
 # The main job: run the bundled example workflow on the default (Badger) store.
 run:
@@ -25,13 +25,14 @@ run:
 # gotestsum prints each test as it ends, and the failures again at the
 # end; then go test's closing line of every package follows, and the
 # report of what ran where and what it cost (internal/cmd/testreport),
-# which fails the run when a proof of docs/testing/baseline.json is lost.
+# which, under CI=true, fails the run when a proof of
+# docs/testing/baseline.json is lost.
 # Packages are named longest first, so that they start first: go test
 # runs them in the order given.
 NORACE_PKGS := ./cmd/conformance-runner ./internal/compat ./adapters/etcd ./adapters/mysql ./cmd/runstate-gateway ./gateway/gatewaytest
 NORACE_TESTS := RealClock|AcrossRestarts|AcrossFailovers|OverTwentyFailovers|UnderChaos|^TestConformanceMemoryPlugin$$|^TestConformanceMySQLPlugin$$|PluginServesItsStore$$
 NORACE_TEST_PKGS := ./cmd/demo-runner ./adapters/postgres ./plugin ./adapters/badger ./adapters/memory
-RACE_FIRST := ./cmd/demo-runner ./conformance ./adapters/postgres ./plugin ./adapters/badger ./gateway
+RACE_FIRST := ./conformance ./cmd/demo-runner ./adapters/postgres ./plugin ./adapters/badger ./gateway
 # Each package's binary may run 40 minutes: a guard against a hang, not a
 # budget.
 TEST_TIMEOUT ?= 40m
@@ -51,9 +52,22 @@ test:
 		"$(GOTEST) -p 3 $(NORACE_PKGS)" || status=$$?; \
 	echo; echo "go test, per package:"; \
 	sed -n 's/^{.*"Action":"output".*"Output":"\(\(ok\|FAIL\|?\) *\\t[^"]*\)\\n"}$$/\1/p' $(TESTJSON) | sed 's/\\t/\t/g'; \
-	$(GO) run ./internal/cmd/testreport -json $(TESTJSON) -cpu $(TESTCPU) -baseline $(TEST_BASELINE) > $(TESTREPORT) || status=$$?; \
+	$(GO) run ./internal/cmd/testreport -json $(TESTJSON) -cpu $(TESTCPU) -baseline $(TEST_BASELINE) $(if $(filter true,$(CI)),-strict) > $(TESTREPORT) || status=$$?; \
 	echo "what ran against which store, and what each package and test cost: $(TESTREPORT)"; \
 	exit $$status
+
+# The inner loop, before every commit (CONTRIBUTING.md): gofmt and go vet,
+# then under the race detector the units of every package that runs in
+# the test's process, the memory store's whole suite, and PostgreSQL's on
+# the controlled clock. What sleeps through leases, starts processes and
+# clusters, or kills them is make test's (docs/testing.md).
+CHECK_PKGS := . ./driver ./conformance ./worker ./protocol ./tracker ./stores ./otelstore ./gateway \
+	./adapters/memory ./adapters/badger ./adapters/internal/... ./internal/access ./internal/redact \
+	./internal/procfs ./internal/rulecov ./internal/cmd/testreport ./internal/cmd/testrun ./docs
+CHECK_SKIP := $(NORACE_TESTS)|^TestEveryMutantIsCaughtByItsRule$$|^TestSimulatedFaultsPassTheFaultRules$$
+check: lint
+	$(GO) test -race -short -count=1 -skip '$(CHECK_SKIP)' $(CHECK_PKGS)
+	$(GO) test -race -count=1 -run '^TestConformance$$' ./adapters/postgres
 
 # The flake hunt: the time-sensitive tests (chaos, real clocks, plugin and
 # gateway processes, etcd and failover suites), each run N times under the

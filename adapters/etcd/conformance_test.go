@@ -13,6 +13,7 @@ import (
 // TestConformance runs the suite, and on a cluster of the test's own the
 // FAULT rules with members killed: one, the leader, all three.
 func TestConformance(t *testing.T) {
+	t.Parallel() // each suite has a cluster of its own
 	endpoints, cluster := etcdcluster.Require(t, t.TempDir())
 	var members etcdtest.Cluster
 	if cluster != nil {
@@ -25,6 +26,7 @@ func TestConformanceRealClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sleeps through real lease TTLs; the manual-clock run covers the same rules")
 	}
+	t.Parallel() // each suite has a cluster of its own
 	endpoints, _ := etcdcluster.Require(t, t.TempDir())
 	conformance.Run(t, conformance.Repeated(etcdtest.Target(endpoints, false, nil)))
 }
@@ -33,6 +35,7 @@ func TestConformanceRealClock(t *testing.T) {
 // one member of three, its leader: the others elect a new one, a quorum
 // serves every rule, and the client moves off the dead member's endpoint.
 func TestConformanceWithAMemberDown(t *testing.T) {
+	t.Parallel() // each suite has a cluster of its own
 	endpoints, cluster := etcdcluster.Require(t, t.TempDir())
 	if cluster == nil {
 		t.Skip("the cluster is " + etcdcluster.EnvEndpoints + "'s, which the test must not disturb")

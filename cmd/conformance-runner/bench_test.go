@@ -46,6 +46,7 @@ func checkMeasured(t *testing.T, s storeResult) {
 // Every kind of target is measured as the suite certifies it: a built-in
 // store, a plugin process, and a store behind a gateway process.
 func TestBenchMeasuresEveryKindOfTarget(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -70,6 +71,7 @@ func TestBenchMeasuresEveryKindOfTarget(t *testing.T) {
 // The store is measured beside the reference stores in the same run, and
 // the Markdown report and the chart show them together.
 func TestBenchReportsAndChartPlaceTheStoreBesideTheReferences(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	dir := t.TempDir()
 	md, svg := filepath.Join(dir, "bench.md"), filepath.Join(dir, "bench.svg")
 	rep, errOut, code := bench(t, "--plugin", bin(t, memoryPkg), "--markdown", md, "--chart", svg)

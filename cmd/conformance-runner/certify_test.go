@@ -63,6 +63,7 @@ func verdictOf(t *testing.T, c certificateJSON, profile string) conformance.Prof
 // The help example, as written, certifies the memory store's core and
 // leases profiles in both clock modes, and every report says so.
 func TestCertifyMemoryCoreAndLeases(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	dir := t.TempDir()
 	junit, markdown := filepath.Join(dir, "cert.xml"), filepath.Join(dir, "cert.md")
 	out, errOut, code := runCLI(t, "certify", "--profile", "core,leases", "--format", "json", "--junit", junit, "--markdown", markdown)

@@ -72,6 +72,7 @@ func TestAPluginIgnoringTheTestClockKeepsRealTime(t *testing.T) {
 // that outlives the gateway is certified under the restart fault: the
 // gateway is killed and started again.
 func TestGatewaysAreCertifiedWithAClockAndRestarts(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	got, caps, _ := outcomes(t, "--gateway", bin(t, gatewayPkg), "--store", "badger:{{tempdir}}/s", "--run", clockRules+",FAULT-002,FAULT-006")
 	if !caps.ControlledClock || len(caps.Faults) != 1 || caps.Faults[0] != conformance.FaultRestart {
 		t.Errorf("Badger behind a gateway declares %v, want a controlled clock and the restart fault", caps)

@@ -13,6 +13,7 @@ import (
 // runner starts per check: the FAULT rules of partitions, resets and a
 // slow link run through the plugin process.
 func TestPostgresPluginBehindAFaultProxy(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	backend, dsn := sqltest.PostgresBehindProxy(t, sqltest.Postgres.Find(t).DSN(), "{{proxy}}")
 	got, caps, _ := outcomes(t, "--plugin", bin(t, postgresPkg), "--proxy-backend", backend, "--config", "dsn="+dsn,
 		"--config", "schema=runs_{{unique}}", "--config", "scratch_schema=true", "--run", "FAULT-001,FAULT-004,FAULT-007")

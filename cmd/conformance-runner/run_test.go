@@ -87,6 +87,7 @@ func summary(t *testing.T, text string) [4]int {
 }
 
 func TestMemoryPluginPassesAndReportsAgree(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	dir := t.TempDir()
 	junitPath, mdPath := filepath.Join(dir, "report.xml"), filepath.Join(dir, "report.md")
 	path := bin(t, memoryPkg)
@@ -297,6 +298,7 @@ func storedRuns(t *testing.T, dir string) []runstate.RunSnapshot {
 // The docs' scratch-database example works with the reference MySQL
 // plugin: each check's plugin creates its own database and drops it after.
 func TestMySQLPluginOnScratchDatabases(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	srv := sqltest.MySQL.Find(t)
 	prefix := fmt.Sprintf("rsconf_%d_", os.Getpid())
 	// The template goes into the DSN as a user types it (FormatDSN would
@@ -470,6 +472,7 @@ func TestConfigFromAFile(t *testing.T) {
 // The built-in PostgreSQL target and the PostgreSQL plugin give the same
 // verdict on the same rules, each check on a schema of its own.
 func TestPostgresInProcessAndAsAPlugin(t *testing.T) {
+	t.Parallel() // its processes, databases and files are its own
 	srv := sqltest.Postgres.Find(t)
 	rules := "CAS,LEASE-002,LIN-001"
 	in, stderr, code := runCLI(t, "--adapter", "postgres", "--config", "dsn="+srv.DSN(), "--run", rules, "--format", "json")

@@ -10,7 +10,6 @@ package rulecov
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -154,9 +153,4 @@ func LogRunner(t testing.TB, path, cell string, out []byte) {
 	for _, m := range rep.Modes {
 		logAll(m.Capabilities, m.Results)
 	}
-}
-
-// String is e as the table's notes name it.
-func (e Entry) String() string {
-	return fmt.Sprintf("%s on %s (%s clock, %s)", e.Rule, e.Target, e.Clock, e.Outcome)
 }

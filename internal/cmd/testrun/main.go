@@ -31,6 +31,11 @@ func main() {
 
 func run(commands []string, stdout, stderr io.Writer) int {
 	var mu sync.Mutex // one line at a time on stdout
+	if _, ok := stderr.(*os.File); !ok {
+		// A file goes to the commands as it is; any other writer is
+		// written by a goroutine per command, one at a time.
+		stderr = &lockedWriter{w: stderr}
+	}
 	codes := make([]int, len(commands))
 	var wg sync.WaitGroup
 	for i, c := range commands {
@@ -81,4 +86,15 @@ func run(commands []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
