@@ -42,7 +42,14 @@ TESTJSON ?= $(or $(TMPDIR),/tmp)/runstate-test-$(shell id -u).json
 TESTCPU ?= $(or $(TMPDIR),/tmp)/runstate-test-cpu-$(shell id -u).jsonl
 TESTREPORT ?= $(or $(TMPDIR),/tmp)/runstate-test-report-$(shell id -u).md
 TEST_BASELINE := docs/testing/baseline.json
-GOTEST = $(GO) test -json -exec $(CURDIR)/bin/testcpu -count=1 -timeout $(TEST_TIMEOUT)
+# Each test binary, and every process it starts, runs one P (GOMAXPROCS):
+# make test runs several packages at once, each with processes of its
+# own, so they share the cores anyway, and the Go scheduler's idle Ps
+# spin looking for work on cores the others need (Badger's suite under
+# the race detector: 13.3 CPU s with one P, 17.4 with two). make stress
+# and make check keep the default.
+TEST_GOMAXPROCS ?= 1
+GOTEST = $(GO) test -json -exec 'env GOMAXPROCS=$(TEST_GOMAXPROCS) $(CURDIR)/bin/testcpu' -count=1 -timeout $(TEST_TIMEOUT)
 test:
 	@$(GO) build -o bin/ ./internal/cmd/testcpu ./internal/cmd/testrun || exit 1; rm -f $(TESTCPU); \
 	race_pkgs=$$($(GO) list $(RACE_FIRST) ./... | awk '!seen[$$0]++' | grep -vxF "$$($(GO) list $(NORACE_PKGS))"); \
