@@ -46,15 +46,16 @@ TEST_BASELINE := docs/testing/baseline.json
 # make test runs several packages at once, each with processes of its
 # own, so they share the cores anyway, and the Go scheduler's idle Ps
 # spin looking for work on cores the others need (Badger's suite under
-# the race detector: 13.3 CPU s with one P, 17.4 with two). make stress
-# and make check keep the default.
+# the race detector: 13.3 CPU s with one P, 17.4 with two). The builds
+# those processes run take every core again (internal/testsupport/gocmd).
+# make stress and make check keep the default.
 TEST_GOMAXPROCS ?= 1
 GOTEST = $(GO) test -json -exec 'env GOMAXPROCS=$(TEST_GOMAXPROCS) $(CURDIR)/bin/testcpu' -count=1 -timeout $(TEST_TIMEOUT)
 test:
 	@$(GO) build -o bin/ ./internal/cmd/testcpu ./internal/cmd/testrun || exit 1; rm -f $(TESTCPU); \
 	race_pkgs=$$($(GO) list $(RACE_FIRST) ./... | awk '!seen[$$0]++' | grep -vxF "$$($(GO) list $(NORACE_PKGS))"); \
 	status=0; RUNSTATE_RULE_COVERAGE=1 RUNSTATE_TEST_CPU=$(TESTCPU) $(GO) tool gotestsum --format testname --jsonfile $(TESTJSON) --raw-command -- bin/testrun \
-		"$(GOTEST) -race -p 2 -skip '$(NORACE_TESTS)' $$(echo $$race_pkgs)" \
+		"$(GOTEST) -race -p 4 -skip '$(NORACE_TESTS)' $$(echo $$race_pkgs)" \
 		"$(GOTEST) -p 2 -run '$(NORACE_TESTS)' $(NORACE_TEST_PKGS)" \
 		"$(GOTEST) -p 3 $(NORACE_PKGS)" || status=$$?; \
 	echo; echo "go test, per package:"; \

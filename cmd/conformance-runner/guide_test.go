@@ -12,6 +12,7 @@ import (
 
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/internal/rulecov"
+	"github.com/runstate/runstate/internal/testsupport/gocmd"
 )
 
 // fence is one fenced block of a Markdown document.
@@ -105,7 +106,7 @@ func TestIntegratorsGuideAsWritten(t *testing.T) {
 
 	cmd := exec.Command("bash", "-c", strings.Join(script, "\n"))
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "HOME="+home)
+	cmd.Env = append(gocmd.Env(), "HOME="+home) // a user's shell: no GOMAXPROCS of make test's
 	for _, v := range []string{"GOPATH", "GOCACHE", "GOMODCACHE", "GOENV"} {
 		out, err := exec.Command("go", "env", v).Output()
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/runstate/runstate/internal/testsupport/gocmd"
 	"github.com/runstate/runstate/plugin/plugintest"
 	"github.com/runstate/runstate/protocol"
 )
@@ -140,9 +141,9 @@ func buildCommit(commit string) (binaries, error) {
 	for _, c := range commands {
 		args = append(args, "./"+mains[c])
 	}
-	build := exec.Command("go", args...)
+	build := gocmd.Command(args...)
 	build.Dir = src
-	build.Env = append(os.Environ(), "GOWORK=off")
+	build.Env = append(build.Env, "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go %s in the tree of %s: %v\n%s", strings.Join(args, " "), commit, err, out)
 	}

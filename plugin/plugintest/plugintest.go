@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"github.com/runstate/runstate/adapters/memory"
 	"github.com/runstate/runstate/conformance"
 	"github.com/runstate/runstate/conformance/faultproxy"
+	"github.com/runstate/runstate/internal/testsupport/gocmd"
 	"github.com/runstate/runstate/internal/testsupport/proctest"
 	"github.com/runstate/runstate/internal/tracing"
 	"github.com/runstate/runstate/plugin"
@@ -38,7 +38,7 @@ import (
 func Build(dir string, pkgs ...string) (map[string]string, error) {
 	out := map[string]string{}
 	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)
-	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+	if b, err := gocmd.Command(args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building plugins: %v\n%s", err, b)
 	}
 	for _, p := range pkgs {

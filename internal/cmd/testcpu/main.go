@@ -5,8 +5,10 @@
 //
 //	go test -exec testcpu ./...        (RUNSTATE_TEST_CPU=FILE)
 //
-// Every second it appends to FILE a JSON line with the package's import
-// path, the time and the tree's CPU seconds so far; the last line, once
+// At the start, and then every two seconds, it appends to FILE a JSON line
+// with the package's import path, the binary's pid, the time and the
+// tree's CPU seconds so far (reading /proc costs about a millisecond per
+// hundred processes); the last line, once
 // the binary has exited, has "final": true and the CPU of every
 // descendant the binary waited for. internal/cmd/testreport reads the
 // lines beside go test's JSON output. Without RUNSTATE_TEST_CPU it only
@@ -85,6 +87,8 @@ func run(binary string, args []string, out string) int {
 	}
 }
 
+const samplePeriod = 2 * time.Second
+
 // recorder samples the tree under one pid until finish.
 type recorder struct {
 	pkg  string
@@ -103,10 +107,11 @@ func newRecorder(out string, pid int) *recorder {
 		return nil
 	}
 	r := &recorder{pkg: packageOfDir(), pid: pid, file: f, stop: make(chan struct{})}
+	r.write(Sample{Time: time.Now().UnixMilli()}) // where the first interval starts
 	r.done.Add(1)
 	go func() {
 		defer r.done.Done()
-		tick := time.NewTicker(time.Second)
+		tick := time.NewTicker(samplePeriod)
 		defer tick.Stop()
 		for {
 			select {

@@ -64,9 +64,10 @@ type span struct {
 
 // costsOf reads each package's wall time from go test's closing event,
 // and its CPU from the final sample. A test's CPU is its package's
-// sampled CPU shared out over the seconds between samples among the
+// sampled CPU shared out over the intervals between samples among the
 // top-level tests running then, in proportion to the time each ran: an
-// estimate where tests run in parallel, exact where they run alone.
+// estimate where tests run in parallel or an interval holds two tests,
+// exact where they run alone.
 func costsOf(events []event, samples []sample) costs {
 	var c costs
 	c.withCPU = len(samples) > 0
@@ -125,8 +126,8 @@ func costsOf(events []event, samples []sample) costs {
 			final = max(final, s.CPU)
 		}
 		pkgCPU[b.pkg] += final
-		// testcpu samples each second from the binary's start.
-		prevT, prevCPU := ss[0].time().Add(-time.Second), 0.0
+		// testcpu's first sample is the binary's start, at no CPU.
+		prevT, prevCPU := ss[0].time(), 0.0
 		for _, s := range ss {
 			share(spans[b.pkg], prevT, s.time(), s.CPU-prevCPU, func(test string, cpu float64) { testCPU[b.pkg+"."+test] += cpu }, &c.outside)
 			prevT, prevCPU = s.time(), max(prevCPU, s.CPU)

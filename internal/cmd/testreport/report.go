@@ -150,7 +150,7 @@ func writeCosts(w io.Writer, c costs, top int) {
 	fmt.Fprintf(w, "| **%d packages** | %.0f (summed) | %s |\n", len(c.packages), wall, seconds(cpu))
 	fmt.Fprintf(w, "\n## Cost by test\n\nThe %d costliest top-level tests of %d", min(top, len(c.tests)), len(c.tests))
 	if c.withCPU {
-		fmt.Fprintf(w, " (a test's CPU is its package's, shared among the top-level tests running in each second, by the time each ran; %.0f CPU s fell outside any test)", c.outside)
+		fmt.Fprintf(w, " (a test's CPU is its package's, shared among the top-level tests running between two of its samples, by the time each ran; %.0f CPU s fell outside any test)", c.outside)
 	}
 	fmt.Fprintf(w, ".\n\n| test | wall s | CPU s |\n|---|---|---|\n")
 	var restWall, restCPU float64

@@ -102,6 +102,7 @@ func TestTwoBinariesOfAPackageAddUp(t *testing.T) {
 		{Time: at(4), Action: "pass", Package: pkg, Elapsed: 4},
 	}
 	samples := []sample{
+		{Package: pkg, PID: 1, TimeMS: at(0).UnixMilli()}, {Package: pkg, PID: 2, TimeMS: at(0).UnixMilli()},
 		{Package: pkg, PID: 1, TimeMS: at(1).UnixMilli(), CPU: 1}, {Package: pkg, PID: 1, TimeMS: at(2).UnixMilli(), CPU: 2},
 		{Package: pkg, PID: 2, TimeMS: at(2).UnixMilli(), CPU: 0.5}, {Package: pkg, PID: 2, TimeMS: at(4).UnixMilli(), CPU: 1.5},
 	}
