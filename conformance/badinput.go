@@ -16,7 +16,7 @@ func init() {
 	register("BAD-004", "A zero, negative or over-limit lease TTL, an empty owner or a non-positive token is INVALID_ARGUMENT.", leases, checkBadLeaseInput)
 	register("BAD-005", "A field over its size limit is INVALID_ARGUMENT naming the field; nothing is stored or changed.", none, checkOversize)
 	register("BAD-006", "Text that is not valid UTF-8 or contains NUL is INVALID_ARGUMENT; nothing is stored.", none, checkBadText)
-	register("BAD-007", "A meaningless update (no expected version, nothing to change, priority out of range, interrupted_reason without interrupted, a step named twice, an unknown actor kind) is INVALID_ARGUMENT and changes nothing.", none, checkBadUpdates)
+	register("BAD-007", "A meaningless update (no expected version, nothing to change, priority out of range, interrupted_reason without interrupted, a step named twice, an unknown actor kind) is INVALID_ARGUMENT and changes nothing; WakeAt, zero included, is a change, ReleaseLease alone is not.", none, checkBadUpdates)
 }
 
 func long(n int) string { return strings.Repeat("x", n) }

@@ -15,7 +15,7 @@ func init() {
 	register("FSM-003", "A forbidden transition leaves a terminal run exactly as it was.", none, checkForbiddenFromTerminal)
 	register("FSM-004", "A forbidden transition moves a non-terminal run to failed with diagnostic error_code INVALID_STATE_TRANSITION; the rest of the patch is not applied and running steps and hosts fail with it.", none, checkForbiddenFromNonTerminal)
 	register("FSM-005", "A forbidden transition records exactly one rejected audit event at the version it was refused at (plus, for a non-terminal run, the event of its move to failed at the new version), with the write's actor, reason and token.", none, checkForbiddenAudit)
-	register("FSM-006", "Input aliases created and pending (lower case) mean queued on create and in status filters; stored and returned status is queued.", none, checkAliases)
+	register("FSM-006", "Input aliases created and pending (lower case) mean queued wherever a run, step or host status is input (create, update, step and host patches, listing and claim statuses); stored and returned status is queued.", none, checkAliases)
 	register("FSM-007", "Step statuses follow the step table; a forbidden step transition fails with INVALID_STATE_TRANSITION and changes nothing.", none, checkStepPairs(false))
 	register("FSM-008", "Host statuses follow the step table; a forbidden host transition fails with INVALID_STATE_TRANSITION and changes nothing.", none, checkStepPairs(true))
 	register("FSM-009", "Every time a write sets is that write's updated_at: created_at on create, started_at when first running, finished_at when terminal, for the run, its steps and hosts.", none, checkTimestamps)

@@ -23,7 +23,7 @@ func init() {
 	register("LEASE-008", "A terminal run is never claimable: ClaimRun fails with NOT_CLAIMABLE, claim-next and the runnable listing pass it by.", leases, checkTerminalNotClaimable)
 	register("LEASE-009", "Release ends ownership: the run is claimable at once, with a larger token, and the released token fences nothing from the release on.", leases, checkRelease)
 	register("LEASE-010", "The runnable listing returns non-terminal runs in the asked statuses without a live lease, in claim order, filtered and paged.", leases, checkListRunnable)
-	register("LEASE-011", "Claims consider queued and waiting runs unless the caller names the statuses; running is claimable only when named.", leases, checkClaimStatuses)
+	register("LEASE-011", "Claims consider queued and waiting runs unless the caller names the statuses; running is claimable only when named; a terminal status among them is INVALID_ARGUMENT.", leases, checkClaimStatuses)
 	register("LEASE-012", "A later incarnation of the same worker may claim over its previous incarnation's live lease; other workers may not.", leases, checkIncarnations)
 	register("LEASE-013", "Claim-next with no runnable run fails with NOT_FOUND.", leases, checkClaimNextEmpty)
 	register("LEASE-014", "Lease operations change neither the run's version nor its audit trail.", leases, checkLeaseNoVersion)

@@ -10,7 +10,7 @@ import (
 
 func init() {
 	register("WAKE-001", "A parked run is neither listed runnable nor claimed before its wake time (ClaimRun: NOT_CLAIMABLE), and from its wake time on it is, in claim order; parked by its holder, it holds no lease.", leases, checkParkedUntilWakeTime)
-	register("WAKE-002", "WakeAt is stored as written and a zero one wakes the run; it is refused, changing nothing, on a run not queued or waiting after the write, on a leased run the write does not release, and outside 1970-9999; leaving queued and waiting clears it.", leases, checkParkingRules)
+	register("WAKE-002", "WakeAt is stored as written and a zero one wakes the run; it is refused, changing nothing, on a run not queued or waiting after the write, on a leased run the write does not release (an expired lease nobody claimed since included), and outside 1970-9999; leaving queued and waiting clears it.", leases, checkParkingRules)
 }
 
 // lackWakeAt: the store refused to park a run (ErrUnsupported), as a
