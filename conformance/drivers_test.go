@@ -42,6 +42,9 @@ func newMapDriver(clock runstate.Clock) *mapDriver {
 
 func (d *mapDriver) Now(context.Context) (time.Time, error) { return d.now(), nil }
 
+// Keeps implements driver.Keeper: its searches judge by RunnableQuery.Admits.
+func (d *mapDriver) Keeps() driver.Keeps { return driver.Keeps{Parking: true} }
+
 func (d *mapDriver) now() time.Time { return driver.Timestamp(d.clock.Now()) }
 
 func (d *mapDriver) Insert(_ context.Context, p driver.InsertParams) error {

@@ -16,7 +16,7 @@ func init() {
 // lackWakeAt: the store refused to park a run (ErrUnsupported), as a
 // client refuses what its server would drop.
 var lackWakeAt = lack{"runstate.UpdateRunParams.WakeAt", "the store cannot park a run: it refuses WakeAt as unsupported " +
-	"(a plugin or gateway of protocol 1.7 or older, whose server would drop the field; every driver.Wrap store keeps it)"}
+	"(a plugin or gateway of protocol 1.7 or older, whose server would drop the field, or a driver.Wrap store whose driver does not state driver.Keeps.Parking)"}
 
 // park sets the run's wake time with an unfenced write, skipping the check
 // when the store cannot park.

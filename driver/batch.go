@@ -79,6 +79,9 @@ func (w *wrapped) UpdateRuns(ctx context.Context, p runstate.UpdateRunsParams) (
 	at := make([]int, 0, len(updates)) // the update of each item
 	for i, u := range updates {
 		if out.Items[i].Err == nil {
+			out.Items[i].Err = w.unkept(u)
+		}
+		if out.Items[i].Err == nil {
 			items = append(items, ModifyItem{RunID: u.RunID, Change: updateChange(u, &outcomes[i])})
 			at = append(at, i)
 		}

@@ -17,6 +17,12 @@
 //     the driver's batch interfaces ([GroupCommit], configured by
 //     [WrapWith]).
 //
+// A driver says which parts of the run's layout it keeps beyond those every
+// driver keeps ([Keeper], [Keeps]: parked runs first), and Wrap refuses a
+// write that needs a part it does not name, with runstate.ErrUnsupported,
+// rather than accept it and lose it: a driver compiled against a later kit
+// keeps the meaning it was written with.
+//
 // A store that implements runstate.Store directly (from docs/spec.md, or in
 // another language behind the plugin protocol) needs none of this; [Checked]
 // gives it the kit's validation alone. Package conformance tests either kind

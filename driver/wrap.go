@@ -43,7 +43,7 @@ func Wrap(d Driver) Store { return WrapWith(d, WrapOptions{}) }
 
 // WrapWith is Wrap with options.
 func WrapWith(d Driver, opts WrapOptions) Store {
-	w := &wrapped{d: d, log: opts.Logger}
+	w := &wrapped{d: d, log: opts.Logger, keeps: keepsOf(d)}
 	if !opts.GroupCommit.Off {
 		if bm, ok := d.(BatchModifier); ok {
 			w.modifies = modifyCommitter(d, bm, opts.GroupCommit)
@@ -71,6 +71,9 @@ type wrapped struct {
 	claims   *claimCommitters
 	// log hears of every lease decision committed (WrapOptions.Logger).
 	log *slog.Logger
+	// keeps is the layout d keeps (Keeper): a write that needs more is
+	// refused.
+	keeps Keeps
 }
 
 // logLease records a lease decision that committed (WrapOptions.Logger):
@@ -214,6 +217,9 @@ func (w *wrapped) newInsert(ctx context.Context, p runstate.CreateRunParams, now
 // decides on the run as Modify read it.
 func (w *wrapped) UpdateRun(ctx context.Context, p runstate.UpdateRunParams) (runstate.RunSnapshot, error) {
 	if err := prepareUpdate(&p); err != nil {
+		return runstate.RunSnapshot{}, err
+	}
+	if err := w.unkept(p); err != nil {
 		return runstate.RunSnapshot{}, err
 	}
 	var out updateOutcome

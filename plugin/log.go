@@ -91,11 +91,25 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 		lv = slog.LevelDebug
 	}
 	attrs := append(append([]any{}, h.args...), renameKeys(args)...)
-	if h.name != "" { // the plugin's own lines come through a named logger
-		h.output.add(msg, args)
+	if h.name != "" {
+		if h.pluginOutput() {
+			h.output.add(msg, args)
+		}
 		attrs = append(attrs, "logger", h.name)
 	}
 	h.l.Log(context.Background(), lv, msg, attrs...)
+}
+
+// stdioLogger names the logger of go-plugin's own stdio stream ("waiting
+// for stdio data", "received EOF" with the plugin's Unimplemented answer):
+// the host's words about the stream, not the plugin's output.
+const stdioLogger = "stdio"
+
+// pluginOutput reports whether h logs the plugin process's own lines: those
+// come through a named logger (go-plugin names it after the binary), and
+// so does go-plugin's stdio stream, which a failed start does not quote.
+func (h *hcLogger) pluginOutput() bool {
+	return h.name != "" && h.name != stdioLogger && !strings.HasSuffix(h.name, "."+stdioLogger)
 }
 
 func (h *hcLogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }

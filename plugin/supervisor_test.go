@@ -370,7 +370,9 @@ func TestSupervisorCallsSayWhyTheLastStartFailed(t *testing.T) {
 }
 
 // A failed start quotes the plugin's last lines of output, which go-plugin
-// logs through a named logger; the host's own lines are not quoted.
+// logs through a named logger; the host's own lines are not quoted, nor
+// are those of go-plugin's stdio stream, also named, which read as if the
+// plugin lacked a method ("received EOF … Method not found!").
 func TestFailedStartQuotesThePluginsOutput(t *testing.T) {
 	h := newHCLogger(slog.New(slog.DiscardHandler))
 	h.Info("starting plugin")
@@ -378,10 +380,14 @@ func TestFailedStartQuotesThePluginsOutput(t *testing.T) {
 	for i := range tailLines + 2 {
 		named.Error("open failed", "attempt", i)
 	}
+	stdio := h.Named("stdio")
+	stdio.Trace("waiting for stdio data")
+	stdio.Debug("received EOF, stopping recv loop", "err", "rpc error: code = Unimplemented desc = Method not found!")
 	cause := runstate.Unavailable("open refused", nil)
 	err := h.output.explain(cause)
 	if !errors.Is(err, runstate.ErrUnavailable) || !strings.Contains(err.Error(), "open failed attempt=6") ||
-		strings.Contains(err.Error(), "attempt=1 ") || strings.Contains(err.Error(), "starting plugin") {
+		strings.Contains(err.Error(), "attempt=1 ") || strings.Contains(err.Error(), "starting plugin") ||
+		strings.Contains(err.Error(), "stdio") || strings.Contains(err.Error(), "Method not found") {
 		t.Fatalf("%v", err)
 	}
 }

@@ -139,6 +139,10 @@ func appendEvents(txn *tx, events []runstate.AuditEvent, lastSeq *int64) error {
 // Now implements driver.Driver.
 func (s *storage) Now(context.Context) (time.Time, error) { return s.now(), nil }
 
+// Keeps implements driver.Keeper: parked runs are indexed by wake time
+// beside the unleased queue.
+func (s *storage) Keeps() driver.Keeps { return driver.Keeps{Parking: true} }
+
 // Insert implements driver.Driver.
 func (s *storage) Insert(ctx context.Context, r driver.InsertParams) error {
 	return s.update(ctx, func(txn *tx) error { return insert(txn, r) })

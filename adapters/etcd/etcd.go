@@ -256,6 +256,10 @@ func (s *storage) now() time.Time { return driver.Timestamp(s.clock.Now()) }
 // Now implements driver.Driver.
 func (s *storage) Now(context.Context) (time.Time, error) { return s.now(), nil }
 
+// Keeps implements driver.Keeper: the parked runs have keys of their own,
+// searched by wake time beside the unleased queue.
+func (s *storage) Keeps() driver.Keeps { return driver.Keeps{Parking: true} }
+
 // errConflict is an attempt's report that a compared revision had moved:
 // another write came first, and the attempt is made again.
 var errConflict = errors.New("a run changed since it was read")

@@ -23,8 +23,12 @@ func TestConformanceWithTheKitsClaimNext(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			// Embedding the interface promotes Driver's methods alone.
-			withoutClaimNext := struct{ driver.Driver }{s.data}
+			// Embedding the interfaces promotes their methods alone: the
+			// Driver's and what it keeps (driver.Keeper).
+			withoutClaimNext := struct {
+				driver.Driver
+				driver.Keeper
+			}{s.data, s.data}
 			return &kitHarness{store: driver.Wrap(withoutClaimNext), memory: s, clock: clock}, nil
 		},
 	})

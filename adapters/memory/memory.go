@@ -145,6 +145,10 @@ func (d *storage) lock() error {
 // Now implements driver.Driver.
 func (d *storage) Now(context.Context) (time.Time, error) { return d.now(), nil }
 
+// Keeps implements driver.Keeper: parked runs are indexed by wake time
+// beside the unleased queue.
+func (d *storage) Keeps() driver.Keeps { return driver.Keeps{Parking: true} }
+
 func (d *storage) now() time.Time { return driver.Timestamp(d.clock.Now()) }
 
 // Insert implements driver.Driver.

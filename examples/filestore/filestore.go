@@ -111,6 +111,11 @@ func (f *file) write(id string, change func(r *record) (changed bool, err error)
 
 func (f *file) Now(context.Context) (time.Time, error) { return f.clock.Now(), nil }
 
+// Keeps implements driver.Keeper: the runs are kept whole, wake time
+// included, and Runnable judges them by RunnableQuery.Admits, which passes
+// a parked run by until its wake time.
+func (f *file) Keeps() driver.Keeps { return driver.Keeps{Parking: true} }
+
 func (f *file) Insert(_ context.Context, n driver.InsertParams) error {
 	return f.write(n.Run.RunID, func(r *record) (bool, error) {
 		if r.Run.RunID != "" {

@@ -177,6 +177,10 @@ func (k *Driver) try(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error
 	return tx.Commit()
 }
 
+// Keeps implements driver.Keeper: the run's row carries its wake time and
+// queue, and the claim searches read the parked queue by wake time.
+func (k *Driver) Keeps() driver.Keeps { return driver.Keeps{Parking: true} }
+
 // Now implements driver.Driver: the database server's time, unless a
 // Clock replaces it. Where the dialect writes the lean way, a time that a
 // statement read there less than a second ago, plus the time elapsed here
